@@ -1,0 +1,33 @@
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
+
+from .env import env_bool, env_str  # noqa: E402
+from .services_probe import DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, answers  # noqa: E402
+
+REQUIRE_SERVICES = env_bool("REQUIRE_SERVICES", False)
+
+_pg_url = env_str("DATABASE_URL") or DEFAULT_POSTGRES_URL
+if _pg_url.startswith("postgres") and not answers(_pg_url, 5432):
+    if REQUIRE_SERVICES:
+        raise ImproperlyConfigured(f"REQUIRE_SERVICES=1 but PostgreSQL does not answer at {_pg_url}")
+    _pg_url = None
+if _pg_url:
+    os.environ["DATABASE_URL"] = _pg_url
+
+from .settings import *  # noqa: E402,F403
+from .settings import DATABASES  # noqa: E402
+
+if not _pg_url:
+    DATABASES["default"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+TEST_REDIS_URL = env_str("TEST_REDIS_URL") or env_str("REDIS_URL") or DEFAULT_REDIS_URL
+REDIS_AVAILABLE = answers(TEST_REDIS_URL, 6379)
+if REQUIRE_SERVICES and not REDIS_AVAILABLE:
+    raise ImproperlyConfigured(f"REQUIRE_SERVICES=1 but Redis does not answer at {TEST_REDIS_URL}")
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CELERY_TASK_ALWAYS_EAGER = False

@@ -1,0 +1,327 @@
+"""Admin for configuration. Forms refuse exactly what an import would refuse: before saving, each
+form runs the real write path in a rolled-back transaction (`configs.validate`), then saves through
+`configs.import_document`, so every admin edit is a numbered revision too."""
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+
+from . import configs, history
+from .configs import pool_to_document
+from .documents import ConfigError
+from .forms import JSONDocumentField, NameListField
+from .models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
+
+admin.site.site_header = "GPU pools control plane"
+admin.site.site_title = "GPU pools"
+admin.site.index_title = "Configuration"
+
+ADMIN_AUTHOR_NOTE = "Edited in the admin"
+
+
+def _pre(data) -> str:
+    return format_html('<pre class="osmo-json">{}</pre>', json.dumps(data, indent=2, ensure_ascii=False))
+
+
+class VersionedAdmin(admin.ModelAdmin):
+    """Shared behaviour of the versioned kinds: history, revisions panel, guarded deletes."""
+
+    config_kind: str
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "name"] if obj else fields
+
+    @admin.display(description="Recent revisions")
+    def revisions(self, obj):
+        if not obj or not obj.pk:
+            return "-"
+        rows = ConfigRevision.objects.filter(kind=self.config_kind, name=obj.name).order_by("-number")[:10]
+        if not rows:
+            return "-"
+        return format_html_join(
+            "", '<div><a href="{}">r{} {}</a> by {} at {} {}</div>',
+            ((reverse("admin:pools_configrevision_change", args=[r.pk]), r.number, r.action,
+              r.author_name or "-", r.created_at.strftime("%Y-%m-%d %H:%M"), r.description) for r in rows),
+        )
+
+    def history_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, object_id)
+        query = urlencode({"kind__exact": self.config_kind, "name": obj.name if obj else ""})
+        return HttpResponseRedirect(f"{reverse('admin:pools_configrevision_changelist')}?{query}")
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms, protected = super().get_deleted_objects(objs, request)
+        for obj in objs:
+            protected += [f"{obj.name}: {reason}" for reason in configs.deletion_blockers(self.config_kind, obj.name)]
+        return deleted, counts, perms, protected
+
+    def delete_model(self, request, obj):
+        configs.delete(self.config_kind, obj.name, author=request.user, description=ADMIN_AUTHOR_NOTE)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+    def _import(self, request, obj, document):
+        result = configs.import_document(self.config_kind, document, name=obj.name, author=request.user,
+                                         description=ADMIN_AUTHOR_NOTE)
+        obj.pk = type(obj).objects.values_list("pk", flat=True).get(name=obj.name)
+        if result.backends_created:
+            messages.warning(request, result.summary())
+
+
+def _validated(kind: str, document: dict, name: str) -> None:
+    try:
+        configs.validate(kind, document, name=name)
+    except ConfigError as exc:
+        raise forms.ValidationError(exc.message) from None
+
+
+# ---- pools and platforms -----------------------------------------------------------------------------
+
+class PoolForm(forms.ModelForm):
+    common_default_variables = JSONDocumentField(required=False, initial=dict)
+    common_resource_validations = NameListField(help_text="Validation names, in order.")
+    common_pod_template = NameListField(help_text="Pod template names, merged in order (later wins).")
+    default_exit_actions = JSONDocumentField(required=False, initial=dict)
+    action_permissions = JSONDocumentField(required=False, initial=dict)
+    resources = JSONDocumentField(required=False, initial=dict)
+    topology_keys = JSONDocumentField(required=False, initial=list,
+                                      help_text='[{"key": "rack", "label": "topology.kubernetes.io/rack"}]; KAI only')
+    node_selector = JSONDocumentField(required=False, initial=dict)
+
+    class Meta:
+        model = Pool
+        fields = "__all__"
+
+
+class PlatformForm(forms.ModelForm):
+    default_variables = JSONDocumentField(required=False, initial=dict)
+    resource_validations = NameListField()
+    override_pod_template = NameListField()
+    allowed_mounts = NameListField()
+
+    class Meta:
+        model = Platform
+        fields = "__all__"
+
+
+class PlatformFormSet(BaseInlineFormSet):
+    def clean(self):
+        super().clean()
+        pool = self.instance
+        if any(form.errors for form in self.forms) or not pool.name or not pool.backend_id:
+            return  # field errors are shown on the fields already
+        platforms = [form.instance for form in self.forms
+                     if form.cleaned_data and not form.cleaned_data.get("DELETE")]
+        self.document = {"pools": {pool.name: pool_to_document(pool, platforms)}}
+        _validated(ConfigKind.POOL, self.document, pool.name)
+
+
+class PlatformInline(admin.StackedInline):
+    model = Platform
+    form = PlatformForm
+    formset = PlatformFormSet
+    extra = 0
+    fields = ["name", "description", "override_pod_template", "resource_validations", "default_variables",
+              "host_network_allowed", "privileged_allowed", "allowed_mounts"]
+
+
+@admin.register(Pool)
+class PoolAdmin(VersionedAdmin):
+    config_kind = ConfigKind.POOL
+    form = PoolForm
+    inlines = [PlatformInline]
+    list_display = ["name", "description", "backend", "default_platform", "platform_count", "enable_maintenance",
+                    "updated_at"]
+    list_filter = ["backend", "enable_maintenance"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["effective_configuration", "revisions"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "backend", "default_platform", "enable_maintenance"]}),
+        ("Templates, rules and variables", {"fields": ["common_pod_template", "common_resource_validations",
+                                                       "common_default_variables"]}),
+        ("Timeouts", {"fields": ["default_exec_timeout", "max_exec_timeout", "default_queue_timeout",
+                                 "max_queue_timeout"]}),
+        ("Placement and actions", {"fields": ["node_selector", "topology_keys", "default_exit_actions",
+                                              "action_permissions", "resources"]}),
+        ("Effective configuration (as saved)", {"fields": ["effective_configuration"], "classes": ["collapse"]}),
+        ("History", {"fields": ["revisions"]}),
+    ]
+
+    def get_queryset(self, request):
+        from django.db.models import Count
+
+        return super().get_queryset(request).select_related("backend").annotate(n_platforms=Count("platforms"))
+
+    @admin.display(description="Platforms", ordering="n_platforms")
+    def platform_count(self, obj):
+        return obj.n_platforms
+
+    @admin.display(description="Per platform: merged pod template, variables, node selector, tolerations, rules")
+    def effective_configuration(self, obj):
+        if not obj or not obj.pk:
+            return "-"
+        try:
+            return _pre(configs.effective(obj.name))
+        except (ConfigError, KeyError) as exc:
+            return f"Cannot compute: {exc}"
+
+    def save_model(self, request, obj, form, change):
+        pass  # saved with its platforms, as one document, in save_related
+
+    def save_related(self, request, form, formsets, change):
+        formset = next(f for f in formsets if isinstance(f, PlatformFormSet))
+        self._import(request, form.instance, formset.document)
+        # The admin's change message reads what formset.save() would have recorded.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+
+
+# ---- pod templates and validations -------------------------------------------------------------------
+
+class PodTemplateForm(forms.ModelForm):
+    body = JSONDocumentField(help_text='A pod fragment such as {"spec": {"nodeSelector": {...}}}; strings are '
+                                       "Jinja2 templates over the pool's variables.")
+
+    class Meta:
+        model = PodTemplate
+        fields = ["name", "body"]
+
+    def clean(self):
+        data = super().clean()
+        name = data.get("name") or self.instance.name
+        if name and "body" in data:
+            _validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name)
+        return data
+
+
+class ResourceValidationForm(forms.ModelForm):
+    rules = JSONDocumentField(help_text='[{"operator": "LE", "left_operand": "{{USER_CPU}}", '
+                                        '"right_operand": "{{K8_CPU}}", "assert_message": "..."}]')
+
+    class Meta:
+        model = ResourceValidation
+        fields = ["name", "rules"]
+
+    def clean(self):
+        data = super().clean()
+        name = data.get("name") or self.instance.name
+        if name and "rules" in data:
+            _validated(ConfigKind.RESOURCE_VALIDATION, {name: data["rules"]}, name)
+        return data
+
+
+class UsedByMixin:
+    @admin.display(description="Used by")
+    def used_by(self, obj):
+        if not obj or not obj.pk:
+            return "-"
+        reasons = configs.deletion_blockers(self.config_kind, obj.name)
+        return format_html_join("", "<div>{}</div>", ((reason.removeprefix("it is used by "),) for reason in reasons)) \
+            or "nothing"
+
+
+@admin.register(PodTemplate)
+class PodTemplateAdmin(UsedByMixin, VersionedAdmin):
+    config_kind = ConfigKind.POD_TEMPLATE
+    form = PodTemplateForm
+    list_display = ["name", "updated_at"]
+    search_fields = ["name"]
+    readonly_fields = ["used_by", "revisions"]
+
+    def save_model(self, request, obj, form, change):
+        self._import(request, obj, {obj.name: form.cleaned_data["body"]})
+
+
+@admin.register(ResourceValidation)
+class ResourceValidationAdmin(UsedByMixin, VersionedAdmin):
+    config_kind = ConfigKind.RESOURCE_VALIDATION
+    form = ResourceValidationForm
+    list_display = ["name", "rule_count", "updated_at"]
+    search_fields = ["name"]
+    readonly_fields = ["used_by", "revisions"]
+
+    @admin.display(description="Rules")
+    def rule_count(self, obj):
+        return len(obj.rules)
+
+    def save_model(self, request, obj, form, change):
+        self._import(request, obj, {obj.name: form.cleaned_data["rules"]})
+
+
+# ---- backends and revisions --------------------------------------------------------------------------
+
+class BackendForm(forms.ModelForm):
+    node_condition_rules = JSONDocumentField(required=False, initial=dict)
+
+    class Meta:
+        model = Backend
+        fields = "__all__"
+
+
+@admin.register(Backend)
+class BackendAdmin(admin.ModelAdmin):
+    form = BackendForm
+    list_display = ["name", "kind", "scheduler", "kubeconfig_path", "kube_context", "in_cluster", "last_heartbeat"]
+    list_filter = ["kind", "scheduler"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["last_heartbeat"]
+
+
+@admin.register(ConfigRevision)
+class ConfigRevisionAdmin(admin.ModelAdmin):
+    list_display = ["number", "kind", "name", "action", "author_name", "created_at", "description"]
+    list_display_links = ["number", "name"]
+    list_filter = ["kind", "action"]
+    search_fields = ["name", "description", "author_name"]
+    readonly_fields = ["kind", "number", "name", "action", "author_name", "created_at", "description",
+                       "changes", "pretty_document"]
+    fields = readonly_fields
+    actions = ["roll_back"]
+
+    def lookup_allowed(self, lookup, value, request=None):
+        return lookup == "name" or super().lookup_allowed(lookup, value, request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Document")
+    def pretty_document(self, obj):
+        return _pre(obj.document)
+
+    @admin.display(description="Changes against the previous revision")
+    def changes(self, obj):
+        return format_html('<pre class="osmo-json">{}</pre>', history.unified_diff(obj.kind, obj.number)
+                           or "No differences.")
+
+    @admin.action(description="Roll back to the selected revision (writes a new revision)",
+                  permissions=["view"])
+    def roll_back(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one revision to roll back to.", messages.ERROR)
+            return
+        revision = queryset.get()
+        model = {ConfigKind.POOL: "pool", ConfigKind.POD_TEMPLATE: "podtemplate"}.get(revision.kind,
+                                                                                     "resourcevalidation")
+        if not request.user.has_perm(f"pools.change_{model}"):
+            self.message_user(request, f"You may not change {revision.kind} configuration.", messages.ERROR)
+            return
+        try:
+            result = configs.rollback(revision.kind, revision.number, author=request.user)
+        except ConfigError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(request, result.summary(), messages.SUCCESS)

@@ -1,0 +1,94 @@
+"""`/api/configs/...`: the configuration documents over HTTP, in OSMO's shapes."""
+
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools import configs, history
+from pools.documents import ConfigError, parse_json
+from pools.models import ConfigRevision
+
+PAGE_SIZE = 100
+
+
+def _kind(slug: str) -> str:
+    kind = history.SLUGS.get(slug)
+    if kind is None:
+        raise history.ConfigNotFound(f"Unknown configuration type {slug!r}; use one of {', '.join(history.SLUGS)}")
+    return kind
+
+
+class ConfigDocumentView(APIView):
+    """GET exports; PUT imports the request body (a document in any accepted shape) whole or not at all.
+    `?description=` is stored on the revisions."""
+
+    def get(self, request, kind, name=None):
+        return Response(configs.export(_kind(kind), name))
+
+    def put(self, request, kind, name=None):
+        kind = _kind(kind)
+        data = parse_json(request.body, source="request body")
+        result = configs.import_document(kind, data, name=name, author=request.user,
+                                         description=request.query_params.get("description", ""))
+        return Response(result.as_dict())
+
+    def delete(self, request, kind, name=None):
+        if name is None:
+            raise ConfigError("DELETE needs an object name: /api/configs/<type>/<name>/")
+        result = configs.delete(_kind(kind), name, author=request.user,
+                                description=request.query_params.get("description", ""))
+        return Response(result.as_dict())
+
+
+class HistoryView(APIView):
+    """Revisions newest first; filter with `?type=pool&name=NAME`; `?limit=` (default 100, at most
+    1000); `?documents=1` adds each revision's document."""
+
+    def get(self, request):
+        revisions = ConfigRevision.objects.order_by("-created_at", "-number")
+        if request.query_params.get("type"):
+            revisions = revisions.filter(kind=_kind(request.query_params["type"].lower()))
+        if request.query_params.get("name"):
+            revisions = revisions.filter(name=request.query_params["name"])
+        include_documents = request.query_params.get("documents") in ("1", "true")
+        rows = []
+        try:
+            limit = min(int(request.query_params.get("limit", PAGE_SIZE)), 1000)
+        except ValueError:
+            raise ConfigError("limit must be a number", field="limit") from None
+        for revision in revisions[:limit]:
+            row = history.summary(revision)
+            if include_documents:
+                row["document"] = revision.document
+            rows.append(row)
+        return Response({"revisions": rows})
+
+
+class RollbackSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    revision = serializers.IntegerField(min_value=1)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class RollbackView(APIView):
+    def post(self, request):
+        body = RollbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        kind = _kind(body.validated_data["type"].lower())
+        result = configs.rollback(kind, body.validated_data["revision"], author=request.user,
+                                  description=body.validated_data["description"])
+        return Response(result.as_dict())
+
+
+class DiffView(APIView):
+    """`?type=pool&revision=N[&other=M]`: unified diff text, as `config diff` prints."""
+
+    def get(self, request):
+        params = request.query_params
+        try:
+            number = int(params.get("revision", ""))
+            other = int(params["other"]) if params.get("other") else None
+        except ValueError:
+            raise ConfigError("revision and other must be revision numbers", field="revision") from None
+        kind = _kind(params.get("type", "").lower())
+        return Response({"diff": history.unified_diff(kind, number, other)})

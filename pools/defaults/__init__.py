@@ -1,0 +1,38 @@
+"""The default configuration that OSMO ships (pod templates, validation rule sets, the default
+pool), loaded by `config init`. Existing objects are left as they are, so it is safe to rerun."""
+
+import json
+from pathlib import Path
+
+from django.db import transaction
+
+from .. import configs
+from ..models import Backend, ConfigKind, PodTemplate, Pool, ResourceValidation
+
+DEFAULTS_FILE = Path(__file__).with_name("osmo-defaults.json")
+
+
+def load_defaults() -> dict:
+    return json.loads(DEFAULTS_FILE.read_text())
+
+
+def init_defaults(author="config init") -> list[configs.WriteResult]:
+    defaults = load_defaults()
+    results = []
+    with transaction.atomic():
+        backend, created = Backend.objects.get_or_create(
+            name="default",
+            defaults={"kind": Backend.Kind.SIMULATED, "description": "Simulated cluster for the demo"},
+        )
+        for kind, model, key in (
+            (ConfigKind.POD_TEMPLATE, PodTemplate, "pod_templates"),
+            (ConfigKind.RESOURCE_VALIDATION, ResourceValidation, "resource_validations"),
+            (ConfigKind.POOL, Pool, "pools"),
+        ):
+            present = set(model.objects.values_list("name", flat=True))
+            missing = {name: doc for name, doc in defaults[key].items() if name not in present}
+            if missing:
+                document = {"pools": missing} if kind == ConfigKind.POOL else missing
+                results.append(configs.import_document(kind, document, author=author,
+                                                       description="Default configuration"))
+    return results

@@ -1,0 +1,100 @@
+"""Numbered revisions of configuration objects: writing them and comparing them."""
+
+import difflib
+import json
+from collections.abc import Iterable
+
+from django.db.models import F
+
+from .documents import ConfigError
+from .models import ConfigKind, ConfigRevision, RevisionCounter
+
+
+class ConfigNotFound(ConfigError):
+    pass
+
+
+def author_fields(author) -> dict:
+    """`author` is a user, a plain name (CLI runs as an OS user) or None."""
+    if author is None:
+        return {"author": None, "author_name": ""}
+    if isinstance(author, str):
+        return {"author": None, "author_name": author}
+    return {"author": author, "author_name": author.get_username()}
+
+
+def record(kind: str, entries: Iterable[tuple[str, str, dict]], author, description: str) -> list[int]:
+    """Write one revision per (name, action, document); must run inside the writer's transaction."""
+    entries = list(entries)
+    if not entries:
+        return []
+    # The UPDATE takes the counter's row lock until commit, so concurrent writers queue here.
+    RevisionCounter.objects.filter(kind=kind).update(last=F("last") + len(entries))
+    last = RevisionCounter.objects.values_list("last", flat=True).get(kind=kind)
+    first = last - len(entries) + 1
+    who = author_fields(author)
+    ConfigRevision.objects.bulk_create(
+        ConfigRevision(kind=kind, name=name, number=first + index, action=action, document=document,
+                       description=description, **who)
+        for index, (name, action, document) in enumerate(entries)
+    )
+    return list(range(first, last + 1))
+
+
+def get_revision(kind: str, number: int) -> ConfigRevision:
+    try:
+        return ConfigRevision.objects.select_related("author").get(kind=kind, number=number)
+    except ConfigRevision.DoesNotExist:
+        raise ConfigNotFound(f"{kind} has no revision {number}", field="revision") from None
+
+
+def previous_revision(revision: ConfigRevision) -> ConfigRevision | None:
+    return (
+        ConfigRevision.objects.filter(kind=revision.kind, name=revision.name, number__lt=revision.number)
+        .order_by("-number")
+        .first()
+    )
+
+
+def _lines(revision: ConfigRevision | None) -> list[str]:
+    if revision is None or revision.action == ConfigRevision.Action.DELETE:
+        return []
+    return json.dumps(revision.document, indent=2).splitlines(keepends=True)
+
+
+def _label(revision: ConfigRevision | None) -> str:
+    if revision is None:
+        return "(nothing)"
+    suffix = " (deleted)" if revision.action == ConfigRevision.Action.DELETE else ""
+    return f"{revision.kind} r{revision.number} {revision.name}{suffix}"
+
+
+def diff_pair(kind: str, number: int, other: int | None = None) -> tuple[ConfigRevision | None, ConfigRevision]:
+    """With one number: that revision against the same object's previous one."""
+    newer = get_revision(kind, other if other is not None else number)
+    older = get_revision(kind, number) if other is not None else previous_revision(newer)
+    return older, newer
+
+
+def unified_diff(kind: str, number: int, other: int | None = None) -> str:
+    older, newer = diff_pair(kind, number, other)
+    return "".join(difflib.unified_diff(_lines(older), _lines(newer), _label(older), _label(newer)))
+
+
+def summary(revision: ConfigRevision) -> dict:
+    return {
+        "type": revision.kind, "revision": revision.number, "name": revision.name, "action": revision.action,
+        "author": revision.author_name, "time": revision.created_at.isoformat(),
+        "description": revision.description,
+    }
+
+
+KINDS = {kind.value: kind for kind in ConfigKind}
+SLUGS = {kind.value.lower(): kind for kind in ConfigKind}
+
+
+def parse_kind(text: str) -> ConfigKind:
+    kind = KINDS.get(text.upper()) if text else None
+    if kind is None:
+        raise ConfigError(f"Unknown configuration type {text!r}; use one of {', '.join(KINDS)}", field="type")
+    return kind

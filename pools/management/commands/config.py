@@ -1,0 +1,143 @@
+"""`python manage.py config ...`: OSMO's `osmo config` verbs against this project's database."""
+
+import getpass
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from pools import configs, history
+from pools.defaults import init_defaults
+from pools.documents import ConfigError, parse_json
+from pools.models import ConfigKind, ConfigRevision
+
+TYPES = [kind.value for kind in ConfigKind]
+
+
+class Command(BaseCommand):
+    help = "Import, show, delete, diff and roll back configuration (pools, pod templates, resource validations)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--author", help="Name recorded on revisions (default: your OS user name).")
+        sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+        sub.add_parser("init", help="Load the default configuration; objects that exist are left alone.")
+
+        update = sub.add_parser("update", help="Import a document (the whole document or nothing).")
+        update.add_argument("type", metavar="TYPE", help=" | ".join(TYPES))
+        update.add_argument("name", nargs="?", help="Object name; optional for POOL documents that carry names.")
+        update.add_argument("--file", "-f", required=True, help="JSON file, or - for standard input.")
+        update.add_argument("--description", default="", help="Why; stored on the revision.")
+
+        show = sub.add_parser("show", help="Print JSON that `update` accepts back unchanged.")
+        show.add_argument("type", metavar="TYPE")
+        show.add_argument("name", nargs="?")
+        show.add_argument("--effective", action="store_true",
+                          help="POOL only: per platform, the merged template, variables, selector, tolerations, rules.")
+
+        delete = sub.add_parser("delete", help="Delete one object (refused while it is referenced).")
+        delete.add_argument("type", metavar="TYPE")
+        delete.add_argument("name")
+        delete.add_argument("--description", default="")
+
+        hist = sub.add_parser("history", help="List revisions, newest first.")
+        hist.add_argument("type", metavar="TYPE", nargs="?")
+        hist.add_argument("name", nargs="?")
+        hist.add_argument("--limit", type=int, default=50)
+        hist.add_argument("--format", choices=["table", "json"], default="table")
+
+        diff = sub.add_parser("diff", help="Unified diff of a revision against the previous one, or of two revisions.")
+        diff.add_argument("type", metavar="TYPE")
+        diff.add_argument("revision", type=int)
+        diff.add_argument("other", type=int, nargs="?")
+
+        rollback = sub.add_parser("rollback", help="Restore an object as it was at a revision (a new revision).")
+        rollback.add_argument("type", metavar="TYPE")
+        rollback.add_argument("revision", type=int)
+        rollback.add_argument("--description", default="")
+
+    def handle(self, *args, verb, **options):
+        try:
+            getattr(self, f"do_{verb}")(options)
+        except ConfigError as exc:
+            raise CommandError(exc.message) from None
+
+    def _author(self, options) -> str:
+        if options["author"]:
+            return options["author"]
+        try:
+            return getpass.getuser()
+        except Exception:  # no passwd entry in some containers
+            return "cli"
+
+    def _print_json(self, data) -> None:
+        self.stdout.write(json.dumps(data, indent=2))
+
+    def do_init(self, options):
+        results = init_defaults(author=self._author(options))
+        for result in results:
+            self.stdout.write(result.summary())
+        if not results:
+            self.stdout.write("Default configuration already present; nothing changed.")
+
+    def do_update(self, options):
+        kind = history.parse_kind(options["type"])
+        source = options["file"]
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(source).read_bytes()
+            except OSError as exc:
+                raise CommandError(f"Cannot read {source}: {exc.strerror}") from None
+        data = parse_json(text, source="standard input" if source == "-" else source)
+        result = configs.import_document(kind, data, name=options["name"], author=self._author(options),
+                                         description=options["description"])
+        self.stdout.write(result.summary())
+
+    def do_show(self, options):
+        kind = history.parse_kind(options["type"])
+        if options["effective"]:
+            if kind != ConfigKind.POOL or not options["name"]:
+                raise CommandError("--effective needs: config show POOL NAME --effective")
+            self._print_json(configs.effective(options["name"]))
+        else:
+            self._print_json(configs.export(kind, options["name"]))
+
+    def do_delete(self, options):
+        kind = history.parse_kind(options["type"])
+        result = configs.delete(kind, options["name"], author=self._author(options),
+                                description=options["description"])
+        self.stdout.write(result.summary())
+
+    def do_history(self, options):
+        revisions = ConfigRevision.objects.order_by("-created_at", "-number")
+        if options["type"]:
+            revisions = revisions.filter(kind=history.parse_kind(options["type"]))
+        if options["name"]:
+            revisions = revisions.filter(name=options["name"])
+        revisions = list(revisions[: options["limit"]])
+        if options["format"] == "json":
+            self._print_json([history.summary(rev) for rev in revisions])
+            return
+        rows = [("TYPE", "REV", "NAME", "ACTION", "AUTHOR", "TIME", "DESCRIPTION")] + [
+            (r.kind, str(r.number), r.name, r.action, r.author_name or "-",
+             r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.description)
+            for r in revisions
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        for row in rows:
+            self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+                              + "  " + row[-1])
+
+    def do_diff(self, options):
+        kind = history.parse_kind(options["type"])
+        text = history.unified_diff(kind, options["revision"], options["other"])
+        self.stdout.write(text or "No differences.", ending="" if text else "\n")
+
+    def do_rollback(self, options):
+        kind = history.parse_kind(options["type"])
+        result = configs.rollback(kind, options["revision"], author=self._author(options),
+                                  description=options["description"])
+        self.stdout.write(result.summary())
+

@@ -1,0 +1,67 @@
+"""`python manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
+`make demo` migrates and runs `config init` first."""
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+ADMIN_USERNAME = "admin"
+
+
+class Command(BaseCommand):
+    help = "Serve the demo at http://127.0.0.1:8000 with a Celery worker and beat; Ctrl-C stops all three."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-serve", action="store_true", help="Only create the admin login and exit.")
+
+    def handle(self, *args, port, no_serve, **options):
+        password = self.ensure_admin()
+        self.stdout.write(self.style.SUCCESS(
+            f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/)"))
+        if no_serve:
+            return
+        celery = [sys.executable, "-m", "celery", "-A", "osmo_site"]
+        commands = {
+            "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+            "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
+            "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
+        }
+        processes = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=os.environ.copy(),
+                                            start_new_session=True) for name, cmd in commands.items()}
+        try:
+            while all(process.poll() is None for process in processes.values()):
+                time.sleep(0.5)
+            dead = [name for name, process in processes.items() if process.poll() is not None]
+            self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest.")
+        except KeyboardInterrupt:
+            self.stdout.write("Stopping...")
+        finally:
+            for process in processes.values():
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
+            for process in processes.values():
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+
+    def ensure_admin(self) -> str:
+        """One admin whose password is kept in .data/, so every `make demo` prints the same login."""
+        secret_file = settings.DATA_DIR / "admin-password"
+        if not secret_file.exists():
+            secret_file.write_text(secrets.token_urlsafe(12))
+            secret_file.chmod(0o600)
+        password = secret_file.read_text().strip()
+        user, _ = get_user_model().objects.get_or_create(username=ADMIN_USERNAME)
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        return password

@@ -1,0 +1,115 @@
+"""The defaults NVIDIA OSMO ships, as real-world fixtures for the engine."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pools.engine import NodeResources, Rule, evaluate_rules, merge_all, render, validate_rule_shape
+
+DEFAULTS_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "osmo-defaults.json"
+
+
+@pytest.fixture(scope="module")
+def defaults():
+    return json.loads(DEFAULTS_PATH.read_text())
+
+
+@pytest.fixture(scope="module")
+def variables(defaults):
+    return {**defaults["pools"]["default"]["common_default_variables"], "USER_CONTAINER_NAME": "user"}
+
+
+@pytest.fixture(scope="module")
+def rules(defaults):
+    names = ["default_cpu", "default_memory", "default_storage", "default_gpu"]
+    return [Rule.from_dict(rule) for name in names for rule in defaults["resource_validations"][name]]
+
+
+def _pod(defaults, variables):
+    templates = defaults["pod_templates"]
+    merged = merge_all([templates["default_ctrl"], templates["default_user"], templates["gpu_toleration"]])
+    return render(merged, variables)
+
+
+def test_it_merges_and_renders_the_default_pod_templates(defaults, variables):
+    assert _pod(defaults, variables) == {
+        "spec": {
+            "containers": [
+                {
+                    "name": "osmo-ctrl",
+                    "resources": {
+                        "limits": {"cpu": 1, "memory": "1Gi", "ephemeral-storage": "1Gi"},
+                        "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
+                    },
+                },
+                {
+                    "name": "user",
+                    "resources": {
+                        "limits": {
+                            "cpu": 1,
+                            "memory": "1Gi",
+                            "nvidia.com/gpu": 0,
+                            "ephemeral-storage": "1Gi",
+                        },
+                        "requests": {
+                            "cpu": 1,
+                            "memory": "1Gi",
+                            "nvidia.com/gpu": 0,
+                            "ephemeral-storage": "1Gi",
+                        },
+                    },
+                },
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+        }
+    }
+
+
+def test_it_keeps_the_default_zero_gpus_as_an_int(defaults, variables):
+    user = _pod(defaults, variables)["spec"]["containers"][1]
+    gpus = user["resources"]["limits"]["nvidia.com/gpu"]
+    assert gpus == 0
+    assert type(gpus) is int
+
+
+def test_it_does_not_change_the_loaded_defaults(defaults, variables):
+    before = json.dumps(defaults, sort_keys=True)
+    _pod(defaults, variables)
+    assert json.dumps(defaults, sort_keys=True) == before
+
+
+def test_every_default_rule_has_a_valid_shape(defaults):
+    for name, rules in defaults["resource_validations"].items():
+        for index, rule in enumerate(rules):
+            validate_rule_shape(rule, f"{name}[{index}]")
+
+
+def test_the_default_rules_pass_on_a_large_gpu_node(rules, variables):
+    node = NodeResources("n1", cpu="64", gpu="8", memory="512Gi", storage="1Ti")
+    report = evaluate_rules(rules, variables, [node])
+    assert report.ok, report.errors
+    assert report.node_failures == {}
+
+
+def test_the_default_rules_fail_on_a_node_short_of_memory_naming_memory(rules, variables):
+    node = NodeResources("n1", cpu="64", gpu="8", memory="512Mi", storage="1Ti")
+    report = evaluate_rules(rules, variables, [node])
+    assert not report.ok
+    assert len(report.errors) == 1
+    assert report.errors[0].startswith("No node satisfies the resource rules:")
+    assert "n1" in report.errors[0]
+    assert report.node_failures == {"n1": ["Value 1Gi too high for memory"]}
+
+
+def test_the_default_rules_refuse_zero_cpu(rules, variables):
+    node = NodeResources("n1", cpu="64", gpu="8", memory="512Gi", storage="1Ti")
+    report = evaluate_rules(rules, {**variables, "USER_CPU": 0}, [node])
+    assert report.errors == ["Value 0 needs to be greater than 0 for CPU"]
+
+
+def test_the_default_rules_refuse_more_gpus_than_the_node_has(rules, variables):
+    node = NodeResources("n1", cpu="64", gpu="8", memory="512Gi", storage="1Ti")
+    report = evaluate_rules(rules, {**variables, "USER_GPU": 16}, [node])
+    assert report.node_failures == {"n1": ["GPU value 16 too high for GPU"]}
