@@ -2,10 +2,10 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 
-from django.core.exceptions import ImproperlyConfigured  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_str  # noqa: E402
-from .services_probe import DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, answers  # noqa: E402
+from .env import env_bool, env_str
+from .services_probe import DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, answers
 
 REQUIRE_SERVICES = env_bool("REQUIRE_SERVICES", False)
 

@@ -99,7 +99,10 @@ class PoolForm(forms.ModelForm):
 
     class Meta:
         model = Pool
-        fields = "__all__"
+        fields = ["name", "description", "backend", "default_platform", "enable_maintenance",
+                  "common_default_variables", "common_resource_validations", "common_pod_template",
+                  "default_exec_timeout", "default_queue_timeout", "max_exec_timeout", "max_queue_timeout",
+                  "default_exit_actions", "action_permissions", "resources", "topology_keys", "node_selector"]
 
 
 class PlatformForm(forms.ModelForm):
@@ -110,7 +113,9 @@ class PlatformForm(forms.ModelForm):
 
     class Meta:
         model = Platform
-        fields = "__all__"
+        fields = ["name", "description", "override_pod_template", "resource_validations",
+                                         "default_variables", "host_network_allowed", "privileged_allowed",
+                                         "allowed_mounts"]
 
 
 class PlatformFormSet(BaseInlineFormSet):
@@ -130,8 +135,7 @@ class PlatformInline(admin.StackedInline):
     form = PlatformForm
     formset = PlatformFormSet
     extra = 0
-    fields = ["name", "description", "override_pod_template", "resource_validations", "default_variables",
-              "host_network_allowed", "privileged_allowed", "allowed_mounts"]
+    fields = PlatformForm.Meta.fields
 
 
 @admin.register(Pool)
@@ -263,7 +267,8 @@ class BackendForm(forms.ModelForm):
 
     class Meta:
         model = Backend
-        fields = "__all__"
+        fields = ["name", "description", "kind", "kubeconfig_path", "kube_context", "in_cluster", "scheduler",
+                  "node_condition_rules"]
 
 
 @admin.register(Backend)

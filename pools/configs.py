@@ -131,7 +131,9 @@ def effective(pool_name: str) -> dict[str, Any]:
 
 # ---- writes ----------------------------------------------------------------------------------------
 
-def import_document(kind: str, data: Any, *, name: str | None = None, author=None, description: str = "") -> WriteResult:
+def import_document(
+    kind: str, data: Any, *, name: str | None = None, author=None, description: str = ""
+) -> WriteResult:
     if kind == ConfigKind.POOL:
         documents = pool_documents(data, name)
         writer = _write_pools

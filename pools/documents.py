@@ -225,13 +225,17 @@ class PoolDoc(_Document):
         return self.model_dump(mode="json")
 
 
+_UNION_TAGS = {"str", "int", "float", "bool"}
+
+
 def _location(loc: tuple) -> str:
+    """Pydantic's error location as a dotted path, without its union and validator tags."""
     parts: list[str] = []
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item not in ("function-after", "function-before") and not str(item).startswith(("str", "int", "float", "bool")):
-            parts.append(("." if parts else "") + str(item))
+        elif item not in _UNION_TAGS and not item.startswith("function-"):
+            parts.append(("." if parts else "") + item)
     return "".join(parts)
 
 
@@ -316,7 +320,8 @@ def pod_template_documents(data: Any, name: str | None = None) -> dict[str, dict
         unknown = [key for key in body if key not in POD_TEMPLATE_KEYS]
         if unknown:
             raise ConfigError(
-                f"{what}: unknown field {', '.join(map(repr, unknown))}; a template holds {', '.join(POD_TEMPLATE_KEYS)}",
+                f"{what}: unknown field {', '.join(map(repr, unknown))}; "
+                f"a template holds {', '.join(POD_TEMPLATE_KEYS)}",
                 field=f"{template_name}.{unknown[0]}",
             )
         for key in ("metadata", "spec"):

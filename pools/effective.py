@@ -24,7 +24,8 @@ def effective_platform(
     variables = {**pool.common_default_variables, **platform.default_variables}
     spec = pod_template.get("spec") or {}
     path = f"platforms.{platform_name}.pod_template.spec"
-    node_selector = render({**(spec.get("nodeSelector") or {}), **pool.node_selector}, variables, f"{path}.nodeSelector")
+    selector = {**(spec.get("nodeSelector") or {}), **pool.node_selector}
+    node_selector = render(selector, variables, f"{path}.nodeSelector")
     tolerations = render(spec.get("tolerations") or [], variables, f"{path}.tolerations")
     rule_names = ordered_unique(pool.common_resource_validations, platform.resource_validations)
     return {

@@ -169,6 +169,9 @@ class RevisionCounter(models.Model):
     kind = models.CharField(max_length=32, choices=ConfigKind.choices, primary_key=True)
     last = models.PositiveIntegerField(default=0)
 
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.last}"
+
 
 class ConfigRevision(models.Model):
     class Action(models.TextChoices):

@@ -20,7 +20,7 @@ def init_defaults(author="config init") -> list[configs.WriteResult]:
     defaults = load_defaults()
     results = []
     with transaction.atomic():
-        backend, created = Backend.objects.get_or_create(
+        Backend.objects.get_or_create(
             name="default",
             defaults={"kind": Backend.Kind.SIMULATED, "description": "Simulated cluster for the demo"},
         )
