@@ -61,17 +61,23 @@ def choose_database() -> Database:
         where = parsed.path if parsed.scheme.startswith("sqlite") else \
             f"{parsed.hostname}:{parsed.port or 5432}{parsed.path}"
         return Database(url, f"{parsed.scheme} at {where} (from DATABASE_URL; only bench-* rows are touched)")
+    admin, reason = None, "psycopg is not installed"
     try:
         import psycopg
 
-        with _pg_admin_connect() as admin:
+        try:
+            admin = _pg_admin_connect()
+        except psycopg.OperationalError as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    except ImportError:
+        pass
+    if admin is not None:
+        with admin:  # reachable: failures from here on are errors, not a reason to fall back
             admin.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
             admin.execute(f'CREATE DATABASE "{BENCH_DB}"')
             version = admin.execute("SHOW server_version").fetchone()[0]
         return Database(f"{PG_SERVER_URL}/{BENCH_DB}",
                         f"PostgreSQL {version} at 127.0.0.1:5432/{BENCH_DB} (created for this run)", "postgres")
-    except (ImportError, psycopg.OperationalError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     data_dir = Path(os.environ.get("OSMO_DATA_DIR", str(BASE_DIR / ".data")))
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f"{BENCH_DB}.sqlite3"
@@ -252,6 +258,8 @@ def run(args) -> None:
 
 def growth(args) -> None:
     """A 10-pool import (create, unchanged, update) with more and more other pools stored."""
+    from pools.models import ConfigKind, ConfigRevision, Pool
+
     probe_prefix = f"{PREFIX}probe-"
     probe = build_document(probe_prefix, 10, args.platforms)
     probe_changed = build_document(probe_prefix, 10, args.platforms, tag=" (revised)")
@@ -271,8 +279,6 @@ def growth(args) -> None:
         update, result = timed_import(probe_changed)
         expect(result, updated=10)
         rows.append((level, create, unchanged, update))
-        from pools.models import ConfigKind, ConfigRevision, Pool
-
         Pool.objects.filter(name__startswith=probe_prefix).delete()
         ConfigRevision.objects.filter(kind=ConfigKind.POOL, name__startswith=probe_prefix).delete()
 
@@ -324,7 +330,7 @@ def main() -> None:
     finally:
         if db.created:
             drop_database(db)
-        elif "django" in sys.modules:
+        else:
             try:
                 delete_bench_rows()
             except Exception as exc:  # report, but do not hide the original error

@@ -53,6 +53,8 @@ def seed_json_blocks(name: str) -> list[str]:
         re.sub(r"^  ", "", block, flags=re.M)
         for block in re.findall(r"\.\. code-block:: json\n\n(.*?)\n(?=\S)", text, flags=re.S)
     ]
+    # Seed 000 also prints pool examples as bare text after "Configure a pool for ...:".
+    blocks += re.findall(r"Configure a pool for [^\n]*:\n(\{\n.*?\n\})\n(?=[A-Z])", text, flags=re.S)
     return blocks
 
 

@@ -1,0 +1,109 @@
+"""`python manage.py config ...` as an operator uses it."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from pools.models import ConfigRevision, Pool
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args, stdin: str | None = None) -> str:
+    out = io.StringIO()
+    if stdin is not None:
+        sys_stdin, sys.stdin = sys.stdin, io.StringIO(stdin)
+    try:
+        call_command("config", "--author", "cli-test", *args, stdout=out)
+    finally:
+        if stdin is not None:
+            sys.stdin = sys_stdin
+    return out.getvalue()
+
+
+POOL_DOC = {"name": "vision", "backend": "default", "common_pod_template": ["default_ctrl", "default_user"],
+            "common_default_variables": {"USER_CPU": 2, "USER_GPU": 1, "USER_MEMORY": "8Gi", "USER_STORAGE": "10Gi"},
+            "common_resource_validations": ["default_cpu"],
+            "default_platform": "gpu", "platforms": {"gpu": {"override_pod_template": ["gpu_toleration"]}}}
+
+
+def test_update_reads_standard_input_and_reports_the_revision(defaults):
+    assert run("update", "POOL", "vision", "--file", "-", "--description", "first", stdin=json.dumps(POOL_DOC)) \
+        == "POOL: created vision (revision 2)\n"
+    revision = ConfigRevision.objects.get(kind="POOL", name="vision")
+    assert (revision.author_name, revision.description) == ("cli-test", "first")
+
+
+def test_show_prints_what_update_accepts_back(defaults, tmp_path):
+    run("update", "POOL", "--file", "-", stdin=json.dumps(POOL_DOC))
+    shown = run("show", "pool", "vision")
+    path = tmp_path / "vision.json"
+    path.write_text(shown)
+    assert "unchanged vision" in run("update", "POOL", "vision", "--file", str(path))
+    assert json.loads(run("show", "POOL"))["pools"].keys() == {"default", "vision"}
+
+
+def test_show_effective_has_the_documented_shape(defaults):
+    run("update", "POOL", "--file", "-", stdin=json.dumps(POOL_DOC))
+    effective = json.loads(run("show", "POOL", "vision", "--effective"))
+    assert list(effective) == ["platforms"]
+    gpu = effective["platforms"]["gpu"]
+    assert list(gpu) == ["pod_template", "variables", "node_selector", "tolerations", "resource_validations"]
+    assert gpu["node_selector"] == {"nvidia.com/gpu.present": "true"}
+    assert gpu["variables"]["USER_GPU"] == 1
+    assert [rule["operator"] for rule in gpu["resource_validations"]] == ["LE", "GT"]
+
+
+def test_show_effective_needs_a_pool_name(defaults):
+    with pytest.raises(CommandError, match="config show POOL NAME --effective"):
+        run("show", "POD_TEMPLATE", "default_user", "--effective")
+
+
+def test_delete_history_diff_and_rollback(defaults):
+    run("update", "POOL", "--file", "-", stdin=json.dumps(POOL_DOC))
+    run("update", "POOL", "--file", "-", stdin=json.dumps({**POOL_DOC, "description": "second"}))
+    diff = run("diff", "POOL", "3")
+    assert '+  "description": "second",' in diff and diff.startswith("--- POOL r2 vision")
+    assert "No differences." in run("diff", "POOL", "3", "3")
+    assert run("delete", "POOL", "vision") == "POOL: deleted vision (revision 4)\n"
+    table = run("history", "POOL", "vision").splitlines()
+    assert table[0].split() == ["TYPE", "REV", "NAME", "ACTION", "AUTHOR", "TIME", "DESCRIPTION"]
+    assert [line.split()[1] for line in table[1:]] == ["4", "3", "2"]
+    assert "created vision" in run("rollback", "POOL", "3")
+    assert Pool.objects.get(name="vision").description == "second"
+    rows = json.loads(run("history", "--format", "json", "--limit", "1"))
+    assert rows[0]["description"] == "Rollback to revision 3" and rows[0]["revision"] == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("show", "WIDGET"), "Unknown configuration type 'WIDGET'"),
+        (("show", "POOL", "nope"), "There is no POOL named 'nope'"),
+        (("update", "POOL", "--file", "/nonexistent.json"), "Cannot read /nonexistent.json"),
+        (("delete", "POOL", "default"), "default pool"),
+        (("rollback", "POOL", "77"), "POOL has no revision 77"),
+        (("diff", "POD_TEMPLATE", "77"), "POD_TEMPLATE has no revision 77"),
+    ],
+)
+def test_refusals_are_one_clear_message(defaults, args, message):
+    with pytest.raises(CommandError, match=message):
+        run(*args)
+
+
+def test_a_refusal_exits_non_zero_with_one_paragraph_and_no_traceback(tmp_path):
+    bad = tmp_path / "a100_pod_template.json"
+    bad.write_text('{\n"a100": {\n"spec": {\n"tolerations": [\n{"key": "x"}\n}\n}\n}\n')
+    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+           "OSMO_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "manage.py", "config", "update", "POD_TEMPLATE", "a100", "--file", str(bad)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"CommandError: {bad} is malformed JSON at line 6, column 1: Expecting ',' delimiter"

@@ -1,0 +1,70 @@
+"""Settings from the environment and the Celery app (with a real worker over Redis)."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from osmo_site.env import env_bool, env_int, env_list
+
+
+def test_env_bool_refuses_values_that_are_not_booleans(monkeypatch):
+    monkeypatch.setenv("FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="FLAG='maybe' is not a boolean"):
+        env_bool("FLAG")
+    for text, value in (("1", True), ("off", False), ("Yes", True), ("", False)):
+        monkeypatch.setenv("FLAG", text)
+        assert env_bool("FLAG") is value
+    monkeypatch.delenv("FLAG")
+    assert env_bool("FLAG", True) is True
+
+
+def test_env_list_and_int(monkeypatch):
+    monkeypatch.setenv("HOSTS", "a.example, b.example,,")
+    assert env_list("HOSTS", []) == ["a.example", "b.example"]
+    monkeypatch.setenv("N", "x")
+    with pytest.raises(ImproperlyConfigured):
+        env_int("N", 1)
+
+
+def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {key: value for key, value in os.environ.items() if key not in ("SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE")}
+    env["OSMO_DATA_DIR"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "SECRET_KEY must be set when DEBUG is off" in done.stderr
+
+
+def test_every_beat_entry_names_a_registered_task():
+    from osmo_site.celery import app
+
+    app.loader.import_default_modules()
+    assert app.conf.beat_schedule
+    for entry in app.conf.beat_schedule.values():
+        assert entry["task"] in app.tasks
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_runs_the_heartbeat_task_through_redis(settings):
+    from celery.contrib.testing.worker import start_worker
+
+    from osmo_site.celery import app
+    from pools.models import Backend
+    from pools.tasks import heartbeat_simulated_backends
+
+    Backend.objects.create(name="sim", kind=Backend.Kind.SIMULATED)
+    Backend.objects.create(name="real", kind=Backend.Kind.KUBERNETES)
+    saved = {key: app.conf[key] for key in ("broker_url", "result_backend", "task_ignore_result")}
+    app.conf.update(broker_url=settings.TEST_REDIS_URL, result_backend=settings.TEST_REDIS_URL,
+                    task_ignore_result=False)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+            assert heartbeat_simulated_backends.delay().get(timeout=20) == 1
+    finally:
+        app.conf.update(saved)
+    assert Backend.objects.get(name="sim").last_heartbeat is not None
+    assert Backend.objects.get(name="real").last_heartbeat is None
