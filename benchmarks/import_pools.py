@@ -58,7 +58,7 @@ def choose_database() -> Database:
     url = os.environ.get("DATABASE_URL")
     if url:
         parsed = urlparse(url)
-        where = parsed.path if parsed.scheme.startswith("sqlite") else \
+        where = url.split("://", 1)[-1] if parsed.scheme.startswith("sqlite") else \
             f"{parsed.hostname}:{parsed.port or 5432}{parsed.path}"
         return Database(url, f"{parsed.scheme} at {where} (from DATABASE_URL; only bench-* rows are touched)")
     admin, reason = None, "psycopg is not installed"
@@ -148,6 +148,7 @@ def measure(sink: dict):
         yield
         sink["seconds"] = time.perf_counter() - start
     sink["queries"] = len(queries.captured_queries)
+    sink["transaction"] = sum(q["sql"] in ("BEGIN", "COMMIT", "ROLLBACK") for q in queries.captured_queries)
 
 
 def timed_import(document: dict) -> tuple[dict, object]:
@@ -241,6 +242,9 @@ def run(args) -> None:
         delete_bench_rows()
 
     print(f"repeats: {args.repeat} (times: median, min)")
+    if steps["create"][0]["transaction"]:
+        print(f"(query counts include the {steps['create'][0]['transaction']} BEGIN/COMMIT statements "
+              "Django logs per import)")
     for key, title in (("create", f"import {label}"),
                        ("unchanged", f"re-import unchanged {label}"),
                        ("update", f"re-import {label}, every description changed")):

@@ -62,7 +62,7 @@ def test_it_refuses_references_to_templates_that_do_not_exist_and_writes_nothing
 
 
 def test_it_refuses_references_to_validations_that_do_not_exist(defaults):
-    with pytest.raises(ConfigError, match="common_resource_validations references RESOURCE_VALIDATION.*gpu_x"):
+    with pytest.raises(ConfigError, match=r"common_resource_validations references RESOURCE_VALIDATION.*gpu_x"):
         write_pool(common_resource_validations=["default_cpu", "gpu_x"])
 
 

@@ -31,7 +31,8 @@ def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off(tmp_pat
     import sys
     from pathlib import Path
 
-    env = {key: value for key, value in os.environ.items() if key not in ("SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE")}
+    unset = ("SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE")
+    env = {key: value for key, value in os.environ.items() if key not in unset}
     env["OSMO_DATA_DIR"] = str(tmp_path)
     done = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[1], env=env,
                           capture_output=True, text=True, timeout=60)
