@@ -87,15 +87,15 @@ def _validated(kind: str, document: dict, name: str) -> None:
 # ---- pools and platforms -----------------------------------------------------------------------------
 
 class PoolForm(forms.ModelForm):
-    common_default_variables = JSONDocumentField(required=False, initial=dict)
+    common_default_variables = JSONDocumentField(required=False, initial=dict, empty=dict)
     common_resource_validations = NameListField(help_text="Validation names, in order.")
     common_pod_template = NameListField(help_text="Pod template names, merged in order (later wins).")
-    default_exit_actions = JSONDocumentField(required=False, initial=dict)
-    action_permissions = JSONDocumentField(required=False, initial=dict)
-    resources = JSONDocumentField(required=False, initial=dict)
-    topology_keys = JSONDocumentField(required=False, initial=list,
+    default_exit_actions = JSONDocumentField(required=False, initial=dict, empty=dict)
+    action_permissions = JSONDocumentField(required=False, initial=dict, empty=dict)
+    resources = JSONDocumentField(required=False, initial=dict, empty=dict)
+    topology_keys = JSONDocumentField(required=False, initial=list, empty=list,
                                       help_text='[{"key": "rack", "label": "topology.kubernetes.io/rack"}]; KAI only')
-    node_selector = JSONDocumentField(required=False, initial=dict)
+    node_selector = JSONDocumentField(required=False, initial=dict, empty=dict)
 
     class Meta:
         model = Pool
@@ -106,7 +106,7 @@ class PoolForm(forms.ModelForm):
 
 
 class PlatformForm(forms.ModelForm):
-    default_variables = JSONDocumentField(required=False, initial=dict)
+    default_variables = JSONDocumentField(required=False, initial=dict, empty=dict)
     resource_validations = NameListField()
     override_pod_template = NameListField()
     allowed_mounts = NameListField()
@@ -263,7 +263,7 @@ class ResourceValidationAdmin(UsedByMixin, VersionedAdmin):
 # ---- backends and revisions --------------------------------------------------------------------------
 
 class BackendForm(forms.ModelForm):
-    node_condition_rules = JSONDocumentField(required=False, initial=dict)
+    node_condition_rules = JSONDocumentField(required=False, initial=dict, empty=dict)
 
     class Meta:
         model = Backend

@@ -18,7 +18,6 @@ from pydantic import (
     StrictStr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from .engine import EngineError, check_syntax, parse_quantity, parse_timeout, validate_rule_shape
@@ -208,19 +207,6 @@ class PoolDoc(_Document):
                 raise ValueError(f"topology {attr}s must be unique; repeated: {', '.join(duplicates)}")
         return value
 
-    @model_validator(mode="after")
-    def _pool_rules(self) -> "PoolDoc":
-        if self.default_platform and self.default_platform not in self.platforms:
-            known = ", ".join(self.platforms) or "none"
-            raise ValueError(
-                f"default_platform {self.default_platform!r} is not one of the pool's platforms ({known})"
-            )
-        for kind in ("exec", "queue"):
-            default, maximum = getattr(self, f"default_{kind}_timeout"), getattr(self, f"max_{kind}_timeout")
-            if default and maximum and parse_timeout(default) > parse_timeout(maximum):
-                raise ValueError(f"default_{kind}_timeout {default} is above max_{kind}_timeout {maximum}")
-        return self
-
     def to_document(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
@@ -294,8 +280,27 @@ def pool_documents(data: Any, name: str | None = None) -> dict[str, PoolDoc]:
             doc = PoolDoc.model_validate(body)
         except ValidationError as exc:
             raise _explain(exc, f"Pool {pool_name!r}", pool_name) from None
+        _check_pool_fields(pool_name, doc)
         pools[pool_name] = doc.model_copy(update={"name": pool_name})
     return pools
+
+
+def _check_pool_fields(name: str, pool: PoolDoc) -> None:
+    """Rules between fields of one pool (kept out of pydantic so the error can name its field)."""
+    if pool.default_platform and pool.default_platform not in pool.platforms:
+        known = ", ".join(pool.platforms) or "none"
+        raise ConfigError(
+            f"Pool {name!r} refused: default_platform {pool.default_platform!r} is not one of the pool's "
+            f"platforms ({known})",
+            field=f"{name}.default_platform",
+        )
+    for kind in ("exec", "queue"):
+        default, maximum = getattr(pool, f"default_{kind}_timeout"), getattr(pool, f"max_{kind}_timeout")
+        if default and maximum and parse_timeout(default) > parse_timeout(maximum):
+            raise ConfigError(
+                f"Pool {name!r} refused: default_{kind}_timeout {default} is above max_{kind}_timeout {maximum}",
+                field=f"{name}.default_{kind}_timeout",
+            )
 
 
 def _named_map(data: Any, name: str | None, what: str, body_type: type) -> dict[str, Any]:

@@ -16,7 +16,14 @@ class JSONDocumentField(forms.JSONField):
 
     widget = _JSON_WIDGET
 
+    def __init__(self, *, empty=None, **kwargs):
+        # What a blank optional field means: {} or [] for the document fields, never None.
+        self.empty = empty
+        super().__init__(**kwargs)
+
     def to_python(self, value):
+        if value in self.empty_values and self.empty is not None:
+            return self.empty()
         if self.disabled or value in self.empty_values:
             return super().to_python(value)
         if isinstance(value, (list, dict, int, float)):

@@ -91,6 +91,16 @@ def text(response) -> str:
     return response.content.decode()
 
 
+def errors(response):
+    """What the admin form in `response` complains about, for assertion messages."""
+    if response.context is None or "adminform" not in response.context:
+        return response.status_code
+    found = dict(response.context["adminform"].form.errors)
+    for inline in response.context.get("inline_admin_formsets", []):
+        found["inline"] = [inline.formset.non_form_errors(), inline.formset.errors]
+    return found
+
+
 # ---- pages render -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("url", [
@@ -145,7 +155,7 @@ def test_it_adds_a_pool_with_its_inline_platform_as_one_create_revision(admin_cl
 
     response = admin_client.post("/admin/pools/pool/add/", new_pool_data(admin_client))
 
-    assert response.status_code == 302, text(response)
+    assert response.status_code == 302, errors(response)
     pool = Pool.objects.get(name="admin-pool")
     assert pool.description == "made in the admin"
     assert pool.default_platform == "gpu"
@@ -232,7 +242,7 @@ def test_it_records_an_update_revision_when_the_default_pool_description_is_edit
 
     response = admin_client.post(f"/admin/pools/pool/{pool.pk}/change/", data)
 
-    assert response.status_code == 302, text(response)
+    assert response.status_code == 302, errors(response)
     pool.refresh_from_db()
     assert pool.description == "Every node no other pool claims"
     assert list(Platform.objects.filter(pool=pool).values_list("name", flat=True)) == ["default"]
@@ -251,8 +261,42 @@ def test_it_writes_no_revision_when_the_pool_is_saved_unchanged(admin_client):
 
     response = admin_client.post(f"/admin/pools/pool/{pool.pk}/change/", data)
 
-    assert response.status_code == 302, text(response)
+    assert response.status_code == 302, errors(response)
     assert ConfigRevision.objects.count() == before
+
+
+def test_it_removes_a_platform_ticked_for_deletion_in_the_inline(admin_client, staff):
+    configs.import_document(ConfigKind.POOL, {"pools": {"two": {
+        "backend": "default", "default_platform": "main", "platforms": {"main": {}, "spare": {}}}}})
+    pool = Pool.objects.get(name="two")
+    page = admin_client.get(f"/admin/pools/pool/{pool.pk}/change/")
+    data = form_data(page)
+    [spare] = [form for form in page.context["inline_admin_formsets"][0].formset.forms
+               if form.instance.name == "spare"]
+    data[f"{spare.prefix}-DELETE"] = "on"
+    data["_save"] = "Save"
+
+    response = admin_client.post(f"/admin/pools/pool/{pool.pk}/change/", data)
+
+    assert response.status_code == 302, errors(response)
+    assert list(Platform.objects.filter(pool=pool).values_list("name", flat=True)) == ["main"]
+    update = revisions_of(ConfigKind.POOL, "two").last()
+    assert update.action == "update"
+    assert list(update.document["platforms"]) == ["main"]
+
+
+def test_it_saves_blank_optional_json_fields_as_empty_values(admin_client):
+    data = new_pool_data(admin_client, default_exit_actions="", action_permissions="", resources="",
+                         topology_keys="", node_selector="")
+    data["platforms-0-default_variables"] = ""
+
+    response = admin_client.post("/admin/pools/pool/add/", data)
+
+    assert response.status_code == 302, errors(response)
+    pool = Pool.objects.get(name="admin-pool")
+    assert (pool.default_exit_actions, pool.action_permissions, pool.resources) == ({}, {}, {})
+    assert (pool.topology_keys, pool.node_selector) == ([], {})
+    assert Platform.objects.get(pool=pool).default_variables == {}
 
 
 def test_it_makes_the_pool_name_read_only_on_the_change_page(admin_client):
@@ -373,7 +417,7 @@ def test_it_adds_a_pod_template_as_a_create_revision(admin_client, staff):
     response = admin_client.post("/admin/pools/podtemplate/add/", {"name": "l40s", "body": json.dumps(body),
                                                                    "_save": "Save"})
 
-    assert response.status_code == 302, text(response)
+    assert response.status_code == 302, errors(response)
     assert PodTemplate.objects.get(name="l40s").body == body
     [revision] = revisions_of(ConfigKind.POD_TEMPLATE, "l40s")
     assert (revision.action, revision.author) == ("create", staff)

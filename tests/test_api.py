@@ -396,6 +396,24 @@ def test_it_adds_documents_to_the_history_when_asked(api, defaults):
     assert rows[-1]["document"]["description"] == "Default pool"
 
 
+@pytest.mark.parametrize("limit", ["-1", "abc"])
+def test_it_answers_a_bad_history_limit_with_400_not_a_crash(api, defaults, limit):
+    response = api.get(f"/api/configs/history/?limit={limit}")
+
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "limit"
+
+
+def test_it_limits_the_history_to_the_number_asked_for(api, defaults):
+    change_default_description(api, "changed")
+
+    response = api.get("/api/configs/history/?limit=2")
+
+    assert response.status_code == 200
+    assert len(response.json()["revisions"]) == 2
+    assert response.json()["revisions"][0]["description"] == "set changed"
+
+
 def test_it_rolls_a_pool_back_to_an_earlier_revision_as_a_new_revision(api, staff, defaults):
     original = ConfigRevision.objects.get(kind=ConfigKind.POOL, name="default").number
     change_default_description(api, "changed")
@@ -504,10 +522,7 @@ def test_it_answers_bad_diff_requests_with_a_json_error_not_a_crash(api, default
 def test_it_refuses_anonymous_requests(defaults, method, url):
     client = APIClient()
 
-    if method == "put":
-        response = put(client, url, L40S)
-    else:
-        response = getattr(client, method)(url)
+    response = put(client, url, L40S) if method == "put" else getattr(client, method)(url)
 
     assert response.status_code in (401, 403)
     assert not PodTemplate.objects.filter(name="l40s").exists()

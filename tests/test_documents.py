@@ -75,7 +75,7 @@ def test_it_refuses_template_and_validation_names_outside_the_pattern():
 def test_it_refuses_a_default_platform_that_is_not_one_of_the_pools_platforms():
     error = refused(pool(default_platform="h100"))
     assert "default_platform 'h100' is not one of the pool's platforms (p1)" in error.message
-    assert error.field == "training"
+    assert error.field == "training.default_platform"
 
 
 def test_it_accepts_a_default_platform_that_is_one_of_the_pools_platforms():

@@ -53,9 +53,11 @@ class HistoryView(APIView):
         include_documents = request.query_params.get("documents") in ("1", "true")
         rows = []
         try:
-            limit = min(int(request.query_params.get("limit", PAGE_SIZE)), 1000)
+            limit = int(request.query_params.get("limit", PAGE_SIZE))
         except ValueError:
-            raise ConfigError("limit must be a number", field="limit") from None
+            limit = 0
+        if not 1 <= limit <= 1000:
+            raise ConfigError("limit must be a whole number from 1 to 1000", field="limit")
         for revision in revisions[:limit]:
             row = history.summary(revision)
             if include_documents:

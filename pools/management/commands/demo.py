@@ -44,14 +44,16 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("Stopping...")
         finally:
+            # TERM to each leader lets Celery stop its own pool children (a warm shutdown).
             for process in processes.values():
                 if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGTERM)
+                    process.terminate()
             for process in processes.values():
                 try:
-                    process.wait(timeout=10)
+                    process.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
 
     def ensure_admin(self) -> str:
         """One admin whose password is kept in .data/, so every `make demo` prints the same login."""
