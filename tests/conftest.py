@@ -1,12 +1,11 @@
 import json
-import re
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-SEEDS = SHARED / "seeds"
+ROOT = Path(__file__).resolve().parents[1]
+SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,19 +43,12 @@ def api(client, staff):
     return api_client
 
 
-def seed_json_blocks(name: str) -> list[str]:
-    """The JSON documents printed in a seed page (heredocs, echo '...' blocks and code blocks)."""
-    text = next(SEEDS.glob(f"{name}_*.txt")).read_text()
-    blocks = re.findall(r"<< EOF > \S+\n(.*?)\nEOF", text, flags=re.S)
-    blocks += re.findall(r"echo '(.*?)' >", text, flags=re.S)
-    blocks += [
-        re.sub(r"^  ", "", block, flags=re.M)
-        for block in re.findall(r"\.\. code-block:: json\n\n(.*?)\n(?=\S)", text, flags=re.S)
-    ]
-    # Seed 000 also prints pool examples as bare text after "Configure a pool for ...:".
-    blocks += re.findall(r"Configure a pool for [^\n]*:\n(\{\n.*?\n\})\n(?=[A-Z])", text, flags=re.S)
-    return blocks
+def seed_json_blocks(seed: str) -> list[str]:
+    """The JSON documents printed in a seed page, as printed, in page order."""
+    files = sorted(SEED_EXAMPLES.glob(f"{seed}-*.json"), key=lambda path: int(path.stem.split("-")[1]))
+    return [path.read_text().removesuffix("\n") for path in files]
 
 
 def reference_defaults() -> dict:
-    return json.loads((SHARED / "reference" / "osmo-defaults.json").read_text())
+    """The defaults OSMO ships, as the project ships them (a copy of shared/reference/osmo-defaults.json)."""
+    return json.loads((ROOT / "pools" / "defaults" / "osmo-defaults.json").read_text())
