@@ -303,19 +303,19 @@ def _check_pool_fields(name: str, pool: PoolDoc) -> None:
             )
 
 
-def _named_map(data: Any, name: str | None, what: str, body_type: type) -> dict[str, Any]:
+def _named_map(data: Any, name: str | None, what: str, shape: str) -> dict[str, Any]:
     if name is not None:
         check_name(name, what)
         if isinstance(data, dict) and set(data) == {name}:
             return data
         return {name: data}
     if not isinstance(data, dict) or not data:
-        raise ConfigError(f"A {what} document must be a JSON object of {{NAME: {body_type.__name__.upper()}}}")
+        raise ConfigError(f"A {what} document must be a JSON object of the shape {shape}")
     return data
 
 
 def pod_template_documents(data: Any, name: str | None = None) -> dict[str, dict]:
-    templates = _named_map(data, name, "pod template", dict)
+    templates = _named_map(data, name, "pod template", '{NAME: {"spec": {...}}}')
     for template_name, body in templates.items():
         check_name(template_name, "Pod template")
         what = f"Pod template {template_name!r} refused"
@@ -340,7 +340,7 @@ def pod_template_documents(data: Any, name: str | None = None) -> dict[str, dict
 
 
 def validation_documents(data: Any, name: str | None = None) -> dict[str, list[dict]]:
-    validations = _named_map(data, name, "resource validation", list)
+    validations = _named_map(data, name, "resource validation", "{NAME: [RULE, ...]}")
     result = {}
     for validation_name, rules in validations.items():
         check_name(validation_name, "Resource validation")
