@@ -227,9 +227,8 @@ class UsedByMixin:
     def used_by(self, obj):
         if not obj or not obj.pk:
             return "-"
-        reasons = configs.deletion_blockers(self.config_kind, obj.name)
-        return format_html_join("", "<div>{}</div>", ((reason.removeprefix("it is used by "),) for reason in reasons)) \
-            or "nothing"
+        uses = configs.used_by(self.config_kind, obj.name)
+        return format_html_join("", "<div>{}</div>", ((use,) for use in uses)) or "nothing"
 
 
 @admin.register(PodTemplate)

@@ -3,7 +3,7 @@ functions; each call is one transaction that either applies a whole document and
 revisions, or changes nothing."""
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -54,8 +54,7 @@ class WriteResult:
         return text
 
     def as_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in
-                ("kind", "created", "updated", "unchanged", "deleted", "revisions", "backends_created")}
+        return asdict(self)
 
 
 # ---- documents from rows ---------------------------------------------------------------------------
@@ -306,12 +305,17 @@ def _recheck_pools(kind: str, names: set[str]) -> None:
                           f"{exc.message}", field=exc.field) from None
 
 
+def used_by(kind: str, name: str) -> list[str]:
+    """The pools and platforms that reference a template or validation, described for people."""
+    return [_describe_use(*use) for use in _users(kind, {name}).get(name, [])]
+
+
 def deletion_blockers(kind: str, name: str) -> list[str]:
     """Why `name` cannot be deleted now; empty when it can."""
     if kind == ConfigKind.POOL:
         return ["it is the default pool, which holds every node that no other pool claims"] \
             if name == Pool.DEFAULT_NAME else []
-    return [f"it is used by {_describe_use(*use)}" for use in _users(kind, {name}).get(name, [])]
+    return [f"it is used by {use}" for use in used_by(kind, name)]
 
 
 def delete(kind: str, name: str, *, author=None, description: str = "") -> WriteResult:

@@ -41,6 +41,14 @@ def record(kind: str, entries: Iterable[tuple[str, str, dict]], author, descript
     return list(range(first, last + 1))
 
 
+def revisions(kind: str | None = None, name: str | None = None):
+    """Revisions newest first, optionally of one type and object."""
+    queryset = ConfigRevision.objects.order_by("-created_at", "-number")
+    if kind:
+        queryset = queryset.filter(kind=kind)
+    return queryset.filter(name=name) if name else queryset
+
+
 def get_revision(kind: str, number: int) -> ConfigRevision:
     try:
         return ConfigRevision.objects.select_related("author").get(kind=kind, number=number)

@@ -6,10 +6,11 @@ OSMO's documents; `pools.configs` keeps them pointing at objects that exist.
 """
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
-from .documents import NAME_PATTERN
+from .documents import NAME_PATTERN, ConfigError, check_node_condition_rules
 
 name_validator = RegexValidator(
     NAME_PATTERN,
@@ -61,10 +62,6 @@ class Backend(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from .documents import ConfigError, check_node_condition_rules
-
         try:
             check_node_condition_rules(self.node_condition_rules)
         except ConfigError as exc:

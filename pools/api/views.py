@@ -6,7 +6,6 @@ from rest_framework.views import APIView
 
 from pools import configs, history
 from pools.documents import ConfigError, parse_json
-from pools.models import ConfigRevision
 
 PAGE_SIZE = 100
 
@@ -45,11 +44,8 @@ class HistoryView(APIView):
     1000); `?documents=1` adds each revision's document."""
 
     def get(self, request):
-        revisions = ConfigRevision.objects.order_by("-created_at", "-number")
-        if request.query_params.get("type"):
-            revisions = revisions.filter(kind=_kind(request.query_params["type"].lower()))
-        if request.query_params.get("name"):
-            revisions = revisions.filter(name=request.query_params["name"])
+        kind = request.query_params.get("type")
+        revisions = history.revisions(_kind(kind.lower()) if kind else None, request.query_params.get("name"))
         include_documents = request.query_params.get("documents") in ("1", "true")
         rows = []
         try:

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from pools import configs, history
 from pools.defaults import init_defaults
 from pools.documents import ConfigError, parse_json
-from pools.models import ConfigKind, ConfigRevision
+from pools.models import ConfigKind
 
 TYPES = [kind.value for kind in ConfigKind]
 
@@ -111,12 +111,8 @@ class Command(BaseCommand):
         self.stdout.write(result.summary())
 
     def do_history(self, options):
-        revisions = ConfigRevision.objects.order_by("-created_at", "-number")
-        if options["type"]:
-            revisions = revisions.filter(kind=history.parse_kind(options["type"]))
-        if options["name"]:
-            revisions = revisions.filter(name=options["name"])
-        revisions = list(revisions[: options["limit"]])
+        kind = history.parse_kind(options["type"]) if options["type"] else None
+        revisions = list(history.revisions(kind, options["name"])[: options["limit"]])
         if options["format"] == "json":
             self._print_json([history.summary(rev) for rev in revisions])
             return
