@@ -44,7 +44,20 @@ class Backend(models.Model):
         blank=True,
         help_text='{"ignore": [condition types], "unhealthy_when": {TYPE: STATUS}}',
     )
+    toolkit_on_host = models.BooleanField(
+        default=False,
+        help_text="The NVIDIA Container Toolkit is installed on the hosts, so no toolkit pod is expected on GPU nodes.",
+    )
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # Sync state: where the watches stand, the last good sync, and the current failure, if any.
+    nodes_resource_version = models.CharField(max_length=64, blank=True, editable=False)
+    pods_resource_version = models.CharField(max_length=64, blank=True, editable=False)
+    last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
+    sync_error = models.TextField(blank=True, editable=False)
+    sync_failing_since = models.DateTimeField(null=True, blank=True, editable=False)
+    # A lease, not a lock held by a connection: it expires by itself if its worker dies.
+    sync_lease_owner = models.CharField(max_length=128, blank=True, editable=False)
+    sync_lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -127,6 +140,114 @@ class Platform(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool.name}/{self.name}"
+
+
+class Node(models.Model):
+    """A cluster node as last seen, with its usage computed the way `kubectl describe node` does.
+    CPU is in millicores, memory and storage in bytes."""
+
+    class Sharing(models.TextChoices):
+        RESERVED = "RESERVED"
+        SHARED = "SHARED"
+        UNUSED = "UNUSED"
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict)
+    taints = models.JSONField(default=list)
+    unschedulable = models.BooleanField(default=False)
+    conditions = models.JSONField(default=list)
+    components = models.JSONField(default=dict)
+    cpu_capacity = models.BigIntegerField(default=0)
+    cpu_allocatable = models.BigIntegerField(default=0)
+    cpu_requested = models.BigIntegerField(default=0)
+    memory_capacity = models.BigIntegerField(default=0)
+    memory_allocatable = models.BigIntegerField(default=0)
+    memory_requested = models.BigIntegerField(default=0)
+    storage_capacity = models.BigIntegerField(default=0)
+    storage_allocatable = models.BigIntegerField(default=0)
+    pods_capacity = models.IntegerField(default=0)
+    pods_allocatable = models.IntegerField(default=0)
+    gpu_product = models.CharField(max_length=128, blank=True)
+    gpu_count = models.IntegerField(default=0)
+    gpu_memory_mib = models.IntegerField(default=0)
+    gpu_family = models.CharField(max_length=64, blank=True)
+    gpu_total = models.IntegerField(default=0)
+    gpu_allocatable = models.IntegerField(default=0)
+    gpu_used = models.IntegerField(default=0)
+    gpu_free = models.IntegerField(default=0)
+    gpu_unhealthy = models.IntegerField(default=0)
+    status = models.CharField(max_length=64, default="Unknown")
+    reasons = models.JSONField(default=list)
+    # Denormalised from NodeMembership for display and CSV; filtering and sums use NodeMembership.
+    pool_names = models.JSONField(default=list)
+    platform_names = models.JSONField(default=list)
+    sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.UNUSED)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["backend", "name"], name="node_unique_in_backend")]
+        indexes = [models.Index(fields=["status"]), models.Index(fields=["gpu_product"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "Ready"
+
+
+class NodeMembership(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="memberships")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="memberships")
+    platforms = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "pool"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name} in {self.pool.name}"
+
+
+class Pod(models.Model):
+    """The few facts of a bound, non-terminal pod that node usage and status need."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="pods")
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253)
+    phase = models.CharField(max_length=16)
+    gpu = models.IntegerField(default=0)
+    cpu = models.BigIntegerField(default=0)
+    memory = models.BigIntegerField(default=0)
+    component = models.CharField(max_length=16, blank=True)
+    pool = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["backend", "uid"], name="pod_unique_in_backend")]
+        indexes = [models.Index(fields=["backend", "node_name"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class SyncLog(models.Model):
+    """Errors and notable events of a backend's sync, shown on the backend's admin page."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="sync_logs")
+    at = models.DateTimeField(auto_now_add=True)
+    level = models.CharField(max_length=8, default="error")
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.backend.name} {self.at:%Y-%m-%d %H:%M:%S} {self.message[:60]}"
 
 
 class PodTemplate(models.Model):

@@ -1,0 +1,25 @@
+"""The only package that talks to Kubernetes (see interface.py for what it offers)."""
+
+from .interface import (
+    DEFAULT_PAGE_SIZE,
+    Cluster,
+    ClusterError,
+    Conflict,
+    Expired,
+    ListPage,
+    NotFound,
+    Unavailable,
+    WatchEvent,
+)
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "Cluster",
+    "ClusterError",
+    "Conflict",
+    "Expired",
+    "ListPage",
+    "NotFound",
+    "Unavailable",
+    "WatchEvent",
+]

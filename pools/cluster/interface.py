@@ -1,0 +1,82 @@
+"""The small, typed interface through which everything else talks to a cluster.
+
+Objects are the API server's JSON decoded into plain dicts (never the client's model classes), so the
+inventory code reads `node["metadata"]["labels"]` the same way whichever implementation produced it.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+DEFAULT_PAGE_SIZE = 500
+
+
+class ClusterError(Exception):
+    """Any failure talking to a cluster. `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class Expired(ClusterError):
+    """410 Gone: the resourceVersion or continue token is too old; list again from scratch."""
+
+
+class NotFound(ClusterError):
+    pass
+
+
+class Conflict(ClusterError):
+    """409: the object already exists (create) or changed under us."""
+
+
+class Unavailable(ClusterError):
+    """Connection refused, timed out, stalled, or a 5xx: worth retrying after a back-off."""
+
+
+@dataclass
+class ListPage:
+    items: list[dict[str, Any]]
+    resource_version: str
+    continue_token: str | None = None
+
+
+@dataclass
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED or BOOKMARK
+    object: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def resource_version(self) -> str:
+        return self.object.get("metadata", {}).get("resourceVersion", "")
+
+
+class Cluster(Protocol):
+    """What the rest of the code may ask of a cluster."""
+
+    def list_nodes(self, *, limit: int = DEFAULT_PAGE_SIZE, continue_token: str | None = None) -> ListPage: ...
+
+    def list_pods(self, *, limit: int = DEFAULT_PAGE_SIZE, continue_token: str | None = None) -> ListPage: ...
+
+    def watch_nodes(self, resource_version: str, *, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """Events after `resource_version`, bookmarks included, until the server ends the stream.
+        Raises Expired (HTTP 410 or an ERROR event with code 410) and Unavailable."""
+        ...
+
+    def watch_pods(self, resource_version: str, *, timeout_seconds: int = 60) -> Iterator[WatchEvent]: ...
+
+    def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict[str, Any]:
+        """Merge-patch labels (None removes a key); returns the node as now stored."""
+        ...
+
+    def set_unschedulable(self, name: str, unschedulable: bool) -> dict[str, Any]: ...
+
+    def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Raises Conflict when a Job of that name exists."""
+        ...
+
+    def get_job(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+    def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None: ...
