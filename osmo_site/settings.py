@@ -1,12 +1,13 @@
 """Project settings. Every value that varies by deployment comes from the environment and is
 documented in the README's "Settings" table."""
 
+import ipaddress
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_list, env_str
+from .env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("OSMO_DATA_DIR", str(BASE_DIR / ".data")))
@@ -28,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "django_htmx",
     "pools",
     "scheduling",
@@ -40,6 +42,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "pools.access.idp.TrustedHeaderMiddleware",
+    "pools.access.scoping.AccessMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -71,6 +75,28 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "pools.access.idp.TrustedHeaderBackend",
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Access control (README "Access control").
+ACCESS_DEFAULT_POOL_OPEN = env_bool("ACCESS_DEFAULT_POOL_OPEN", True)
+ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 365)
+ACCESS_HEADER_LOGIN = env_bool("ACCESS_HEADER_LOGIN", False)
+ACCESS_HEADER_USER = env_str("ACCESS_HEADER_USER", "X-Forwarded-User")
+ACCESS_HEADER_GROUPS = env_str("ACCESS_HEADER_GROUPS", "X-Forwarded-Groups")
+ACCESS_TRUSTED_PROXIES = env_list("ACCESS_TRUSTED_PROXIES", [])
+try:
+    [ipaddress.ip_network(_proxy, strict=False) for _proxy in ACCESS_TRUSTED_PROXIES]
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"ACCESS_TRUSTED_PROXIES: {_exc}") from None
+if ACCESS_HEADER_LOGIN and not ACCESS_TRUSTED_PROXIES:
+    raise ImproperlyConfigured("ACCESS_HEADER_LOGIN=1 needs ACCESS_TRUSTED_PROXIES (the proxy's addresses)")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
@@ -87,14 +113,25 @@ STATIC_ROOT = DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 
 REST_FRAMEWORK = {
+    # Bearer first: its WWW-Authenticate header makes anonymous API calls answer 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "pools.access.tokens.BearerAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],
-    # Staff only until roles and tokens exist (access-control issue).
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # Every view declares read_access / write_access (pools.access.scoping.Rule); undeclared means admin.
+    "DEFAULT_PERMISSION_CLASSES": ["pools.access.scoping.AccessPermission"],
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU pool control plane API",
+    "DESCRIPTION": "Pools, platforms, nodes and configuration. CPU in cores, memory and storage in bytes.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["pools.access.scoping.AccessPermission"],
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under .data/);
@@ -117,10 +154,18 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# Cluster sync: beat starts a sync per backend every OSMO_SYNC_INTERVAL seconds; each watches for a little
+# less than that, so the watch is continuous while at most one sync runs per backend (a lease).
+OSMO_SYNC_INTERVAL = env_int("OSMO_SYNC_INTERVAL", 30)
+# A backend without a good sync for this long shows its nodes Unknown and its pools OFFLINE.
+OSMO_BACKEND_STALE_SECONDS = env_int("OSMO_BACKEND_STALE_SECONDS", 300)
+# Node labels written by `label node`, `create -f` and pool selectors carry this prefix (gpuctl's default).
+OSMO_LABEL_PREFIX = env_str("OSMO_LABEL_PREFIX", "runwhere.ai/")
+OSMO_SIMULATED_STATE_DIR = DATA_DIR / "simulated"
 CELERY_BEAT_SCHEDULE = {
-    "heartbeat-simulated-backends": {
-        "task": "pools.tasks.heartbeat_simulated_backends",
-        "schedule": 30.0,
+    "sync-backends": {
+        "task": "pools.tasks.sync_backends",
+        "schedule": float(OSMO_SYNC_INTERVAL),
     },
 }
 

@@ -6,6 +6,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import Count
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -13,10 +14,22 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from . import configs, history
+from .cluster.connect import is_connected
 from .configs import pool_to_document
 from .documents import ConfigError
 from .forms import JSONDocumentField, NameListField
-from .models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
+from .models import (
+    Backend,
+    ConfigKind,
+    ConfigRevision,
+    Node,
+    Platform,
+    PodTemplate,
+    Pool,
+    ResourceValidation,
+    SyncLog,
+)
+from .usage import backend_online
 
 admin.site.site_header = "GPU pools control plane"
 admin.site.site_title = "GPU pools"
@@ -267,16 +280,64 @@ class BackendForm(forms.ModelForm):
     class Meta:
         model = Backend
         fields = ["name", "description", "kind", "kubeconfig_path", "kube_context", "in_cluster", "scheduler",
-                  "node_condition_rules"]
+                  "toolkit_on_host", "node_condition_rules"]
+
+
+class SyncLogInline(admin.TabularInline):
+    model = SyncLog
+    extra = 0
+    max_num = 0
+    can_delete = False
+    fields = readonly_fields = ["at", "level", "message"]
+    verbose_name_plural = "Recent sync errors"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).order_by("-at", "-id")
 
 
 @admin.register(Backend)
 class BackendAdmin(admin.ModelAdmin):
     form = BackendForm
-    list_display = ["name", "kind", "scheduler", "kubeconfig_path", "kube_context", "in_cluster", "last_heartbeat"]
+    list_display = ["name", "kind", "scheduler", "node_total", "last_sync_at", "sync_state"]
     list_filter = ["kind", "scheduler"]
     search_fields = ["name", "description"]
-    readonly_fields = ["last_heartbeat"]
+    readonly_fields = ["last_sync_at", "sync_state", "sync_error", "sync_failing_since", "nodes_resource_version",
+                       "pods_resource_version"]
+    inlines = [SyncLogInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(node_total=Count("nodes"))
+
+    @admin.display(description="Nodes", ordering="node_total")
+    def node_total(self, backend):
+        return backend.node_total
+
+    @admin.display(description="Sync")
+    def sync_state(self, backend):
+        if not is_connected(backend):
+            return "not connected"
+        if backend.sync_error:
+            return f"failing since {backend.sync_failing_since:%Y-%m-%d %H:%M:%S}: {backend.sync_error}"
+        return "ok" if backend_online(backend) else "not synced recently"
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    """Read-only: nodes come from the clusters; change them with `label node` or in the cluster."""
+
+    list_display = ["name", "backend", "status", "gpu_product", "gpu_used", "gpu_total", "sharing", "last_seen"]
+    list_filter = ["backend", "status", "gpu_product", "sharing"]
+    search_fields = ["name"]
+    list_select_related = ["backend"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(ConfigRevision)
@@ -318,8 +379,8 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
             self.message_user(request, "Select exactly one revision to roll back to.", messages.ERROR)
             return
         revision = queryset.get()
-        model = {ConfigKind.POOL: "pool", ConfigKind.POD_TEMPLATE: "podtemplate"}.get(revision.kind,
-                                                                                     "resourcevalidation")
+        model = {ConfigKind.POOL: "pool", ConfigKind.POD_TEMPLATE: "podtemplate",
+                 ConfigKind.ROLE: "role"}.get(revision.kind, "resourcevalidation")
         if not request.user.has_perm(f"pools.change_{model}"):
             self.message_user(request, f"You may not change {revision.kind} configuration.", messages.ERROR)
             return
@@ -329,3 +390,7 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
             self.message_user(request, exc.message, messages.ERROR)
             return
         self.message_user(request, result.summary(), messages.SUCCESS)
+
+
+# Roles, assignments and tokens register their own admin pages.
+from .access import admin as access_admin  # noqa: E402, F401

@@ -10,6 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import history
+from .access import roles as access_roles
+from .access.documents import role_documents
+from .bulk import assign, bulk_update_changed
 from .checks import Catalog, check_pools, referenced_names
 from .documents import (
     ConfigError,
@@ -21,7 +24,7 @@ from .documents import (
 )
 from .effective import effective_pool
 from .history import ConfigNotFound
-from .models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
+from .models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation, Role
 
 Action = ConfigRevision.Action
 _NULLABLE_TEXT = {"default_platform", "default_exec_timeout", "default_queue_timeout", "max_exec_timeout",
@@ -92,6 +95,8 @@ def pool_documents_from_db(names=None) -> dict[str, dict]:
 def export(kind: str, name: str | None = None) -> dict[str, Any]:
     """A document that `import_document(kind, ...)` accepts back unchanged."""
     names = None if name is None else [name]
+    if kind == ConfigKind.ROLE:
+        return access_roles.export_roles(name)
     if kind == ConfigKind.POOL:
         documents = pool_documents_from_db(names)
     elif kind == ConfigKind.POD_TEMPLATE:
@@ -139,11 +144,25 @@ def import_document(
     elif kind == ConfigKind.POD_TEMPLATE:
         documents = pod_template_documents(data, name)
         writer = _write_named(PodTemplate, "body", kind)
+    elif kind == ConfigKind.ROLE:
+        documents = role_documents(data, name)
+        writer = access_roles.write_roles
     else:
         documents = validation_documents(data, name)
         writer = _write_named(ResourceValidation, "rules", kind)
     with transaction.atomic():
-        return writer(documents, author, description)
+        result = writer(documents, author, description)
+        _placement_changed(kind, result)
+        return result
+
+
+def _placement_changed(kind: str, result: WriteResult) -> None:
+    """Pools and templates decide which nodes belong where: recompute memberships in the same
+    transaction, so no reader sees the new configuration with the old placement."""
+    if kind in (ConfigKind.POOL, ConfigKind.POD_TEMPLATE) and (result.created or result.updated or result.deleted):
+        from .sync import refresh_memberships
+
+        refresh_memberships()
 
 
 class _DryRun(Exception):
@@ -184,11 +203,11 @@ def _write_pools(docs: dict[str, PoolDoc], author, description: str) -> WriteRes
             pool = Pool(name=name, updated_at=now, **values)
             created.append(pool)
         else:
-            changes.append((pool, _assign(pool, values)))
+            changes.append((pool, assign(pool, values)))
             pool.updated_at = now
             updated.append(pool)
     Pool.objects.bulk_create(created)
-    _bulk_update(Pool, changes, always=["updated_at"])
+    bulk_update_changed(Pool, changes, always=["updated_at"])
     _write_platforms(created + updated, new_docs, platforms)
     result.created = [pool.name for pool in created]
     result.updated = [pool.name for pool in updated]
@@ -209,25 +228,6 @@ def _ensure_backends(names: set[str], result: WriteResult) -> dict[str, Backend]
     return backends
 
 
-def _assign(obj, values: dict[str, Any]) -> tuple[str, ...]:
-    """Set `values` on `obj`; return the names of the fields that actually changed."""
-    changed = tuple(key for key, value in values.items() if getattr(obj, key) != value)
-    for key in changed:
-        setattr(obj, key, values[key])
-    return changed
-
-
-def _bulk_update(model, changes: list[tuple[Any, tuple[str, ...]]], always: list[str] = ()) -> None:
-    """One UPDATE per distinct set of changed fields: Django builds a CASE per field and row, so
-    rewriting unchanged columns costs seconds at a few thousand rows."""
-    groups: dict[tuple[str, ...], list] = defaultdict(list)
-    for obj, fields in changes:
-        if fields or always:
-            groups[fields].append(obj)
-    for fields, objects in groups.items():
-        model.objects.bulk_update(objects, [*fields, *always], batch_size=1000)
-
-
 def _write_platforms(pools: list[Pool], documents: dict[str, dict], existing: dict[int, list[Platform]]) -> None:
     to_create, changes, to_delete = [], [], []
     for pool in pools:
@@ -237,13 +237,13 @@ def _write_platforms(pools: list[Pool], documents: dict[str, dict], existing: di
         for position, (name, body) in enumerate(wanted.items()):
             values = {"position": position, **{key: body[key] for key in _PLATFORM_COLUMNS}}
             if name in current:
-                changes.append((current[name], _assign(current[name], values)))
+                changes.append((current[name], assign(current[name], values)))
             else:
                 to_create.append(Platform(pool=pool, name=name, **values))
     if to_delete:
         Platform.objects.filter(id__in=to_delete).delete()
     Platform.objects.bulk_create(to_create)
-    _bulk_update(Platform, changes)
+    bulk_update_changed(Platform, changes)
 
 
 def _write_named(model, column: str, kind: str):
@@ -315,21 +315,26 @@ def deletion_blockers(kind: str, name: str) -> list[str]:
     if kind == ConfigKind.POOL:
         return ["it is the default pool, which holds every node that no other pool claims"] \
             if name == Pool.DEFAULT_NAME else []
+    if kind == ConfigKind.ROLE:
+        return access_roles.role_deletion_blockers(name)
     return [f"it is used by {use}" for use in used_by(kind, name)]
 
 
 def delete(kind: str, name: str, *, author=None, description: str = "") -> WriteResult:
     with transaction.atomic():
         document = export(kind, name)
-        document = document["pools"][name] if kind == ConfigKind.POOL else document[name]
+        document = document["pools"][name] if kind == ConfigKind.POOL else \
+            document if kind == ConfigKind.ROLE else document[name]
         blockers = deletion_blockers(kind, name)
         if blockers:
             raise ConfigError(f"{kind} {name!r} cannot be deleted: {'; '.join(blockers)}. "
-                              "Remove those references first." if kind != ConfigKind.POOL else
+                              "Remove those references first." if kind not in (ConfigKind.POOL, ConfigKind.ROLE) else
                               f"{kind} {name!r} cannot be deleted: {blockers[0]}.", field="name")
         _model(kind).objects.filter(name=name).delete()
         revisions = history.record(kind, [(name, Action.DELETE, document)], author, description)
-    return WriteResult(kind, deleted=[name], revisions=revisions)
+        result = WriteResult(kind, deleted=[name], revisions=revisions)
+        _placement_changed(kind, result)
+    return result
 
 
 def rollback(kind: str, number: int, *, author=None, description: str = "") -> WriteResult:
@@ -347,7 +352,8 @@ def rollback(kind: str, number: int, *, author=None, description: str = "") -> W
 
 
 def _model(kind: str):
-    return {ConfigKind.POOL: Pool, ConfigKind.POD_TEMPLATE: PodTemplate}.get(kind, ResourceValidation)
+    return {ConfigKind.POOL: Pool, ConfigKind.POD_TEMPLATE: PodTemplate, ConfigKind.ROLE: Role}.get(
+        kind, ResourceValidation)
 
 
 def _exists(kind: str, name: str) -> bool:

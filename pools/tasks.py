@@ -1,10 +1,35 @@
+"""Celery tasks: beat starts `sync_backends`, which queues one `sync_backend` per connected backend."""
+
 from celery import shared_task
-from django.utils import timezone
+from django.conf import settings
 
+from .cluster import ClusterError
+from .cluster.connect import is_connected
 from .models import Backend
+from .sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
 
 
-@shared_task(time_limit=30, soft_time_limit=25)
-def heartbeat_simulated_backends() -> int:
-    """The simulated demo cluster is always reachable; keep its pools ONLINE."""
-    return Backend.objects.filter(kind=Backend.Kind.SIMULATED).update(last_heartbeat=timezone.now())
+@shared_task(time_limit=60, soft_time_limit=50)
+def sync_backends() -> list[int]:
+    mark_stale_backends()
+    queued = [backend.pk for backend in Backend.objects.all() if is_connected(backend)]
+    for pk in queued:
+        sync_backend.delay(pk)
+    return queued
+
+
+@shared_task(time_limit=settings.OSMO_SYNC_INTERVAL + 120, soft_time_limit=settings.OSMO_SYNC_INTERVAL + 90)
+def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
+    """Watch one backend for a little less than the beat interval (idempotent: a second copy finds the
+    lease taken and returns)."""
+    backend = Backend.objects.filter(pk=backend_id).first()
+    if backend is None:
+        return {"outcome": "gone"}
+    seconds = max(1.0, settings.OSMO_SYNC_INTERVAL - 5.0) if seconds is None else seconds
+    try:
+        stats = BackendSync(backend, cluster_for(backend)).run(seconds=seconds)
+    except SyncBusy:
+        return {"outcome": "busy"}
+    except ClusterError as exc:
+        return {"outcome": "failed", "error": exc.message}
+    return {"outcome": "ok", **stats.as_dict()}

@@ -4,6 +4,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from pools.cluster import ClusterError, Unavailable
 from pools.documents import ConfigError
 from pools.history import ConfigNotFound
 
@@ -12,4 +13,8 @@ def exception_handler(exc, context):
     if isinstance(exc, ConfigError):
         code = status.HTTP_404_NOT_FOUND if isinstance(exc, ConfigNotFound) else status.HTTP_400_BAD_REQUEST
         return Response({"detail": exc.message, "field": exc.field or None}, status=code)
+    if isinstance(exc, ClusterError):
+        # The cluster refused or did not answer: the request was fine, the upstream was not.
+        code = status.HTTP_503_SERVICE_UNAVAILABLE if isinstance(exc, Unavailable) else status.HTTP_502_BAD_GATEWAY
+        return Response({"detail": exc.message, "field": None}, status=code)
     return drf_exception_handler(exc, context)

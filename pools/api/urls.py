@@ -1,6 +1,7 @@
 from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
 
-from . import views
+from . import inventory, views
 
 urlpatterns = [
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),
@@ -8,4 +9,10 @@ urlpatterns = [
     path("configs/history/diff/", views.DiffView.as_view(), name="config-diff"),
     path("configs/<slug:kind>/", views.ConfigDocumentView.as_view(), name="config-documents"),
     path("configs/<slug:kind>/<str:name>/", views.ConfigDocumentView.as_view(), name="config-document"),
+    path("pools/", inventory.PoolListView.as_view(), name="api-pools"),
+    path("pools/<str:name>/", inventory.PoolDetailView.as_view(), name="api-pool"),
+    path("resources/", inventory.ResourceListView.as_view(), name="api-resources"),
+    path("nodes/<str:name>/", inventory.NodeDetailView.as_view(), name="api-node"),
+    path("nodes/<str:name>/labels", inventory.NodeLabelsView.as_view(), name="api-node-labels"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]

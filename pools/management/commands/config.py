@@ -8,6 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from pools import configs, history
+from pools.access.roles import GENERATORS, generated_role
 from pools.defaults import init_defaults
 from pools.documents import ConfigError, parse_json
 from pools.models import ConfigKind
@@ -16,7 +17,7 @@ TYPES = [kind.value for kind in ConfigKind]
 
 
 class Command(BaseCommand):
-    help = "Import, show, delete, diff and roll back configuration (pools, pod templates, resource validations)."
+    help = "Import, show, delete, diff and roll back configuration (pools, pod templates, resource validations, roles)."
 
     def add_arguments(self, parser):
         parser.add_argument("--author", help="Name recorded on revisions (default: your OS user name).")
@@ -28,6 +29,14 @@ class Command(BaseCommand):
         update.add_argument("name", nargs="?", help="Object name; optional for POOL documents that carry names.")
         update.add_argument("--file", "-f", required=True, help="JSON file, or - for standard input.")
         update.add_argument("--description", default="", help="Why; stored on the revision.")
+
+        setter = sub.add_parser("set", help="OSMO's `config set`: import one object from a file, or generate a "
+                                            "role: `set ROLE osmo-<pool> pool` (seed 000) or `set ROLE NAME admin`.")
+        setter.add_argument("type", metavar="TYPE", help=" | ".join(TYPES))
+        setter.add_argument("name")
+        setter.add_argument("template", nargs="?", choices=GENERATORS, help="ROLE only: generate instead of -f.")
+        setter.add_argument("--file", "-f", help="JSON file, or - for standard input.")
+        setter.add_argument("--description", default="", help="Why; stored on the revision.")
 
         show = sub.add_parser("show", help="Print JSON that `update` accepts back unchanged.")
         show.add_argument("type", metavar="TYPE")
@@ -93,6 +102,19 @@ class Command(BaseCommand):
         data = parse_json(text, source="standard input" if source == "-" else source)
         result = configs.import_document(kind, data, name=options["name"], author=self._author(options),
                                          description=options["description"])
+        self.stdout.write(result.summary())
+
+    def do_set(self, options):
+        kind = history.parse_kind(options["type"])
+        if bool(options["file"]) == bool(options["template"]):
+            raise CommandError("config set needs either -f FILE or, for ROLE, a template (pool or admin)")
+        if not options["template"]:
+            return self.do_update(options)
+        if kind != ConfigKind.ROLE:
+            raise CommandError("Only ROLE objects are generated from a template")
+        result = configs.import_document(kind, generated_role(options["name"], options["template"]),
+                                         name=options["name"], author=self._author(options),
+                                         description=options["description"] or f"Generated {options['template']} role")
         self.stdout.write(result.summary())
 
     def do_show(self, options):

@@ -1,0 +1,60 @@
+"""Pure-Python node inventory: node and pod facts, usage, status and pool membership (no Django)."""
+
+from .membership import (
+    DEFAULT_POOL,
+    RESERVED,
+    SHARED,
+    UNUSED,
+    CompiledSelectors,
+    Membership,
+    PlatformSelector,
+    PoolSelector,
+    compile_selectors,
+    node_membership,
+    repelling_taints,
+    tolerates,
+)
+from .nodes import NodeFacts, NodeResources, node_facts, node_resources
+from .pods import PodFacts, component_of, container_requests, counts_on_node, is_terminal, pod_facts, pod_requests
+from .status import (
+    NO_USAGE,
+    NodeUsage,
+    StatusOptions,
+    component_states,
+    gpu_figures,
+    node_status,
+    usage_from_pods,
+)
+
+__all__ = [
+    "DEFAULT_POOL",
+    "NO_USAGE",
+    "RESERVED",
+    "SHARED",
+    "UNUSED",
+    "CompiledSelectors",
+    "Membership",
+    "NodeFacts",
+    "NodeResources",
+    "NodeUsage",
+    "PlatformSelector",
+    "PodFacts",
+    "PoolSelector",
+    "StatusOptions",
+    "compile_selectors",
+    "component_of",
+    "component_states",
+    "container_requests",
+    "counts_on_node",
+    "gpu_figures",
+    "is_terminal",
+    "node_facts",
+    "node_membership",
+    "node_resources",
+    "node_status",
+    "pod_facts",
+    "pod_requests",
+    "repelling_taints",
+    "tolerates",
+    "usage_from_pods",
+]

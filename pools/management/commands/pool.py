@@ -1,0 +1,24 @@
+"""`python manage.py pool list` (gpuctl's `get pools` columns)."""
+
+from django.core.management.base import BaseCommand
+
+from pools import usage
+from pools.api.inventory import PoolRowSerializer
+from pools.management.cli import add_format, clear_errors, print_json, print_table
+
+
+class Command(BaseCommand):
+    help = "pool list: every pool with status, GPU total / used / free and node count."
+
+    def add_arguments(self, parser):
+        add_format(parser.add_subparsers(dest="verb", required=True, metavar="VERB").add_parser("list"))
+
+    @clear_errors
+    def handle(self, *args, verb, format, **options):
+        rows = PoolRowSerializer(usage.pool_rows(), many=True).data
+        if format == "json":
+            print_json(self.stdout, rows)
+            return
+        print_table(self.stdout, ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"],
+                    [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["node_count"]]
+                     for r in rows])

@@ -1,0 +1,45 @@
+"""`python manage.py resource list [--pool P] [--platform X]` (OSMO's `resource list` columns)."""
+
+from django.core.management.base import BaseCommand
+
+from pools import usage
+from pools.api.inventory import NodeRowSerializer
+from pools.management.cli import add_format, clear_errors, print_json, print_table
+
+GIB = 1024**3
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:.0f}Gi"
+
+
+def _cores(value) -> str:
+    return f"{value:g}"
+
+
+class Command(BaseCommand):
+    help = "resource list: one row per node with storage, CPU, memory and GPU as used/total, and a sum row."
+
+    def add_arguments(self, parser):
+        listing = parser.add_subparsers(dest="verb", required=True, metavar="VERB").add_parser("list")
+        listing.add_argument("--pool")
+        listing.add_argument("--platform", help="name, or pool/platform")
+        listing.add_argument("--status", help="Ready, Unknown, Not ready, or a full status")
+        add_format(listing)
+
+    @clear_errors
+    def handle(self, *args, verb, format, pool, platform, status, **options):
+        nodes = usage.filter_nodes(usage.Node.objects.all(), pool=pool, platform=platform, status=status)
+        rows = list(usage.node_rows(nodes))
+        if format == "json":
+            print_json(self.stdout, NodeRowSerializer(rows, many=True).data)
+            return
+        table = [[r["node"], ",".join(r["pools"]), ",".join(r["platforms"]) or "-", r["resource_type"],
+                  _gib(r["storage_total"]), f"{_cores(r['cpu_used'])}/{_cores(r['cpu_total'])}",
+                  f"{_gib(r['memory_used'])}/{_gib(r['memory_total'])}", f"{r['gpu_used']}/{r['gpu_total']}"]
+                 for r in rows]
+        table.append(["Total", "", "", "", _gib(sum(r["storage_total"] for r in rows)),
+                      f"{_cores(sum(r['cpu_used'] for r in rows))}/{_cores(sum(r['cpu_total'] for r in rows))}",
+                      f"{_gib(sum(r['memory_used'] for r in rows))}/{_gib(sum(r['memory_total'] for r in rows))}",
+                      f"{sum(r['gpu_used'] for r in rows)}/{sum(r['gpu_total'] for r in rows)}"])
+        print_table(self.stdout, ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU"], table)

@@ -1,0 +1,45 @@
+"""`python manage.py sync NAME [--once]`: list and reconcile a backend, then keep watching it."""
+
+from django.core.management.base import BaseCommand
+
+from pools.cluster import ClusterError
+from pools.management.cli import clear_errors
+from pools.models import Backend
+from pools.sync import BackendSync, SyncBusy, cluster_for
+
+ROUND_SECONDS = 60
+
+
+class Command(BaseCommand):
+    help = "Sync one backend's nodes and pods. --once: one full list and reconcile, then exit."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--once", action="store_true")
+
+    @clear_errors
+    def handle(self, *args, name, once, **options):
+        backend = Backend.objects.filter(name=name).first()
+        if backend is None:
+            known = ", ".join(Backend.objects.values_list("name", flat=True)) or "none"
+            raise ClusterError(f"there is no backend {name!r} (known: {known})")
+        cluster = cluster_for(backend)
+        try:
+            if once:
+                self._report(backend, BackendSync(backend, cluster).run(seconds=0))
+                return
+            self.stdout.write(f"Watching {name}; Ctrl-C to stop.")
+            while True:
+                self._report(backend, BackendSync(backend, cluster).run(seconds=ROUND_SECONDS))
+        except SyncBusy as exc:
+            raise ClusterError(f"{exc}; try again when it ends (leases expire by themselves)") from None
+        except KeyboardInterrupt:
+            self.stdout.write("Stopped.")
+
+    def _report(self, backend, stats) -> None:
+        self.stdout.write(
+            f"{backend.name}: {backend.nodes.count()} nodes; {stats.relists} lists, {stats.events} events; "
+            f"nodes written {stats.nodes_written}, deleted {stats.nodes_deleted}; "
+            f"pods written {stats.pods_written}, deleted {stats.pods_deleted}")
+        for error in stats.errors:
+            self.stderr.write(f"error: {error}")

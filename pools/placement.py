@@ -1,0 +1,34 @@
+"""Which pools and platforms each node belongs to, from the stored configuration (DESIGN.md section 3).
+
+The selectors come from each platform's effective configuration (merged pod templates, rendered), so a
+template change moves nodes exactly as it moves the pods that use it.
+"""
+
+from .checks import Catalog
+from .configs import catalog_for, pool_documents_from_db
+from .documents import PoolDoc
+from .effective import effective_pool
+from .inventory.membership import PlatformSelector, PoolSelector
+from .models import Pool
+
+
+def pool_selectors(backend_id: int) -> list[PoolSelector]:
+    """The non-default pools of one backend, in name order, with their platforms' effective selectors."""
+    names = list(
+        Pool.objects.filter(backend_id=backend_id).exclude(name=Pool.DEFAULT_NAME).values_list("name", flat=True)
+    )
+    documents = {name: PoolDoc.model_validate(doc) for name, doc in pool_documents_from_db(names).items()}
+    catalog: Catalog = catalog_for(documents)
+    selectors = []
+    for name in sorted(documents):
+        pool = documents[name]
+        platforms = effective_pool(pool, catalog.templates, catalog.validations)["platforms"]
+        selectors.append(PoolSelector(
+            name=name,
+            node_selector=dict(pool.node_selector),
+            platforms=[
+                PlatformSelector(name, platform, dict(body["node_selector"]), list(body["tolerations"]))
+                for platform, body in platforms.items()
+            ],
+        ))
+    return selectors

@@ -1,0 +1,182 @@
+"""Read side of the inventory: pool and node rows, as the API, the CLI, the pages and the CSV exports
+show them. Every figure is summed in the database, in a fixed number of queries whatever the fleet size.
+
+Units: CPU in cores (Decimal, from millicores), memory and storage in bytes, GPUs as counts.
+`cpu_total` / `memory_total` are allocatable (what pods can request); `gpu_total` is capacity, of which
+`gpu_unhealthy` are not allocatable (DESIGN.md section 3).
+"""
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from .models import Backend, Node, NodeMembership, Platform, Pool
+
+POOL_STATUSES = ("ONLINE", "OFFLINE", "MAINTENANCE")
+NODE_COLUMNS = (
+    "node", "backend", "pools", "platforms", "resource_type", "gpu_product", "gpu_total", "gpu_used", "gpu_free",
+    "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total", "memory_used", "storage_total", "status", "reasons",
+    "schedulable", "taints", "last_seen",
+)
+_SUMS = {
+    "gpu_total": "gpu_total",
+    "gpu_used": "gpu_used",
+    "gpu_free": "gpu_free",
+    "gpu_unhealthy": "gpu_unhealthy",
+    "cpu_total": "cpu_allocatable",
+    "cpu_used": "cpu_requested",
+    "memory_total": "memory_allocatable",
+    "memory_used": "memory_requested",
+}
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=settings.OSMO_BACKEND_STALE_SECONDS)
+
+
+def backend_online(backend: Backend, now=None) -> bool:
+    now = now or timezone.now()
+    return backend.last_sync_at is not None and now - backend.last_sync_at <= stale_after()
+
+
+def pool_status(pool: Pool, now=None) -> str:
+    if pool.enable_maintenance:
+        return "MAINTENANCE"
+    return "ONLINE" if backend_online(pool.backend, now) else "OFFLINE"
+
+
+def cores(millicores: int) -> Decimal:
+    return Decimal(millicores) / 1000
+
+
+def _sum(column: str):
+    subquery = (
+        NodeMembership.objects.filter(pool=OuterRef("pk"))
+        .values("pool")
+        .annotate(total=Sum(f"node__{column}"))
+        .values("total")
+    )
+    return Coalesce(Subquery(subquery, output_field=IntegerField()), Value(0))
+
+
+def pools_with_usage(pools=None):
+    """Pools annotated with node_count and every sum of `_SUMS` (one query; subqueries keep the sums
+    exact, where joining memberships and platforms at once would multiply them)."""
+    pools = Pool.objects.all() if pools is None else pools
+    node_count = NodeMembership.objects.filter(pool=OuterRef("pk")).values("pool").annotate(n=Count("*")).values("n")
+    return pools.select_related("backend").annotate(
+        node_count=Coalesce(Subquery(node_count, output_field=IntegerField()), Value(0)),
+        **{name: _sum(column) for name, column in _SUMS.items()},
+    )
+
+
+def _platform_names(pool_ids) -> dict[int, list[str]]:
+    names: dict[int, list[str]] = {}
+    for pool_id, name in Platform.objects.filter(pool_id__in=pool_ids).values_list("pool_id", "name"):
+        names.setdefault(pool_id, []).append(name)
+    return names
+
+
+def pool_rows(pools=None) -> list[dict[str, Any]]:
+    pools = list(pools_with_usage(pools))
+    platforms = _platform_names([pool.pk for pool in pools])
+    now = timezone.now()
+    return [pool_row(pool, platforms.get(pool.pk, []), now) for pool in pools]
+
+
+def pool_row(pool: Pool, platforms: list[str], now=None) -> dict[str, Any]:
+    return {
+        "name": pool.name,
+        "description": pool.description,
+        "status": pool_status(pool, now),
+        "backend": pool.backend.name,
+        "node_count": pool.node_count,
+        **{name: getattr(pool, name) for name in _SUMS},
+        "cpu_total": cores(pool.cpu_total),
+        "cpu_used": cores(pool.cpu_used),
+        "platforms": platforms,
+    }
+
+
+def pool_detail(pool: Pool, nodes=None) -> dict[str, Any]:
+    """`describe pool`: the pool row, its platforms with node counts, and its nodes."""
+    annotated = pools_with_usage(Pool.objects.filter(pk=pool.pk)).get()
+    platforms = list(Platform.objects.filter(pool=pool).values_list("name", flat=True))
+    nodes = Node.objects.filter(memberships__pool=pool) if nodes is None else nodes.filter(memberships__pool=pool)
+    node_rows_ = list(node_rows(nodes))
+    counts = {name: 0 for name in platforms}
+    for membership in NodeMembership.objects.filter(pool=pool).values_list("platforms", flat=True):
+        for name in membership:
+            if name in counts:
+                counts[name] += 1
+    row = pool_row(annotated, platforms)
+    row["platforms"] = [{"name": name, "node_count": counts[name]} for name in platforms]
+    row["nodes"] = node_rows_
+    return row
+
+
+def resource_type(node: Node) -> str:
+    return "GPU" if node.gpu_total else "CPU"
+
+
+def node_row(node: Node) -> dict[str, Any]:
+    return {
+        "node": node.name,
+        "backend": node.backend.name,
+        "pools": node.pool_names,
+        "platforms": node.platform_names,
+        "resource_type": resource_type(node),
+        "gpu_product": node.gpu_product,
+        "gpu_total": node.gpu_total,
+        "gpu_used": node.gpu_used,
+        "gpu_free": node.gpu_free,
+        "gpu_unhealthy": node.gpu_unhealthy,
+        "cpu_total": cores(node.cpu_allocatable),
+        "cpu_used": cores(node.cpu_requested),
+        "memory_total": node.memory_allocatable,
+        "memory_used": node.memory_requested,
+        "storage_total": node.storage_allocatable,
+        "status": node.status,
+        "reasons": node.reasons,
+        "schedulable": not node.unschedulable,
+        "taints": node.taints,
+        "last_seen": node.last_seen,
+    }
+
+
+def node_rows(nodes=None):
+    nodes = Node.objects.all() if nodes is None else nodes
+    for node in nodes.select_related("backend").order_by("name", "backend__name").iterator(chunk_size=2000):
+        yield node_row(node)
+
+
+def node_detail(node: Node) -> dict[str, Any]:
+    return {**node_row(node), "labels": node.labels, "conditions": node.conditions, "components": node.components,
+            "gpu_allocatable": node.gpu_allocatable, "gpu_memory_mib": node.gpu_memory_mib,
+            "gpu_family": node.gpu_family, "sharing": node.sharing}
+
+
+def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None, status: str | None = None):
+    """The filters the API and the CLI share. `platform` is a platform name, or `pool/platform`;
+    `status` matches the status ("Not ready (Disk pressure)") or its first word group ("Not ready")."""
+    if platform and "/" in platform:
+        pool_name, platform = platform.split("/", 1)
+        if pool and pool != pool_name:
+            return nodes.none()
+        pool = pool_name
+    membership = {}
+    if pool:
+        membership["memberships__pool__name"] = pool
+    if platform:
+        # JSON text match on the quoted name: exact names, and it works on SQLite and PostgreSQL alike.
+        membership["memberships__platforms__icontains"] = f'"{platform}"'
+    if membership:
+        nodes = nodes.filter(**membership).distinct()
+    if status:
+        nodes = nodes.filter(Q(status=status) | Q(status__startswith=f"{status} ("))
+    return nodes

@@ -1,0 +1,259 @@
+"""Cluster sync end to end: the real kubernetes client over HTTP against the stand-in API server, into
+the database; then the figures, statuses and memberships the product shows."""
+
+import threading
+import time
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from pools import configs
+from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, SyncLog
+from pools.sync import BackendSync, Lease, SyncBusy, cluster_for, mark_stale_backends
+from tests.kube_objects import make_node, make_pod
+from tests.kube_standin import KubeStandin
+
+pytestmark = pytest.mark.django_db
+
+
+def operator_pods(node: str, *, toolkit=True, dcgm=True) -> list[dict]:
+    pods = []
+    if toolkit:
+        pods.append(make_pod(f"toolkit-{node}", node, namespace="gpu-operator", cpu="10m", memory="64Mi",
+                             labels={"app": "nvidia-container-toolkit-daemonset"}))
+    if dcgm:
+        pods.append(make_pod(f"dcgm-{node}", node, namespace="gpu-operator", cpu="10m", memory="64Mi",
+                             labels={"app": "nvidia-dcgm-exporter"}))
+    return pods
+
+
+@pytest.fixture
+def server():
+    standin = KubeStandin()
+    yield standin
+    standin.close()
+
+
+@pytest.fixture
+def backend(server, tmp_path, defaults):
+    path = server.kubeconfig(tmp_path / "kubeconfig")
+    call_command("backend", "add", "prod", "--kubeconfig", path)
+    return Backend.objects.get(name="prod")
+
+
+def small_cluster(server):
+    server.add_nodes([
+        make_node("gpu-a", gpus=8),
+        make_node("gpu-b", gpus=8, unhealthy_gpus=1),
+        make_node("cpu-a", gpus=0),
+    ])
+    server.add_pods([
+        *operator_pods("gpu-a"), *operator_pods("gpu-b"),
+        make_pod("train-1", "gpu-a", gpus=4, cpu="16", memory="64Gi"),
+        make_pod("train-2", "gpu-a", gpus=2, cpu="8", memory="32Gi", phase="Pending"),
+        make_pod("done", "gpu-a", gpus=2, phase="Succeeded"),
+        make_pod("failed", "gpu-b", gpus=8, phase="Failed"),
+        make_pod("waiting", None, gpus=8),
+        make_pod("etl", "cpu-a", cpu="4", memory="8Gi"),
+    ])
+
+
+def sync_once(backend):
+    return BackendSync(backend, cluster_for(backend)).run(seconds=0)
+
+
+def test_sync_once_gives_the_figures_kubectl_describe_node_computes(server, backend):
+    small_cluster(server)
+    call_command("sync", "prod", "--once")
+
+    a = Node.objects.get(name="gpu-a")
+    assert (a.gpu_total, a.gpu_allocatable, a.gpu_used, a.gpu_free, a.gpu_unhealthy) == (8, 8, 6, 2, 0)
+    assert a.cpu_requested == 16000 + 8000 + 20  # the operator pods' 10m each count too
+    assert a.memory_requested == (64 + 32) * 1024**3 + 2 * 64 * 1024**2
+    assert a.status == "Ready" and a.reasons == []
+    assert a.gpu_product == "NVIDIA-H100-80GB-HBM3" and a.gpu_memory_mib == 81559
+    b = Node.objects.get(name="gpu-b")
+    assert (b.gpu_total, b.gpu_allocatable, b.gpu_used, b.gpu_free, b.gpu_unhealthy) == (8, 7, 0, 7, 1)
+    cpu = Node.objects.get(name="cpu-a")
+    assert (cpu.gpu_total, cpu.cpu_requested, cpu.status) == (0, 4000, "Ready")
+    # Only bound, unfinished pods are kept: 4 operator pods, train-1, train-2, etl.
+    assert Pod.objects.filter(backend=backend).count() == 7
+    backend.refresh_from_db()
+    assert backend.last_sync_at and backend.nodes_resource_version and not backend.sync_error
+
+
+def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    assert set(Node.objects.values_list("sharing", flat=True)) == {"UNUSED"}
+    assert NodeMembership.objects.filter(pool__name="default").count() == 3
+
+    server.modify_node("gpu-a", {"metadata": {"labels": {"runwhere.ai/pool": "training"}}})
+    sync_once(backend)
+    configs.import_document(ConfigKind.POOL, {"pools": {"training": {
+        "name": "training", "backend": "prod", "node_selector": {"runwhere.ai/pool": "training"},
+        "common_pod_template": ["default_user"], "platforms": {"h100": {
+            "override_pod_template": []}}}}}, description="test")
+
+    a = Node.objects.get(name="gpu-a")
+    assert (a.pool_names, a.platform_names, a.sharing) == (["training"], ["training/h100"], "RESERVED")
+    assert Node.objects.get(name="gpu-b").pool_names == ["default"]
+    configs.delete(ConfigKind.POOL, "training")
+    assert Node.objects.get(name="gpu-a").pool_names == ["default"]
+
+
+def test_a_node_missing_from_a_complete_list_is_removed(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    server.delete_node("cpu-a")
+    sync_once(backend)
+    assert sorted(Node.objects.values_list("name", flat=True)) == ["gpu-a", "gpu-b"]
+
+
+def test_a_failed_list_deletes_nothing_and_is_shown_on_the_backend(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    server.delete_node("cpu-a")
+    server.fail_next(10, status=500, path_prefix="/api/v1/pods")
+    with pytest.raises(Exception) as raised:
+        call_command("sync", "prod", "--once")
+    assert "prod" in str(raised.value) or "500" in str(raised.value)
+    assert Node.objects.filter(name="cpu-a").exists()
+    backend.refresh_from_db()
+    assert "500" in backend.sync_error and backend.sync_failing_since is not None
+    assert SyncLog.objects.filter(backend=backend, message__contains="500").exists()
+
+
+def test_a_heartbeat_only_change_writes_nothing(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    before = dict(Node.objects.values_list("name", "updated_at"))
+
+    def beat(node):
+        node["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1999999999"
+        for condition in node["status"]["conditions"]:
+            condition["lastHeartbeatTime"] = "2030-01-01T00:00:00Z"
+        return node
+
+    server.modify_node("gpu-a", beat)
+    sync_once(backend)
+    assert dict(Node.objects.values_list("name", "updated_at")) == before
+
+
+def test_one_modified_event_updates_only_that_node(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    before = dict(Node.objects.values_list("name", "updated_at"))
+
+    def cordon_later():
+        server.wait_for_watches(2, timeout=10)
+        server.modify_node("gpu-b", {"spec": {"unschedulable": True}})
+
+    threading.Thread(target=cordon_later, daemon=True).start()
+    stats = BackendSync(backend, cluster_for(backend)).run(seconds=2.5)
+    assert stats.events >= 1 and stats.relists == 0
+
+    b = Node.objects.get(name="gpu-b")
+    assert b.status == "Not ready (Scheduling disabled)" and b.unschedulable
+    after = dict(Node.objects.values_list("name", "updated_at"))
+    assert [name for name in after if after[name] != before[name]] == ["gpu-b"]
+
+
+def test_pod_events_move_the_gpu_figures(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+
+    def churn():
+        server.wait_for_watches(2, timeout=10)
+        server.add_pod(make_pod("train-3", "gpu-b", gpus=3))
+        server.modify_pod("train-1", lambda pod: {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
+
+    threading.Thread(target=churn, daemon=True).start()
+    BackendSync(backend, cluster_for(backend)).run(seconds=2.5)
+    assert Node.objects.get(name="gpu-a").gpu_used == 2
+    assert Node.objects.get(name="gpu-b").gpu_used == 3
+
+
+def test_a_watch_that_expires_lists_again(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    server.add_node(make_node("gpu-c", gpus=4))
+    server.compact()  # the stored resourceVersion is now too old: 410
+    stats = BackendSync(backend, cluster_for(backend)).run(seconds=1.5)
+    assert stats.relists >= 1
+    assert Node.objects.filter(name="gpu-c").exists()
+
+
+def test_status_lists_every_reason_from_operator_pods_and_conditions(server, backend):
+    server.add_nodes([make_node("sick", gpus=8, conditions={"DiskPressure": "True", "MemoryPressure": "True"},
+                                unschedulable=True)])
+    server.add_pods(operator_pods("sick", toolkit=False))
+    sync_once(backend)
+    sick = Node.objects.get(name="sick")
+    assert sick.status == "Not ready (Disk pressure)"
+    assert sick.reasons == ["Disk pressure", "Memory pressure", "Scheduling disabled",
+                            "Missing NVIDIA Container Toolkit"]
+    assert sick.components["container-toolkit"] == "missing"
+
+
+def test_a_second_sync_of_the_same_backend_is_refused_while_the_lease_is_held(server, backend):
+    lease = Lease(backend)
+    assert lease.acquire()
+    with pytest.raises(SyncBusy):
+        sync_once(backend)
+    lease.release()
+    sync_once(backend)
+
+
+def test_an_expired_lease_is_taken_over(server, backend):
+    Backend.objects.filter(pk=backend.pk).update(
+        sync_lease_owner="dead-worker", sync_lease_expires_at=timezone.now() - timezone.timedelta(seconds=1))
+    sync_once(backend)
+
+
+def test_a_silent_backend_shows_unknown_nodes_and_offline_pools_until_the_next_good_sync(server, backend, settings):
+    small_cluster(server)
+    sync_once(backend)
+    from pools.usage import pool_rows
+
+    Backend.objects.filter(pk=backend.pk).update(last_sync_at=timezone.now() - timezone.timedelta(hours=1))
+    assert mark_stale_backends() == ["prod"]
+    assert set(Node.objects.values_list("status", flat=True)) == {"Unknown"}
+    assert Node.objects.get(name="gpu-a").reasons[0].startswith("Backend prod not synced since")
+    default = next(row for row in pool_rows() if row["name"] == "default")
+    assert default["status"] in ("ONLINE", "OFFLINE")  # default's backend is the demo one
+    BackendSync(backend, cluster_for(backend)).run(seconds=0.5)
+    assert set(Node.objects.values_list("status", flat=True)) == {"Ready"}
+
+
+def test_sync_watches_continuously_without_relisting_between_rounds(server, backend):
+    small_cluster(server)
+    sync_once(backend)
+    server.clear_requests()
+    for _ in range(2):
+        BackendSync(backend, cluster_for(backend)).run(seconds=0.8)
+    lists = [r for r in server.requests_to("/api/v1/nodes", watch=False)]
+    assert lists == []
+    assert len(server.requests_to("/api/v1/nodes", watch=True)) >= 2
+
+
+def test_the_sync_command_without_once_keeps_watching_until_interrupted(server, backend, monkeypatch):
+    small_cluster(server)
+    from pools.management.commands import sync as sync_command
+
+    monkeypatch.setattr(sync_command, "ROUND_SECONDS", 0.5)
+    rounds = []
+    original = BackendSync.run
+
+    def counting(self, **kwargs):
+        rounds.append(kwargs)
+        if len(rounds) == 3:
+            raise KeyboardInterrupt
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(BackendSync, "run", counting)
+    started = time.monotonic()
+    call_command("sync", "prod")
+    assert len(rounds) == 3 and time.monotonic() - started < 10
+    assert Node.objects.count() == 3
