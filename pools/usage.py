@@ -44,10 +44,16 @@ def backend_online(backend: Backend, now=None) -> bool:
     return backend.last_sync_at is not None and now - backend.last_sync_at <= stale_after()
 
 
-def pool_status(pool: Pool, now=None) -> str:
+def pool_status(pool: Pool, now=None, node_backends: list[Backend] | None = None) -> str:
+    """The default pool collects nodes of every backend, so it is ONLINE while all of those sync."""
     if pool.enable_maintenance:
         return "MAINTENANCE"
-    return "ONLINE" if backend_online(pool.backend, now) else "OFFLINE"
+    backends = node_backends if pool.is_default and node_backends else [pool.backend]
+    return "ONLINE" if all(backend_online(backend, now) for backend in backends) else "OFFLINE"
+
+
+def default_pool_backends() -> list[Backend]:
+    return list(Backend.objects.filter(nodes__memberships__pool__name=Pool.DEFAULT_NAME).distinct())
 
 
 def cores(millicores: int) -> Decimal:
@@ -86,14 +92,15 @@ def pool_rows(pools=None) -> list[dict[str, Any]]:
     pools = list(pools_with_usage(pools))
     platforms = _platform_names([pool.pk for pool in pools])
     now = timezone.now()
-    return [pool_row(pool, platforms.get(pool.pk, []), now) for pool in pools]
+    backends = default_pool_backends() if any(pool.is_default for pool in pools) else None
+    return [pool_row(pool, platforms.get(pool.pk, []), now, backends) for pool in pools]
 
 
-def pool_row(pool: Pool, platforms: list[str], now=None) -> dict[str, Any]:
+def pool_row(pool: Pool, platforms: list[str], now=None, node_backends=None) -> dict[str, Any]:
     return {
         "name": pool.name,
         "description": pool.description,
-        "status": pool_status(pool, now),
+        "status": pool_status(pool, now, node_backends),
         "backend": pool.backend.name,
         "node_count": pool.node_count,
         **{name: getattr(pool, name) for name in _SUMS},
@@ -114,7 +121,7 @@ def pool_detail(pool: Pool, nodes=None) -> dict[str, Any]:
         for name in membership:
             if name in counts:
                 counts[name] += 1
-    row = pool_row(annotated, platforms)
+    row = pool_row(annotated, platforms, node_backends=default_pool_backends() if pool.is_default else None)
     row["platforms"] = [{"name": name, "node_count": counts[name]} for name in platforms]
     row["nodes"] = node_rows_
     return row

@@ -1,0 +1,283 @@
+"""gpuctl-style operations (labels, pool YAML) and the inventory read API and CLI, against the stand-in
+API server through the real client."""
+
+import json
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from pools.models import Backend, Node, Pool
+from pools.sync import BackendSync, cluster_for
+from tests.kube_objects import make_node, make_pod
+from tests.kube_standin import KubeStandin
+from tests.test_sync import operator_pods
+
+pytestmark = pytest.mark.django_db
+
+SEED_003_TRAINING = """\
+kind: pool
+version: v0.1
+pool:
+  name: training-pool
+  description: "Dedicated pool for training jobs"
+nodes:
+  node-1:              # Node hostname (matches kubectl get nodes output)
+    gpu-type: A100-100G
+  node-2:
+    gpu-type: A100-100G
+"""
+
+SEED_003_COMPUTE = """\
+kind: pool
+version: v0.1
+pool:
+  name: compute-pool
+  description: "CPU compute services (no GPU nodes)"
+nodes:
+  cpu-node-1:
+    gpu-type: ""
+"""
+
+
+@pytest.fixture
+def server():
+    standin = KubeStandin()
+    yield standin
+    standin.close()
+
+
+@pytest.fixture
+def cluster(server, tmp_path, defaults):
+    server.add_nodes([make_node("node-1", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
+                      make_node("node-2", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
+                      make_node("node-3", gpus=4, product="NVIDIA-L40S"),
+                      make_node("cpu-node-1", gpus=0)])
+    server.add_pods([make_pod("train", "node-1", gpus=6, cpu="8", memory="16Gi"),
+                     *operator_pods("node-1"), *operator_pods("node-2"), *operator_pods("node-3")])
+    call_command("backend", "add", "gpu-cluster", "--kubeconfig", server.kubeconfig(tmp_path / "kubeconfig"))
+    backend = Backend.objects.get(name="gpu-cluster")
+    BackendSync(backend, cluster_for(backend)).run(seconds=0)
+    return backend
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# ---- labels ----------------------------------------------------------------------------------------------
+
+def test_label_node_writes_the_cluster_then_the_database(cluster, server):
+    run("label", "node", "node-3", "runwhere.ai/gpu-type=L40S")
+    assert server.node("node-3")["metadata"]["labels"]["runwhere.ai/gpu-type"] == "L40S"
+    assert Node.objects.get(name="node-3").labels["runwhere.ai/gpu-type"] == "L40S"
+    assert "runwhere.ai/gpu-type  L40S" in run("get", "labels", "node-3", "--key", "runwhere.ai/gpu-type")
+
+
+def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(cluster, server):
+    run("label", "node", "node-3", "runwhere.ai/pool=training-pool")
+    with pytest.raises(CommandError, match="already has runwhere.ai/pool=training-pool; pass overwrite"):
+        run("label", "node", "node-3", "runwhere.ai/pool=inference-pool")
+    run("label", "node", "node-3", "runwhere.ai/pool=inference-pool", "--overwrite")
+    assert Node.objects.get(name="node-3").labels["runwhere.ai/pool"] == "inference-pool"
+    run("label", "node", "node-3", "runwhere.ai/pool-")
+    assert "runwhere.ai/pool" not in server.node("node-3")["metadata"]["labels"]
+    assert "runwhere.ai/pool" not in Node.objects.get(name="node-3").labels
+
+
+def test_unmanaged_keys_and_bad_values_are_refused_before_touching_the_cluster(cluster, server):
+    server.clear_requests()
+    with pytest.raises(CommandError, match="not managed here"):
+        run("label", "node", "node-3", "kubernetes.io/hostname=x")
+    with pytest.raises(CommandError, match="not a valid Kubernetes label value"):
+        run("label", "node", "node-3", "runwhere.ai/pool=has space")
+    with pytest.raises(CommandError, match="node 'nope' is not known"):
+        run("label", "node", "nope", "runwhere.ai/pool=a")
+    assert server.requests_to("/api/v1/nodes/node-3", method="PATCH") == []
+
+
+def test_the_label_api_sets_removes_and_refuses_like_the_cli(cluster, api):
+    url = "/api/nodes/node-3/labels"
+    answer = api.post(url, {"labels": {"runwhere.ai/pool": "a"}}, format="json")
+    assert answer.status_code == 200 and answer.json()["labels"]["runwhere.ai/pool"] == "a"
+    refused = api.post(url, {"labels": {"runwhere.ai/pool": "b"}}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "overwrite"
+    assert api.post(url, {"labels": {"runwhere.ai/pool": "b"}, "overwrite": True}, format="json").status_code == 200
+    assert api.post(url, {"labels": {"runwhere.ai/pool": None}}, format="json").json()["labels"].get(
+        "runwhere.ai/pool") is None
+    assert api.post(url, {"labels": {"other/key": "x"}}, format="json").status_code == 400
+    assert api.post(url, {"labels": "x"}, format="json").status_code == 400
+    assert api.post("/api/nodes/nope/labels", {"labels": {"runwhere.ai/a": "b"}}, format="json").status_code == 404
+
+
+def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_nothing(cluster, server, api):
+    server.fail_next(5, status=503, path_prefix="/api/v1/nodes/node-3")
+    answer = api.post("/api/nodes/node-3/labels", {"labels": {"runwhere.ai/pool": "a"}}, format="json")
+    assert answer.status_code == 503 and "detail" in answer.json()
+    assert "runwhere.ai/pool" not in Node.objects.get(name="node-3").labels
+
+
+# ---- gpuctl pool files --------------------------------------------------------------------------------------
+
+def test_create_f_makes_a_label_bound_pool_from_seed_003(cluster, server, tmp_path):
+    output = run("create", "-f", write(tmp_path, "training-pool.yaml", SEED_003_TRAINING))
+    assert "pool/training-pool created (2 nodes labeled)" in output
+    pool = Pool.objects.get(name="training-pool")
+    assert pool.node_selector == {"runwhere.ai/pool": "training-pool"}
+    assert pool.description == "Dedicated pool for training jobs" and pool.backend.name == "gpu-cluster"
+    for name in ("node-1", "node-2"):
+        labels = server.node(name)["metadata"]["labels"]
+        assert labels["runwhere.ai/pool"] == "training-pool" and labels["runwhere.ai/gpu-type"] == "A100-100G"
+        assert Node.objects.get(name=name).pool_names == ["training-pool"]
+    assert Node.objects.get(name="node-3").pool_names == ["default"]
+
+    listing = run("pool", "list")
+    assert listing.splitlines()[0].split() == ["POOL", "NAME", "STATUS", "GPU", "TOTAL", "GPU", "USED", "GPU",
+                                               "FREE", "NODE", "COUNT"]
+    assert ["training-pool", "ONLINE", "16", "6", "10", "2"] in [line.split() for line in listing.splitlines()]
+    # The default pool holds nodes of every backend; it is ONLINE while those backends sync.
+    assert ["default", "ONLINE", "4", "0", "4", "2"] in [line.split() for line in listing.splitlines()]
+
+
+def test_a_cpu_pool_with_an_empty_gpu_type_labels_only_the_pool(cluster, server, tmp_path):
+    run("create", "-f", write(tmp_path, "compute.yaml", SEED_003_COMPUTE))
+    labels = server.node("cpu-node-1")["metadata"]["labels"]
+    assert labels["runwhere.ai/pool"] == "compute-pool" and "runwhere.ai/gpu-type" not in labels
+
+
+def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(cluster, server, tmp_path):
+    server.clear_requests()
+    bad = SEED_003_TRAINING.replace("node-2", "node-9")
+    with pytest.raises(CommandError, match="node 'node-9' is not known"):
+        run("create", "-f", write(tmp_path, "bad.yaml", bad))
+    with pytest.raises(CommandError, match="kind must be 'pool'"):
+        run("create", "-f", write(tmp_path, "kind.yaml", SEED_003_TRAINING.replace("kind: pool", "kind: job")))
+    with pytest.raises(CommandError, match="not valid YAML at line"):
+        run("create", "-f", write(tmp_path, "broken.yaml", "kind: pool\n  version: [\n"))
+    assert not Pool.objects.filter(name="training-pool").exists()
+    assert server.requests_to("/api/v1/nodes/node-1", method="PATCH") == []
+
+
+def test_create_refuses_to_steal_a_node_from_another_pool_without_overwrite(cluster, tmp_path):
+    run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
+    other = SEED_003_TRAINING.replace("training-pool", "inference-pool")
+    with pytest.raises(CommandError, match="already in another pool"):
+        run("create", "-f", write(tmp_path, "i.yaml", other))
+    run("create", "-f", write(tmp_path, "i.yaml", other), "--overwrite")
+    assert Node.objects.get(name="node-1").pool_names == ["inference-pool"]
+
+
+def test_delete_pool_removes_labels_and_warns_about_running_pods(cluster, server, tmp_path):
+    path = write(tmp_path, "t.yaml", SEED_003_TRAINING)
+    run("create", "-f", path)
+    err = StringIO()
+    call_command("delete", "-f", path, stdout=StringIO(), stderr=err)
+    assert "default/train" in err.getvalue()  # left running, with a warning
+    assert not Pool.objects.filter(name="training-pool").exists()
+    assert "runwhere.ai/pool" not in server.node("node-1")["metadata"]["labels"]
+    assert Node.objects.get(name="node-1").pool_names == ["default"]
+    assert server.pod("train")["status"]["phase"] == "Running"
+
+
+def test_delete_pool_by_name_and_the_default_pool_is_protected(cluster, tmp_path):
+    run("create", "-f", write(tmp_path, "c.yaml", SEED_003_COMPUTE))
+    run("delete", "pool", "compute-pool")
+    assert not Pool.objects.filter(name="compute-pool").exists()
+    with pytest.raises(CommandError, match="default pool cannot be deleted"):
+        run("delete", "pool", "default")
+
+
+# ---- read API and CLI ---------------------------------------------------------------------------------------
+
+def test_the_pool_api_sums_its_nodes(cluster, api, tmp_path):
+    run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
+    rows = {row["name"]: row for row in api.get("/api/pools/").json()}
+    training = rows["training-pool"]
+    assert (training["node_count"], training["gpu_total"], training["gpu_used"], training["gpu_free"]) == (2, 16, 6, 10)
+    operators = 4 * 0.01  # two 10m operator pods per node
+    assert training["cpu_total"] == 256 and training["cpu_used"] == 8 + operators and training["status"] == "ONLINE"
+    assert training["memory_used"] == 16 * 1024**3 + 4 * 64 * 1024**2
+    assert rows["default"]["node_count"] == 2
+
+    detail = api.get("/api/pools/training-pool/").json()
+    assert [node["node"] for node in detail["nodes"]] == ["node-1", "node-2"]
+    assert detail["platforms"] == []
+    assert api.get("/api/pools/nope/").status_code == 404
+
+
+def test_the_resources_api_filters_by_pool_and_status(cluster, api, tmp_path):
+    run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
+    rows = api.get("/api/resources/", {"pool": "training-pool"}).json()
+    assert [row["node"] for row in rows] == ["node-1", "node-2"]
+    row = rows[0]
+    assert set(row) == {"node", "backend", "pools", "platforms", "resource_type", "gpu_product", "gpu_total",
+                        "gpu_used", "gpu_free", "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total",
+                        "memory_used", "storage_total", "status", "reasons", "schedulable", "taints", "last_seen"}
+    assert (row["gpu_used"], row["cpu_used"], row["memory_total"]) == (6, 8.02, 2 * 1024**4)
+    assert api.get("/api/resources/", {"status": "Not ready"}).json() == []
+    assert len(api.get("/api/resources/", {"status": "Ready"}).json()) == 4
+
+    node = api.get("/api/nodes/node-1/").json()
+    assert node["labels"]["runwhere.ai/pool"] == "training-pool"
+    assert {c["type"] for c in node["conditions"]} >= {"Ready", "DiskPressure"}
+    assert api.get("/api/nodes/nope/").status_code == 404
+
+
+def test_the_cli_json_rows_equal_the_api_rows(cluster, api, tmp_path):
+    run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
+    assert json.loads(run("pool", "list", "--format", "json")) == api.get("/api/pools/").json()
+    assert json.loads(run("resource", "list", "--pool", "training-pool", "--format", "json")) == api.get(
+        "/api/resources/", {"pool": "training-pool"}).json()
+    assert json.loads(run("describe", "pool", "training-pool", "--format", "json")) == api.get(
+        "/api/pools/training-pool/").json()
+
+
+def test_resource_list_prints_osmo_columns_with_a_total_row(cluster):
+    lines = run("resource", "list").splitlines()
+    assert lines[0].split() == ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU"]
+    assert lines[-1].split()[0] == "Total" and lines[-1].split()[-1] == "6/20"
+    assert "describe" not in run("describe", "pool", "default")  # plain text, no traceback
+    assert "node-3" in run("describe", "pool", "default")
+
+
+def test_the_inventory_api_is_bounded_in_queries(cluster, api, django_assert_max_num_queries, tmp_path):
+    run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
+    with django_assert_max_num_queries(6):
+        api.get("/api/pools/")
+    with django_assert_max_num_queries(6):
+        api.get("/api/resources/", {"pool": "training-pool"})
+
+
+def test_the_openapi_schema_documents_units(api):
+    text = api.get("/api/schema/").content.decode()
+    assert "/api/resources/" in text and "bytes" in text and "CPU in cores" in text
+
+
+def test_sync_once_as_a_real_process_exits_zero_and_reports(cluster, server, tmp_path, settings):
+    """`manage.py sync NAME --once` in its own process, against a throwaway SQLite database."""
+    env = {"DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "OSMO_DATA_DIR": str(tmp_path),
+           "PATH": "/usr/bin:/bin"}
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=settings.BASE_DIR)
+    kubeconfig = server.kubeconfig(tmp_path / "kc")
+    subprocess.run([*manage, "backend", "add", "c1", "--kubeconfig", kubeconfig], env=env, check=True,
+                   cwd=settings.BASE_DIR, capture_output=True)
+    done = subprocess.run([*manage, "sync", "c1", "--once"], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "c1: 4 nodes" in done.stdout
+    server.fail_next(20, status=500)
+    failed = subprocess.run([*manage, "sync", "c1", "--once"], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                            text=True)
+    assert failed.returncode == 1 and "500" in failed.stderr
