@@ -50,22 +50,27 @@ def test_every_beat_entry_names_a_registered_task():
 
 @pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
-def test_a_real_worker_runs_the_heartbeat_task_through_redis(settings):
+def test_a_real_worker_syncs_a_simulated_backend_through_redis(settings, tmp_path):
     from celery.contrib.testing.worker import start_worker
 
     from osmo_site.celery import app
-    from pools.models import Backend
-    from pools.tasks import heartbeat_simulated_backends
+    from pools.models import Backend, Node
+    from pools.tasks import sync_backend
 
-    Backend.objects.create(name="sim", kind=Backend.Kind.SIMULATED)
-    Backend.objects.create(name="real", kind=Backend.Kind.KUBERNETES)
+    settings.OSMO_SIMULATED_STATE_DIR = tmp_path
+    sim = Backend.objects.create(name="sim", kind=Backend.Kind.SIMULATED)
+    real = Backend.objects.create(name="real", kind=Backend.Kind.KUBERNETES)
     saved = {key: app.conf[key] for key in ("broker_url", "result_backend", "task_ignore_result")}
     app.conf.update(broker_url=settings.TEST_REDIS_URL, result_backend=settings.TEST_REDIS_URL,
                     task_ignore_result=False)
     try:
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-            assert heartbeat_simulated_backends.delay().get(timeout=20) == 1
+            done = sync_backend.delay(sim.pk, seconds=0).get(timeout=60)
+            refused = sync_backend.delay(real.pk, seconds=0).get(timeout=20)
     finally:
         app.conf.update(saved)
-    assert Backend.objects.get(name="sim").last_heartbeat is not None
-    assert Backend.objects.get(name="real").last_heartbeat is None
+    assert done["outcome"] == "ok" and done["relists"] == 1
+    assert Node.objects.filter(backend=sim).count() >= 200
+    assert refused["outcome"] == "failed" and "not connected" in refused["error"]
+    sim.refresh_from_db()
+    assert sim.last_sync_at is not None

@@ -10,6 +10,7 @@ from .. import configs
 from ..models import Backend, ConfigKind, PodTemplate, Pool, ResourceValidation
 
 DEFAULTS_FILE = Path(__file__).with_name("osmo-defaults.json")
+DEMO_FILE = Path(__file__).with_name("demo.json")
 
 
 def load_defaults() -> dict:
@@ -17,7 +18,16 @@ def load_defaults() -> dict:
 
 
 def init_defaults(author="config init") -> list[configs.WriteResult]:
-    defaults = load_defaults()
+    return _load_missing(load_defaults(), author, "Default configuration")
+
+
+def init_demo(author="demo") -> list[configs.WriteResult]:
+    """The demo's pod templates and pools (training, simulation, inference, dev) for the simulated
+    cluster of the `default` backend; loads the defaults first, as the demo builds on them."""
+    return init_defaults(author) + _load_missing(json.loads(DEMO_FILE.read_text()), author, "Demo configuration")
+
+
+def _load_missing(defaults: dict, author: str, description: str) -> list[configs.WriteResult]:
     results = []
     with transaction.atomic():
         Backend.objects.get_or_create(
@@ -30,9 +40,9 @@ def init_defaults(author="config init") -> list[configs.WriteResult]:
             (ConfigKind.POOL, Pool, "pools"),
         ):
             present = set(model.objects.values_list("name", flat=True))
-            missing = {name: doc for name, doc in defaults[key].items() if name not in present}
+            missing = {name: doc for name, doc in defaults.get(key, {}).items() if name not in present}
             if missing:
                 document = {"pools": missing} if kind == ConfigKind.POOL else missing
                 results.append(configs.import_document(kind, document, author=author,
-                                                       description="Default configuration"))
+                                                       description=description))
     return results

@@ -1,5 +1,6 @@
 """`python manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
-`make demo` migrates and runs `config init` first."""
+`make demo` migrates and runs `config init` first; this loads the demo pools and reads the simulated
+cluster once, so the pages have data before beat's first sync round."""
 
 import os
 import secrets
@@ -24,6 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, port, no_serve, **options):
         password = self.ensure_admin()
+        self.load_demo()
         self.stdout.write(self.style.SUCCESS(
             f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/)"))
         if no_serve:
@@ -54,6 +56,20 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
+
+    def load_demo(self) -> None:
+        from pools.defaults import init_demo
+        from pools.models import Backend
+        from pools.sync import BackendSync, SyncBusy, cluster_for
+
+        for result in init_demo():
+            self.stdout.write(result.summary())
+        for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
+            try:
+                BackendSync(backend, cluster_for(backend)).run(seconds=0)
+            except SyncBusy:
+                continue
+            self.stdout.write(f"Simulated backend {backend.name}: {backend.nodes.count()} nodes")
 
     def ensure_admin(self) -> str:
         """One admin whose password is kept in .data/, so every `make demo` prints the same login."""
