@@ -162,10 +162,17 @@ OSMO_BACKEND_STALE_SECONDS = env_int("OSMO_BACKEND_STALE_SECONDS", 300)
 # Node labels written by `label node`, `create -f` and pool selectors carry this prefix (gpuctl's default).
 OSMO_LABEL_PREFIX = env_str("OSMO_LABEL_PREFIX", "runwhere.ai/")
 OSMO_SIMULATED_STATE_DIR = DATA_DIR / "simulated"
+# The pages chart each pool's GPUs over 24 hours from snapshots taken this often and kept this long.
+OSMO_USAGE_SNAPSHOT_INTERVAL = env_int("OSMO_USAGE_SNAPSHOT_INTERVAL", 600)
+OSMO_USAGE_SNAPSHOT_KEEP_DAYS = env_int("OSMO_USAGE_SNAPSHOT_KEEP_DAYS", 7)
 CELERY_BEAT_SCHEDULE = {
     "sync-backends": {
         "task": "pools.tasks.sync_backends",
         "schedule": float(OSMO_SYNC_INTERVAL),
+    },
+    "record-usage-snapshots": {
+        "task": "pools.tasks.record_usage_snapshots",
+        "schedule": float(OSMO_USAGE_SNAPSHOT_INTERVAL),
     },
 }
 

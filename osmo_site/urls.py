@@ -1,9 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
+
+from pools.access import urls as access_urls
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/", include("pools.api.urls")),
+    path("api/", include(access_urls.api_patterns)),
+    path("", include(access_urls.page_patterns)),
+    path("", include("pools.pages.urls")),
 ]

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from .access.querysets import NodeQuerySet, PoolQuerySet
 from .documents import NAME_PATTERN, ConfigError, check_node_condition_rules
 
 name_validator = RegexValidator(
@@ -111,6 +112,8 @@ class Pool(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = PoolQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
@@ -186,6 +189,8 @@ class Node(models.Model):
     sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.UNUSED)
     last_seen = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NodeQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -278,6 +283,7 @@ class ConfigKind(models.TextChoices):
     POOL = "POOL", "Pool"
     POD_TEMPLATE = "POD_TEMPLATE", "Pod template"
     RESOURCE_VALIDATION = "RESOURCE_VALIDATION", "Resource validation"
+    ROLE = "ROLE", "Role"
 
 
 class RevisionCounter(models.Model):
@@ -315,3 +321,46 @@ class ConfigRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} r{self.number} {self.name} ({self.action})"
+
+
+# Access control lives in its own package; importing it here registers its models in this app.
+from .access.models import AccessToken, Role, RoleAssignment  # noqa: E402, F401
+
+
+class UsageSnapshot(models.Model):
+    """A pool's figures at one moment, stored by the periodic `record_usage_snapshots` task so the pages
+    can chart the last 24 hours (the live figures are summed from nodes; history needs a row)."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="usage_snapshots")
+    at = models.DateTimeField()
+    node_count = models.IntegerField(default=0)
+    gpu_total = models.IntegerField(default=0)
+    gpu_used = models.IntegerField(default=0)
+    gpu_free = models.IntegerField(default=0)
+    gpu_unhealthy = models.IntegerField(default=0)
+    cpu_total = models.BigIntegerField(default=0, help_text="Millicores.")
+    cpu_used = models.BigIntegerField(default=0, help_text="Millicores.")
+    memory_total = models.BigIntegerField(default=0, help_text="Bytes.")
+    memory_used = models.BigIntegerField(default=0, help_text="Bytes.")
+
+    class Meta:
+        ordering = ["pool", "at"]
+        indexes = [models.Index(fields=["pool", "at"]), models.Index(fields=["at"])]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id} {self.at:%Y-%m-%d %H:%M} {self.gpu_used}/{self.gpu_total}"
+
+
+class TablePreference(models.Model):
+    """The columns a user chose for one table of the pages, in the order shown."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="table_preferences")
+    table = models.CharField(max_length=64)
+    columns = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "table"], name="table_preference_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.table}"

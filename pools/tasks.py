@@ -33,3 +33,11 @@ def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
     except ClusterError as exc:
         return {"outcome": "failed", "error": exc.message}
     return {"outcome": "ok", **stats.as_dict()}
+
+
+@shared_task(time_limit=120, soft_time_limit=100)
+def record_usage_snapshots() -> int:
+    """One usage snapshot per pool for the pages' 24-hour charts (idempotent within half an interval)."""
+    from .pages import snapshots
+
+    return snapshots.record()

@@ -87,7 +87,7 @@ def test_label_node_writes_the_cluster_then_the_database(cluster, server):
 
 def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(cluster, server):
     run("label", "node", "node-3", "runwhere.ai/pool=training-pool")
-    with pytest.raises(CommandError, match="already has runwhere.ai/pool=training-pool; pass overwrite"):
+    with pytest.raises(CommandError, match=r"already has runwhere\.ai/pool=training-pool; pass overwrite"):
         run("label", "node", "node-3", "runwhere.ai/pool=inference-pool")
     run("label", "node", "node-3", "runwhere.ai/pool=inference-pool", "--overwrite")
     assert Node.objects.get(name="node-3").labels["runwhere.ai/pool"] == "inference-pool"

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools import labels, usage
+from pools.access.scoping import Rule
 from pools.models import Node, Pool
 
 CORES = "CPU in cores (decimal; 0.5 is 500m)"
@@ -87,20 +88,24 @@ class LabelRequestSerializer(serializers.Serializer):
 
 
 def visible_pools(request):
-    return Pool.objects.all()
+    return Pool.objects.visible_to(request)
 
 
 def visible_nodes(request):
-    return Node.objects.all()
+    return Node.objects.visible_to(request)
 
 
 class PoolListView(APIView):
+    read_access = Rule.SIGNED_IN
+
     @extend_schema(responses=PoolRowSerializer(many=True))
     def get(self, request):
         return Response(PoolRowSerializer(usage.pool_rows(visible_pools(request)), many=True).data)
 
 
 class PoolDetailView(APIView):
+    read_access = Rule.SIGNED_IN
+
     @extend_schema(responses=PoolDetailSerializer)
     def get(self, request, name):
         pool = visible_pools(request).filter(name=name).first()
@@ -110,6 +115,8 @@ class PoolDetailView(APIView):
 
 
 class ResourceListView(APIView):
+    read_access = Rule.SIGNED_IN
+
     @extend_schema(
         parameters=[OpenApiParameter("pool"), OpenApiParameter("platform", description="name or pool/platform"),
                     OpenApiParameter("status", description="e.g. Ready, Unknown, Not ready")],
@@ -123,6 +130,8 @@ class ResourceListView(APIView):
 
 
 class NodeDetailView(APIView):
+    read_access = Rule.SIGNED_IN
+
     @extend_schema(responses=NodeDetailSerializer)
     def get(self, request, name):
         node = visible_nodes(request).select_related("backend").filter(name=name).first()
@@ -132,6 +141,8 @@ class NodeDetailView(APIView):
 
 
 class NodeLabelsView(APIView):
+    """A cluster write: staff or an admin role (the default rule)."""
+
     @extend_schema(request=LabelRequestSerializer, responses={200: serializers.DictField()})
     def post(self, request, name):
         body = request.data if isinstance(request.data, dict) else {}

@@ -1,0 +1,270 @@
+"""`/api/auth/...` (users, role assignments, tokens) and `/api/profile/`, in OSMO's shapes (seed 000,
+step 5). Every view declares its access rule; errors are `{"detail", "field"}` JSON."""
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from rest_framework.exceptions import APIException, ErrorDetail
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools import configs
+from pools.documents import ConfigError, parse_json
+from pools.history import ConfigNotFound
+from pools.models import ConfigKind, Pool
+
+from . import tokens
+from .documents import check_access_name
+from .models import AccessToken, Role, RoleAssignment
+from .roles import generated_role
+from .scoping import Rule, access_for
+
+
+class Problem(APIException):
+    """A refusal with our error shape and any status (DRF's handler passes dict details through)."""
+
+    def __init__(self, detail: str, field: str | None = None, status: int = 400):
+        self.status_code = status
+        self.detail = {"detail": ErrorDetail(detail), "field": field}
+
+
+class _JSONObjects(AutoSchema):
+    """The bodies are small JSON objects documented in the README; no serializer describes them."""
+
+    def get_request_serializer(self):
+        return OpenApiTypes.OBJECT
+
+    def get_response_serializers(self):
+        return OpenApiTypes.OBJECT
+
+
+class AccessView(APIView):
+    read_access = Rule.ADMIN
+    write_access = Rule.ADMIN
+    schema = _JSONObjects()
+
+    def handle_exception(self, exc):
+        if isinstance(exc, tokens.Conflict):
+            exc = Problem(exc.message, exc.field or None, status=409)
+        return super().handle_exception(exc)
+
+    def body(self, request) -> dict:
+        data = parse_json(request.body, source="request body")
+        if not isinstance(data, dict):
+            raise ConfigError("The request body must be a JSON object")
+        return data
+
+
+def _user(user_id: str):
+    try:
+        return get_user_model().objects.get(username=user_id)
+    except get_user_model().DoesNotExist:
+        raise ConfigNotFound(f"There is no user {user_id!r}", field="id") from None
+
+
+def _role(name: str) -> Role:
+    try:
+        return Role.objects.get(name=name)
+    except Role.DoesNotExist:
+        raise ConfigNotFound(f"There is no role {name!r}", field="role_name") from None
+
+
+def _guard_staff(request, user, what: str) -> None:
+    """A role that manages users must not reach staff powers through a staff user's token or account."""
+    if user.is_staff and not access_for(request).is_staff:
+        raise Problem(f"Only staff may {what} a staff user", "id", status=403)
+
+
+def _text(data: dict, key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} is required and must be a non-empty string", field=key)
+    return value.strip()
+
+
+def describe_user(user) -> dict:
+    assignments = RoleAssignment.objects.filter(user=user).select_related("role").order_by("role__name")
+    return {
+        "id": user.get_username(),
+        "is_staff": user.is_staff,
+        "is_active": user.is_active,
+        "date_joined": user.date_joined.isoformat(),
+        "roles": [{"name": a.role.name, "source": a.source, "assigned_by": a.assigned_by,
+                   "assigned_at": a.assigned_at.isoformat()} for a in assignments],
+    }
+
+
+class UserCreateView(AccessView):
+    """POST /api/auth/user {"id", "roles"?}: a user who signs in through the identity provider or with tokens."""
+
+    def post(self, request):
+        data = self.body(request)
+        user_id = _text(data, "id")
+        if len(user_id) > 150 or any(char.isspace() or char == "/" for char in user_id):
+            raise ConfigError("id must be at most 150 characters, without spaces or '/'", field="id")
+        role_names = data.get("roles", [])
+        if not isinstance(role_names, list) or not all(isinstance(name, str) for name in role_names):
+            raise ConfigError("roles must be a list of role names", field="roles")
+        roles = list(Role.objects.filter(name__in=role_names))
+        missing = sorted(set(role_names) - {role.name for role in roles})
+        if missing:
+            raise ConfigError(f"Unknown role {', '.join(missing)}", field="roles")
+        try:
+            with transaction.atomic():
+                user = get_user_model().objects.create_user(username=user_id)
+                RoleAssignment.objects.bulk_create(
+                    RoleAssignment(user=user, role=role, assigned_by=request.user.get_username()) for role in roles)
+        except IntegrityError:
+            raise Problem(f"User {user_id!r} already exists", "id", status=409) from None
+        return Response(describe_user(user), status=201)
+
+
+class UserView(AccessView):
+    def get(self, request, user_id):
+        return Response(describe_user(_user(user_id)))
+
+    def delete(self, request, user_id):
+        user = _user(user_id)
+        if user.pk == request.user.pk:
+            raise ConfigError("You cannot delete yourself", field="id")
+        _guard_staff(request, user, "delete")
+        user.delete()
+        return Response(status=204)
+
+
+class UserRolesView(AccessView):
+    """POST /api/auth/user/{id}/roles {"role_name"}; assigning a held role again changes nothing."""
+
+    def post(self, request, user_id):
+        user, role = _user(user_id), _role(_text(self.body(request), "role_name"))
+        _, created = RoleAssignment.objects.get_or_create(
+            user=user, role=role, defaults={"assigned_by": request.user.get_username()})
+        return Response({**describe_user(user), "assigned": created}, status=201 if created else 200)
+
+
+class UserRoleView(AccessView):
+    def delete(self, request, user_id, role_name):
+        user, role = _user(user_id), _role(role_name)
+        deleted, _ = RoleAssignment.objects.filter(user=user, role=role).delete()
+        if not deleted:
+            raise ConfigNotFound(f"{user_id} does not hold role {role_name}", field="role_name")
+        return Response(status=204)
+
+
+class RoleUsersView(AccessView):
+    def get(self, request, role_name):
+        role = _role(role_name)
+        assignments = role.assignments.select_related("user").order_by("user__username")
+        return Response({"role": role.name, "users": [
+            {"id": a.user.get_username(), "source": a.source, "assigned_by": a.assigned_by,
+             "assigned_at": a.assigned_at.isoformat()} for a in assignments]})
+
+    def post(self, request, role_name):
+        """{"user_ids": [...]} -> which were assigned, already assigned, or failed (and why)."""
+        role = _role(role_name)
+        user_ids = self.body(request).get("user_ids")
+        if not isinstance(user_ids, list) or not all(isinstance(item, str) for item in user_ids):
+            raise ConfigError("user_ids must be a list of user ids", field="user_ids")
+        users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=user_ids)}
+        held = set(role.assignments.filter(user__in=users.values()).values_list("user__username", flat=True))
+        result = {"role": role.name, "assigned": [], "already_assigned": [], "failed": []}
+        new = []
+        for user_id in dict.fromkeys(user_ids):
+            if user_id not in users:
+                result["failed"].append({"id": user_id, "detail": "no such user"})
+            elif user_id in held:
+                result["already_assigned"].append(user_id)
+            else:
+                result["assigned"].append(user_id)
+                new.append(RoleAssignment(user=users[user_id], role=role, assigned_by=request.user.get_username()))
+        RoleAssignment.objects.bulk_create(new, ignore_conflicts=True)
+        return Response(result)
+
+
+# ---- tokens -----------------------------------------------------------------------------------------
+
+def _create_token(request, user, name: str, data: dict) -> Response:
+    if "expires_at" not in data:
+        raise ConfigError("expires_at is required (an ISO date or date-time)", field="expires_at")
+    access = access_for(request)
+    restricted = access.token is not None and not access.token.all_roles
+    token, secret = tokens.create_token(
+        user, name, tokens.parse_expiry(data["expires_at"]), roles=data.get("roles"),
+        allowed_roles=set(access.role_names) if restricted and user.pk == request.user.pk else None,
+        created_by=request.user.get_username())
+    return Response(tokens.describe(token, secret), status=201)
+
+
+def _token_list(user) -> Response:
+    rows = AccessToken.objects.filter(user=user).select_related("user").prefetch_related("roles")
+    return Response({"tokens": [tokens.describe(token) for token in rows]})
+
+
+class OwnTokensView(AccessView):
+    read_access = Rule.SIGNED_IN
+
+    def get(self, request):
+        return _token_list(request.user)
+
+
+class OwnTokenView(AccessView):
+    """POST creates the caller's token (the response carries the secret, once); DELETE revokes it."""
+
+    write_access = Rule.SIGNED_IN
+
+    def post(self, request, name):
+        return _create_token(request, request.user, name, self.body(request))
+
+    def delete(self, request, name):
+        tokens.revoke_token(request.user, name)
+        return Response(status=204)
+
+
+class UserTokensView(AccessView):
+    def get(self, request, user_id):
+        return _token_list(_user(user_id))
+
+
+class UserTokenView(AccessView):
+    def post(self, request, user_id, name):
+        user = _user(user_id)
+        _guard_staff(request, user, "create a token for")
+        return _create_token(request, user, name, self.body(request))
+
+    def delete(self, request, user_id, name):
+        tokens.revoke_token(_user(user_id), name)
+        return Response(status=204)
+
+
+# ---- profile and generated roles --------------------------------------------------------------------
+
+def profile(request) -> dict:
+    """Who the caller is and, for each pool they may use, every role and rule that grants it."""
+    access = access_for(request)
+    pools = Pool.objects.visible_to(request).order_by("name").values_list("name", flat=True)
+    return {
+        "id": request.user.get_username(),
+        "is_staff": access.is_staff,
+        "token": access.token.name if access.token is not None else None,
+        "roles": access.role_names,
+        "pools": [{"name": name, "grants": [grant.as_dict() for grant in access.pool_grants(name)]}
+                  for name in pools],
+    }
+
+
+class ProfileView(AccessView):
+    read_access = Rule.SIGNED_IN
+
+    def get(self, request):
+        return Response(profile(request))
+
+
+class GenerateRoleView(AccessView):
+    """POST /api/configs/role/{name}/{template}/: `config set ROLE NAME pool|admin` over HTTP."""
+
+    def post(self, request, name, template):
+        check_access_name(name)
+        result = configs.import_document(ConfigKind.ROLE, generated_role(name, template), name=name,
+                                         author=request.user, description=f"Generated {template} role")
+        return Response({**result.as_dict(), "role": configs.export(ConfigKind.ROLE, name)})

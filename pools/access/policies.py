@@ -1,0 +1,172 @@
+"""Who may do what, decided by pure functions (no Django): glob matching of HTTP actions, deny-wins
+within a role, OSMO's `osmo-<team>` pool rule, and the reasons shown on "effective permissions".
+
+Globs are translated once into a regular expression that means the same in Python's `re` and in
+PostgreSQL's (and SQLite's) regex operator, so the database can filter pools with exactly the rule
+that Python applies to a single request.
+"""
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+POOL_PATH = "/api/pool/"
+TEAM_PREFIX = "osmo-"
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+# Characters allowed inside a glob's [...] class; anything else makes the bracket a literal.
+_CLASS_CHARS = re.compile(r"^!?[A-Za-z0-9_.\-]+$")
+
+
+def _literal(char: str) -> str:
+    # A backslash before a non-alphanumeric character is a literal in both regex dialects.
+    return char if char.isalnum() or char == "_" else "\\" + char
+
+
+def glob_regex(glob: str) -> str:
+    """`*` any run of characters (slashes included, as OSMO's policies expect), `?` one character,
+    `[abc]` / `[!abc]` a class. The result is unanchored."""
+    out, index = [], 0
+    while index < len(glob):
+        char = glob[index]
+        index += 1
+        if char == "*":
+            if not out or out[-1] != ".*":
+                out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "[" and (end := glob.find("]", index + 1)) != -1 and _CLASS_CHARS.match(glob[index:end]):
+            body = glob[index:end]
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
+            index = end + 1
+        else:
+            out.append(_literal(char))
+    return "".join(out)
+
+
+def anchored(regexes: Iterable[str]) -> str | None:
+    """One anchored alternation, or None when there is nothing to match."""
+    parts = list(dict.fromkeys(regexes))
+    return "^(?:" + "|".join(parts) + ")$" if parts else None
+
+
+def normalize_path(path: str) -> tuple[bool, str]:
+    """(deny, glob). Seed 002 prints a path as `http:/api/profile/*` and tells users `api/pool/shared*`
+    works too, so the `http:` tag is dropped and a leading slash added."""
+    path = path.strip()
+    deny = path.startswith("!")
+    path = path.removeprefix("!").strip().removeprefix("http:")
+    if not path.startswith(("/", "*")):
+        path = "/" + path
+    return deny, path
+
+
+@dataclass(frozen=True)
+class Action:
+    method: str  # upper case, or "*"
+    glob: str
+    deny: bool
+    written: str  # the path as the document wrote it, for explanations
+
+    @classmethod
+    def parse(cls, raw: dict) -> "Action":
+        deny, glob = normalize_path(str(raw.get("path", "")))
+        return cls(method=str(raw.get("method", "")).upper(), glob=glob, deny=deny, written=raw.get("path", ""))
+
+    @cached_property
+    def pattern(self) -> re.Pattern:
+        return re.compile(glob_regex(self.glob), re.S)
+
+    def covers_method(self, method: str) -> bool:
+        method = "GET" if method.upper() == "HEAD" else method.upper()
+        return self.method in ("*", method)
+
+    def covers(self, method: str, path: str) -> bool:
+        return self.covers_method(method) and self.pattern.fullmatch(path) is not None
+
+    def describe(self) -> str:
+        return f"{self.method} {self.written}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Why a user may use a pool or make a request: the role (if any), the rule, and a sentence."""
+
+    role: str | None
+    rule: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"role": self.role, "rule": self.rule, "reason": self.reason}
+
+
+STAFF_GRANT = Grant(None, "staff", "Staff users may use every pool and every API.")
+DEFAULT_GRANT = Grant(None, "default pool", "The default pool is open to every signed-in user.")
+
+
+def team_of(role_name: str) -> str | None:
+    """`osmo-<team>` -> `<team>` (seed 001); other role names carry no name rule."""
+    team = role_name[len(TEAM_PREFIX):] if role_name.startswith(TEAM_PREFIX) else ""
+    return team or None
+
+
+@dataclass(frozen=True)
+class RoleRules:
+    name: str
+    actions: tuple[Action, ...] = ()
+
+    @classmethod
+    def from_policies(cls, name: str, policies: list[dict]) -> "RoleRules":
+        return cls(name, tuple(Action.parse(a) for policy in policies for a in policy.get("actions", [])))
+
+    def decide(self, method: str, path: str) -> Action | None:
+        """The action that allows the request; None when none does or a deny matches (deny wins)."""
+        allowing = None
+        for action in self.actions:
+            if action.covers(method, path):
+                if action.deny:
+                    return None
+                allowing = allowing or action
+        return allowing
+
+    def pool_grant(self, pool: str) -> Grant | None:
+        pool_path = POOL_PATH + pool
+        if any(a.deny and a.covers("POST", pool_path) for a in self.actions):
+            return None
+        team = team_of(self.name)
+        if team and pool.startswith(team):
+            return Grant(self.name, f"{TEAM_PREFIX}<team> name rule",
+                         f"Role {self.name} grants every pool whose name begins with {team!r}.")
+        action = self.decide("POST", pool_path)
+        if action is not None:
+            return Grant(self.name, f"policy {action.describe()}",
+                         f"Role {self.name} allows POST on {action.written}, which matches {pool_path}.")
+        return None
+
+    def pool_regexes(self) -> tuple[str | None, str | None, str | None]:
+        """(allowed pool paths, allowed pool names, denied pool paths) as anchored regexes, the same
+        decision as `pool_grant` for the database to apply."""
+        posts = [a for a in self.actions if a.covers_method("POST")]
+        team = team_of(self.name)
+        return (anchored(glob_regex(a.glob) for a in posts if not a.deny),
+                anchored(["".join(map(_literal, team)) + ".*"]) if team else None,
+                anchored(glob_regex(a.glob) for a in posts if a.deny))
+
+
+def pool_grants(pool: str, roles: Iterable[RoleRules], *, staff: bool, default_open: bool,
+                default_pool: str = "default") -> list[Grant]:
+    """Every reason the user may use `pool`; empty when they may not."""
+    grants = [STAFF_GRANT] if staff else []
+    if default_open and pool == default_pool:
+        grants.append(DEFAULT_GRANT)
+    grants += [grant for role in roles if (grant := role.pool_grant(pool)) is not None]
+    return grants
+
+
+def request_grant(method: str, path: str, roles: Iterable[RoleRules]) -> Grant | None:
+    for role in roles:
+        action = role.decide(method, path)
+        if action is not None:
+            return Grant(role.name, f"policy {action.describe()}",
+                         f"Role {role.name} allows {action.describe()}.")
+    return None

@@ -1,0 +1,59 @@
+"""How figures read on the pages: thousands separators, binary byte units, cores, relative times.
+Pure functions; the CSV keeps the raw figures instead (see `csv.py`)."""
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.utils import timezone
+from django.utils.timesince import timesince
+
+_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def number(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,}"
+
+
+def cores(value: Decimal | None) -> str:
+    if value is None:
+        return "—"
+    # normalize() drops trailing zeros; "f" keeps 100 from printing as 1E+2.
+    return format(Decimal(value).normalize(), ",f")
+
+
+def size(value: int | None) -> str:
+    """Binary units, as Kubernetes reports memory: 2,112,145,412Ki reads as 1.97 TiB."""
+    if value is None:
+        return "—"
+    amount = float(value)
+    for unit in _UNITS:
+        if abs(amount) < 1024 or unit == _UNITS[-1]:
+            break
+        amount /= 1024
+    if unit == "bytes":
+        return f"{int(amount):,} bytes"
+    return f"{amount:,.2f} {unit}" if amount < 10 else f"{amount:,.1f} {unit}"
+
+
+def absolute(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def relative(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return "never"
+    now = now or timezone.now()
+    if moment > now:
+        return "just now"
+    if (now - moment).total_seconds() < 60:
+        return "less than a minute ago"
+    # timesince says "2 hours, 3 minutes"; one unit is enough to read a table at a glance.
+    return f"{timesince(moment, now, depth=1)} ago"
+
+
+def percent(part: int, whole: int) -> int:
+    return round(100 * part / whole) if whole else 0

@@ -1,0 +1,184 @@
+"""One table as one request sees it: chosen columns, sort, page, and the links that change them.
+Filters, sort and page live in the query string, so every state of a table has a URL to share.
+
+Query parameters: `sort` (a column key, `-` first for descending), `page`, `per_page`, `cols` (column
+keys separated by commas, overriding the user's saved choice), `export=csv`.
+"""
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from django.core.paginator import Paginator
+from django.db.models import F, QuerySet
+from django.http import QueryDict
+
+from .tables import Cell, Column, RowContext, Table
+
+PER_PAGE_CHOICES = (25, 50, 100, 200)
+DEFAULT_PER_PAGE = 50
+# Not carried into links: a new sort or filter starts again at page 1, and links never download.
+_TRANSIENT = ("page", "export")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    key: str
+    cells: list[tuple[Column, Cell]]
+    actions: list[tuple[str, str]]  # (label, href) links shown after the cells; not part of the CSV
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    column: Column
+    link: str  # empty: not sortable
+    aria_sort: str  # ascending | descending | none
+    next_direction: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sort:
+    column: Column | None
+    descending: bool
+
+    @property
+    def param(self) -> str:
+        return "" if self.column is None else f"{'-' if self.descending else ''}{self.column.key}"
+
+
+def parse_sort(table: Table, text: str | None) -> Sort:
+    text = (text or table.default_sort or "").strip()
+    descending = text.startswith("-")
+    column = table.by_key.get(text.lstrip("-"))
+    if column is None or not column.sortable:
+        if text == table.default_sort:
+            return Sort(None, False)
+        return parse_sort(table, table.default_sort)
+    return Sort(column, descending)
+
+
+def order_queryset(queryset: QuerySet, sort: Sort, tie_breakers: Sequence[str]) -> QuerySet:
+    """Nulls sort last either way, and the tie-breakers keep pages stable while figures change."""
+    if sort.column is None:
+        return queryset.order_by(*tie_breakers)
+    direction = "desc" if sort.descending else "asc"
+    ordering = [getattr(F(name), direction)(nulls_last=True) for name in sort.column.sort]
+    return queryset.order_by(*ordering, *tie_breakers)
+
+
+def order_rows(rows: Iterable[Mapping], sort: Sort, ctx: RowContext) -> list[Mapping]:
+    rows = list(rows)
+    if sort.column is None:
+        return rows
+    column = sort.column
+    present = [row for row in rows if column.value(row, ctx) is not None]
+    missing = [row for row in rows if column.value(row, ctx) is None]
+    present.sort(key=lambda row: _sort_key(column.value(row, ctx)), reverse=sort.descending)
+    return present + missing
+
+
+def _sort_key(value):
+    return value.casefold() if isinstance(value, str) else value
+
+
+def page_number(query: QueryDict) -> int:
+    try:
+        return max(1, int(query.get("page", "1")))
+    except ValueError:
+        return 1
+
+
+def per_page(query: QueryDict) -> int:
+    try:
+        value = int(query.get("per_page", DEFAULT_PER_PAGE))
+    except ValueError:
+        return DEFAULT_PER_PAGE
+    return value if value in PER_PAGE_CHOICES else DEFAULT_PER_PAGE
+
+
+class Listing:
+    """What `templates/pages/_table.html` renders. `path` is where the table lives (its links and its
+    live refresh go there); `query` holds the filters, sort and columns of this view of it."""
+
+    def __init__(self, table: Table, *, path: str, query: QueryDict, columns: list[Column], sort: Sort,
+                 ctx: RowContext, rows: Iterable[Mapping], total: int, page=None, empty_message: str = "",
+                 filtered: bool = False, live: bool = True,
+                 actions: Callable[[Mapping], list[tuple[str, str]]] | None = None):
+        self.table = table
+        self.path = path
+        self.query = query.copy()
+        for name in _TRANSIENT:
+            self.query.pop(name, None)
+        self.columns = columns
+        self.sort = sort
+        self.ctx = ctx
+        self.total = total
+        self.page = page
+        self.empty_message = empty_message
+        self.filtered = filtered
+        self.live = live
+        self.has_actions = actions is not None
+        self.rows = [Row(table.key(row), [(column, column.cell(row, ctx)) for column in columns],
+                         actions(row) if actions else []) for row in rows]
+
+    @property
+    def dom_id(self) -> str:
+        return f"{self.table.name}-table"
+
+    def link(self, **changes) -> str:
+        query = self.query.copy()
+        for name, value in changes.items():
+            query.pop(name, None)
+            if value not in (None, ""):
+                query[name] = str(value)
+        encoded = query.urlencode()
+        return f"{self.path}?{encoded}" if encoded else self.path
+
+    @property
+    def url(self) -> str:
+        """This view of the table, without page: what the live refresh re-fetches."""
+        return self.link(page=self.page.number if self.page and self.page.number > 1 else None)
+
+    @property
+    def csv_url(self) -> str:
+        return self.link(export="csv")
+
+    @property
+    def headers(self) -> list[Header]:
+        headers = []
+        for column in self.columns:
+            if not column.sortable:
+                headers.append(Header(column, "", "none", ""))
+                continue
+            current = self.sort.column is column
+            # A figure's first click shows the largest first; text starts at A.
+            descending = (not self.sort.descending) if current else column.numeric
+            aria = ("descending" if self.sort.descending else "ascending") if current else "none"
+            headers.append(Header(column, self.link(sort=f"{'-' if descending else ''}{column.key}"), aria,
+                                  "descending" if descending else "ascending"))
+        return headers
+
+    @property
+    def pages(self) -> dict | None:
+        page = self.page
+        if page is None or page.paginator.num_pages <= 1:
+            return None
+        return {
+            "first": self.link(page=1) if page.number > 1 else "",
+            "previous": self.link(page=page.previous_page_number()) if page.has_previous() else "",
+            "next": self.link(page=page.next_page_number()) if page.has_next() else "",
+            "last": self.link(page=page.paginator.num_pages) if page.number < page.paginator.num_pages else "",
+            "number": page.number,
+            "count": page.paginator.num_pages,
+            "start": page.start_index(),
+            "end": page.end_index(),
+        }
+
+    @property
+    def hidden_state(self) -> list[tuple[str, str]]:
+        """Sort, page size and columns, carried by the filter form (which sits outside the fragment)."""
+        return [(name, self.query[name]) for name in ("sort", "per_page", "cols") if self.query.get(name)]
+
+
+def paginate(queryset: QuerySet, query: QueryDict):
+    paginator = Paginator(queryset, per_page(query))
+    return paginator.get_page(page_number(query))

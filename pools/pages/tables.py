@@ -1,0 +1,257 @@
+"""The tables of the pages, declared once. A Column says where its value comes from, how it is shown,
+how it sorts and what its CSV header is; the HTML table, the HTMX fragment and the CSV export all read
+these declarations, so what is shown and what is downloaded cannot drift apart.
+
+Rows are mappings: `QuerySet.values(*table.fields(columns))` for nodes and revisions (cheap at 150,000
+rows, no model instances), `pools.usage.pool_rows()` for pools. Node figures mean what `usage.node_row`
+means (cores from millicores, memory and storage allocatable in bytes); a test holds them equal.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.urls import reverse
+from django.utils import timezone
+
+from pools.usage import cores
+
+from . import formatting
+
+NUMERIC_KINDS = frozenset({"number", "cores", "bytes"})
+
+
+@dataclass(frozen=True, slots=True)
+class RowContext:
+    """What a cell may depend on besides its row: which pools the viewer may see (None: all of them,
+    for staff), whether they are staff, and one `now` for every relative time of the response."""
+
+    visible_pools: frozenset[str] | None = None
+    staff: bool = False
+    now: datetime = field(default_factory=timezone.now)
+
+    def pools(self, names: Iterable[str]) -> list[str]:
+        # A node can sit in a pool the viewer may not see; that pool's name must not show.
+        return list(names) if self.visible_pools is None else [n for n in names if n in self.visible_pools]
+
+    def platforms(self, names: Iterable[str]) -> list[str]:
+        if self.visible_pools is None:
+            return list(names)
+        return [n for n in names if n.split("/", 1)[0] in self.visible_pools]
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    text: str
+    title: str = ""
+    css: str = ""
+    href: str = ""
+    iso: str = ""
+    items: tuple[tuple[str, str], ...] = ()  # (text, href) for list cells
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # in URLs (`sort=`, `cols=`), element ids and data-col attributes
+    label: str
+    value: Callable[[Mapping, RowContext], Any]
+    kind: str = "text"  # text | number | cores | bytes | status | time | list | bool
+    fields: tuple[str, ...] = ()  # what `values()` must fetch for `value`
+    sort: tuple[str, ...] = ()  # order_by fields (database tables); empty: not sortable
+    default: bool = True  # shown until the user chooses columns
+    unit: str = ""  # written into the CSV header, where figures are raw
+    href: Callable[[Mapping, RowContext], str] | None = None
+    item_href: Callable[[str], str] | None = None
+    title: Callable[[Mapping], str] | None = None
+    help: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in NUMERIC_KINDS
+
+    @property
+    def sortable(self) -> bool:
+        return bool(self.sort)
+
+    @property
+    def csv_header(self) -> str:
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+    def cell(self, row: Mapping, ctx: RowContext) -> Cell:
+        value = self.value(row, ctx)
+        href = self.href(row, ctx) if self.href else ""
+        title = self.title(row) if self.title else ""
+        if self.kind == "number":
+            return Cell(formatting.number(value), href=href, title=title)
+        if self.kind == "cores":
+            return Cell(formatting.cores(value), title=title or f"{value} cores")
+        if self.kind == "bytes":
+            return Cell(formatting.size(value), title=title or f"{formatting.number(value)} bytes")
+        if self.kind == "time":
+            return Cell(formatting.relative(value, ctx.now), title=formatting.absolute(value),
+                        iso=value.isoformat() if value else "")
+        if self.kind == "list":
+            items = tuple((str(item), self.item_href(item) if self.item_href else "") for item in value)
+            return Cell(", ".join(text for text, _ in items), items=items, title=title)
+        if self.kind == "bool":
+            return Cell("yes" if value else "no", title=title)
+        if self.kind == "status":
+            return Cell(str(value), css=status_css(str(value)), title=title, href=href)
+        return Cell("" if value is None else str(value), href=href, title=title)
+
+
+def status_css(status: str) -> str:
+    if status in ("Ready", "ONLINE"):
+        return "status-ok"
+    if status in ("Unknown", "MAINTENANCE"):
+        return "status-warn" if status == "MAINTENANCE" else "status-unknown"
+    return "status-bad"
+
+
+class Table:
+    def __init__(self, name: str, title: str, columns: Iterable[Column], *, default_sort: str,
+                 key: Callable[[Mapping], str], key_fields: tuple[str, ...] = ()):
+        self.name = name  # the CSV file name, the preference row, the HTML ids ("nodes-table")
+        self.title = title
+        self.columns = tuple(columns)
+        self.by_key = {column.key: column for column in self.columns}
+        self.default_sort = default_sort
+        self.key = key
+        self.key_fields = key_fields
+        assert len(self.by_key) == len(self.columns), f"duplicate column keys in {name}"
+
+    @property
+    def default_columns(self) -> list[Column]:
+        return [column for column in self.columns if column.default]
+
+    def choose(self, keys: Iterable[str] | None) -> list[Column]:
+        """The known columns among `keys`, in that order; the defaults when none is known."""
+        chosen, seen = [], set()
+        for key in keys or ():
+            column = self.by_key.get(key)
+            if column is not None and key not in seen:
+                chosen.append(column)
+                seen.add(key)
+        return chosen or self.default_columns
+
+    def fields(self, columns: Iterable[Column]) -> list[str]:
+        names = dict.fromkeys(self.key_fields)
+        for column in columns:
+            names.update(dict.fromkeys(column.fields))
+        return list(names)
+
+
+def _get(name: str) -> Callable[[Mapping, RowContext], Any]:
+    return lambda row, ctx: row[name]
+
+
+def _pool_url(name: str) -> str:
+    return reverse("pages:pool", args=[name])
+
+
+def _taint(taint: Mapping) -> str:
+    """As kubectl prints them: key=value:Effect, or key:Effect without a value."""
+    value = taint.get("value")
+    key = f"{taint.get('key', '')}={value}" if value else taint.get("key", "")
+    return f"{key}:{taint.get('effect', '')}"
+
+
+def _node_admin(row: Mapping, ctx: RowContext) -> str:
+    return reverse("admin:pools_node_change", args=[row["pk"]]) if ctx.staff else ""
+
+
+def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
+    return lambda row, ctx: cores(row[name])
+
+
+def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "") -> Column:
+    return Column(key, label, _cores_of(source) if kind == "cores" else _get(source), kind=kind, fields=(source,),
+                  sort=(source,), unit=unit, help=help)
+
+
+NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="name",
+              columns=(
+    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_admin),
+    Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"), sort=("status",),
+           title=lambda row: "; ".join(row["reasons"]), help="Ready, Unknown, or Not ready with its first reason"),
+    Column("pools", "Pools", lambda row, ctx: ctx.pools(row["pool_names"]), kind="list", fields=("pool_names",),
+           item_href=_pool_url),
+    Column("platforms", "Platforms", lambda row, ctx: ctx.platforms(row["platform_names"]), kind="list",
+           fields=("platform_names",), help="As pool/platform"),
+    Column("gpu_product", "GPU type", _get("gpu_product"), fields=("gpu_product",), sort=("gpu_product",)),
+    _figure("gpu_total", "GPU total", "gpu_total", help="Capacity"),
+    _figure("gpu_used", "GPU used", "gpu_used", help="Requested by running pods"),
+    _figure("gpu_free", "GPU free", "gpu_free", help="Allocatable minus used"),
+    _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy", help="Capacity minus allocatable"),
+    _figure("cpu_used", "CPU used", "cpu_requested", "cores", "cores", help="Requested by pods"),
+    _figure("cpu_total", "CPU total", "cpu_allocatable", "cores", "cores", help="Allocatable"),
+    _figure("memory_used", "Memory used", "memory_requested", "bytes", "bytes", help="Requested by pods"),
+    _figure("memory_total", "Memory total", "memory_allocatable", "bytes", "bytes", help="Allocatable"),
+    _figure("storage", "Storage", "storage_allocatable", "bytes", "bytes", help="Allocatable ephemeral storage"),
+    Column("taints", "Taints", lambda row, ctx: [_taint(t) for t in row["taints"]], kind="list", fields=("taints",)),
+    Column("last_seen", "Last seen", _get("last_seen"), kind="time", fields=("last_seen",), sort=("last_seen",)),
+    Column("labels", "Labels", lambda row, ctx: [f"{k}={v}" for k, v in sorted(row["labels"].items())],
+           kind="list", fields=("labels",), default=False),
+    Column("reasons", "Reasons", _get("reasons"), kind="list", fields=("reasons",), default=False),
+    Column("backend", "Backend", _get("backend__name"), fields=("backend__name",), sort=("backend__name",),
+           default=False),
+    Column("sharing", "Sharing", _get("sharing"), fields=("sharing",), sort=("sharing",), default=False,
+           help="RESERVED: one pool; SHARED: several; UNUSED: none besides default"),
+    Column("schedulable", "Schedulable", lambda row, ctx: not row["unschedulable"], kind="bool",
+           fields=("unschedulable",), sort=("unschedulable",), default=False, help="No when cordoned"),
+))
+
+POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name", columns=(
+    Column("name", "Pool", _get("name"), sort=("name",), href=lambda row, ctx: _pool_url(row["name"])),
+    Column("description", "Description", _get("description"), sort=("description",)),
+    Column("status", "Status", _get("status"), kind="status", sort=("status",),
+           help="ONLINE: backend synced recently; OFFLINE: backend silent; MAINTENANCE: new work refused"),
+    Column("backend", "Backend", _get("backend"), sort=("backend",)),
+    _figure("gpu_total", "GPU total", "gpu_total"),
+    _figure("gpu_used", "GPU used", "gpu_used"),
+    _figure("gpu_free", "GPU free", "gpu_free"),
+    _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy"),
+    _figure("node_count", "Nodes", "node_count"),
+    Column("cpu_used", "CPU used", _get("cpu_used"), kind="cores", sort=("cpu_used",), unit="cores"),
+    Column("cpu_total", "CPU total", _get("cpu_total"), kind="cores", sort=("cpu_total",), unit="cores"),
+    _figure("memory_used", "Memory used", "memory_used", "bytes", "bytes"),
+    _figure("memory_total", "Memory total", "memory_total", "bytes", "bytes"),
+    Column("platforms", "Platforms", _get("platforms"), kind="list", default=False),
+))
+
+PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default_sort="", columns=(
+    Column("name", "Platform", _get("name")),
+    Column("default", "Default", _get("default"), kind="bool"),
+    Column("node_count", "Nodes", _get("node_count"), kind="number"),
+    Column("node_selector", "Node selector", lambda row, ctx: [f"{k}={v}" for k, v in row["node_selector"].items()],
+           kind="list", help="Effective, from the merged pod templates"),
+    Column("tolerations", "Tolerations", lambda row, ctx: [_toleration(t) for t in row["tolerations"]], kind="list"),
+    Column("validations", "Resource validations", lambda row, ctx: [rule.get("assert_message") or
+                                                                    rule.get("operator", "") for rule in
+                                                                    row["resource_validations"]], kind="list",
+           default=False),
+))
+
+
+def _toleration(toleration: Mapping) -> str:
+    key = toleration.get("key") or "*"
+    operator = toleration.get("operator") or "Equal"
+    text = f"{key}={toleration.get('value', '')}" if operator == "Equal" else f"{key} {operator}"
+    return f"{text}:{toleration['effect']}" if toleration.get("effect") else text
+
+
+REVISIONS = Table("revisions", "Configuration revisions", key=lambda row: f"{row['kind']}-{row['number']}",
+                  key_fields=("kind", "number", "name", "action"), default_sort="-time", columns=(
+    Column("number", "Revision", _get("number"), kind="number", fields=("number",), sort=("number",)),
+    Column("type", "Type", lambda row, ctx: row["kind"].lower().replace("_", " "), fields=("kind",),
+           sort=("kind",)),
+    Column("name", "Name", _get("name"), fields=("name",), sort=("name",)),
+    Column("action", "Action", _get("action"), fields=("action",), sort=("action",)),
+    Column("author", "Author", _get("author_name"), fields=("author_name",), sort=("author_name",)),
+    Column("time", "Time", _get("created_at"), kind="time", fields=("created_at",), sort=("created_at",)),
+    Column("description", "Description", _get("description"), fields=("description",)),
+))
+
+TABLES = {table.name: table for table in (NODES, POOLS, PLATFORMS, REVISIONS)}

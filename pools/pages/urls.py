@@ -1,0 +1,17 @@
+"""The pages, under the `pages` namespace (one entry, `pages:*`, in the access matrix)."""
+
+from django.urls import path
+
+from . import history_pages, views
+
+app_name = "pages"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("nodes/", views.nodes, name="nodes"),
+    path("pools/<str:name>/", views.pool_detail, name="pool"),
+    path("config/history/", history_pages.history_list, name="history"),
+    path("config/history/diff/", history_pages.diff, name="diff"),
+    path("config/history/rollback/", history_pages.rollback, name="rollback"),
+    path("tables/<slug:table>/columns/", views.choose_columns, name="columns"),
+]

@@ -1,0 +1,157 @@
+"""The pages. Each URL serves the whole page, or for an HTMX request only the fragment its target names
+(the live table by default), with `Vary: HX-Request, HX-Target`; `?export=csv` downloads the table.
+Every row comes from `Pool.objects.visible_to(request)` / `Node.objects.visible_to(request)`."""
+
+from django.contrib import messages
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpResponseRedirect, QueryDict
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from pools import usage
+from pools.access.scoping import Rule, access_for, access_required
+from pools.inventory.status import READY, UNKNOWN
+from pools.models import Node, Pool
+
+from . import charts, csv, preferences, snapshots
+from .filters import NodeFilterForm, PoolFilterForm, VisiblePools, gpu_types
+from .listing import PER_PAGE_CHOICES, Listing, order_queryset, order_rows, paginate, parse_sort
+from .pool_page import pool_context
+from .responses import respond, wants_csv
+from .tables import NODES, POOLS, TABLES, RowContext
+
+NODE_TIE_BREAKERS = ("name", "backend__name", "pk")
+
+
+def row_context(request, visible: VisiblePools | None = None) -> RowContext:
+    staff = access_for(request).is_staff
+    return RowContext(None if staff or visible is None else visible.names, staff, timezone.now())
+
+
+# ---- nodes -----------------------------------------------------------------------------------------------
+
+def node_listing(request, query: QueryDict, visible: VisiblePools, *, with_gpu_types: bool = True):
+    """The nodes table for `query` (filters, sort, page); None with the CSV response when exporting."""
+    nodes = Node.objects.visible_to(request)
+    form = NodeFilterForm(query, visible=visible, gpu_types=gpu_types(nodes) if with_gpu_types else [])
+    ctx = row_context(request, visible)
+    columns = preferences.chosen_columns(request, NODES)
+    sort = parse_sort(NODES, query.get("sort"))
+    selected = order_queryset(form.apply(nodes), sort, NODE_TIE_BREAKERS).values(*NODES.fields(columns))
+    if wants_csv(request):
+        return form, None, csv.response(NODES, columns, selected.iterator(chunk_size=2000), ctx)
+    page = paginate(selected, query)
+    empty = ("No node matches these filters." if form.active else
+             "No nodes yet: they appear once a backend is connected and synced (README, “Clusters, nodes and pools”).")
+    listing = Listing(NODES, path=reverse("pages:nodes"), query=query, columns=columns, sort=sort, ctx=ctx,
+                      rows=page.object_list, total=page.paginator.count, page=page, empty_message=empty,
+                      filtered=form.active)
+    return form, listing, None
+
+
+@access_required()
+def nodes(request):
+    visible = VisiblePools(request)
+    # A fragment or a download needs no GPU-type menu: one query less on every live refresh.
+    full_page = not request.htmx and not wants_csv(request)
+    form, listing, download = node_listing(request, request.GET, visible, with_gpu_types=full_page)
+    if download:
+        return download
+    context = {"listing": listing, "form": form, "per_page_choices": PER_PAGE_CHOICES,
+               "chooser": preferences.chooser(NODES, listing.columns), "nav": "nodes"}
+    return respond(request, "pages/nodes.html", context, {listing.dom_id: "pages/_table.html"})
+
+
+# ---- pool overview ---------------------------------------------------------------------------------------
+
+def fleet_summary(nodes) -> dict:
+    """Whole-fleet figures summed over distinct nodes: adding up the pool rows would count a node
+    shared by two pools twice."""
+    figures = nodes.aggregate(
+        nodes=Count("pk"),
+        ready=Count("pk", filter=Q(status=READY)),
+        unknown=Count("pk", filter=Q(status=UNKNOWN)),
+        **{name: Coalesce(Sum(column), 0) for name, column in usage._SUMS.items()},
+    )
+    figures["not_ready"] = figures["nodes"] - figures["ready"] - figures["unknown"]
+    figures["cpu_total"] = usage.cores(figures["cpu_total"])
+    figures["cpu_used"] = usage.cores(figures["cpu_used"])
+    return figures
+
+
+def pool_charts(rows, now) -> list[charts.Chart]:
+    points = snapshots.series([row["name"] for row in rows], now)
+    return [charts.gpu_chart(row["name"], points.get(row["name"], []), now, snapshots.interval()) for row in rows]
+
+
+@access_required()
+def overview(request):
+    form = PoolFilterForm(request.GET)
+    ctx = row_context(request)
+    rows = [row for row in usage.pool_rows(form.apply(Pool.objects.visible_to(request))) if form.keep(row)]
+    sort = parse_sort(POOLS, request.GET.get("sort"))
+    rows = order_rows(rows, sort, ctx)
+    columns = preferences.chosen_columns(request, POOLS)
+    if wants_csv(request):
+        return csv.response(POOLS, columns, rows, ctx)
+    empty = "No pool matches these filters." if form.active else "You may not use any pool yet."
+    listing = Listing(POOLS, path=reverse("pages:overview"), query=request.GET, columns=columns, sort=sort,
+                      ctx=ctx, rows=rows, total=len(rows), empty_message=empty, filtered=form.active)
+    context = {"listing": listing, "form": form, "nav": "overview",
+               "chooser": preferences.chooser(POOLS, columns)}
+    if not request.htmx or request.htmx.target == "pool-charts":
+        context["charts"] = pool_charts(rows, ctx.now)
+    if not request.htmx:
+        context["fleet"] = fleet_summary(Node.objects.visible_to(request))
+        context["pool_statuses"] = {status: sum(row["status"] == status for row in rows)
+                                    for status in usage.POOL_STATUSES}
+    return respond(request, "pages/overview.html", context,
+                   {listing.dom_id: "pages/_table.html", "pool-charts": "pages/_charts.html"})
+
+
+# ---- describe pool ---------------------------------------------------------------------------------------
+
+@access_required()
+def pool_detail(request, name: str):
+    pool = get_object_or_404(Pool.objects.visible_to(request).select_related("backend"), name=name)
+    context = pool_context(request, pool)
+    if wants_csv(request):
+        return context["download"]
+    query = QueryDict(mutable=True)
+    query["pool"] = pool.name
+    _form, listing, _ = node_listing(request, query, VisiblePools(request), with_gpu_types=False)
+    context.update(listing=listing, nav="overview")
+    return respond(request, "pages/pool.html", context, {listing.dom_id: "pages/_table.html"})
+
+
+# ---- column chooser --------------------------------------------------------------------------------------
+
+@access_required(write=Rule.SIGNED_IN)
+@require_POST
+def choose_columns(request, table: str):
+    table = TABLES.get(table)
+    if table is None:
+        raise Http404("No such table")
+    if "reset" in request.POST:
+        preferences.reset(request.user, table)
+        messages.success(request, f"{table.title}: default columns restored.")
+    else:
+        columns = preferences.save(request.user, table, request.POST.getlist("columns"))
+        messages.success(request, f"{table.title}: showing {len(columns)} columns.")
+    return HttpResponseRedirect(_back(request, table))
+
+
+def _back(request, table) -> str:
+    """Where the chooser was opened, without `cols=` (which would hide the choice just saved)."""
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        return reverse("pages:nodes" if table is NODES else "pages:overview")
+    path, _, query = target.partition("?")
+    params = QueryDict(query, mutable=True)
+    params.pop("cols", None)
+    return f"{path}?{params.urlencode()}" if params else path

@@ -1,0 +1,143 @@
+"""`Pool.objects.visible_to`, `Node.objects.visible_to` and what authorization costs in queries."""
+
+import pytest
+from django.db import connection
+from django.test import RequestFactory, override_settings
+from django.test.utils import CaptureQueriesContext
+
+from pools.access.scoping import Access, access_cache, access_for
+from pools.models import Backend, Node, Pool, Role, RoleAssignment
+from tests.access.conftest import POOLS, PRINCIPALS, VISIBLE, visible_nodes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_each_principal_sees_exactly_their_pools(request, world, principal):
+    user = request.getfixturevalue(principal)
+
+    assert set(Pool.objects.visible_to(user).values_list("name", flat=True)) == VISIBLE[principal]
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_the_database_filter_agrees_with_the_rule_for_one_pool(request, world, principal):
+    access = Access(request.getfixturevalue(principal))
+
+    assert {name for name in POOLS if access.may_use_pool(name)} == VISIBLE[principal]
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_each_principal_sees_the_nodes_of_their_pools_and_only_staff_sees_nodes_in_no_pool(request, world,
+                                                                                          principal):
+    user = request.getfixturevalue(principal)
+
+    assert set(Node.objects.visible_to(user).values_list("name", flat=True)) == visible_nodes(principal)
+
+
+def test_a_node_in_a_visible_and_an_invisible_pool_is_listed_once(world, teammate):
+    node = Node.objects.get(name="node-team-gpu-pool")
+    node.memberships.create(pool=Pool.objects.get(name="other-team-pool"))
+
+    assert list(Node.objects.visible_to(teammate).filter(name=node.name).values_list("name", flat=True)) == [node.name]
+
+
+def test_deny_beats_allow_in_the_database_too(world, policy_user):
+    assert not Pool.objects.visible_to(policy_user).filter(name="sim-secret").exists()
+    assert Pool.objects.visible_to(policy_user).filter(name="sim-a").exists()
+
+
+@override_settings(ACCESS_DEFAULT_POOL_OPEN=False)
+def test_the_default_pool_can_be_closed_by_a_setting(world, nobody, teammate):
+    assert not Pool.objects.visible_to(nobody).exists()
+    assert "default" not in set(Pool.objects.visible_to(teammate).values_list("name", flat=True))
+
+
+def test_visible_to_takes_a_request_too(world, teammate):
+    http_request = RequestFactory().get("/")
+    http_request.user = teammate
+
+    assert set(Pool.objects.visible_to(http_request).values_list("name", flat=True)) == VISIBLE["teammate"]
+
+
+def test_visible_to_composes_with_other_filters_and_subqueries(world, teammate):
+    pools = Pool.objects.visible_to(teammate).filter(name__startswith="team").order_by("name")
+
+    assert list(pools.values_list("name", flat=True)) == ["team-cluster-02", "team-gpu-pool", "teamcluster01"]
+    assert Node.objects.filter(memberships__pool__in=pools).count() == 3
+
+
+def test_an_inactive_user_sees_nothing(world, teammate):
+    teammate.is_active = False
+
+    assert not Pool.objects.visible_to(teammate).exists()
+
+
+def test_a_role_removed_between_two_calls_outside_a_request_is_gone_at_once(world, teammate):
+    assert Pool.objects.visible_to(teammate).filter(name="team-gpu-pool").exists()
+    RoleAssignment.objects.filter(user=teammate).delete()
+
+    assert not Pool.objects.visible_to(teammate).filter(name="team-gpu-pool").exists()
+
+
+# ---- query counts -------------------------------------------------------------------------------------
+
+def grow(count_roles: int, count_pools: int, user) -> None:
+    backend = Backend.objects.get(name="default")
+    Pool.objects.bulk_create(Pool(name=f"extra-{i:04d}", backend=backend) for i in range(count_pools))
+    roles = Role.objects.bulk_create(
+        Role(name=f"osmo-extra-{i:04d}", policies=[{"actions": [
+            {"base": "http", "path": f"/api/pool/other-{i}*", "method": "post"},
+            {"base": "http", "path": f"!/api/pool/extra-{i:04d}", "method": "*"}]}]) for i in range(count_roles))
+    RoleAssignment.objects.bulk_create(RoleAssignment(user=user, role=role) for role in roles)
+
+
+def authorization_queries(user) -> int:
+    """Queries to decide everything about one request: its pools, its nodes, one pool, one path."""
+    with CaptureQueriesContext(connection) as queries, access_cache():
+        access = access_for(user)
+        access.may_use_pool("team-gpu-pool")
+        access.request_grant("PUT", "/api/configs/pool/x/")
+        Pool.objects.visible_to(user)
+        Node.objects.visible_to(user)
+    return len(queries)
+
+
+@pytest.mark.parametrize(("roles", "pools"), [(0, 0), (50, 500)])
+def test_authorization_costs_one_query_whatever_the_number_of_roles_and_pools(world, teammate, roles, pools,
+                                                                               django_assert_max_num_queries):
+    grow(roles, pools, teammate)
+
+    with django_assert_max_num_queries(2):
+        assert authorization_queries(teammate) == 1
+
+
+def test_staff_authorization_costs_no_query(world, staff):
+    assert authorization_queries(staff) == 0
+
+
+def test_a_request_reads_the_roles_once_however_often_it_asks(world, teammate, client):
+    grow(50, 500, teammate)
+    client.force_login(teammate)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/api/profile/")
+
+    assert response.status_code == 200
+    role_reads = [q for q in queries if 'FROM "pools_role"' in q["sql"]]
+    assert len(role_reads) == 1
+    # session + user (authentication), roles (authorization), the visible pools (the page's data)
+    assert len(queries) <= 4
+
+
+def test_listing_costs_the_same_with_5_or_500_pools_and_1_or_50_roles(world, teammate, client):
+    client.force_login(teammate)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/api/profile/").status_code == 200
+        return len(queries)
+
+    few = count()
+    grow(50, 500, teammate)
+
+    assert count() == few

@@ -1,0 +1,163 @@
+"""The user and role APIs of seed 000, step 5, as OSMO lists them."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from pools.models import RoleAssignment
+from tests.access.conftest import give
+
+pytestmark = pytest.mark.django_db
+User = get_user_model()
+
+
+def post(client, url, body):
+    return client.post(url, body, format="json")
+
+
+@pytest.fixture
+def admin_client(client_as):
+    return client_as("staff")
+
+
+def test_it_creates_a_user_with_roles(admin_client, staff):
+    response = post(admin_client, "/api/auth/user", {"id": "alice@example.com", "roles": ["osmo-team"]})
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["id"] == "alice@example.com"
+    assert [(r["name"], r["source"], r["assigned_by"]) for r in body["roles"]] == [("osmo-team", "manual", "ops")]
+    assert not User.objects.get(username="alice@example.com").has_usable_password()
+
+
+def test_it_refuses_a_user_that_exists_with_409(admin_client, nobody):
+    response = post(admin_client, "/api/auth/user", {"id": "nobody"})
+
+    assert response.status_code == 409
+    assert response.json() == {"detail": "User 'nobody' already exists", "field": "id"}
+
+
+@pytest.mark.parametrize(("body", "field"), [({}, "id"), ({"id": ""}, "id"), ({"id": "a b"}, "id"),
+                                             ({"id": "a", "roles": "osmo-team"}, "roles"),
+                                             ({"id": "a", "roles": ["no-such-role"]}, "roles")])
+def test_it_refuses_a_bad_user_body_naming_the_field_and_creates_nothing(admin_client, body, field):
+    response = post(admin_client, "/api/auth/user", body)
+
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+    assert not User.objects.filter(username="a").exists()
+
+
+def test_it_refuses_a_body_that_is_not_json_with_line_and_column(admin_client):
+    response = admin_client.post("/api/auth/user", data='{"id": ', content_type="application/json")
+
+    assert response.status_code == 400
+    assert "line 1, column" in response.json()["detail"]
+
+
+def test_it_shows_and_deletes_a_user(admin_client, teammate):
+    shown = admin_client.get("/api/auth/user/teammate")
+    deleted = admin_client.delete("/api/auth/user/teammate")
+    again = admin_client.get("/api/auth/user/teammate")
+
+    assert shown.status_code == 200 and [r["name"] for r in shown.json()["roles"]] == ["osmo-team"]
+    assert deleted.status_code == 204
+    assert again.status_code == 404 and again.json()["field"] == "id"
+
+
+def test_a_trailing_slash_is_accepted_too(admin_client, teammate):
+    assert admin_client.get("/api/auth/user/teammate/").status_code == 200
+
+
+def test_you_cannot_delete_yourself(admin_client, staff):
+    assert admin_client.delete("/api/auth/user/ops").status_code == 400
+
+
+def test_it_assigns_and_removes_a_role(admin_client, nobody):
+    assigned = post(admin_client, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"})
+    again = post(admin_client, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"})
+    removed = admin_client.delete("/api/auth/user/nobody/roles/osmo-team")
+    removed_again = admin_client.delete("/api/auth/user/nobody/roles/osmo-team")
+
+    assert assigned.status_code == 201 and assigned.json()["assigned"] is True
+    assert again.status_code == 200 and again.json()["assigned"] is False
+    assert removed.status_code == 204
+    assert removed_again.status_code == 404
+
+
+@pytest.mark.parametrize(("url", "body", "status", "field"), [
+    ("/api/auth/user/nobody/roles", {"role_name": "nope"}, 404, "role_name"),
+    ("/api/auth/user/ghost/roles", {"role_name": "osmo-team"}, 404, "id"),
+    ("/api/auth/user/nobody/roles", {}, 400, "role_name"),
+])
+def test_assigning_answers_unknown_users_and_roles_with_a_named_field(admin_client, nobody, url, body, status,
+                                                                      field):
+    response = post(admin_client, url, body)
+
+    assert response.status_code == status
+    assert response.json()["field"] == field
+
+
+def test_it_lists_a_roles_users(admin_client, teammate, nobody):
+    give(nobody, "osmo-team")
+
+    response = admin_client.get("/api/auth/roles/osmo-team/users")
+
+    assert response.status_code == 200
+    assert [u["id"] for u in response.json()["users"]] == ["nobody", "teammate"]
+
+
+def test_it_assigns_a_role_to_many_users_saying_which_were_assigned_already_or_failed(admin_client, teammate,
+                                                                                        nobody):
+    response = post(admin_client, "/api/auth/roles/osmo-team/users",
+                    {"user_ids": ["nobody", "teammate", "ghost", "nobody"]})
+
+    assert response.status_code == 200
+    assert response.json() == {"role": "osmo-team", "assigned": ["nobody"], "already_assigned": ["teammate"],
+                               "failed": [{"id": "ghost", "detail": "no such user"}]}
+    assert RoleAssignment.objects.filter(role__name="osmo-team").count() == 2
+
+
+def test_bulk_assignment_refuses_a_body_without_a_list(admin_client):
+    response = post(admin_client, "/api/auth/roles/osmo-team/users", {"user_ids": "nobody"})
+
+    assert response.status_code == 400 and response.json()["field"] == "user_ids"
+
+
+@pytest.mark.parametrize("principal", ["nobody", "teammate", "policy_user"])
+def test_users_without_staff_or_an_admin_role_cannot_manage_users(client_as, principal):
+    client = client_as(principal)
+
+    assert post(client, "/api/auth/user", {"id": "x"}).status_code == 403
+    assert post(client, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"}).status_code == 403
+    assert client.get("/api/auth/roles/osmo-team/users").status_code == 403
+    assert not User.objects.filter(username="x").exists()
+
+
+def test_a_role_whose_policies_allow_the_auth_paths_manages_users(client_as, nobody):
+    from pools import configs
+    from pools.models import ConfigKind
+
+    configs.import_document(ConfigKind.ROLE, {"name": "user-managers", "actions": [
+        {"base": "http", "path": "/api/auth/*", "method": "*"}]})
+    give(nobody, "user-managers")
+
+    response = post(client_as("nobody"), "/api/auth/user", {"id": "x"})
+
+    assert response.status_code == 201
+
+
+def test_a_user_manager_role_cannot_reach_staff_powers_through_a_staff_user(client_as, nobody, staff):
+    from pools import configs
+    from pools.models import ConfigKind
+
+    configs.import_document(ConfigKind.ROLE, {"name": "user-managers", "actions": [
+        {"base": "http", "path": "/api/auth/*", "method": "*"}]})
+    give(nobody, "user-managers")
+    client = client_as("nobody")
+
+    token = post(client, "/api/auth/user/ops/access_token/t", {"expires_at": "2099-01-01"})
+    deleted = client.delete("/api/auth/user/ops")
+
+    assert token.status_code == deleted.status_code == 403
+    assert token.json()["detail"] == "Only staff may create a token for a staff user"
+    assert User.objects.filter(username="ops").exists()

@@ -1,0 +1,870 @@
+"""A stand-in Kubernetes API server speaking real HTTP, for tests and benchmarks.
+
+It serves the slice of the API that `pools.cluster` uses, with the semantics that matter to a list-and-watch
+client: one global resourceVersion counter, consistent paged lists (continue tokens pin a snapshot), chunked
+watch streams replaying history after a resourceVersion, bookmarks, 410 Expired once history is compacted,
+merge patches, Jobs with AlreadyExists and propagationPolicy. Faults are injected on demand, and every
+request is logged so tests can assert what the client did (for example that it did not list again).
+
+    server = KubeStandin()
+    server.add_node(make_node("gpu-1"))
+    cluster = KubeCluster.from_kubeconfig(server.kubeconfig(tmp_path / "kubeconfig"))
+    ...
+    server.close()
+
+Objects are serialized once per version and list pages are joined from those bytes, so thousands of nodes
+and a hundred thousand pods page out in seconds. Objects handed to add_*() are not mutated; read the stored
+state back with node()/pod()/job().
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import contextlib
+import itertools
+import json
+import select
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "AlreadyExists",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+
+
+# Objects are trees built by json.loads or our builders, never cyclic: skipping the check saves a fifth.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+
+
+def _dumps(obj: Any) -> bytes:
+    return _ENCODER.encode(obj).encode()
+
+
+def status_body(code: int, message: str, reason: str | None = None, details: dict | None = None) -> dict[str, Any]:
+    """A metav1.Status as the API server sends it with errors (and inside ERROR watch events)."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success" if code < 400 else "Failure",
+        "message": message,
+        "reason": reason if reason is not None else REASONS.get(code, ""),
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: dicts merge recursively, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+
+    @property
+    def watch(self) -> bool:
+        return self.query.get("watch", "").lower() in ("true", "1")
+
+
+@dataclass(frozen=True)
+class JobDeletion:
+    namespace: str
+    name: str
+    propagation_policy: str | None
+
+
+@dataclass
+class _Fault:
+    action: str  # "status" for any request; "stall", "end" or "error" for watches
+    count: int
+    path_prefix: str | None = None
+    method: str | None = None
+    status: int = 500
+    message: str = ""
+    after: int = 0
+
+    def matches(self, method: str, path: str, watch: bool) -> bool:
+        if self.action != "status" and not watch:
+            return False
+        if self.method and self.method != method:
+            return False
+        return self.path_prefix is None or path.startswith(self.path_prefix)
+
+
+@dataclass
+class _Collection:
+    """One resource type: current objects as JSON bytes, and the event history a watch replays."""
+
+    kind: str
+    list_kind: str
+    objects: dict[str, bytes] = field(default_factory=dict)
+    history: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # (rv, type, object bytes)
+    history_rvs: list[int] = field(default_factory=list)
+    # A watch from an older resourceVersion than this gets 410: the events after it are gone.
+    compacted: int = 0
+    # Streams already open only fail if events they had not sent yet were dropped.
+    last_dropped: int = 0
+    changed: int = 0
+    sorted_at: int = -1
+    sorted_items: list[bytes] = field(default_factory=list)
+
+    def snapshot(self) -> list[bytes]:
+        """Objects in key order (as etcd returns them), rebuilt only after a change."""
+        if self.sorted_at != self.changed:
+            self.sorted_items = [self.objects[key] for key in sorted(self.objects)]
+            self.sorted_at = self.changed
+        return self.sorted_items
+
+
+class KubeStandin:
+    """The server. Start it by constructing it; `url` is where it listens; `close()` stops it."""
+
+    def __init__(
+        self,
+        *,
+        history_limit: int = 200_000,
+        bookmark_interval: float | None = None,
+        snapshot_limit: int = 32,
+        default_watch_timeout: float = 60.0,
+    ):
+        self.history_limit = history_limit
+        self.bookmark_interval = bookmark_interval
+        self.snapshot_limit = snapshot_limit
+        self.default_watch_timeout = default_watch_timeout
+        self.requests: list[LoggedRequest] = []
+        self.job_deletions: list[JobDeletion] = []
+        self.server_errors: list[str] = []
+        self._cond = threading.Condition()
+        self._rv = 0
+        self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList")}
+        self._jobs: dict[str, dict[str, Any]] = {}
+        self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
+        self._snapshot_ids = 0
+        self._faults: list[_Fault] = []
+        self._bookmark_generation = 0
+        self._end_generation = 0
+        self._stall_release = threading.Event()
+        self._open_watches = 0
+        self._closing = False
+        self._connections: set[socket.socket] = set()
+
+        standin = self
+
+        class Handler(_Handler):
+            server_state = standin
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="kube-standin", daemon=True
+        )
+        self._thread.start()
+
+    # Lifecycle and plumbing
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path: str | Path, *, context: str = "standin") -> str:
+        """Writes a kubeconfig (plain http, no credentials) pointing at this server; returns its path."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
+            "users": [{"name": "standin", "user": {}}],
+            "contexts": [{"name": context, "context": {"cluster": "standin", "user": "standin"}}],
+            "current-context": context,
+        }
+        Path(path).write_text(json.dumps(config, indent=2))
+        return str(path)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._stall_release.set()
+        self._server.shutdown()
+        self._server.server_close()
+        # Kept-alive connections would otherwise go on being served by their handler threads.
+        with self._cond:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> KubeStandin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._rv)
+
+    @property
+    def open_watches(self) -> int:
+        return self._open_watches
+
+    def requests_to(self, path: str, *, watch: bool | None = None, method: str = "GET") -> list[LoggedRequest]:
+        return [
+            r
+            for r in list(self.requests)
+            if r.path == path and r.method == method and (watch is None or r.watch == watch)
+        ]
+
+    def clear_requests(self) -> None:
+        self.requests.clear()
+
+    # Objects
+
+    def add_node(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._add("nodes", obj)
+
+    def add_nodes(self, objs: Iterable[dict[str, Any]]) -> None:
+        self._add_many("nodes", objs)
+
+    def modify_node(self, name: str, change: Callable[[dict], dict | None] | dict[str, Any]) -> dict[str, Any]:
+        """`change` is a merge patch, or a function that edits the node in place (or returns a new one)."""
+        return self._modify("nodes", name, change)
+
+    def delete_node(self, name: str) -> dict[str, Any]:
+        return self._delete("nodes", name)
+
+    def node(self, name: str) -> dict[str, Any]:
+        return json.loads(self._collections["nodes"].objects[name])
+
+    def node_names(self) -> list[str]:
+        return sorted(self._collections["nodes"].objects)
+
+    def add_pod(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._add("pods", obj)
+
+    def add_pods(self, objs: Iterable[dict[str, Any]]) -> None:
+        self._add_many("pods", objs)
+
+    def modify_pod(
+        self, name: str, change: Callable[[dict], dict | None] | dict[str, Any], *, namespace: str = "default"
+    ) -> dict[str, Any]:
+        return self._modify("pods", f"{namespace}/{name}", change)
+
+    def delete_pod(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
+        return self._delete("pods", f"{namespace}/{name}")
+
+    def pod(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
+        return json.loads(self._collections["pods"].objects[f"{namespace}/{name}"])
+
+    def pod_count(self) -> int:
+        return len(self._collections["pods"].objects)
+
+    def job(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
+        return self._jobs[f"{namespace}/{name}"]
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(self._jobs.values())
+
+    # Faults
+
+    def fail_next(
+        self,
+        count: int = 1,
+        *,
+        status: int = 500,
+        path_prefix: str | None = None,
+        method: str | None = None,
+        message: str = "",
+    ) -> None:
+        """The next `count` matching requests (any kind, watches included) answer `status` with a Status body."""
+        self._add_fault(_Fault("status", count, path_prefix, method, status=status, message=message))
+
+    def stall_next_watch(self, count: int = 1, *, path_prefix: str | None = None) -> None:
+        """The next `count` matching watches send their headers and then nothing, until release_stalls()."""
+        self._add_fault(_Fault("stall", count, path_prefix))
+
+    def release_stalls(self) -> None:
+        self._stall_release.set()
+
+    def end_next_watch_after(self, events: int, *, count: int = 1, path_prefix: str | None = None) -> None:
+        """The next `count` matching watches end normally after sending `events` events (bookmarks count)."""
+        self._add_fault(_Fault("end", count, path_prefix, after=events))
+
+    def error_next_watch(
+        self, code: int = 410, *, after: int = 0, count: int = 1, path_prefix: str | None = None, message: str = ""
+    ) -> None:
+        """The next `count` matching watches send `after` events, then an ERROR event carrying a Status with
+        `code`, then end (as the API server does when a watcher falls out of its window)."""
+        self._add_fault(_Fault("error", count, path_prefix, status=code, message=message, after=after))
+
+    def clear_faults(self) -> None:
+        with self._cond:
+            self._faults.clear()
+
+    def end_watches(self) -> None:
+        """Ends every open watch stream now, normally (terminating chunk)."""
+        with self._cond:
+            self._end_generation += 1
+            self._cond.notify_all()
+
+    def bookmark(self) -> None:
+        """Every open watch that asked for bookmarks gets one now, carrying the current resourceVersion."""
+        with self._cond:
+            self._bookmark_generation += 1
+            self._cond.notify_all()
+
+    def compact(self) -> None:
+        """Drops all history and list snapshots: watches from older resourceVersions and every continue token
+        issued so far get 410 Expired; open streams that had not caught up get an in-stream 410."""
+        with self._cond:
+            for collection in self._collections.values():
+                if collection.history_rvs:
+                    collection.last_dropped = collection.history_rvs[-1]
+                collection.history.clear()
+                collection.history_rvs.clear()
+                collection.compacted = self._rv
+            self._snapshots.clear()
+            self._cond.notify_all()
+
+    def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> None:
+        """Blocks until at least `count` watch streams are open (so a test mutates after the client listens)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._open_watches < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"{self._open_watches} watches open, expected {count}")
+                self._cond.wait(remaining)
+
+    # Internals: mutations
+
+    def _add_fault(self, fault: _Fault) -> None:
+        with self._cond:
+            if fault.action == "stall":
+                self._stall_release.clear()
+            self._faults.append(fault)
+
+    def _take_fault(self, method: str, path: str, watch: bool) -> _Fault | None:
+        with self._cond:
+            for fault in self._faults:
+                if fault.matches(method, path, watch):
+                    fault.count -= 1
+                    if fault.count <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    @staticmethod
+    def _key(collection: str, obj: dict[str, Any]) -> str:
+        metadata = obj["metadata"]
+        if collection == "pods":
+            return f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
+        return metadata["name"]
+
+    def _prepare(self, collection: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        # Copy the top level and metadata only: the caller's nested dicts are read, never written.
+        metadata = dict(obj.get("metadata") or {})
+        if collection == "pods":
+            metadata.setdefault("namespace", "default")
+        if "uid" not in metadata:
+            metadata["uid"] = str(uuid.uuid4())
+        if "creationTimestamp" not in metadata:
+            metadata["creationTimestamp"] = _now()
+        prepared = {**obj, "metadata": metadata}
+        return self._key(collection, prepared), prepared
+
+    def _record(self, collection: _Collection, kind: bytes, key: str, obj: dict[str, Any]) -> bytes:
+        """Bumps the resourceVersion, stores `obj` under it and appends the event. Call with the lock held."""
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        data = _dumps(obj)
+        if kind == b"DELETED":
+            collection.objects.pop(key, None)
+        else:
+            collection.objects[key] = data
+        collection.history.append((self._rv, kind, data))
+        collection.history_rvs.append(self._rv)
+        collection.changed = self._rv
+        # Trim in batches so that a long run of changes costs amortized O(1) each.
+        if len(collection.history) > self.history_limit + self.history_limit // 4 + 1:
+            drop = len(collection.history) - self.history_limit
+            collection.last_dropped = collection.history_rvs[drop - 1]
+            collection.compacted = max(collection.compacted, collection.last_dropped)
+            del collection.history[:drop]
+            del collection.history_rvs[:drop]
+        return data
+
+    def _add(self, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        key, prepared = self._prepare(name, obj)
+        collection = self._collections[name]
+        with self._cond:
+            kind = b"MODIFIED" if key in collection.objects else b"ADDED"
+            self._record(collection, kind, key, prepared)
+            self._cond.notify_all()
+        return prepared
+
+    def _add_many(self, name: str, objs: Iterable[dict[str, Any]]) -> None:
+        collection = self._collections[name]
+        # In batches, so a generator of 150k pods never has them all alive at once (the collector would keep
+        # re-scanning them), while watchers still get woken once per batch rather than per object.
+        objs = iter(objs)
+        while batch := [self._prepare(name, obj) for obj in itertools.islice(objs, 1000)]:
+            with self._cond:
+                for key, obj in batch:
+                    self._record(collection, b"MODIFIED" if key in collection.objects else b"ADDED", key, obj)
+                self._cond.notify_all()
+
+    def _modify(self, name: str, key: str, change: Callable[[dict], dict | None] | dict[str, Any]) -> dict[str, Any]:
+        collection = self._collections[name]
+        with self._cond:
+            if key not in collection.objects:
+                raise KeyError(f"{name} {key} does not exist")
+            current = json.loads(collection.objects[key])
+            updated = (change(current) or current) if callable(change) else merge_patch(current, change)
+            self._record(collection, b"MODIFIED", key, updated)
+            self._cond.notify_all()
+        return updated
+
+    def _delete(self, name: str, key: str) -> dict[str, Any]:
+        collection = self._collections[name]
+        with self._cond:
+            if key not in collection.objects:
+                raise KeyError(f"{name} {key} does not exist")
+            last = json.loads(collection.objects[key])
+            self._record(collection, b"DELETED", key, last)
+            self._cond.notify_all()
+        return last
+
+    # Internals: reads
+
+    def _list(self, name: str, query: dict[str, str]) -> tuple[int, bytes]:
+        collection = self._collections[name]
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        with self._cond:
+            if token:
+                try:
+                    position = json.loads(base64.urlsafe_b64decode(token.encode()))
+                    snapshot_id, offset = int(position["snapshot"]), int(position["start"])
+                except (ValueError, KeyError, TypeError):
+                    return 400, _dumps(status_body(400, "continue key is not valid: bad token"))
+                if snapshot_id not in self._snapshots:
+                    message = (
+                        "The provided continue parameter is too old to display a consistent list result. "
+                        "You can start a new list without the continue parameter."
+                    )
+                    return 410, _dumps(status_body(410, message, "Expired"))
+                rv, items = self._snapshots[snapshot_id]
+            else:
+                snapshot_id, offset, rv, items = -1, 0, self._rv, collection.snapshot()
+            end = offset + limit if limit else len(items)
+            page = items[offset:end]
+            next_token = None
+            if end < len(items):
+                if snapshot_id < 0:
+                    self._snapshot_ids += 1
+                    snapshot_id = self._snapshot_ids
+                    self._snapshots[snapshot_id] = (rv, items)
+                    while len(self._snapshots) > self.snapshot_limit:
+                        self._snapshots.popitem(last=False)
+                position = {"v": "standin/v1", "rv": rv, "snapshot": snapshot_id, "start": end}
+                next_token = base64.urlsafe_b64encode(_dumps(position)).decode()
+        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+        if next_token:
+            metadata["continue"] = next_token
+            metadata["remainingItemCount"] = len(items) - end
+        head = _dumps({"kind": collection.list_kind, "apiVersion": "v1", "metadata": metadata})
+        body = b"".join((head[:-1], b',"items":[', b",".join(page), b"]}"))
+        return 200, body
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    timeout = 120  # idle keep-alive connections eventually free their thread
+    server_state: KubeStandin
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server_state._cond:
+            self.server_state._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server_state._cond:
+            self.server_state._connections.discard(self.connection)
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    # Plumbing
+
+    def _dispatch(self, method: str) -> None:
+        state = self.server_state
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        request = LoggedRequest(method, path, query)
+        state.requests.append(request)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        try:
+            fault = state._take_fault(method, path, request.watch)
+            if fault and fault.action == "status":
+                message = fault.message or f"injected fault: HTTP {fault.status}"
+                self._send_status(fault.status, message)
+                return
+            self._route(method, path, query, body, request.watch, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # a bug in the stand-in must show up as a failure, not a dropped connection
+            import traceback
+
+            state.server_errors.append(traceback.format_exc())
+            try:
+                self._send_status(500, f"stand-in error: {exc!r}")
+            except OSError:
+                self.close_connection = True
+
+    def _route(
+        self, method: str, path: str, query: dict[str, str], body: bytes, watch: bool, fault: _Fault | None
+    ) -> None:
+        segments = path.strip("/").split("/")
+        if path in ("/api/v1/nodes", "/api/v1/pods") and method == "GET":
+            name = segments[-1]
+            if watch:
+                self._watch(name, query, fault)
+            else:
+                status, payload = self.server_state._list(name, query)
+                self._send_json(status, payload)
+            return
+        if segments[:3] == ["api", "v1", "nodes"] and len(segments) == 4:
+            self._node(method, segments[3], body)
+            return
+        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) == 6 and segments[4] == "pods":
+            self._get_pod(method, segments[3], segments[5])
+            return
+        if segments[:4] == ["apis", "batch", "v1", "namespaces"] and len(segments) in (6, 7) and segments[5] == "jobs":
+            namespace = segments[4]
+            if len(segments) == 6:
+                self._create_job(method, namespace, body)
+            else:
+                self._job(method, namespace, segments[6], query, body)
+            return
+        self._send_status(404, "the server could not find the requested resource")
+
+    def _send_json(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_status(self, code: int, message: str, reason: str | None = None, details: dict | None = None) -> None:
+        self._send_json(code, _dumps(status_body(code, message, reason, details)))
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _client_gone(self) -> bool:
+        """True once the client closed its end (a watch it abandoned, or one it timed out)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    # Nodes, pods, jobs
+
+    def _node(self, method: str, name: str, body: bytes) -> None:
+        state = self.server_state
+        nodes = state._collections["nodes"]
+        if method == "GET":
+            data = nodes.objects.get(name)
+            if data is None:
+                self._send_status(404, f'nodes "{name}" not found', details={"name": name, "kind": "nodes"})
+            else:
+                self._send_json(200, data)
+            return
+        if method != "PATCH":
+            self._send_status(405, f"{method} is not supported here")
+            return
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if content_type not in MERGE_PATCH_TYPES:
+            self._send_status(
+                415,
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join(MERGE_PATCH_TYPES)}",
+            )
+            return
+        try:
+            patch = json.loads(body)
+        except ValueError as exc:
+            self._send_status(400, f"error decoding patch: {exc}")
+            return
+        with state._cond:
+            if name not in nodes.objects:
+                self._send_status(404, f'nodes "{name}" not found', details={"name": name, "kind": "nodes"})
+                return
+            updated = merge_patch(json.loads(nodes.objects[name]), patch)
+            data = state._record(nodes, b"MODIFIED", name, updated)
+            state._cond.notify_all()
+        self._send_json(200, data)
+
+    def _get_pod(self, method: str, namespace: str, name: str) -> None:
+        data = self.server_state._collections["pods"].objects.get(f"{namespace}/{name}")
+        if method != "GET":
+            self._send_status(405, f"{method} is not supported here")
+        elif data is None:
+            self._send_status(404, f'pods "{name}" not found', details={"name": name, "kind": "pods"})
+        else:
+            self._send_json(200, data)
+
+    def _create_job(self, method: str, namespace: str, body: bytes) -> None:
+        state = self.server_state
+        if method != "POST":
+            self._send_status(405, f"{method} is not supported here")
+            return
+        try:
+            job = json.loads(body)
+            name = job["metadata"]["name"]
+        except (ValueError, KeyError, TypeError):
+            self._send_status(422, "Job.batch is invalid: metadata.name: Required value: name is required")
+            return
+        key = f"{namespace}/{name}"
+        with state._cond:
+            if key in state._jobs:
+                details = {"name": name, "group": "batch", "kind": "jobs"}
+                self._send_status(409, f'jobs.batch "{name}" already exists', "AlreadyExists", details)
+                return
+            state._rv += 1
+            metadata = job["metadata"]
+            metadata.update(
+                namespace=namespace,
+                uid=str(uuid.uuid4()),
+                resourceVersion=str(state._rv),
+                generation=1,
+                creationTimestamp=_now(),
+            )
+            job.setdefault("apiVersion", "batch/v1")
+            job.setdefault("kind", "Job")
+            job.setdefault("status", {})
+            state._jobs[key] = job
+        self._send_json(201, _dumps(job))
+
+    def _job(self, method: str, namespace: str, name: str, query: dict[str, str], body: bytes) -> None:
+        state = self.server_state
+        key = f"{namespace}/{name}"
+        details = {"name": name, "group": "batch", "kind": "jobs"}
+        with state._cond:
+            job = state._jobs.get(key)
+            if job is None:
+                self._send_status(404, f'jobs.batch "{name}" not found', details=details)
+                return
+            if method == "GET":
+                payload = _dumps(job)
+            elif method == "DELETE":
+                options = json.loads(body) if body.strip() else {}
+                policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+                state.job_deletions.append(JobDeletion(namespace, name, policy))
+                del state._jobs[key]
+                state._rv += 1
+                payload = _dumps({**status_body(200, "", ""), "details": {**details, "uid": job["metadata"]["uid"]}})
+            else:
+                self._send_status(405, f"{method} is not supported here")
+                return
+        self._send_json(200, payload)
+
+    # Watches
+
+    def _watch(self, name: str, query: dict[str, str], fault: _Fault | None) -> None:
+        state = self.server_state
+        collection = state._collections[name]
+        bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        timeout = float(query.get("timeoutSeconds") or state.default_watch_timeout)
+        requested = query.get("resourceVersion", "")
+        with state._cond:
+            if requested not in ("", "0"):
+                try:
+                    cursor = int(requested)
+                except ValueError:
+                    self._send_status(400, f"invalid resourceVersion: {requested!r}")
+                    return
+                if cursor < collection.compacted:
+                    message = f"too old resource version: {cursor} ({collection.compacted})"
+                    self._send_status(410, message, "Expired")
+                    return
+                initial: list[bytes] = []
+            else:
+                # "0" or unset: the current state as synthetic ADDED events, then changes (as the server does).
+                cursor = state._rv
+                initial = [_event_line(b"ADDED", data) for data in collection.snapshot()]
+            # Taken with the registration, so a bookmark() or end_watches() right after wait_for_watches() counts.
+            generations = (state._bookmark_generation, state._end_generation)
+            state._open_watches += 1
+            state._cond.notify_all()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Cache-Control", "no-cache, private")
+            self.end_headers()
+            if fault and fault.action == "stall":
+                self._stall()
+                return
+            self._stream(collection, cursor, initial, bookmarks, timeout, fault, generations)
+        finally:
+            with state._cond:
+                state._open_watches -= 1
+                state._cond.notify_all()
+
+    def _stall(self) -> None:
+        state = self.server_state
+        while not state._stall_release.wait(0.05):
+            if self._client_gone():
+                break
+        # The stream never completes: drop the connection without the terminating chunk.
+        self.close_connection = True
+
+    def _stream(
+        self,
+        collection: _Collection,
+        cursor: int,
+        initial: list[bytes],
+        bookmarks: bool,
+        timeout: float,
+        fault: _Fault | None,
+        generations: tuple[int, int],
+    ) -> None:
+        state = self.server_state
+        deadline = time.monotonic() + timeout
+        end_after = fault.after if fault and fault.action in ("end", "error") else None
+        sent = 0
+        bookmark_generation, end_generation = generations
+        last_bookmark = time.monotonic()
+        pending = list(initial)
+        while True:
+            if end_after is not None and sent + len(pending) >= end_after:
+                pending = pending[: end_after - sent]
+                if fault is not None and fault.action == "error":
+                    message = fault.message or f"injected watch error {fault.status}"
+                    pending.append(_event_line(b"ERROR", _dumps(status_body(fault.status, message))))
+                self._send_lines(pending)
+                break
+            if pending:
+                self._send_lines(pending)
+                sent += len(pending)
+                pending = []
+            with state._cond:
+                while True:
+                    if state._closing or state._end_generation != end_generation:
+                        pending = None
+                        break
+                    if cursor < collection.last_dropped:
+                        message = f"too old resource version: {cursor} ({collection.compacted})"
+                        pending = [_event_line(b"ERROR", _dumps(status_body(410, message, "Expired")))]
+                        end_after = sent + 1
+                        fault = None
+                        break
+                    start = bisect.bisect_right(collection.history_rvs, cursor)
+                    if start < len(collection.history):
+                        batch = collection.history[start : start + 1000]
+                        pending = [_event_line(kind, data) for _, kind, data in batch]
+                        cursor = batch[-1][0]
+                        break
+                    cursor = max(cursor, state._rv)
+                    now = time.monotonic()
+                    due = state.bookmark_interval is not None and now - last_bookmark >= state.bookmark_interval
+                    if bookmarks and (state._bookmark_generation != bookmark_generation or due):
+                        bookmark_generation = state._bookmark_generation
+                        last_bookmark = now
+                        stub = {
+                            "kind": collection.kind,
+                            "apiVersion": "v1",
+                            "metadata": {"resourceVersion": f"{cursor}"},
+                        }
+                        pending = [_event_line(b"BOOKMARK", _dumps(stub))]
+                        break
+                    remaining = deadline - now
+                    if remaining <= 0:
+                        pending = None
+                        break
+                    state._cond.wait(min(remaining, 0.2))
+                    if self._client_gone():
+                        pending = None
+                        break
+            if pending is None:
+                break
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _send_lines(self, lines: list[bytes]) -> None:
+        # Several events per chunk at times, as a real server under load does: clients must split lines.
+        for start in range(0, len(lines), 64):
+            self._write_chunk(b"".join(lines[start : start + 64]))
+
+
+def _event_line(kind: bytes, data: bytes) -> bytes:
+    return b'{"type":"%s","object":%s}\n' % (kind, data)
