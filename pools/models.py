@@ -49,7 +49,6 @@ class Backend(models.Model):
         default=False,
         help_text="The NVIDIA Container Toolkit is installed on the hosts, so no toolkit pod is expected on GPU nodes.",
     )
-    last_heartbeat = models.DateTimeField(null=True, blank=True)
     # Sync state: where the watches stand, the last good sync, and the current failure, if any.
     nodes_resource_version = models.CharField(max_length=64, blank=True, editable=False)
     pods_resource_version = models.CharField(max_length=64, blank=True, editable=False)
