@@ -52,3 +52,14 @@ def seed_json_blocks(seed: str) -> list[str]:
 def reference_defaults() -> dict:
     """The defaults OSMO ships, as the project ships them (a copy of shared/reference/osmo-defaults.json)."""
     return json.loads((ROOT / "pools" / "defaults" / "osmo-defaults.json").read_text())
+
+
+@pytest.fixture
+def standin():
+    """The stand-in Kubernetes API server (real HTTP) for the real client."""
+    from tests.kube_standin import KubeStandin
+
+    server = KubeStandin()
+    yield server
+    server.close()
+    assert not server.server_errors, server.server_errors[0]

@@ -26,8 +26,10 @@ import itertools
 import json
 import select
 import socket
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -194,8 +196,8 @@ class KubeStandin:
         class Handler(_Handler):
             server_state = standin
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server.state = self
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="kube-standin", daemon=True
         )
@@ -523,6 +525,17 @@ class KubeStandin:
         return 200, body
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: KubeStandin
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that time out or abandon a watch reset their connection; that is their right, not an error.
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            self.state.server_errors.append(traceback.format_exc())
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -578,8 +591,6 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug in the stand-in must show up as a failure, not a dropped connection
-            import traceback
-
             state.server_errors.append(traceback.format_exc())
             try:
                 self._send_status(500, f"stand-in error: {exc!r}")

@@ -1,5 +1,5 @@
 """gpuctl-style operations (labels, pool YAML) and the inventory read API and CLI, against the stand-in
-API server through the real client."""
+API standin through the real client."""
 
 import json
 import subprocess
@@ -13,7 +13,6 @@ from django.core.management.base import CommandError
 from pools.models import Backend, Node, Pool
 from pools.sync import BackendSync, cluster_for
 from tests.kube_objects import make_node, make_pod
-from tests.kube_standin import KubeStandin
 from tests.test_sync import operator_pods
 
 pytestmark = pytest.mark.django_db
@@ -44,21 +43,14 @@ nodes:
 
 
 @pytest.fixture
-def server():
-    standin = KubeStandin()
-    yield standin
-    standin.close()
-
-
-@pytest.fixture
-def cluster(server, tmp_path, defaults):
-    server.add_nodes([make_node("node-1", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
+def cluster(standin, tmp_path, defaults):
+    standin.add_nodes([make_node("node-1", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
                       make_node("node-2", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
                       make_node("node-3", gpus=4, product="NVIDIA-L40S"),
                       make_node("cpu-node-1", gpus=0)])
-    server.add_pods([make_pod("train", "node-1", gpus=6, cpu="8", memory="16Gi"),
+    standin.add_pods([make_pod("train", "node-1", gpus=6, cpu="8", memory="16Gi"),
                      *operator_pods("node-1"), *operator_pods("node-2"), *operator_pods("node-3")])
-    call_command("backend", "add", "gpu-cluster", "--kubeconfig", server.kubeconfig(tmp_path / "kubeconfig"))
+    call_command("backend", "add", "gpu-cluster", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"))
     backend = Backend.objects.get(name="gpu-cluster")
     BackendSync(backend, cluster_for(backend)).run(seconds=0)
     return backend
@@ -78,33 +70,33 @@ def write(tmp_path, name, text):
 
 # ---- labels ----------------------------------------------------------------------------------------------
 
-def test_label_node_writes_the_cluster_then_the_database(cluster, server):
+def test_label_node_writes_the_cluster_then_the_database(cluster, standin):
     run("label", "node", "node-3", "runwhere.ai/gpu-type=L40S")
-    assert server.node("node-3")["metadata"]["labels"]["runwhere.ai/gpu-type"] == "L40S"
+    assert standin.node("node-3")["metadata"]["labels"]["runwhere.ai/gpu-type"] == "L40S"
     assert Node.objects.get(name="node-3").labels["runwhere.ai/gpu-type"] == "L40S"
     assert "runwhere.ai/gpu-type  L40S" in run("get", "labels", "node-3", "--key", "runwhere.ai/gpu-type")
 
 
-def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(cluster, server):
+def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(cluster, standin):
     run("label", "node", "node-3", "runwhere.ai/pool=training-pool")
     with pytest.raises(CommandError, match=r"already has runwhere\.ai/pool=training-pool; pass overwrite"):
         run("label", "node", "node-3", "runwhere.ai/pool=inference-pool")
     run("label", "node", "node-3", "runwhere.ai/pool=inference-pool", "--overwrite")
     assert Node.objects.get(name="node-3").labels["runwhere.ai/pool"] == "inference-pool"
     run("label", "node", "node-3", "runwhere.ai/pool-")
-    assert "runwhere.ai/pool" not in server.node("node-3")["metadata"]["labels"]
+    assert "runwhere.ai/pool" not in standin.node("node-3")["metadata"]["labels"]
     assert "runwhere.ai/pool" not in Node.objects.get(name="node-3").labels
 
 
-def test_unmanaged_keys_and_bad_values_are_refused_before_touching_the_cluster(cluster, server):
-    server.clear_requests()
+def test_unmanaged_keys_and_bad_values_are_refused_before_touching_the_cluster(cluster, standin):
+    standin.clear_requests()
     with pytest.raises(CommandError, match="not managed here"):
         run("label", "node", "node-3", "kubernetes.io/hostname=x")
     with pytest.raises(CommandError, match="not a valid Kubernetes label value"):
         run("label", "node", "node-3", "runwhere.ai/pool=has space")
     with pytest.raises(CommandError, match="node 'nope' is not known"):
         run("label", "node", "nope", "runwhere.ai/pool=a")
-    assert server.requests_to("/api/v1/nodes/node-3", method="PATCH") == []
+    assert standin.requests_to("/api/v1/nodes/node-3", method="PATCH") == []
 
 
 def test_the_label_api_sets_removes_and_refuses_like_the_cli(cluster, api):
@@ -121,8 +113,8 @@ def test_the_label_api_sets_removes_and_refuses_like_the_cli(cluster, api):
     assert api.post("/api/nodes/nope/labels", {"labels": {"runwhere.ai/a": "b"}}, format="json").status_code == 404
 
 
-def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_nothing(cluster, server, api):
-    server.fail_next(5, status=503, path_prefix="/api/v1/nodes/node-3")
+def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_nothing(cluster, standin, api):
+    standin.fail_next(5, status=503, path_prefix="/api/v1/nodes/node-3")
     answer = api.post("/api/nodes/node-3/labels", {"labels": {"runwhere.ai/pool": "a"}}, format="json")
     assert answer.status_code == 503 and "detail" in answer.json()
     assert "runwhere.ai/pool" not in Node.objects.get(name="node-3").labels
@@ -130,14 +122,14 @@ def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_no
 
 # ---- gpuctl pool files --------------------------------------------------------------------------------------
 
-def test_create_f_makes_a_label_bound_pool_from_seed_003(cluster, server, tmp_path):
+def test_create_f_makes_a_label_bound_pool_from_seed_003(cluster, standin, tmp_path):
     output = run("create", "-f", write(tmp_path, "training-pool.yaml", SEED_003_TRAINING))
     assert "pool/training-pool created (2 nodes labeled)" in output
     pool = Pool.objects.get(name="training-pool")
     assert pool.node_selector == {"runwhere.ai/pool": "training-pool"}
     assert pool.description == "Dedicated pool for training jobs" and pool.backend.name == "gpu-cluster"
     for name in ("node-1", "node-2"):
-        labels = server.node(name)["metadata"]["labels"]
+        labels = standin.node(name)["metadata"]["labels"]
         assert labels["runwhere.ai/pool"] == "training-pool" and labels["runwhere.ai/gpu-type"] == "A100-100G"
         assert Node.objects.get(name=name).pool_names == ["training-pool"]
     assert Node.objects.get(name="node-3").pool_names == ["default"]
@@ -150,14 +142,14 @@ def test_create_f_makes_a_label_bound_pool_from_seed_003(cluster, server, tmp_pa
     assert ["default", "ONLINE", "4", "0", "4", "2"] in [line.split() for line in listing.splitlines()]
 
 
-def test_a_cpu_pool_with_an_empty_gpu_type_labels_only_the_pool(cluster, server, tmp_path):
+def test_a_cpu_pool_with_an_empty_gpu_type_labels_only_the_pool(cluster, standin, tmp_path):
     run("create", "-f", write(tmp_path, "compute.yaml", SEED_003_COMPUTE))
-    labels = server.node("cpu-node-1")["metadata"]["labels"]
+    labels = standin.node("cpu-node-1")["metadata"]["labels"]
     assert labels["runwhere.ai/pool"] == "compute-pool" and "runwhere.ai/gpu-type" not in labels
 
 
-def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(cluster, server, tmp_path):
-    server.clear_requests()
+def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(cluster, standin, tmp_path):
+    standin.clear_requests()
     bad = SEED_003_TRAINING.replace("node-2", "node-9")
     with pytest.raises(CommandError, match="node 'node-9' is not known"):
         run("create", "-f", write(tmp_path, "bad.yaml", bad))
@@ -166,7 +158,7 @@ def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(cluste
     with pytest.raises(CommandError, match="not valid YAML at line"):
         run("create", "-f", write(tmp_path, "broken.yaml", "kind: pool\n  version: [\n"))
     assert not Pool.objects.filter(name="training-pool").exists()
-    assert server.requests_to("/api/v1/nodes/node-1", method="PATCH") == []
+    assert standin.requests_to("/api/v1/nodes/node-1", method="PATCH") == []
 
 
 def test_create_refuses_to_steal_a_node_from_another_pool_without_overwrite(cluster, tmp_path):
@@ -178,16 +170,16 @@ def test_create_refuses_to_steal_a_node_from_another_pool_without_overwrite(clus
     assert Node.objects.get(name="node-1").pool_names == ["inference-pool"]
 
 
-def test_delete_pool_removes_labels_and_warns_about_running_pods(cluster, server, tmp_path):
+def test_delete_pool_removes_labels_and_warns_about_running_pods(cluster, standin, tmp_path):
     path = write(tmp_path, "t.yaml", SEED_003_TRAINING)
     run("create", "-f", path)
     err = StringIO()
     call_command("delete", "-f", path, stdout=StringIO(), stderr=err)
     assert "default/train" in err.getvalue()  # left running, with a warning
     assert not Pool.objects.filter(name="training-pool").exists()
-    assert "runwhere.ai/pool" not in server.node("node-1")["metadata"]["labels"]
+    assert "runwhere.ai/pool" not in standin.node("node-1")["metadata"]["labels"]
     assert Node.objects.get(name="node-1").pool_names == ["default"]
-    assert server.pod("train")["status"]["phase"] == "Running"
+    assert standin.pod("train")["status"]["phase"] == "Running"
 
 
 def test_delete_pool_by_name_and_the_default_pool_is_protected(cluster, tmp_path):
@@ -264,20 +256,20 @@ def test_the_openapi_schema_documents_units(api):
     assert "/api/resources/" in text and "bytes" in text and "CPU in cores" in text
 
 
-def test_sync_once_as_a_real_process_exits_zero_and_reports(cluster, server, tmp_path, settings):
+def test_sync_once_as_a_real_process_exits_zero_and_reports(cluster, standin, tmp_path, settings):
     """`manage.py sync NAME --once` in its own process, against a throwaway SQLite database."""
     env = {"DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "OSMO_DATA_DIR": str(tmp_path),
            "PATH": "/usr/bin:/bin"}
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=settings.BASE_DIR)
-    kubeconfig = server.kubeconfig(tmp_path / "kc")
+    kubeconfig = standin.kubeconfig(tmp_path / "kc")
     subprocess.run([*manage, "backend", "add", "c1", "--kubeconfig", kubeconfig], env=env, check=True,
                    cwd=settings.BASE_DIR, capture_output=True)
     done = subprocess.run([*manage, "sync", "c1", "--once"], env=env, cwd=settings.BASE_DIR, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
     assert "c1: 4 nodes" in done.stdout
-    server.fail_next(20, status=500)
+    standin.fail_next(20, status=500)
     failed = subprocess.run([*manage, "sync", "c1", "--once"], env=env, cwd=settings.BASE_DIR, capture_output=True,
                             text=True)
     assert failed.returncode == 1 and "500" in failed.stderr

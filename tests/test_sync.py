@@ -12,7 +12,6 @@ from pools import configs
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, SyncLog
 from pools.sync import BackendSync, Lease, SyncBusy, cluster_for, mark_stale_backends
 from tests.kube_objects import make_node, make_pod
-from tests.kube_standin import KubeStandin
 
 pytestmark = pytest.mark.django_db
 
@@ -29,26 +28,19 @@ def operator_pods(node: str, *, toolkit=True, dcgm=True) -> list[dict]:
 
 
 @pytest.fixture
-def server():
-    standin = KubeStandin()
-    yield standin
-    standin.close()
-
-
-@pytest.fixture
-def backend(server, tmp_path, defaults):
-    path = server.kubeconfig(tmp_path / "kubeconfig")
+def backend(standin, tmp_path, defaults):
+    path = standin.kubeconfig(tmp_path / "kubeconfig")
     call_command("backend", "add", "prod", "--kubeconfig", path)
     return Backend.objects.get(name="prod")
 
 
-def small_cluster(server):
-    server.add_nodes([
+def small_cluster(standin):
+    standin.add_nodes([
         make_node("gpu-a", gpus=8),
         make_node("gpu-b", gpus=8, unhealthy_gpus=1),
         make_node("cpu-a", gpus=0),
     ])
-    server.add_pods([
+    standin.add_pods([
         *operator_pods("gpu-a"), *operator_pods("gpu-b"),
         make_pod("train-1", "gpu-a", gpus=4, cpu="16", memory="64Gi"),
         make_pod("train-2", "gpu-a", gpus=2, cpu="8", memory="32Gi", phase="Pending"),
@@ -63,8 +55,8 @@ def sync_once(backend):
     return BackendSync(backend, cluster_for(backend)).run(seconds=0)
 
 
-def test_sync_once_gives_the_figures_kubectl_describe_node_computes(server, backend):
-    small_cluster(server)
+def test_sync_once_gives_the_figures_kubectl_describe_node_computes(standin, backend):
+    small_cluster(standin)
     call_command("sync", "prod", "--once")
 
     a = Node.objects.get(name="gpu-a")
@@ -83,13 +75,13 @@ def test_sync_once_gives_the_figures_kubectl_describe_node_computes(server, back
     assert backend.last_sync_at and backend.nodes_resource_version and not backend.sync_error
 
 
-def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(server, backend):
-    small_cluster(server)
+def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
     assert set(Node.objects.values_list("sharing", flat=True)) == {"UNUSED"}
     assert NodeMembership.objects.filter(pool__name="default").count() == 3
 
-    server.modify_node("gpu-a", {"metadata": {"labels": {"runwhere.ai/pool": "training"}}})
+    standin.modify_node("gpu-a", {"metadata": {"labels": {"runwhere.ai/pool": "training"}}})
     sync_once(backend)
     configs.import_document(ConfigKind.POOL, {"pools": {"training": {
         "name": "training", "backend": "prod", "node_selector": {"runwhere.ai/pool": "training"},
@@ -103,19 +95,19 @@ def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(server, ba
     assert Node.objects.get(name="gpu-a").pool_names == ["default"]
 
 
-def test_a_node_missing_from_a_complete_list_is_removed(server, backend):
-    small_cluster(server)
+def test_a_node_missing_from_a_complete_list_is_removed(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
-    server.delete_node("cpu-a")
+    standin.delete_node("cpu-a")
     sync_once(backend)
     assert sorted(Node.objects.values_list("name", flat=True)) == ["gpu-a", "gpu-b"]
 
 
-def test_a_failed_list_deletes_nothing_and_is_shown_on_the_backend(server, backend):
-    small_cluster(server)
+def test_a_failed_list_deletes_nothing_and_is_shown_on_the_backend(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
-    server.delete_node("cpu-a")
-    server.fail_next(10, status=500, path_prefix="/api/v1/pods")
+    standin.delete_node("cpu-a")
+    standin.fail_next(10, status=500, path_prefix="/api/v1/pods")
     with pytest.raises(Exception) as raised:
         call_command("sync", "prod", "--once")
     assert "prod" in str(raised.value) or "500" in str(raised.value)
@@ -125,8 +117,8 @@ def test_a_failed_list_deletes_nothing_and_is_shown_on_the_backend(server, backe
     assert SyncLog.objects.filter(backend=backend, message__contains="500").exists()
 
 
-def test_a_heartbeat_only_change_writes_nothing(server, backend):
-    small_cluster(server)
+def test_a_heartbeat_only_change_writes_nothing(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
     before = dict(Node.objects.values_list("name", "updated_at"))
 
@@ -136,19 +128,19 @@ def test_a_heartbeat_only_change_writes_nothing(server, backend):
             condition["lastHeartbeatTime"] = "2030-01-01T00:00:00Z"
         return node
 
-    server.modify_node("gpu-a", beat)
+    standin.modify_node("gpu-a", beat)
     sync_once(backend)
     assert dict(Node.objects.values_list("name", "updated_at")) == before
 
 
-def test_one_modified_event_updates_only_that_node(server, backend):
-    small_cluster(server)
+def test_one_modified_event_updates_only_that_node(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
     before = dict(Node.objects.values_list("name", "updated_at"))
 
     def cordon_later():
-        server.wait_for_watches(2, timeout=10)
-        server.modify_node("gpu-b", {"spec": {"unschedulable": True}})
+        standin.wait_for_watches(2, timeout=10)
+        standin.modify_node("gpu-b", {"spec": {"unschedulable": True}})
 
     threading.Thread(target=cordon_later, daemon=True).start()
     stats = BackendSync(backend, cluster_for(backend)).run(seconds=2.5)
@@ -160,14 +152,14 @@ def test_one_modified_event_updates_only_that_node(server, backend):
     assert [name for name in after if after[name] != before[name]] == ["gpu-b"]
 
 
-def test_pod_events_move_the_gpu_figures(server, backend):
-    small_cluster(server)
+def test_pod_events_move_the_gpu_figures(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
 
     def churn():
-        server.wait_for_watches(2, timeout=10)
-        server.add_pod(make_pod("train-3", "gpu-b", gpus=3))
-        server.modify_pod("train-1", lambda pod: {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
+        standin.wait_for_watches(2, timeout=10)
+        standin.add_pod(make_pod("train-3", "gpu-b", gpus=3))
+        standin.modify_pod("train-1", lambda pod: {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
 
     threading.Thread(target=churn, daemon=True).start()
     BackendSync(backend, cluster_for(backend)).run(seconds=2.5)
@@ -175,20 +167,20 @@ def test_pod_events_move_the_gpu_figures(server, backend):
     assert Node.objects.get(name="gpu-b").gpu_used == 3
 
 
-def test_a_watch_that_expires_lists_again(server, backend):
-    small_cluster(server)
+def test_a_watch_that_expires_lists_again(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
-    server.add_node(make_node("gpu-c", gpus=4))
-    server.compact()  # the stored resourceVersion is now too old: 410
+    standin.add_node(make_node("gpu-c", gpus=4))
+    standin.compact()  # the stored resourceVersion is now too old: 410
     stats = BackendSync(backend, cluster_for(backend)).run(seconds=1.5)
     assert stats.relists >= 1
     assert Node.objects.filter(name="gpu-c").exists()
 
 
-def test_status_lists_every_reason_from_operator_pods_and_conditions(server, backend):
-    server.add_nodes([make_node("sick", gpus=8, conditions={"DiskPressure": "True", "MemoryPressure": "True"},
+def test_status_lists_every_reason_from_operator_pods_and_conditions(standin, backend):
+    standin.add_nodes([make_node("sick", gpus=8, conditions={"DiskPressure": "True", "MemoryPressure": "True"},
                                 unschedulable=True)])
-    server.add_pods(operator_pods("sick", toolkit=False))
+    standin.add_pods(operator_pods("sick", toolkit=False))
     sync_once(backend)
     sick = Node.objects.get(name="sick")
     assert sick.status == "Not ready (Disk pressure)"
@@ -197,7 +189,7 @@ def test_status_lists_every_reason_from_operator_pods_and_conditions(server, bac
     assert sick.components["container-toolkit"] == "missing"
 
 
-def test_a_second_sync_of_the_same_backend_is_refused_while_the_lease_is_held(server, backend):
+def test_a_second_sync_of_the_same_backend_is_refused_while_the_lease_is_held(standin, backend):
     lease = Lease(backend)
     assert lease.acquire()
     with pytest.raises(SyncBusy):
@@ -206,14 +198,14 @@ def test_a_second_sync_of_the_same_backend_is_refused_while_the_lease_is_held(se
     sync_once(backend)
 
 
-def test_an_expired_lease_is_taken_over(server, backend):
+def test_an_expired_lease_is_taken_over(standin, backend):
     Backend.objects.filter(pk=backend.pk).update(
         sync_lease_owner="dead-worker", sync_lease_expires_at=timezone.now() - timezone.timedelta(seconds=1))
     sync_once(backend)
 
 
-def test_a_silent_backend_shows_unknown_nodes_and_offline_pools_until_the_next_good_sync(server, backend, settings):
-    small_cluster(server)
+def test_a_silent_backend_shows_unknown_nodes_and_offline_pools_until_the_next_good_sync(standin, backend, settings):
+    small_cluster(standin)
     sync_once(backend)
     from pools.usage import pool_rows
 
@@ -227,19 +219,19 @@ def test_a_silent_backend_shows_unknown_nodes_and_offline_pools_until_the_next_g
     assert set(Node.objects.values_list("status", flat=True)) == {"Ready"}
 
 
-def test_sync_watches_continuously_without_relisting_between_rounds(server, backend):
-    small_cluster(server)
+def test_sync_watches_continuously_without_relisting_between_rounds(standin, backend):
+    small_cluster(standin)
     sync_once(backend)
-    server.clear_requests()
+    standin.clear_requests()
     for _ in range(2):
         BackendSync(backend, cluster_for(backend)).run(seconds=0.8)
-    lists = [r for r in server.requests_to("/api/v1/nodes", watch=False)]
+    lists = [r for r in standin.requests_to("/api/v1/nodes", watch=False)]
     assert lists == []
-    assert len(server.requests_to("/api/v1/nodes", watch=True)) >= 2
+    assert len(standin.requests_to("/api/v1/nodes", watch=True)) >= 2
 
 
-def test_the_sync_command_without_once_keeps_watching_until_interrupted(server, backend, monkeypatch):
-    small_cluster(server)
+def test_the_sync_command_without_once_keeps_watching_until_interrupted(standin, backend, monkeypatch):
+    small_cluster(standin)
     from pools.management.commands import sync as sync_command
 
     monkeypatch.setattr(sync_command, "ROUND_SECONDS", 0.5)

@@ -55,9 +55,9 @@ def error_for_status(message: str, status: int | None) -> ClusterError:
 def decode(data: bytes) -> Any:
     """json.loads with the cyclic garbage collector paused.
 
-    A page of 500 pods decodes into ~200k dicts, lists and strings, none of them garbage; while a list of a
-    large cluster accumulates, the collector keeps re-scanning that growing heap. Pausing it during the
-    decode halves the time to list 150k pods (measured: 10 s to 5 s on one core).
+    A page of 500 pods decodes into ~100k dicts, lists and strings, none of them garbage; while the pages of
+    a large cluster accumulate, the collector keeps re-scanning that growing heap. Pausing it during each
+    decode cuts listing 150k pods from 8.6 s to 5.6 s (same machine, same run).
     """
     enabled = gc.isenabled()
     gc.disable()

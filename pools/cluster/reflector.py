@@ -144,8 +144,10 @@ class Follower:
             started = self.clock()
             received = 0
             timeout = max(1, math.ceil(min(self.timeout_seconds, remaining)))
-            stream = self.watch(self.resource_version, timeout_seconds=timeout)
+            stream = None
+            failure = None
             try:
+                stream = self.watch(self.resource_version, timeout_seconds=timeout)
                 for event in stream:
                     received += 1
                     if event.resource_version:
@@ -158,15 +160,17 @@ class Follower:
                 self.log.info("%s: resourceVersion %s expired; a new list is needed", self.name, self.resource_version)
                 raise
             except Unavailable as exc:
-                self._back_off(deadline, "%s unavailable (%s)", self.name, exc)
-                continue
+                failure = exc
             finally:
+                # Before any back-off: an abandoned stream must not hold its connection while we sleep.
                 close = getattr(stream, "close", None)
                 if close is not None:
                     close()
             if received:
                 self.backoff.reset()
-            elif self.clock() - started < self.SHORT_STREAM_SECONDS:
+            if failure is not None:
+                self._back_off(deadline, "%s unavailable (%s)", self.name, failure)
+            elif not received and self.clock() - started < self.SHORT_STREAM_SECONDS:
                 self._back_off(deadline, "%s: stream ended at once without any event", self.name)
 
     def _back_off(self, deadline: float, message: str, *args: object) -> None:

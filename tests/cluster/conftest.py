@@ -1,15 +1,6 @@
 import pytest
 
 from pools.cluster.kube import KubeCluster
-from tests.kube_standin import KubeStandin
-
-
-@pytest.fixture
-def standin():
-    server = KubeStandin()
-    yield server
-    server.close()
-    assert not server.server_errors, server.server_errors[0]
 
 
 @pytest.fixture
