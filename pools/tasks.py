@@ -6,6 +6,7 @@ from django.conf import settings
 from .cluster import ClusterError
 from .cluster.connect import is_connected
 from .models import Backend
+from .pages import snapshots
 from .sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
 
 
@@ -38,6 +39,4 @@ def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
 @shared_task(time_limit=120, soft_time_limit=100)
 def record_usage_snapshots() -> int:
     """One usage snapshot per pool for the pages' 24-hour charts (idempotent within half an interval)."""
-    from .pages import snapshots
-
     return snapshots.record()

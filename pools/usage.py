@@ -11,8 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from .models import Backend, Node, NodeMembership, Platform, Pool
@@ -60,25 +59,22 @@ def cores(millicores: int) -> Decimal:
     return Decimal(millicores) / 1000
 
 
-def _sum(column: str):
-    subquery = (
-        NodeMembership.objects.filter(pool=OuterRef("pk"))
-        .values("pool")
-        .annotate(total=Sum(f"node__{column}"))
-        .values("total")
-    )
-    return Coalesce(Subquery(subquery, output_field=IntegerField()), Value(0))
-
-
-def pools_with_usage(pools=None):
-    """Pools annotated with node_count and every sum of `_SUMS` (one query; subqueries keep the sums
-    exact, where joining memberships and platforms at once would multiply them)."""
-    pools = Pool.objects.all() if pools is None else pools
-    node_count = NodeMembership.objects.filter(pool=OuterRef("pk")).values("pool").annotate(n=Count("*")).values("n")
-    return pools.select_related("backend").annotate(
-        node_count=Coalesce(Subquery(node_count, output_field=IntegerField()), Value(0)),
-        **{name: _sum(column) for name, column in _SUMS.items()},
-    )
+def pools_with_usage(pools=None) -> list[Pool]:
+    """Pools with node_count and every sum of `_SUMS` set as attributes: one query for the pools and one
+    GROUP BY over memberships, whatever the number of pools and nodes."""
+    pools = list((Pool.objects.all() if pools is None else pools).select_related("backend"))
+    sums = {
+        row.pop("pool_id"): row
+        for row in NodeMembership.objects.filter(pool_id__in=[pool.pk for pool in pools])
+        .values("pool_id")
+        .annotate(node_count=Count("id"), **{name: Sum(f"node__{column}") for name, column in _SUMS.items()})
+        .order_by()
+    }
+    empty = dict.fromkeys(("node_count", *_SUMS), 0)
+    for pool in pools:
+        for name, value in sums.get(pool.pk, empty).items():
+            setattr(pool, name, value or 0)
+    return pools
 
 
 def _platform_names(pool_ids) -> dict[int, list[str]]:
@@ -89,7 +85,7 @@ def _platform_names(pool_ids) -> dict[int, list[str]]:
 
 
 def pool_rows(pools=None) -> list[dict[str, Any]]:
-    pools = list(pools_with_usage(pools))
+    pools = pools_with_usage(pools)
     platforms = _platform_names([pool.pk for pool in pools])
     now = timezone.now()
     backends = default_pool_backends() if any(pool.is_default for pool in pools) else None
@@ -112,7 +108,7 @@ def pool_row(pool: Pool, platforms: list[str], now=None, node_backends=None) -> 
 
 def pool_detail(pool: Pool, nodes=None) -> dict[str, Any]:
     """`describe pool`: the pool row, its platforms with node counts, and its nodes."""
-    annotated = pools_with_usage(Pool.objects.filter(pk=pool.pk)).get()
+    annotated = pools_with_usage(Pool.objects.filter(pk=pool.pk))[0]
     platforms = list(Platform.objects.filter(pool=pool).values_list("name", flat=True))
     nodes = Node.objects.filter(memberships__pool=pool) if nodes is None else nodes.filter(memberships__pool=pool)
     node_rows_ = list(node_rows(nodes))

@@ -13,7 +13,7 @@ spreadsheet must still be able to add it up.
 
 import csv
 import io
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 
 from django.http import StreamingHttpResponse
@@ -30,28 +30,45 @@ def neutralise(text: str) -> str:
 
 
 def csv_value(column: Column, value):
-    if value is None:
-        return ""
+    return converter(column)(value)
+
+
+def _text(value) -> str:
+    return "" if value is None else neutralise(str(value))
+
+
+def _figure(value):
+    return "" if value is None else value  # int or Decimal: csv writes str(value), never with a prefix
+
+
+def _time(value) -> str:
+    return "" if value is None else value.isoformat()
+
+
+def _bool(value) -> str:
+    return "" if value is None else ("true" if value else "false")
+
+
+def _list(value) -> str:
+    return "" if value is None else neutralise(", ".join(map(str, value)))
+
+
+def converter(column: Column) -> Callable:
+    """The one function that turns a column's value into its CSV cell, chosen once per export rather
+    than once per cell (a 150,000-row export calls it millions of times)."""
     if column.numeric:
-        return value  # int or Decimal: csv writes str(value), never with a prefix
-    if column.kind == "time":
-        return value.isoformat()
-    if column.kind == "bool":
-        return "true" if value else "false"
-    if column.kind == "list":
-        return neutralise(", ".join(str(item) for item in value))
-    return neutralise(str(value))
+        return _figure
+    return {"time": _time, "bool": _bool, "list": _list}.get(column.kind, _text)
 
 
 def lines(columns: list[Column], rows: Iterable[Mapping], ctx: RowContext) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow([column.csv_header for column in columns])
-    # Bound once: this loop runs for every row of a 150,000-row export.
-    getters = [(column, column.value) for column in columns]
+    cells = [(column.value, converter(column)) for column in columns]
     pending = 0
     for row in rows:
-        writer.writerow([csv_value(column, value(row, ctx)) for column, value in getters])
+        writer.writerow([convert(value(row, ctx)) for value, convert in cells])
         pending += 1
         if pending == BATCH_ROWS:
             yield buffer.getvalue()

@@ -42,13 +42,25 @@ def _search(label: str, placeholder: str) -> forms.CharField:
                                                          "autocomplete": "off"}))
 
 
-class NodeFilterForm(forms.Form):
+class FilterForm(forms.Form):
+    def __init__(self, data):
+        # Stable ids ("filter-pool") for labels, and for browser tests to find the controls.
+        super().__init__(data, auto_id="filter-%s")
+
+    @property
+    def active(self) -> bool:
+        return self.is_bound and any(self.data.get(name) for name in self.fields)
+
+
+class NodeFilterForm(FilterForm):
     q = _search("Search", "Name, GPU type, status, label, pool…")
     pool = forms.ChoiceField(label="Pool", required=False)
     platform = forms.ChoiceField(label="Platform", required=False)
     status = forms.ChoiceField(label="Status", required=False,
                                choices=[("", "Any status"), *((s, s) for s in NODE_STATUSES)])
-    gpu = forms.ChoiceField(label="GPU type", required=False)
+    # Any text is accepted (it only narrows the viewer's own nodes), so live refreshes and downloads need
+    # not read the menu's choices; the full page fills the menu.
+    gpu = forms.CharField(label="GPU type", required=False, max_length=128, widget=forms.Select)
 
     def __init__(self, data, *, visible: VisiblePools, gpu_types: list[str]):
         super().__init__(data)
@@ -57,11 +69,9 @@ class NodeFilterForm(forms.Form):
         self.fields["platform"].choices = [("", "All platforms"), *(
             (pool, [(f"{pool}/{name}", name) for name in names]) for pool, names in visible.platforms.items() if names
         )]
-        self.fields["gpu"].choices = [("", "Any GPU type"), *((name, name) for name in gpu_types)]
-
-    @property
-    def active(self) -> bool:
-        return self.is_bound and any(self.data.get(name) for name in self.fields)
+        current = data.get("gpu") if data else ""
+        menu = [*gpu_types, *([current] if current and current not in gpu_types else [])]
+        self.fields["gpu"].widget.choices = [("", "Any GPU type"), *((name, name) for name in menu)]
 
     def apply(self, nodes):
         if not self.is_valid():
@@ -82,8 +92,11 @@ class NodeFilterForm(forms.Form):
         platforms = [f'"{name}"' for names in self.visible.platforms.values() for name in names
                      if text.casefold() in name.casefold()]
         membership = Q(pool__name__in=pools)
-        for platform in set(platforms):
-            membership |= Q(platforms__icontains=platform, pool__name__in=self.visible.names)
+        if platforms:
+            named = Q()
+            for platform in set(platforms):
+                named |= Q(platforms__icontains=platform)
+            membership |= named & Q(pool__name__in=self.visible.names)
         in_visible_pool = Exists(NodeMembership.objects.filter(membership, node=OuterRef("pk")))
         return (Q(name__icontains=text) | Q(gpu_product__icontains=text) | Q(status__icontains=text)
                 | Q(backend__name__icontains=text) | Q(labels__icontains=text) | Q(in_visible_pool))
@@ -94,14 +107,10 @@ def gpu_types(nodes) -> list[str]:
                 .distinct())
 
 
-class PoolFilterForm(forms.Form):
+class PoolFilterForm(FilterForm):
     q = _search("Search", "Pool name or description")
     status = forms.ChoiceField(label="Status", required=False,
                                choices=[("", "Any status"), *((s, s) for s in POOL_STATUSES)])
-
-    @property
-    def active(self) -> bool:
-        return self.is_bound and any(self.data.get(name) for name in self.fields)
 
     def apply(self, pools):
         if not self.is_valid():
@@ -114,17 +123,13 @@ class PoolFilterForm(forms.Form):
         return not status or row["status"] == status
 
 
-class RevisionFilterForm(forms.Form):
+class RevisionFilterForm(FilterForm):
     type = forms.ChoiceField(label="Type", required=False)
     name = _search("Name", "Object name")
 
     def __init__(self, data, *, kinds):
         super().__init__(data)
         self.fields["type"].choices = [("", "All types"), *((k.value.lower(), k.label) for k in kinds)]
-
-    @property
-    def active(self) -> bool:
-        return self.is_bound and any(self.data.get(name) for name in self.fields)
 
     def apply(self, revisions):
         if not self.is_valid():

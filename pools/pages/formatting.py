@@ -55,5 +55,10 @@ def relative(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{timesince(moment, now, depth=1)} ago"
 
 
+def moment(value: datetime | None, now: datetime | None = None) -> dict:
+    """What a template needs for `<time datetime="iso" title="absolute">relative</time>`."""
+    return {"iso": value.isoformat() if value else "", "absolute": absolute(value), "relative": relative(value, now)}
+
+
 def percent(part: int, whole: int) -> int:
     return round(100 * part / whole) if whole else 0

@@ -20,9 +20,10 @@ from pools.documents import ConfigError
 from pools.models import ConfigKind, ConfigRevision, Pool
 
 from . import csv, diffs, preferences
-from .responses import respond, wants_csv
 from .filters import RevisionFilterForm
-from .listing import Listing, order_queryset, paginate, parse_sort
+from .formatting import moment
+from .listing import PER_PAGE_CHOICES, Listing, order_queryset, paginate, parse_sort
+from .responses import respond, wants_csv
 from .tables import REVISIONS, RowContext
 
 DIFF_CONTEXT = 3
@@ -70,16 +71,17 @@ def history_list(request):
     staff = access_for(request).is_staff
     ctx = RowContext(staff=staff)
     selected = order_queryset(form.apply(visible_revisions(request)), sort, ("-created_at", "kind", "-number"))
-    selected = selected.values(*REVISIONS.fields(columns))
     if wants_csv(request):
-        return csv.response(REVISIONS, columns, selected.iterator(chunk_size=2000), ctx)
+        rows = selected.values(*REVISIONS.fields(columns, export=True)).iterator(chunk_size=2000)
+        return csv.response(REVISIONS, columns, rows, ctx)
+    selected = selected.values(*REVISIONS.fields(columns))
     page = paginate(selected, request.GET)
     listing = Listing(REVISIONS, path=reverse("pages:history"), query=request.GET, columns=columns, sort=sort,
                       ctx=ctx, rows=page.object_list, total=page.paginator.count, page=page,
                       empty_message="No revision matches these filters." if form.active else "No revisions yet.",
                       filtered=form.active, actions=lambda row: _row_actions(row, staff))
-    context = {"listing": listing, "form": form, "nav": "history",
-               "chooser": preferences.chooser(REVISIONS, columns)}
+    context = {"listing": listing, "form": form, "nav": "history", "kinds": _kinds(request),
+               "per_page_choices": PER_PAGE_CHOICES, "chooser": preferences.chooser(REVISIONS, columns)}
     return respond(request, "pages/history.html", context, {listing.dom_id: "pages/_table.html"})
 
 
@@ -117,12 +119,16 @@ def diff(request):
     except ConfigError as exc:
         raise Http404(exc.message) from None
     _visible_or_404(request, older, newer)
-    full = request.GET.get("full") == "1"
+    params = request.GET.dict()
+    full = params.pop("full", "") == "1"
     rows = diffs.side_by_side(diffs.document_lines(older), diffs.document_lines(newer),
                               None if full else DIFF_CONTEXT)
     context = {"older": older, "newer": newer, "rows": rows, "changed": diffs.changed(rows), "kind": kind,
-               "full": full, "nav": "history", "kinds": _kinds(request),
-               "full_url": request.path + "?" + urlencode({**request.GET.dict(), "full": "1"}),
+               "full": full, "nav": "history", "kinds": _kinds(request), "form_revision": number,
+               "form_other": other, "older_when": moment(older.created_at if older else None),
+               "newer_when": moment(newer.created_at),
+               "full_url": f"{request.path}?{urlencode({**params, 'full': '1'})}",
+               "changes_url": f"{request.path}?{urlencode(params)}",
                "staff": access_for(request).is_staff,
                "rollback_older": rollback_url(kind, older.number) if older else "",
                "rollback_newer": rollback_url(kind, newer.number)}

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from django.core.paginator import Paginator
 from django.db.models import F, QuerySet
 from django.http import QueryDict
+from django.utils.safestring import SafeString
 
+from . import html
+from .formatting import number
 from .tables import Cell, Column, RowContext, Table
 
 PER_PAGE_CHOICES = (25, 50, 100, 200)
@@ -25,6 +28,7 @@ class Row:
     key: str
     cells: list[tuple[Column, Cell]]
     actions: list[tuple[str, str]]  # (label, href) links shown after the cells; not part of the CSV
+    html: SafeString  # the whole <tr>, escaped by pools.pages.html
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +109,12 @@ class Listing:
                  actions: Callable[[Mapping], list[tuple[str, str]]] | None = None):
         self.table = table
         self.path = path
-        self.query = query.copy()
-        for name in _TRANSIENT:
-            self.query.pop(name, None)
+        # Empty filters ("q=&pool=", as a GET form sends them) are left out of every link.
+        self.query = QueryDict(mutable=True)
+        for name, values in query.lists():
+            kept = [value for value in values if value and (name, value) != ("per_page", str(DEFAULT_PER_PAGE))]
+            if kept and name not in _TRANSIENT:
+                self.query.setlist(name, kept)
         self.columns = columns
         self.sort = sort
         self.ctx = ctx
@@ -117,8 +124,13 @@ class Listing:
         self.filtered = filtered
         self.live = live
         self.has_actions = actions is not None
-        self.rows = [Row(table.key(row), [(column, column.cell(row, ctx)) for column in columns],
-                         actions(row) if actions else []) for row in rows]
+        self.rows = [self._row(row, actions) for row in rows]
+
+    def _row(self, row: Mapping, actions) -> Row:
+        key = self.table.key(row)
+        cells = [(column, column.cell(row, self.ctx)) for column in self.columns]
+        links = actions(row) if actions else []
+        return Row(key, cells, links, html.row(key, cells, links, self.has_actions))
 
     @property
     def dom_id(self) -> str:
@@ -174,9 +186,19 @@ class Listing:
         }
 
     @property
+    def summary(self) -> str:
+        """For example "1\u201350 of 5,000 rows (filtered)"."""
+        text = f"{number(self.total)} {'row' if self.total == 1 else 'rows'}"
+        pages = self.pages
+        if pages:
+            text = f"{number(pages['start'])}\u2013{number(pages['end'])} of {text}"
+        return f"{text} (filtered)" if self.filtered else text
+
+    @property
     def hidden_state(self) -> list[tuple[str, str]]:
-        """Sort, page size and columns, carried by the filter form (which sits outside the fragment)."""
-        return [(name, self.query[name]) for name in ("sort", "per_page", "cols") if self.query.get(name)]
+        """Sort and columns, carried into the filter form (which sits outside the fragment, and has its own
+        page-size menu) by inputs inside the fragment, so they follow every sort click."""
+        return [(name, self.query[name]) for name in ("sort", "cols") if self.query.get(name)]
 
 
 def paginate(queryset: QuerySet, query: QueryDict):

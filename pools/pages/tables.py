@@ -66,6 +66,11 @@ class Column:
     item_href: Callable[[str], str] | None = None
     title: Callable[[Mapping], str] | None = None
     help: str = ""
+    csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
+
+    @property
+    def export_fields(self) -> tuple[str, ...]:
+        return self.fields if self.csv_fields is None else self.csv_fields
 
     @property
     def numeric(self) -> bool:
@@ -121,6 +126,7 @@ class Table:
         self.key = key
         self.key_fields = key_fields
         assert len(self.by_key) == len(self.columns), f"duplicate column keys in {name}"
+        assert not default_sort or default_sort.lstrip("-") in self.by_key, f"unknown default sort in {name}"
 
     @property
     def default_columns(self) -> list[Column]:
@@ -136,10 +142,11 @@ class Table:
                 seen.add(key)
         return chosen or self.default_columns
 
-    def fields(self, columns: Iterable[Column]) -> list[str]:
-        names = dict.fromkeys(self.key_fields)
+    def fields(self, columns: Iterable[Column], *, export: bool = False) -> list[str]:
+        """What `values()` must fetch to show `columns` (or, with `export`, to write them to CSV)."""
+        names = dict.fromkeys(() if export else self.key_fields)
         for column in columns:
-            names.update(dict.fromkeys(column.fields))
+            names.update(dict.fromkeys(column.export_fields if export else column.fields))
         return list(names)
 
 
@@ -171,11 +178,12 @@ def _figure(key: str, label: str, source: str, kind: str = "number", unit: str =
                   sort=(source,), unit=unit, help=help)
 
 
-NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="name",
+NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
               columns=(
     Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_admin),
     Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"), sort=("status",),
-           title=lambda row: "; ".join(row["reasons"]), help="Ready, Unknown, or Not ready with its first reason"),
+           title=lambda row: "; ".join(row["reasons"]), help="Ready, Unknown, or Not ready with its first reason",
+           csv_fields=("status",)),
     Column("pools", "Pools", lambda row, ctx: ctx.pools(row["pool_names"]), kind="list", fields=("pool_names",),
            item_href=_pool_url),
     Column("platforms", "Platforms", lambda row, ctx: ctx.platforms(row["platform_names"]), kind="list",

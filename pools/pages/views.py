@@ -17,14 +17,16 @@ from pools.access.scoping import Rule, access_for, access_required
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Node, Pool
 
-from . import charts, csv, preferences, snapshots
+from . import charts, csv, formatting, preferences, snapshots
 from .filters import NodeFilterForm, PoolFilterForm, VisiblePools, gpu_types
 from .listing import PER_PAGE_CHOICES, Listing, order_queryset, order_rows, paginate, parse_sort
 from .pool_page import pool_context
-from .responses import respond, wants_csv
+from .responses import fragment_target, is_fragment, respond, wants_csv
 from .tables import NODES, POOLS, TABLES, RowContext
 
 NODE_TIE_BREAKERS = ("name", "backend__name", "pk")
+CHARTS_INLINE = 12
+TABLE_PAGES = {"nodes": "pages:nodes", "pools": "pages:overview", "revisions": "pages:history"}
 
 
 def row_context(request, visible: VisiblePools | None = None) -> RowContext:
@@ -35,18 +37,26 @@ def row_context(request, visible: VisiblePools | None = None) -> RowContext:
 # ---- nodes -----------------------------------------------------------------------------------------------
 
 def node_listing(request, query: QueryDict, visible: VisiblePools, *, with_gpu_types: bool = True):
-    """The nodes table for `query` (filters, sort, page); None with the CSV response when exporting."""
+    """(form, listing, None) for the nodes table of `query` (filters, sort, page), or (form, None, the CSV
+    response) when the request asks for the download."""
     nodes = Node.objects.visible_to(request)
     form = NodeFilterForm(query, visible=visible, gpu_types=gpu_types(nodes) if with_gpu_types else [])
     ctx = row_context(request, visible)
     columns = preferences.chosen_columns(request, NODES)
     sort = parse_sort(NODES, query.get("sort"))
-    selected = order_queryset(form.apply(nodes), sort, NODE_TIE_BREAKERS).values(*NODES.fields(columns))
+    selected = order_queryset(form.apply(nodes), sort, NODE_TIE_BREAKERS)
     if wants_csv(request):
-        return form, None, csv.response(NODES, columns, selected.iterator(chunk_size=2000), ctx)
+        rows = selected.values(*NODES.fields(columns, export=True)).iterator(chunk_size=2000)
+        return form, None, csv.response(NODES, columns, rows, ctx)
+    selected = selected.values(*NODES.fields(columns))
     page = paginate(selected, query)
-    empty = ("No node matches these filters." if form.active else
-             "No nodes yet: they appear once a backend is connected and synced (README, “Clusters, nodes and pools”).")
+    filters = {name for name in form.fields if query.get(name)}
+    if filters == {"pool"} and form.is_valid():
+        empty = f"No node is in pool {query['pool']} yet."
+    elif filters:
+        empty = "No node matches these filters."
+    else:
+        empty = "No nodes yet: they appear once a backend is connected and synced."
     listing = Listing(NODES, path=reverse("pages:nodes"), query=query, columns=columns, sort=sort, ctx=ctx,
                       rows=page.object_list, total=page.paginator.count, page=page, empty_message=empty,
                       filtered=form.active)
@@ -57,7 +67,7 @@ def node_listing(request, query: QueryDict, visible: VisiblePools, *, with_gpu_t
 def nodes(request):
     visible = VisiblePools(request)
     # A fragment or a download needs no GPU-type menu: one query less on every live refresh.
-    full_page = not request.htmx and not wants_csv(request)
+    full_page = not is_fragment(request) and not wants_csv(request)
     form, listing, download = node_listing(request, request.GET, visible, with_gpu_types=full_page)
     if download:
         return download
@@ -75,12 +85,27 @@ def fleet_summary(nodes) -> dict:
         nodes=Count("pk"),
         ready=Count("pk", filter=Q(status=READY)),
         unknown=Count("pk", filter=Q(status=UNKNOWN)),
+        # The pool rows' own column map, so a fleet figure means exactly what a pool figure means.
         **{name: Coalesce(Sum(column), 0) for name, column in usage._SUMS.items()},
     )
     figures["not_ready"] = figures["nodes"] - figures["ready"] - figures["unknown"]
     figures["cpu_total"] = usage.cores(figures["cpu_total"])
     figures["cpu_used"] = usage.cores(figures["cpu_used"])
     return figures
+
+
+def fleet_cards(figures: dict) -> dict:
+    """The summary figures as the cards print them (`<name>_text`, `<name>_percent`)."""
+    cards = dict(figures)
+    for name in ("nodes", "ready", "not_ready", "unknown", "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy"):
+        cards[f"{name}_text"] = formatting.number(figures[name])
+    for name in ("cpu_total", "cpu_used"):
+        cards[f"{name}_text"] = formatting.cores(figures[name])
+    for name in ("memory_total", "memory_used"):
+        cards[f"{name}_text"] = formatting.size(figures[name])
+    for kind in ("gpu", "cpu", "memory"):
+        cards[f"{kind}_used_percent"] = formatting.percent(figures[f"{kind}_used"], figures[f"{kind}_total"])
+    return cards
 
 
 def pool_charts(rows, now) -> list[charts.Chart]:
@@ -103,10 +128,14 @@ def overview(request):
                       ctx=ctx, rows=rows, total=len(rows), empty_message=empty, filtered=form.active)
     context = {"listing": listing, "form": form, "nav": "overview",
                "chooser": preferences.chooser(POOLS, columns)}
-    if not request.htmx or request.htmx.target == "pool-charts":
+    # Past a dozen pools the charts follow the page in their own request (or, without JavaScript,
+    # behind a link), so the table of a large fleet is not held up by its charts.
+    inline = len(rows) <= CHARTS_INLINE or request.GET.get("charts") == "all"
+    if fragment_target(request) == "pool-charts" or (not is_fragment(request) and inline):
         context["charts"] = pool_charts(rows, ctx.now)
-    if not request.htmx:
-        context["fleet"] = fleet_summary(Node.objects.visible_to(request))
+    context["charts_url"] = listing.link(charts="all") + "#pool-charts"
+    if not is_fragment(request):
+        context["fleet"] = fleet_cards(fleet_summary(Node.objects.visible_to(request)))
         context["pool_statuses"] = {status: sum(row["status"] == status for row in rows)
                                     for status in usage.POOL_STATUSES}
     return respond(request, "pages/overview.html", context,
@@ -150,7 +179,7 @@ def _back(request, table) -> str:
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
                                            require_https=request.is_secure()):
-        return reverse("pages:nodes" if table is NODES else "pages:overview")
+        return reverse(TABLE_PAGES.get(table.name, "pages:overview"))
     path, _, query = target.partition("?")
     params = QueryDict(query, mutable=True)
     params.pop("cols", None)

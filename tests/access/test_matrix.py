@@ -38,6 +38,11 @@ def ok_as(expect: dict, status) -> dict:
     return {who: status if code in (200, 201, 204) else code for who, code in expect.items()}
 
 
+def page_only_for(pool: str) -> dict:
+    """The same for a page: anonymous visitors are sent to the login page."""
+    return only_for(pool) | {"anonymous": 302}
+
+
 def only_for(pool: str) -> dict:
     """A detail of one pool (or one of its nodes): 404 for those who may not see it, never 403."""
     return {who: 401 if who == "anonymous" else 200 if pool in VISIBLE[who] else 404 for who in PRINCIPALS}
@@ -58,8 +63,16 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
 
 
+def _text(response) -> str:
+    # CSV downloads stream; read them once and keep the text for the other checks.
+    if not hasattr(response, "_probe_text"):
+        content = b"".join(response.streaming_content) if response.streaming else response.content
+        response._probe_text = content.decode()
+    return response._probe_text
+
+
 def shows_only_visible(response, principal):
-    text = response.content.decode()
+    text = _text(response)
     leaked = [p for p in POOLS if p not in VISIBLE[principal] and _mentions(text, p)]
     leaked += [n for n in (node_of(p) for p in POOLS) if n not in visible_nodes(principal) and _mentions(text, n)]
     assert not leaked, f"{principal} sees {leaked}"
@@ -67,7 +80,7 @@ def shows_only_visible(response, principal):
 
 def shows_all_visible_pools(response, principal):
     shows_only_visible(response, principal)
-    text = response.content.decode()
+    text = _text(response)
     assert all(_mentions(text, pool) for pool in VISIBLE[principal])
 
 
@@ -85,7 +98,6 @@ def lists_only_own_tokens(response, principal):
 
 MATRIX: dict[str, list[Probe]] = {
     # ---- site root and admin --------------------------------------------------------------------------
-    "<root>": [Probe("page", "get", "/", dict.fromkeys(PRINCIPALS, 302))],
     "admin:*": [Probe("page", "get", "/admin/", ADMIN_SITE),
                 Probe("list", "get", "/admin/pools/role/", ADMIN_SITE),
                 Probe("list", "get", "/admin/pools/accesstoken/", ADMIN_SITE)],
@@ -128,6 +140,29 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("page", "get", "/profile/permissions/", PAGE, check=shows_all_visible_pools),
         Probe("fragment", "get", "/profile/permissions/", ok_as(PAGE, 200) | {"anonymous": 401},
               headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
+    ],
+    # ---- pages (pools/pages, namespace "pages"): sign-in pages, rows scoped like the API ----------------------
+    "pages:*": [
+        Probe("page", "get", "/", PAGE, check=shows_all_visible_pools),
+        Probe("fragment", "get", "/", ok_as(PAGE, 200) | {"anonymous": 401}, headers={"HTTP_HX_REQUEST": "true"},
+              check=shows_only_visible),
+        Probe("csv", "get", "/?export=csv", PAGE, check=shows_all_visible_pools),
+        Probe("list", "get", "/nodes/?cols=node,pools,platforms,labels", PAGE, check=shows_only_visible),
+        Probe("fragment", "get", "/nodes/?cols=node,pools", ok_as(PAGE, 200) | {"anonymous": 401},
+              headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
+        Probe("csv", "get", "/nodes/?export=csv&cols=node,pools,platforms", PAGE, check=shows_only_visible),
+        Probe("detail", "get", "/pools/team-gpu-pool/", page_only_for("team-gpu-pool"), check=shows_only_visible),
+        Probe("detail", "get", "/pools/sim-secret/", page_only_for("sim-secret"), check=shows_only_visible),
+        Probe("list", "get", "/config/history/", PAGE, check=shows_only_visible),
+        Probe("csv", "get", "/config/history/?export=csv", PAGE, check=shows_only_visible),
+        Probe("detail", "get", "/config/history/diff/?type=role&revision=1",
+              {"anonymous": 302, "nobody": 404, "teammate": 404, "policy_user": 404, "staff": 200}),
+        Probe("page", "get", "/config/history/rollback/?type=role&revision=1",
+              {"anonymous": 302, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 200}),
+        Probe("write", "post", "/config/history/rollback/",
+              {"anonymous": 302, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": (400, 404)},
+              body={"type": "role", "revision": 1}),
+        Probe("write", "post", "/tables/nodes/columns/", dict.fromkeys(PRINCIPALS, 302), body={"columns": ["node"]}),
     ],
     # ---- inventory: every signed-in user, scoped to their pools -----------------------------------------------
     "api-pools": [Probe("list", "get", "/api/pools/", SIGNED_IN, check=lists_exactly_visible_pools)],

@@ -1,0 +1,56 @@
+"""Table rows as HTML, built with `format_html`, which escapes every value it inserts (as autoescape
+would). A template loop costs about 1 ms per 20 cells, so a 200-row page spent most of its time
+there; this is the same markup at a small fraction of the cost. Nothing here marks user text safe."""
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from .tables import Cell, Column
+
+_NONE = mark_safe('<span class="muted">—</span>')  # a constant, not data
+_NEVER = mark_safe('<span class="muted">never</span>')
+
+
+def _link_or_text(text: str, href: str, title: str = "") -> SafeString:
+    if href and title:
+        return format_html('<a href="{}" title="{}">{}</a>', href, title, text)
+    if href:
+        return format_html('<a href="{}">{}</a>', href, text)
+    if title:
+        return format_html('<span title="{}">{}</span>', title, text)
+    return format_html("{}", text)
+
+
+def content(column: Column, cell: Cell) -> SafeString:
+    kind = column.kind
+    if kind == "list":
+        if not cell.items:
+            return _NONE
+        items = format_html_join("", "<li>{}</li>", ((_link_or_text(text, href),) for text, href in cell.items))
+        return format_html('<ul class="chips">{}</ul>', items)
+    if kind == "status":
+        inner = _link_or_text(cell.text, cell.href)
+        if cell.title:
+            return format_html('<span class="status {}" title="{}">{}</span>', cell.css, cell.title, inner)
+        return format_html('<span class="status {}">{}</span>', cell.css, inner)
+    if kind == "time":
+        if not cell.iso:
+            return _NEVER
+        return format_html('<time datetime="{}" title="{}">{}</time>', cell.iso, cell.title, cell.text)
+    return _link_or_text(cell.text, cell.href, cell.title)
+
+
+def row(key: str, cells: list[tuple[Column, Cell]], actions: list[tuple[str, str]], with_actions: bool) -> SafeString:
+    """`<tr>` with the first cell as the row header, `data-col` on every cell for tests and styles."""
+    parts = []
+    for index, (column, cell) in enumerate(cells):
+        tag = "th" if index == 0 else "td"
+        scope = ' scope="row"' if index == 0 else ""
+        css = ' class="num"' if column.numeric else ""
+        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}>{content}</{tag}>', tag=mark_safe(tag),
+                                 scope=mark_safe(scope), key=column.key, css=mark_safe(css),
+                                 content=content(column, cell)))
+    if with_actions:
+        links = format_html_join(" · ", '<a href="{}">{}</a>', ((href, label) for label, href in actions))
+        parts.append(format_html('<td class="actions">{}</td>', links))
+    return format_html('<tr data-key="{}" data-testid="row">{}</tr>', key, mark_safe("".join(parts)))

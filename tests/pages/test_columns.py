@@ -1,0 +1,96 @@
+"""The column chooser: saved per user, in the order chosen, used by the table, its fragment and its CSV."""
+
+import re
+
+import pytest
+
+from pools.models import TablePreference
+from tests.pages.conftest import ALPHA, body, fragment, make_nodes
+
+pytestmark = pytest.mark.django_db
+
+
+def headers(text: str) -> list[str]:
+    return re.findall(r'<th scope="col" data-col="([^"]+)"', text)
+
+
+def test_it_remembers_the_chosen_columns_for_the_user(staff_client, staff, fleet):
+    make_nodes(1, [ALPHA])
+
+    response = staff_client.post("/tables/nodes/columns/", {"columns": ["node", "labels", "gpu_free"],
+                                                            "next": f"/nodes/?pool={ALPHA}&cols=node"})
+
+    assert response.status_code == 302
+    assert response["Location"] == f"/nodes/?pool={ALPHA}"  # cols= would hide the saved choice
+    assert TablePreference.objects.get(user=staff, table="nodes").columns == ["node", "labels", "gpu_free"]
+    assert headers(body(staff_client.get("/nodes/"))) == ["node", "labels", "gpu_free"]
+    assert headers(body(fragment(staff_client, "/nodes/"))) == ["node", "labels", "gpu_free"]
+    assert body(staff_client.get("/nodes/?export=csv")).splitlines()[0] == "Node,Labels,GPU free"
+
+
+def test_one_users_columns_do_not_change_anothers(client, staff, alpha_member, fleet):
+    make_nodes(1, [ALPHA])
+    client.force_login(staff)
+    client.post("/tables/nodes/columns/", {"columns": ["node", "gpu_free"]})
+
+    client.force_login(alpha_member)
+    member_headers = headers(body(client.get("/nodes/")))
+
+    assert len(member_headers) == 16 and member_headers[:2] == ["node", "status"]
+    client.force_login(staff)
+    assert headers(body(client.get("/nodes/"))) == ["node", "gpu_free"]
+
+
+def test_the_chooser_lists_shown_columns_first_in_their_order(staff_client, fleet):
+    staff_client.post("/tables/nodes/columns/", {"columns": ["gpu_free", "node"]})
+
+    text = body(staff_client.get("/nodes/"))
+
+    boxes = re.findall(r'id="col-nodes-([a-z_]+)" name="columns" value="[a-z_]+"( checked)?', text)
+    assert boxes[:3] == [("gpu_free", " checked"), ("node", " checked"), ("status", "")]
+    assert len(boxes) == 21
+
+
+def test_reset_restores_the_default_columns(staff_client, staff, fleet):
+    make_nodes(1, [ALPHA])
+    staff_client.post("/tables/nodes/columns/", {"columns": ["node"]})
+
+    staff_client.post("/tables/nodes/columns/", {"reset": "1", "columns": ["node"]})
+
+    assert not TablePreference.objects.filter(user=staff).exists()
+    assert len(headers(body(staff_client.get("/nodes/")))) == 16
+
+
+def test_choosing_no_known_column_means_the_defaults(staff_client, staff, fleet):
+    staff_client.post("/tables/pools/columns/", {"columns": ["nope"]})
+
+    assert TablePreference.objects.get(user=staff, table="pools").columns[:3] == ["name", "description", "status"]
+
+
+def test_it_redirects_only_to_this_site(staff_client, fleet):
+    response = staff_client.post("/tables/nodes/columns/", {"columns": ["node"], "next": "https://evil.example/"})
+
+    assert response["Location"] == "/nodes/"
+
+
+def test_an_unknown_table_is_404_and_get_is_not_allowed(staff_client, fleet):
+    assert staff_client.post("/tables/nope/columns/", {"columns": ["node"]}).status_code == 404
+    assert staff_client.get("/tables/nodes/columns/").status_code == 405
+
+
+def test_the_chooser_needs_the_csrf_token(client, staff, fleet):
+    from django.test import Client
+
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(staff)
+
+    assert csrf_client.post("/tables/nodes/columns/", {"columns": ["node"]}).status_code == 403
+
+
+def test_the_pools_table_has_its_own_choice(staff_client, fleet):
+    staff_client.post("/tables/pools/columns/", {"columns": ["name", "platforms", "gpu_free"]})
+
+    text = body(staff_client.get("/"))
+
+    assert headers(text) == ["name", "platforms", "gpu_free"]
+    assert "h100" in text

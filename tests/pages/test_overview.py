@@ -1,0 +1,177 @@
+"""`/`: the pool table, the fleet cards, the 24-hour charts; and `/pools/<name>/`, describe pool."""
+
+import datetime as dt
+import re
+
+import pytest
+from django.utils import timezone
+
+from pools.models import Backend, Pool
+from pools.pages import snapshots
+from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+
+pytestmark = pytest.mark.django_db
+
+
+def row_keys(text: str) -> list[str]:
+    return re.findall(r'<tr data-key="([^"]+)"', text)
+
+
+def test_the_overview_lists_pools_with_their_figures(staff_client, fleet):
+    make_nodes(3, [ALPHA])
+
+    text = body(staff_client.get("/"))
+
+    assert row_keys(text) == [ALPHA, BRAVO, "default"]
+    assert re.findall(r'<th scope="col" data-col="([^"]+)"', text) == [
+        "name", "description", "status", "backend", "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy",
+        "node_count", "cpu_used", "cpu_total", "memory_used", "memory_total"]
+    assert f'<a href="/pools/{ALPHA}/">{ALPHA}</a>' in text
+    assert "Alpha &lt;b&gt;team&lt;/b&gt;" in text
+    assert '<span class="status status-ok">ONLINE' in text
+
+
+def test_the_fleet_cards_count_each_node_once(staff_client, fleet):
+    make_nodes(4, [ALPHA, BRAVO])  # shared: counted in both pool rows, once in the fleet
+
+    text = body(staff_client.get("/"))
+
+    cards = text[text.index('id="fleet-summary"'):text.index("</section>", text.index('id="fleet-summary"'))]
+    assert '<p class="figure">4</p>' in cards
+    assert "3 ready" in cards and "1 not ready" in cards and "0 unknown" in cards
+    assert "6 <small>of 32 used</small>" in cards
+    assert "26 free · 0 unhealthy" in cards
+
+
+def test_pool_status_shows_offline_and_maintenance(staff_client, fleet):
+    Backend.objects.update(last_sync_at=timezone.now() - dt.timedelta(days=1))
+    Pool.objects.filter(name=BRAVO).update(enable_maintenance=True)
+
+    text = body(staff_client.get("/"))
+
+    assert '<span class="status status-bad">OFFLINE' in text
+    assert '<span class="status status-warn">MAINTENANCE' in text
+
+
+def test_the_pool_table_filters_and_sorts_from_the_url(staff_client, fleet):
+    make_nodes(2, [BRAVO])
+
+    assert row_keys(body(staff_client.get("/?sort=-gpu_used"))) == [BRAVO, ALPHA, "default"]
+    assert row_keys(body(staff_client.get("/?q=secret"))) == [BRAVO]
+    assert row_keys(body(staff_client.get("/?status=MAINTENANCE"))) == []
+    assert "No pool matches these filters." in body(staff_client.get("/?status=MAINTENANCE"))
+
+
+def test_a_member_without_pools_is_told_so(client, django_user_model, fleet):
+    client.force_login(django_user_model.objects.create_user("newcomer"))
+
+    assert "You may not use any pool yet." in body(client.get("/"))
+
+
+def test_the_overview_fragment_is_the_pool_table_and_the_charts_have_their_own(staff_client, fleet):
+    table = body(fragment(staff_client, "/", target="pools-table")).strip()
+    charts = body(fragment(staff_client, "/?q=alpha", target="pool-charts")).strip()
+
+    assert table.startswith('<div id="pools-table"') and "fleet-summary" not in table
+    assert charts.startswith('<section id="pool-charts"') and "pools-table" not in charts
+    assert re.findall(r'data-pool="([^"]+)"', charts) == [ALPHA]
+
+
+def test_each_pool_has_a_chart_of_the_last_24_hours(staff_client, fleet):
+    make_nodes(2, [ALPHA])
+    now = timezone.now()
+    for minutes in (30 * 60, 20, 10, 0):  # one of them older than the window
+        snapshots.record(now - dt.timedelta(minutes=minutes))
+
+    text = body(staff_client.get("/"))
+
+    charts = re.findall(r'<figure class="chart-card" data-testid="chart" data-pool="([^"]+)"', text)
+    assert charts == [ALPHA, BRAVO, "default"]
+    assert f"<title id=\"chart-1-title\">{ALPHA}: GPUs used and free, last 24 hours</title>" in text
+    assert "Now 1 of 16 GPUs used and 15 free" in text
+    assert text.count('<path class="used"') == 3
+
+
+def test_a_pool_without_snapshots_says_so(staff_client, fleet):
+    assert f"No usage recorded for {ALPHA} in the last 24 hours." in body(staff_client.get("/"))
+
+
+def test_describe_pool_shows_platforms_with_effective_selector_tolerations_and_counts(staff_client, fleet):
+    make_nodes(3, [ALPHA])
+
+    text = body(staff_client.get(f"/pools/{ALPHA}/"))
+
+    platforms = text[text.index('id="platforms-table"'):text.index('id="nodes-region"')]
+    assert row_keys(platforms) == ["h100", "cpu"]
+    assert "nvidia.com/gpu.present=true" in platforms
+    assert "nvidia.com/gpu Exists:NoSchedule" in platforms
+    assert re.search(r'data-col="node_count" class="num">\s*3\s*<', platforms)
+
+
+def test_describe_pool_lists_its_nodes_live_its_document_and_recent_revisions(staff_client, fleet):
+    make_nodes(2, [ALPHA])
+    make_nodes(2, [BRAVO], prefix="other")
+
+    text = body(staff_client.get(f"/pools/{ALPHA}/"))
+
+    nodes = text[text.index('id="nodes-table"'):]
+    assert row_keys(nodes)[:2] == ["node-0000", "node-0001"] and "other-0000" not in text
+    assert f'hx-get="/nodes/?pool={ALPHA}"' in nodes
+    assert "&quot;default_platform&quot;: &quot;h100&quot;" in text
+    assert re.search(r'<a href="/config/history/diff/\?type=pool&amp;revision=\d+">Diff</a>', text)
+    assert f'href="/config/history/?type=pool&amp;name={ALPHA}"' in text
+    assert f'href="/admin/pools/pool/{fleet["alpha"].pk}/change/"' in text
+
+
+def test_describe_pool_still_opens_when_its_configuration_is_broken(staff_client, fleet):
+    Pool.objects.filter(name=ALPHA).update(common_pod_template=["gone"])
+
+    response = staff_client.get(f"/pools/{ALPHA}/")
+
+    assert response.status_code == 200
+    assert "The effective configuration cannot be computed" in body(response)
+
+
+def test_an_unknown_pool_is_404(staff_client, fleet):
+    assert staff_client.get("/pools/nope/").status_code == 404
+
+
+def test_the_snapshot_task_is_scheduled_and_idempotent(fleet, settings):
+    from pools.models import UsageSnapshot
+    from pools.tasks import record_usage_snapshots
+
+    make_nodes(2, [ALPHA])
+    schedule = settings.CELERY_BEAT_SCHEDULE["record-usage-snapshots"]
+
+    assert schedule["task"] == "pools.tasks.record_usage_snapshots"
+    assert schedule["schedule"] == float(settings.OSMO_USAGE_SNAPSHOT_INTERVAL)
+    assert record_usage_snapshots.apply().get() == 3
+    assert record_usage_snapshots.apply().get() == 0  # a doubled or redelivered run writes nothing
+    alpha = UsageSnapshot.objects.get(pool__name=ALPHA)
+    assert (alpha.node_count, alpha.gpu_total, alpha.gpu_used, alpha.gpu_free) == (2, 16, 1, 15)
+
+
+def test_old_snapshots_are_dropped(fleet, settings):
+    from pools.models import UsageSnapshot
+
+    now = timezone.now()
+    snapshots.record(now - dt.timedelta(days=settings.OSMO_USAGE_SNAPSHOT_KEEP_DAYS, hours=1))
+    snapshots.record(now)
+
+    assert set(UsageSnapshot.objects.values_list("at", flat=True)) == {now}
+
+
+def test_a_large_fleets_charts_follow_the_page(staff_client, fleet):
+    from pools.models import Backend
+
+    backend = Backend.objects.get(name="default")
+    Pool.objects.bulk_create([Pool(name=f"alpha-{index:02d}", backend=backend) for index in range(12)])
+
+    page = body(staff_client.get("/?status=ONLINE"))
+    charts = body(fragment(staff_client, "/?status=ONLINE", target="pool-charts"))
+    without_js = body(staff_client.get("/?status=ONLINE&charts=all"))
+
+    assert 'data-testid="chart"' not in page and 'hx-trigger="load, every 60s' in page
+    assert 'href="/?status=ONLINE&amp;charts=all#pool-charts">Show the charts</a>' in page
+    assert charts.count('data-testid="chart"') == 15 and "load, every" not in charts
+    assert without_js.count('data-testid="chart"') == 15
