@@ -45,9 +45,17 @@ def page(browser):
 def screenshot():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
-    def take(page, name: str) -> Path:
+    def take(page, name: str, *, full_page: bool = False, size: tuple[int, int] | None = None) -> Path:
+        """`size` (width, height) widens the window for this picture only, for tables wider than 1440 px."""
         path = SCREENSHOTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=False)
+        before = page.viewport_size
+        if size:
+            page.set_viewport_size({"width": size[0], "height": size[1]})
+        try:
+            page.screenshot(path=str(path), full_page=full_page)
+        finally:
+            if size and before:
+                page.set_viewport_size(before)
         return path
 
     return take
