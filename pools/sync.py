@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .bulk import assign, bulk_update_changed
+from .bulk import assign, bulk_update_changed, copy_or_bulk_create, gc_paused
 from .cluster import Cluster, ClusterError, Expired, WatchEvent
 from .cluster.connect import connect
 from .cluster.reflector import Follower, list_all
@@ -161,9 +161,9 @@ class Recompute:
         self.pool_ids = dict(Pool.objects.values_list("name", "id"))
 
     def nodes(self, names: Iterable[str], facts: dict[str, NodeFacts], *, deleted: Iterable[str] = (),
-              now=None) -> tuple[int, int]:
-        """Recompute `names`, taking their facts from `facts` or else from their stored rows; delete
-        `deleted`. Returns (rows written, rows deleted)."""
+              now=None, usage: dict | None = None) -> tuple[int, int]:
+        """Recompute `names`, taking their facts from `facts` or else from their stored rows, and their usage
+        from `usage` or else from their stored pods; delete `deleted`. Returns (rows written, rows deleted)."""
         now = now or timezone.now()
         names = set(names) | set(facts)
         deleted = set(deleted)
@@ -175,8 +175,9 @@ class Recompute:
         if not names:
             return 0, removed
         rows = {row.name: row for row in Node.objects.filter(backend=self.backend, name__in=names)}
-        pods = Pod.objects.filter(backend=self.backend, node_name__in=names).values("uid", *POD_COLUMNS)
-        usage = usage_from_pods(_pod_from_row(row) for row in pods)
+        if usage is None:
+            pods = Pod.objects.filter(backend=self.backend, node_name__in=names).values("uid", *POD_COLUMNS)
+            usage = usage_from_pods(_pod_from_row(row) for row in pods)
         new, changes, memberships = [], [], {}
         for name in names:
             row = rows.get(name)
@@ -191,10 +192,12 @@ class Recompute:
                 continue
             changed = assign(row, values)
             if changed:
-                row.last_seen = row.updated_at = now
-                changes.append((row, (*changed, "last_seen", "updated_at")))
-        Node.objects.bulk_create(new, batch_size=1000)
+                changes.append((row, changed))
+        copy_or_bulk_create(Node, new)
         written = len(new) + bulk_update_changed(Node, changes)
+        if changes:
+            # One constant UPDATE: per-row CASE expressions for these would double the cost of a burst.
+            Node.objects.filter(id__in=[row.id for row, _ in changes]).update(last_seen=now, updated_at=now)
         changed_membership = {row.name for row, fields in changes if {"pool_names", "platform_names"} & set(fields)}
         changed_membership |= {node.name for node in new}
         if changed_membership:
@@ -246,6 +249,7 @@ class BackendSync:
         self.stats = Stats()
         self.label = pool_label()
         self._recompute: Recompute | None = None
+        self._listed_pods: list[PodFacts] = []
 
     @property
     def recompute(self) -> Recompute:
@@ -285,13 +289,15 @@ class BackendSync:
     def full_sync(self) -> None:
         """List nodes and pods completely, then make the rows match. Nothing is deleted unless both
         lists completed."""
-        nodes = list_all(self.cluster.list_nodes)
-        pods = list_all(self.cluster.list_pods)
-        self.stats.relists += 1
-        with transaction.atomic():
-            self._reconcile_pods(pods.items)
-            self._reconcile_nodes(nodes.items)
-            self._save_versions(nodes.resource_version, pods.resource_version)
+        with gc_paused():
+            nodes = list_all(self.cluster.list_nodes)
+            pods = list_all(self.cluster.list_pods)
+            self.stats.relists += 1
+            with transaction.atomic():
+                self._reconcile_pods(pods.items)
+                self._reconcile_nodes(nodes.items, usage=usage_from_pods(self._listed_pods))
+                self._save_versions(nodes.resource_version, pods.resource_version)
+            self._listed_pods = []
 
     def _relist(self, kind: str) -> str:
         page = list_all(self.cluster.list_nodes if kind == "nodes" else self.cluster.list_pods)
@@ -306,14 +312,14 @@ class BackendSync:
                 self._save_versions(pods=page.resource_version)
         return page.resource_version
 
-    def _reconcile_nodes(self, items: list[dict]) -> None:
+    def _reconcile_nodes(self, items: list[dict], usage: dict | None = None) -> None:
         facts = {}
         for item in items:
             node = node_facts(item)
             facts[node.name] = node
         stored = set(Node.objects.filter(backend=self.backend).values_list("name", flat=True))
         # Nodes whose facts did not change may still change status or usage: recompute every node.
-        self._recompute_nodes(stored | set(facts), facts, deleted=stored - set(facts))
+        self._recompute_nodes(stored | set(facts), facts, deleted=stored - set(facts), usage=usage)
         Node.objects.filter(backend=self.backend).update(last_seen=timezone.now())
 
     def _reconcile_pods(self, items: list[dict]) -> set[str]:
@@ -322,6 +328,7 @@ class BackendSync:
             pod = pod_facts(item, pool_label=self.label)
             if counts_on_node(pod):
                 wanted[pod.uid] = pod
+        self._listed_pods = list(wanted.values())
         stored = {row["uid"]: row for row in Pod.objects.filter(backend=self.backend).values("id", "uid",
                                                                                            *POD_COLUMNS)}
         return self._write_pods(wanted, set(stored) - set(wanted), stored)
@@ -346,7 +353,7 @@ class BackendSync:
         if gone:
             for start in range(0, len(gone), 5000):
                 Pod.objects.filter(id__in=gone[start:start + 5000]).delete()
-        Pod.objects.bulk_create(create, batch_size=2000)
+        copy_or_bulk_create(Pod, create)
         if update:
             Pod.objects.bulk_update(update, POD_COLUMNS, batch_size=1000)
         self.stats.pods_written += len(create) + len(update)
@@ -354,8 +361,8 @@ class BackendSync:
         touched.discard("")
         return touched
 
-    def _recompute_nodes(self, names, facts, deleted=()) -> None:
-        written, removed = self.recompute.nodes(names, facts, deleted=deleted)
+    def _recompute_nodes(self, names, facts, deleted=(), usage=None) -> None:
+        written, removed = self.recompute.nodes(names, facts, deleted=deleted, usage=usage)
         self.stats.nodes_written += written
         self.stats.nodes_deleted += removed
 

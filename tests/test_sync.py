@@ -249,3 +249,23 @@ def test_the_sync_command_without_once_keeps_watching_until_interrupted(standin,
     call_command("sync", "prod")
     assert len(rounds) == 3 and time.monotonic() - started < 10
     assert Node.objects.count() == 3
+
+
+def test_a_large_first_sync_writes_the_same_rows_as_a_small_one(standin, backend):
+    """Hundreds of new rows go through COPY on PostgreSQL; the rows must equal what INSERT writes."""
+    standin.add_nodes([make_node(f"n{i:03}", gpus=8 if i % 2 else 0, labels={"rack": f"r{i % 7}"})
+                       for i in range(520)])
+    standin.add_pods([make_pod(f"p{i:03}", f"n{(2 * i + 1) % 520:03}", gpus=1, labels={"runwhere.ai/pool": "x"})
+                      for i in range(600)])
+    sync_once(backend)
+    assert Node.objects.count() == 520 and Pod.objects.count() == 600
+    pod = Pod.objects.get(name="p007")
+    assert (pod.node_name, pod.gpu, pod.cpu, pod.memory, pod.pool, pod.phase) == ("n015", 1, 1000, 1024**3, "x",
+                                                                                   "Running")
+    node = Node.objects.get(name="n015")
+    assert node.labels["rack"] == "r1" and node.pool_names == ["default"] and node.last_seen is not None
+    assert (node.gpu_used, node.gpu_total) == (3, 8)  # pods 7, 267 and 527 land on n015
+    assert {condition["type"] for condition in node.conditions} >= {"Ready", "DiskPressure"}
+    # A second sync over the same cluster finds nothing to write.
+    stats = sync_once(backend)
+    assert (stats.nodes_written, stats.pods_written) == (0, 0)
