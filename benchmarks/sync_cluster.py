@@ -1,39 +1,51 @@
 """Benchmark: cluster sync (issue 3): a full list of a large cluster, and watch events to committed rows.
 
-Usage, from the project root:
+Usage, from the project root (about 3 minutes on 2 cores with the defaults):
 
     .venv/bin/python benchmarks/sync_cluster.py [--nodes 5000] [--pods-per-node 30] [--repeat 3]
-                                                [--events 1000] [--rate 20] [--seconds 10] [--profile]
+        [--events 1000] [--rate 20] [--seconds 10] [--profile] [--profile-watch] [--gc-off] [--in-process]
 
 The cluster is the stand-in API server of the tests (tests/kube_standin.py, real HTTP), run in a child
-process as a real API server would be, so it does not share this process's GIL (--in-process runs it in
-a thread here instead). The sync is the real thing: `BackendSync(backend, KubeCluster).run(...)` with the
-`kubernetes` client over HTTP, into PostgreSQL.
+process as a real API server would be, so that it does not share this process's GIL (--in-process runs it
+in a thread here instead). The sync is the real thing: `BackendSync(backend, KubeCluster).run(...)` with
+the `kubernetes` client over HTTP, into PostgreSQL; nothing in pools/ is edited, only wrapped at run time
+to time its parts.
 
 Database: DATABASE_URL if set (it must be PostgreSQL; only the backend bench-sync, its rows and the bench-*
-pools and templates are touched, and removed afterwards); otherwise postgres://postgres@127.0.0.1:5432/
+pools and templates are written, and removed afterwards, though importing the pools recomputes every
+backend's node memberships as any pool import does); otherwise postgres://postgres@127.0.0.1:5432/
 osmo_bench_sync, dropped and recreated at start and dropped at the end (its own name, so that it never
-clobbers a concurrent run of import_pools.py, which uses osmo_bench). DEBUG is off (the worker's setting),
-so Django's debug cursor does not count in the figures; --debug turns it on.
+clobbers a concurrent run of import_pools.py, which uses osmo_bench). DEBUG is off, as in the worker, so
+Django's debug cursor is not in the figures; --debug turns it on.
 
 Measured (time.perf_counter; wall times):
   1. Full sync: 5,000 nodes (H100, A100, GB200 and L40S GPU nodes, CPU nodes; some tainted, cordoned,
-     under pressure or with an unhealthy GPU) and 150,000 pods (30 per node: GPU Operator and other
-     daemonset pods, GPU workloads, CPU pods, Succeeded/Failed pods, a few unbound Pending ones), with
-     four bench pools whose selectors place the nodes. `run(seconds=0)` into empty tables, --repeat times
-     (median), broken down by wrapping the sync's own functions at run time (list_all, json.loads,
-     _reconcile_pods, _write_pods, node_facts, Recompute.nodes, usage_from_pods, memberships) and by
-     timing every SQL statement and the commit (connection.execute_wrapper).
+     under disk pressure or with an unhealthy GPU) and 150,000 pods (30 per node: GPU Operator and other
+     daemonset pods, GPU jobs, CPU pods with and without init containers, Succeeded/Failed pods, a few
+     unbound Pending ones), with four bench pools (pool selectors, and platform selectors from pod
+     templates) so that memberships are computed. `run(seconds=0)` into empty tables, --repeat times
+     (median; fewer if --budget would be passed). The median run is broken down by wrapping the sync's
+     own functions at run time (list_all, the client's json.loads, _reconcile_pods, _write_pods,
+     node_facts, Recompute.nodes, the Pod/Node querysets it evaluates, usage_from_pods, memberships), by
+     timing every SQL statement and the commit (connection.execute_wrapper), and by timing the cyclic
+     GC's pauses (gc.callbacks).
      Baseline, same run, same tables emptied: the same list pages fetched with urllib.request (pages of
      500 with continue), json.loads, the same Node, Pod and NodeMembership rows (values read from the
-     database after the sync, looked up per listed object) and ONE `COPY ... FROM STDIN` per table via
-     psycopg, in one transaction. Also one re-sync on top of the baseline's rows (a relist after a 410:
-     nothing changed, so nothing may be written; that also proves the baseline wrote the sync's rows).
-  2. Watch: `run(seconds=...)` in a thread with its own connection, following the watches. (a) --events
-     node label changes on distinct nodes made back to back in the stand-in: the time from the first
-     change to the moment all those rows are committed (the main thread polls the database every 5 ms);
-     (b) one label change every 1/--rate s for --seconds s, each stamped with time.time(): per event, the
-     latency from the change to the poll that first sees its row committed (median, 95th percentile).
+     database after the first sync and looked up per listed object) and ONE `COPY ... FROM STDIN` per
+     table via psycopg, in one transaction. Then one re-sync on top of the baseline's rows: a relist where
+     nothing changed (as after a 410), which must write nothing; that also proves the baseline wrote
+     exactly the sync's rows.
+  2. Watch: `run(seconds=...)` in a thread with its own connection, following the node and pod watches
+     (ended early by moving its clock and ending the streams). (a) --events label changes on distinct
+     nodes, made back to back in the stand-in: the time from the first change until all those rows are
+     committed (the main thread polls the database every 20 ms; the end of the COMMIT, timed in the sync
+     thread, is printed too), and where apply() spent its time;
+     (b) one label change every 1/--rate s for --seconds s, each value the time.time() of its change: per
+     event, the latency from the change to the poll that first sees its row committed (median, 95th).
+
+--profile adds one cProfile'd full sync (not in the figures); --profile-watch profiles the following
+thread (which slows it, so the watch figures are then pessimistic); --gc-off disables the cyclic GC
+during the timed full syncs and baselines, to show what the GC costs each of them.
 """
 
 import argparse
@@ -52,7 +64,7 @@ import time
 import traceback
 import urllib.request
 from collections import defaultdict
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
@@ -292,9 +304,6 @@ class RemoteStandin:
         self._pending = method
         self._conn.send((method, args))
 
-    def done(self) -> bool:
-        return self._conn.poll()
-
     def result(self):
         status, value = self._conn.recv()
         self._pending = None
@@ -337,9 +346,6 @@ class LocalStandin:
         self._outcome = None
         self._thread = threading.Thread(target=work, name=f"standin-{method}", daemon=True)
         self._thread.start()
-
-    def done(self) -> bool:
-        return not self._thread.is_alive()
 
     def result(self):
         self._thread.join()
@@ -439,6 +445,7 @@ class Timers:
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self.batches: list[tuple[float, int, float]] = []  # (ended at, events, seconds) per apply()
 
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] += seconds
@@ -464,10 +471,27 @@ def sql_class(sql: str) -> str:
     return f"{verb} {text[position + len(marker):].split(chr(34), 1)[0]}"
 
 
+GC_OFF = False  # --gc-off: the cyclic collector is disabled during the timed syncs and baselines
+
+
+@contextmanager
+def gc_setting():
+    if not GC_OFF:
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+
+
 @contextmanager
 def instrumented(timers: Timers):
     """Wraps the sync's own functions, only for the duration: nothing in pools/ is edited."""
     from django.db import connection
+    from django.db.models.query import QuerySet
 
     import pools.cluster.kube as kube
     import pools.sync as sync
@@ -516,10 +540,47 @@ def instrumented(timers: Timers):
     timed(sync.BackendSync, "_write_pods", "write pods")
     timed(sync.BackendSync, "_reconcile_nodes", "reconcile nodes")
     timed(sync, "node_facts", "node_facts")
-    timed(sync.Recompute, "nodes", "Recompute.nodes")
-    timed(sync, "usage_from_pods", "usage (pods read back)")
+    inside_recompute = []
+    original_nodes = sync.Recompute.nodes
+
+    def recompute_nodes(self, *args, **kwargs):
+        inside_recompute.append(1)
+        start = time.perf_counter()
+        try:
+            return original_nodes(self, *args, **kwargs)
+        finally:
+            timers.add("Recompute.nodes", time.perf_counter() - start)
+            inside_recompute.pop()
+
+    patch(sync.Recompute, "nodes", recompute_nodes)
+    original_fetch_all = QuerySet._fetch_all
+
+    def fetch_all(self):
+        if self._result_cache is not None or self.model not in (sync.Pod, sync.Node):
+            return original_fetch_all(self)
+        label = f"fetch {self.model.__name__} rows" + (" in Recompute.nodes" if inside_recompute else "")
+        start = time.perf_counter()
+        try:
+            return original_fetch_all(self)
+        finally:
+            timers.add(label, time.perf_counter() - start)
+
+    patch(QuerySet, "_fetch_all", fetch_all)
+    timed(sync, "usage_from_pods", "usage_from_pods")
     timed(sync.Recompute, "_write_memberships", "memberships")
     timed(sync, "bulk_update_changed", "bulk_update_changed")
+    original_apply = sync.BackendSync.apply
+
+    def apply(self, node_events, pod_events):
+        start = time.perf_counter()
+        try:
+            return original_apply(self, node_events, pod_events)
+        finally:
+            seconds = time.perf_counter() - start
+            timers.add("apply", seconds)
+            timers.batches.append((time.time(), len(node_events) + len(pod_events), seconds))
+
+    patch(sync.BackendSync, "apply", apply)
 
     def execute(execute_, sql, params, many, context):
         start = time.perf_counter()
@@ -528,6 +589,16 @@ def instrumented(timers: Timers):
         finally:
             timers.add(f"SQL {sql_class(sql)}", time.perf_counter() - start)
 
+    # Pauses of the cyclic garbage collector, wherever they fall (they overlap the other items).
+    gc_started: list[float] = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            gc_started.append(time.perf_counter())
+        elif gc_started:
+            timers.add(f"GC gen{info['generation']}", time.perf_counter() - gc_started.pop())
+
+    gc.callbacks.append(on_gc)
     connection.ensure_connection()
     original_commit = connection.commit
 
@@ -540,6 +611,7 @@ def instrumented(timers: Timers):
         with connection.execute_wrapper(execute):
             yield
     finally:
+        gc.callbacks.remove(on_gc)
         del connection.commit
         for owner, name, original in reversed(saved):
             setattr(owner, name, original)
@@ -581,7 +653,7 @@ def timed_sync(profile: bool = False) -> tuple[float, Timers, object]:
     cluster = cluster_for(backend)
     timers = Timers()
     try:
-        with instrumented(timers):
+        with gc_setting(), instrumented(timers):
             profiler = None
             if profile:
                 import cProfile
@@ -665,11 +737,28 @@ def fetch_all(url: str, path: str, timers: Timers, kind: str) -> list[dict]:
 
 
 def baseline(url: str, snapshot: Snapshot) -> tuple[float, Timers]:
+    timers = Timers()
+    gc_started: list[float] = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            gc_started.append(time.perf_counter())
+        elif gc_started:
+            timers.add(f"GC gen{info['generation']}", time.perf_counter() - gc_started.pop())
+
+    gc.callbacks.append(on_gc)
+    try:
+        with gc_setting():
+            return _baseline(url, snapshot, timers)
+    finally:
+        gc.callbacks.remove(on_gc)
+
+
+def _baseline(url: str, snapshot: Snapshot, timers: Timers) -> tuple[float, Timers]:
     from django.db import connection, transaction
 
     from pools.models import Node, NodeMembership, Pod
 
-    timers = Timers()
     start = time.perf_counter()
     nodes = fetch_all(url, "/api/v1/nodes", timers, "nodes")
     pods = fetch_all(url, "/api/v1/pods", timers, "pods")
@@ -686,7 +775,7 @@ def baseline(url: str, snapshot: Snapshot) -> tuple[float, Timers]:
 
     def copy(cursor, model, columns, rows):
         sql = f"COPY {quote_name(model._meta.db_table)} ({', '.join(map(quote_name, columns))}) FROM STDIN"
-        with cursor.copy(sql) as copier:
+        with timers.time(f"  COPY {model._meta.db_table}"), cursor.copy(sql) as copier:
             for row in rows:
                 copier.write_row(row)
 
@@ -701,6 +790,8 @@ def baseline(url: str, snapshot: Snapshot) -> tuple[float, Timers]:
         copy(cursor, NodeMembership, ["node_id", "pool_id", "platforms"],
              ((ids[name], pool_id, json.dumps(platforms))
               for name, entries in snapshot.memberships.items() for pool_id, platforms in entries))
+        commit_started = time.perf_counter()
+    timers.add("  COMMIT", time.perf_counter() - commit_started)
     return time.perf_counter() - start, timers
 
 
@@ -727,13 +818,25 @@ def watch_benchmark(standin, args, names: list[str]) -> dict:
     clock = ControlledClock()
     outcome: dict = {}
 
+    timers = Timers()
+
     def follow():
+        profiler = None
         try:
             thread_backend = backend_row()
             cluster = cluster_for(thread_backend)
             try:
-                outcome["stats"] = BackendSync(thread_backend, cluster, clock=clock).run(seconds=600)
+                with instrumented(timers):
+                    if args.profile_watch:
+                        import cProfile
+
+                        profiler = cProfile.Profile()
+                        profiler.enable()
+                    outcome["stats"] = BackendSync(thread_backend, cluster, clock=clock).run(seconds=600)
             finally:
+                if profiler is not None:
+                    profiler.disable()
+                    outcome["profile"] = profiler
                 cluster.close()
         except BaseException as exc:  # reported by the main thread
             outcome["error"] = exc
@@ -773,15 +876,27 @@ def watch_benchmark(standin, args, names: list[str]) -> dict:
     results: dict = {}
     # (a) a burst of label changes on distinct nodes
     since = timezone.now()
+    before = dict(timers.seconds)
+    batches_before = len(timers.batches)
     standin.start("label_burst", burst_names, BURST_KEY)
-    seen, polls, poll_seconds = poll_until(BURST_KEY, len(burst_names), since, 0.005)
+    # Every 20 ms: the poller shares this process's GIL with the sync thread, so polling much more often
+    # slows the very apply() being timed (every 5 ms cost it about 0.1-0.2 s here).
+    seen, polls, poll_seconds = poll_until(BURST_KEY, len(burst_names), since, 0.02)
     first, last = standin.result()
     done_at = max(at for _value, at in seen.values()) if seen else float("nan")
+    time.sleep(0.5)  # let a batch that is still being applied end before the figures are taken
+    # apply() returns right after its COMMIT: the last burst batch to end before the poller saw every row
+    # is the commit that completed the burst, timed inside the sync thread.
+    commits = [end for end, _events, _seconds in timers.batches[batches_before:] if end <= done_at]
     results["burst"] = {"events": len(burst_names), "committed": len(seen), "seconds": done_at - first,
+                        "commit_seconds": (max(commits) - first) if commits else float("nan"),
                         "changes_took": last - first, "polls": polls,
                         "poll_ms": 1000 * poll_seconds / max(polls, 1),
-                        "latencies": sorted(at - value for value, at in seen.values())}
-    time.sleep(1.0)
+                        "latencies": sorted(at - value for value, at in seen.values()),
+                        "timers": {k: v - before.get(k, 0.0) for k, v in dict(timers.seconds).items()},
+                        "batches": [(end - first, events, seconds)
+                                    for end, events, seconds in timers.batches[batches_before:]]}
+    time.sleep(0.5)
     # (b) a steady trickle, one stamped change at a time
     since = timezone.now()
     standin.start("label_series", series_names, STAMP_KEY, args.rate)
@@ -799,6 +914,8 @@ def watch_benchmark(standin, args, names: list[str]) -> dict:
     if "error" in outcome:
         raise SystemExit(f"the following sync failed: {outcome['error']!r}")
     results["stats"] = outcome["stats"]
+    results["timers"] = timers
+    results["profile"] = outcome.get("profile")
     return results
 
 
@@ -824,19 +941,20 @@ def sync_breakdown(runs: list[Timers], total: float) -> list[tuple[str, float]]:
     pod_write_sql = sum(v for k, v in sql.items() if k in ("SQL INSERT pools_pod", "SQL DELETE pools_pod",
                                                            "SQL UPDATE pools_pod"))
     recompute = m.get("Recompute.nodes", 0.0)
-    usage = m.get("usage (pods read back)", 0.0)
+    usage = m.get("fetch Pod rows in Recompute.nodes", 0.0) + m.get("usage_from_pods", 0.0)
     memberships = m.get("memberships", 0.0)
     node_sql = sum(v for k, v in sql.items() if k in ("SQL INSERT pools_node", "SQL UPDATE pools_node"))
     rows = [
         ("list nodes: HTTP + json.loads (list_all)", m.get("list nodes", 0.0)),
         ("list pods: HTTP + json.loads (list_all)", m.get("list pods", 0.0)),
         ("  of which json.loads, both lists", m.get("json.loads", 0.0)),
-        ("pods: parse (pod_facts) + diff", m.get("reconcile pods", 0.0) - m.get("write pods", 0.0)),
+        ("pods: parse (pod_facts) + read stored rows + diff", m.get("reconcile pods", 0.0) - m.get("write pods", 0.0)),
+        ("  of which the stored Pod rows read (fetch)", m.get("fetch Pod rows", 0.0)),
         ("pods: write (_write_pods: build Pod objects + INSERT)", m.get("write pods", 0.0)),
         ("  of which SQL INSERT/UPDATE/DELETE pools_pod", pod_write_sql),
         ("nodes: parse (node_facts)", m.get("node_facts", 0.0)),
         ("nodes: Recompute.nodes (all nodes)", recompute),
-        ("  pods read back from the DB + usage_from_pods", usage),
+        ("  pods read back from the DB (fetch) + usage_from_pods", usage),
         ("  NodeMembership delete + insert", memberships),
         ("  status/figures/membership + Node objects + SQL", recompute - usage - memberships),
         ("  of which SQL INSERT/UPDATE pools_node", node_sql),
@@ -848,13 +966,15 @@ def sync_breakdown(runs: list[Timers], total: float) -> list[tuple[str, float]]:
     accounted = (m.get("list nodes", 0.0) + m.get("list pods", 0.0) + m.get("reconcile pods", 0.0)
                  + m.get("reconcile nodes", 0.0) + m.get("SQL COMMIT", 0.0))
     rows.append(("other (lease, backend refresh, versions, outcome)", total - accounted))
+    gc_total = sum(v for k, v in m.items() if k.startswith("GC "))
+    rows.append((f"(cyclic GC pauses, inside the items above: gen2 {m.get('GC gen2', 0.0):.2f} s)", gc_total))
     return rows
 
 
 def print_sql(runs: list[Timers]) -> None:
     names = sorted({n for t in runs for n in t.seconds if n.startswith("SQL ")},
                    key=lambda n: -median_of(runs, n))
-    print("  SQL by statement (median seconds, statements):")
+    print("  SQL by statement (seconds, statements):")
     for name in names:
         calls = statistics.median(t.calls.get(name, 0) for t in runs)
         print(f"    {name.removeprefix('SQL '):<40} {median_of(runs, name):7.3f} s  {calls:5.0f}")
@@ -871,6 +991,10 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=240.0,
                         help="seconds the full-sync repeats may take in all; fewer repeats beyond it")
     parser.add_argument("--profile", action="store_true", help="also cProfile one more full sync")
+    parser.add_argument("--profile-watch", action="store_true",
+                        help="cProfile the following sync thread (slows it: the watch figures are then pessimistic)")
+    parser.add_argument("--gc-off", action="store_true",
+                        help="disable Python's cyclic GC during the timed full syncs and baselines (what GC costs)")
     parser.add_argument("--in-process", action="store_true", help="run the stand-in in a thread of this process")
     parser.add_argument("--debug", action="store_true", help="DEBUG=1 (Django's debug cursor on)")
     args = parser.parse_args()
@@ -879,6 +1003,8 @@ def main() -> None:
     if args.events + args.rate * args.seconds > args.nodes:
         parser.error("--events plus --rate x --seconds must not exceed --nodes (one change per node)")
 
+    global GC_OFF
+    GC_OFF = args.gc_off
     sys.path.insert(0, str(BASE_DIR))
     os.chdir(BASE_DIR)
     began = time.perf_counter()
@@ -886,6 +1012,7 @@ def main() -> None:
     standin = LocalStandin() if args.in_process else RemoteStandin()
     standin.start("populate", args.nodes, args.pods_per_node)
     scratch = False
+    stack = ExitStack()
     try:
         url, label, scratch = choose_database()
         os.environ["DATABASE_URL"] = url
@@ -910,13 +1037,14 @@ def main() -> None:
         init_defaults()
         if not scratch:
             remove_bench_config()
-        workdir = tempfile.mkdtemp(prefix="sync-bench-")
+        workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="sync-bench-"))
         populated = standin.result()
         kubeconfig = standin.call("kubeconfig", str(Path(workdir) / "kubeconfig"))
         call_command("backend", "add", BACKEND, "--kubeconfig", kubeconfig, stdout=io.StringIO())
         import_pools()
         standin_url = standin.call("url")
         print(f"django {django.get_version()}, python {sys.version.split()[0]}, DEBUG={settings.DEBUG}, "
+              f"{'GC OFF during the full syncs and baselines, ' if GC_OFF else ''}"
               f"{os.cpu_count()} CPUs; stand-in {'in this process' if args.in_process else 'in a child process'} "
               f"at {standin_url}")
         print(f"cluster: {populated['nodes']} nodes, {populated['pods']} pods "
@@ -966,15 +1094,24 @@ def main() -> None:
               f"{stats.nodes_written} nodes and {stats.pods_written} pods written)")
         print(f"  sync runs: {', '.join(f'{s:.2f}' for s in sync_seconds)} s; "
               f"baseline runs: {', '.join(f'{s:.2f}' for s in baseline_seconds)} s")
-        print(f"  breakdown of the sync (median per item over the runs; total {sync_median:.2f} s):")
-        for name, value in sync_breakdown(sync_timers, sync_median):
+        middle = sorted(range(len(sync_seconds)), key=sync_seconds.__getitem__)[(len(sync_seconds) - 1) // 2]
+        print(f"  breakdown of the median run (run {middle + 1}, {sync_seconds[middle]:.2f} s):")
+        for name, value in sync_breakdown([sync_timers[middle]], sync_seconds[middle]):
             print(f"    {name:<68} {value:7.2f} s")
-        print_sql(sync_timers)
-        print("  baseline (urllib.request pages of 500, json.loads, rows from the stored values, "
-              "one COPY per table):")
+        print_sql([sync_timers[middle]])
+        base_middle = sorted(range(len(baseline_seconds)),
+                             key=baseline_seconds.__getitem__)[(len(baseline_seconds) - 1) // 2]
+        base_timers = baseline_timers[base_middle]
+        print(f"  baseline, median run (run {base_middle + 1}, {baseline_seconds[base_middle]:.2f} s): urllib.request "
+              "pages of 500, json.loads, rows from the stored values, one COPY per table:")
         for name in ("nodes: HTTP", "nodes: json.loads", "pods: HTTP", "pods: json.loads", "build rows",
-                     "DB write (COPY x3, one transaction)"):
-            print(f"    {name:<68} {median_of(baseline_timers, name):7.2f} s")
+                     "DB write (COPY x3, one transaction)", "  COPY pools_pod", "  COPY pools_node",
+                     "  COPY pools_nodemembership", "  COMMIT"):
+            print(f"    {name:<68} {base_timers.seconds.get(name, 0.0):7.2f} s")
+        gc_base = statistics.median(sum(v for k, v in t.seconds.items() if k.startswith("GC "))
+                                    for t in baseline_timers)
+        gc_base_run = sum(v for k, v in base_timers.seconds.items() if k.startswith("GC "))
+        print(f"    {'(cyclic GC pauses, inside the items above)':<68} {gc_base_run:7.2f} s")
         print(f"  re-sync with nothing changed (a relist after 410): {resync_seconds:.2f} s, "
               f"{resync_stats.nodes_written} nodes and {resync_stats.pods_written} pods written")
         print("  breakdown of the re-sync:")
@@ -986,9 +1123,25 @@ def main() -> None:
         watch = watch_benchmark(standin, args, names)
         burst, series = watch["burst"], watch["series"]
         print(f"\n2. Watch: {burst['events']} node label changes back to back (they took "
-              f"{burst['changes_took']:.2f} s in the stand-in): all {burst['committed']} rows committed "
-              f"{burst['seconds']:.2f} s after the first change; per event median "
+              f"{burst['changes_took']:.2f} s in the stand-in): all {burst['committed']} rows seen committed "
+              f"{burst['seconds']:.2f} s after the first change (the COMMIT that completed them ended at "
+              f"{burst['commit_seconds']:.2f} s); per event median "
               f"{percentile(burst['latencies'], 0.5):.2f} s, 95th {percentile(burst['latencies'], 0.95):.2f} s")
+        print("  burst batches (apply() ended at s after the first change, events, apply seconds): "
+              + ", ".join(f"({end:.2f}, {events}, {seconds:.2f})" for end, events, seconds in burst["batches"]))
+        bt = burst["timers"]
+        items = [("apply() in all", "apply"), ("  Recompute.nodes", "Recompute.nodes"),
+                 ("    their pods read back", "fetch Pod rows in Recompute.nodes"),
+                 ("    their Node rows read", "fetch Node rows in Recompute.nodes"),
+                 ("    bulk_update_changed (UPDATE ... CASE per field)", "bulk_update_changed"),
+                 ("  node_facts", "node_facts"), ("  COMMIT", "SQL COMMIT")]
+        print("  where the burst's apply() time went: " + "; ".join(
+            f"{label.strip()} {bt.get(key, 0.0):.2f} s" for label, key in items))
+        print("  burst SQL: " + "; ".join(
+            f"{name.removeprefix('SQL ')} {value:.3f} s" for name, value in
+            sorted(((n, v) for n, v in bt.items() if n.startswith("SQL ") and v > 0.0005), key=lambda x: -x[1])))
+        gc_burst = sum(v for n, v in bt.items() if n.startswith("GC "))
+        print(f"  cyclic GC pauses during the burst (whole process): {gc_burst:.2f} s")
         print(f"  {series['events']} stamped changes at {args.rate:g}/s for {series['changes_took']:.1f} s: "
               f"{series['committed']} committed; latency median {percentile(series['latencies'], 0.5) * 1000:.0f} ms, "
               f"95th {percentile(series['latencies'], 0.95) * 1000:.0f} ms, "
@@ -997,16 +1150,25 @@ def main() -> None:
         wstats = watch["stats"]
         print(f"  following sync: {wstats.events} events in {wstats.batches} batches, {wstats.relists} lists, "
               f"{wstats.nodes_written} node rows written, errors {len(wstats.errors)}")
+        if watch["profile"] is not None:
+            import pstats
+
+            out = io.StringIO()
+            pstats.Stats(watch["profile"], stream=out).sort_stats("cumulative").print_stats(35)
+            print("\ncProfile of the following sync thread (burst and trickle; sorted by cumtime, top 35):")
+            print("\n".join(out.getvalue().splitlines()[:70]))
         errors = standin.call("server_errors")
         if errors:
             print(f"WARNING: the stand-in logged {len(errors)} errors; first:\n{errors[0]}")
 
         # ---- 3. table ----
         ratio = sync_median / base_median if base_median else float("inf")
+        gc_sync = statistics.median(sum(v for k, v in t.seconds.items() if k.startswith("GC ")) for t in sync_timers)
         rows = [
             ("full sync, 5k nodes/150k pods (median)", f"{sync_median:.2f} s", ""),
             ("baseline: urllib+json.loads+COPY (median)", f"{base_median:.2f} s", ""),
             ("ratio sync / baseline", f"{ratio:.2f}x", "<= 2x"),
+            ("GC pauses inside sync / baseline (median)", f"{gc_sync:.1f}/{gc_base:.1f} s", ""),
             ("re-sync, nothing changed", f"{resync_seconds:.2f} s", ""),
             (f"{burst['events']} MODIFIED events -> all committed", f"{burst['seconds']:.2f} s", "<= 1 s"),
             ("event -> committed row, median", f"{percentile(series['latencies'], 0.5):.3f} s", "<= 2 s"),
@@ -1021,6 +1183,7 @@ def main() -> None:
         print(f"(whole benchmark: {time.perf_counter() - began:.0f} s)")
     finally:
         standin.close()
+        stack.close()
         try:
             if scratch:
                 drop_database()
