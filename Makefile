@@ -27,6 +27,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/import_pools.py
+	$(PY) benchmarks/sync_cluster.py
+	$(PY) benchmarks/pages.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache

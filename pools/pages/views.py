@@ -46,8 +46,7 @@ def node_listing(request, query: QueryDict, visible: VisiblePools, *, with_gpu_t
     sort = parse_sort(NODES, query.get("sort"))
     selected = order_queryset(form.apply(nodes), sort, NODE_TIE_BREAKERS)
     if wants_csv(request):
-        rows = selected.values(*NODES.fields(columns, export=True)).iterator(chunk_size=2000)
-        return form, None, csv.response(NODES, columns, rows, ctx)
+        return form, None, csv.queryset_response(NODES, columns, selected, ctx)
     selected = selected.values(*NODES.fields(columns))
     page = paginate(selected, query)
     filters = {name for name in form.fields if query.get(name)}
