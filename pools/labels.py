@@ -229,8 +229,11 @@ def _patch_all(nodes: list[Node], changes: dict[str, dict[str, str | None]]) -> 
         for node, previous in done:
             cluster_for(node.backend).patch_node_labels(node.name, previous)
         raise
-    if done:
-        _store(done[0][0].backend, patched)
+    by_backend: dict[int, tuple[Any, list[dict]]] = {}
+    for (node, _), body in zip(done, patched, strict=True):
+        by_backend.setdefault(node.backend_id, (node.backend, []))[1].append(body)
+    for backend, bodies in by_backend.values():
+        _store(backend, bodies)
 
 
 def _only_backend() -> str:

@@ -28,7 +28,7 @@ from .cluster import Cluster, ClusterError, Expired, WatchEvent
 from .cluster.connect import connect
 from .cluster.reflector import Follower, list_all
 from .inventory.membership import Membership, compile_selectors, node_membership
-from .inventory.nodes import NodeFacts, NodeResources, node_facts
+from .inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, node_facts
 from .inventory.pods import PodFacts, counts_on_node, pod_facts
 from .inventory.status import NO_USAGE, StatusOptions, component_states, gpu_figures, node_status, usage_from_pods
 from .models import Backend, Node, NodeMembership, Pod, Pool, SyncLog
@@ -78,11 +78,8 @@ def facts_from_row(row: Node) -> NodeFacts:
         gpu_count=row.gpu_count,
         gpu_memory_mib=row.gpu_memory_mib,
         gpu_family=row.gpu_family,
-        gpu_present=labels.get("nvidia.com/gpu.present") == "true" or row.gpu_total > 0,
-        deploy_disabled=frozenset(
-            key.removeprefix("nvidia.com/gpu.deploy.") for key, value in labels.items()
-            if key.startswith("nvidia.com/gpu.deploy.") and value == "false"
-        ),
+        gpu_present=gpu_present(labels, row.gpu_total),
+        deploy_disabled=deploy_disabled(labels),
     )
 
 

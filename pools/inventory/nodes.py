@@ -108,12 +108,20 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         gpu_count=_label_int(labels.get(GPU_COUNT)),
         gpu_memory_mib=_label_int(labels.get(GPU_MEMORY)),
         gpu_family=labels.get(GPU_FAMILY, ""),
-        gpu_present=labels.get(GPU_PRESENT) == "true" or capacity.gpu > 0,
-        deploy_disabled=frozenset(
-            key.removeprefix(DEPLOY_PREFIX)
-            for key, value in labels.items()
-            if key.startswith(DEPLOY_PREFIX) and value == "false"
-        ),
+        gpu_present=gpu_present(labels, capacity.gpu),
+        deploy_disabled=deploy_disabled(labels),
+    )
+
+
+def gpu_present(labels: Mapping[str, str], gpu_capacity: int) -> bool:
+    return labels.get(GPU_PRESENT) == "true" or gpu_capacity > 0
+
+
+def deploy_disabled(labels: Mapping[str, str]) -> frozenset[str]:
+    """GPU operator components switched off on this node by `nvidia.com/gpu.deploy.<component>=false`."""
+    return frozenset(
+        key.removeprefix(DEPLOY_PREFIX) for key, value in labels.items()
+        if key.startswith(DEPLOY_PREFIX) and value == "false"
     )
 
 
