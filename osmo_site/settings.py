@@ -139,12 +139,13 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = DATA_DIR / "broker"
-    for _sub in ("in", "processed"):
+    for _sub in ("in", "processed", "control"):
         (_queue / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue / "in"),
         "data_folder_out": str(_queue / "in"),
         "processed_folder": str(_queue / "processed"),
+        "control_folder": str(_queue / "control"),  # kombu's default is ./control, beside manage.py
         "store_processed": False,
     }
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or None
