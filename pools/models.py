@@ -12,6 +12,7 @@ from django.db import models
 
 from .access.querysets import NodeQuerySet, PoolQuerySet
 from .documents import NAME_PATTERN, ConfigError, check_node_condition_rules
+from .inventory.nodes import label_text
 
 name_validator = RegexValidator(
     NAME_PATTERN,
@@ -144,6 +145,21 @@ class Platform(models.Model):
         return f"{self.pool.name}/{self.name}"
 
 
+class NodeRows(NodeQuerySet):
+    """Writes that keep `Node.label_text` in step with `Node.labels`."""
+
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        for node in objs:
+            node.label_text = label_text(node.labels)
+        return super().bulk_create(objs, *args, **kwargs)
+
+    def update(self, **kwargs):
+        if isinstance(kwargs.get("labels"), dict):
+            kwargs.setdefault("label_text", label_text(kwargs["labels"]))
+        return super().update(**kwargs)
+
+
 class Node(models.Model):
     """A cluster node as last seen, with its usage computed the way `kubectl describe node` does.
     CPU is in millicores, memory and storage in bytes."""
@@ -157,6 +173,9 @@ class Node(models.Model):
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     labels = models.JSONField(default=dict)
+    # `labels` as shown and exported (inventory.nodes.label_text), kept in step by save(), bulk_create(),
+    # update(labels=...) and the sync, so that exports need no per-row sort.
+    label_text = models.TextField(default="", blank=True, editable=False)
     taints = models.JSONField(default=list)
     unschedulable = models.BooleanField(default=False)
     conditions = models.JSONField(default=list)
@@ -189,7 +208,7 @@ class Node(models.Model):
     last_seen = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(null=True, blank=True)
 
-    objects = NodeQuerySet.as_manager()
+    objects = NodeRows.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -198,6 +217,13 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs):
+        self.label_text = label_text(self.labels)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "labels" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "label_text"}
+        super().save(*args, **kwargs)
 
     @property
     def ready(self) -> bool:

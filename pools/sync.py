@@ -28,7 +28,7 @@ from .cluster import Cluster, ClusterError, Expired, WatchEvent
 from .cluster.connect import connect
 from .cluster.reflector import Follower, list_all
 from .inventory.membership import Membership, compile_selectors, node_membership
-from .inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, node_facts
+from .inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
 from .inventory.pods import PodFacts, counts_on_node, pod_facts
 from .inventory.status import NO_USAGE, StatusOptions, component_states, gpu_figures, node_status, usage_from_pods
 from .models import Backend, Node, NodeMembership, Pod, Pool, SyncLog
@@ -89,6 +89,7 @@ def node_values(facts: NodeFacts, usage, options: StatusOptions, membership: Mem
     return {
         "uid": facts.uid,
         "labels": facts.labels,
+        "label_text": label_text(facts.labels),
         "taints": facts.taints,
         "unschedulable": facts.unschedulable,
         "conditions": facts.conditions,

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from pools import configs
+from pools.inventory.nodes import label_text
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, SyncLog
 from pools.sync import BackendSync, Lease, SyncBusy, cluster_for, mark_stale_backends
 from tests.kube_objects import make_node, make_pod
@@ -83,6 +84,8 @@ def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(standin, b
 
     standin.modify_node("gpu-a", {"metadata": {"labels": {"runwhere.ai/pool": "training"}}})
     sync_once(backend)
+    a = Node.objects.get(name="gpu-a")
+    assert "runwhere.ai/pool=training" in a.label_text.split(", ") and a.label_text == label_text(a.labels)
     configs.import_document(ConfigKind.POOL, {"pools": {"training": {
         "name": "training", "backend": "prod", "node_selector": {"runwhere.ai/pool": "training"},
         "common_pod_template": ["default_user"], "platforms": {"h100": {
@@ -264,6 +267,7 @@ def test_a_large_first_sync_writes_the_same_rows_as_a_small_one(standin, backend
                                                                                    "Running")
     node = Node.objects.get(name="n015")
     assert node.labels["rack"] == "r1" and node.pool_names == ["default"] and node.last_seen is not None
+    assert "rack=r1" in node.label_text.split(", ") and node.label_text == label_text(node.labels)  # COPY wrote it
     assert (node.gpu_used, node.gpu_total) == (3, 8)  # pods 7, 267 and 527 land on n015
     assert {condition["type"] for condition in node.conditions} >= {"Ready", "DiskPressure"}
     # A second sync over the same cluster finds nothing to write.

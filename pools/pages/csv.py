@@ -120,11 +120,11 @@ def _streaming(table: Table, chunks: Iterator[bytes], ctx: RowContext) -> Stream
 #   text; integers; cores as `str(Decimal(millicores) / 1000)` prints them (`trim_scale`); times as
 #   `datetime.isoformat()` prints a UTC time; lists of up to LIST_ITEMS strings (pools, platforms, reasons)
 #   or string-valued taints joined with ", " in their JSON order and filtered to the viewer's pools as
-#   `RowContext` filters them; labels sorted by key in code-point order, by a subquery.
+#   `RowContext` filters them; labels from `label_text`, which the writes keep formatted (Node.label_text).
 # - Anything else in a JSON list (a longer list, a number, null, an object where a taint should be) is not
 #   guessed at: the cell arrives as a marker followed by the column's JSON, and Python formats that one cell
-#   with the reference converter and writes its row again (`_Repair`). Every expression but the labels'
-#   subquery is parallel-safe, so PostgreSQL's workers format the rows before they are merged in order.
+#   with the reference converter and writes its row again (`_Repair`). Every expression is parallel-safe,
+#   so PostgreSQL's workers format the rows before they are merged in order.
 # - Quoting: PostgreSQL's CSV quoting is Python's minimal quoting (fields holding `,` `"` CR or LF) but for
 #   three things, put right here: Python writes an empty field bare (so empty cells are sent as NULL, or, in
 #   a one-column export, where Python writes `""`, as ''), ends rows with CRLF rather than LF, and does not
@@ -253,16 +253,6 @@ def _sql_taints(field: str) -> CellSql:
     return lambda ctx, marker: _sql_list(field, marker, item=item, exact=exact)
 
 
-def _sql_labels(field: str) -> CellSql:
-    """key=value for each label of an object whose values are all strings, sorted by key as Python sorts
-    strings (code points: "C" on UTF-8); by a subquery, which keeps the whole row in the leader process."""
-    joined = ("(SELECT string_agg(key || '=' || value, ', ' ORDER BY key COLLATE \"C\") "
-              "FROM jsonb_each_text($column) AS labels(key, value))")
-    return lambda ctx, marker: SqlCell(
-        f"CASE WHEN jsonb_typeof($column) = 'object' AND NOT jsonb_path_exists($column, '$.* ? (@.type() != "
-        f"\"string\")') THEN {_neutralised_once(joined)} ELSE {_marked(marker)} END", field, may_be_empty=True)
-
-
 # The nodes table (tables.NODES), column by column.
 _NODE_CELLS: dict[str, CellSql] = {
     "node": _sql_text("name"),
@@ -281,7 +271,7 @@ _NODE_CELLS: dict[str, CellSql] = {
     "storage": _sql_integer("storage_allocatable"),
     "taints": _sql_taints("taints"),
     "last_seen": _sql_iso_time("last_seen"),
-    "labels": _sql_labels("labels"),
+    "labels": _sql_text("label_text"),
     "reasons": _sql_names("reasons"),
     "backend": _sql_text("backend__name"),
     "sharing": _sql_text("sharing"),

@@ -53,7 +53,7 @@ class FilterForm(forms.Form):
 
 
 class NodeFilterForm(FilterForm):
-    q = _search("Search", "Name, GPU type, status, label, pool…")
+    q = _search("Search", "Name, GPU type, status, label (key=value), pool…")
     pool = forms.ChoiceField(label="Pool", required=False)
     platform = forms.ChoiceField(label="Platform", required=False)
     status = forms.ChoiceField(label="Status", required=False,
@@ -99,7 +99,7 @@ class NodeFilterForm(FilterForm):
             membership |= named & Q(pool__name__in=self.visible.names)
         in_visible_pool = Exists(NodeMembership.objects.filter(membership, node=OuterRef("pk")))
         return (Q(name__icontains=text) | Q(gpu_product__icontains=text) | Q(status__icontains=text)
-                | Q(backend__name__icontains=text) | Q(labels__icontains=text) | Q(in_visible_pool))
+                | Q(backend__name__icontains=text) | Q(label_text__icontains=text) | Q(in_visible_pool))
 
 
 def gpu_types(nodes) -> list[str]:

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from pools.inventory import NodeFacts, NodeResources, node_facts
+from pools.inventory.nodes import label_text
 
 from .builders import condition, kubelet_conditions, node, taint
 
@@ -218,3 +219,9 @@ def test_it_reads_a_condition_without_a_status_as_unknown():
     assert found.conditions == [
         {"type": "Ready", "status": "Unknown", "reason": "", "message": "", "last_transition_time": ""}
     ]
+
+
+def test_label_text_sorts_labels_by_key_in_code_point_order_and_joins_them():
+    assert label_text({"z": "1", "Z": "2", "a": "", "é": "3", "kubernetes.io/os": "linux"}) == \
+        "Z=2, a=, kubernetes.io/os=linux, z=1, é=3"
+    assert label_text({}) == ""

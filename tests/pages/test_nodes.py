@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from pools.models import Node
+from pools.models import Backend, Node
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -64,6 +64,7 @@ def test_it_filters_by_pool_platform_status_gpu_type_and_text_from_the_url(staff
     assert keys(f"pool={ALPHA}&status=Not+ready") == ["alpha-0000"]
     assert keys("status=Ready&gpu=NVIDIA-A100-SXM4-80GB") == ["alpha-0002", "bravo-0002"]
     assert keys("q=vision") == ["bravo-0001"]
+    assert keys("q=team%3Dvision") == ["bravo-0001"]  # as the Labels column shows it: key=value
     assert keys("q=ALPHA-00") == ["alpha-0000", "alpha-0001", "alpha-0002", "alpha-0003"]
     assert keys(f"q={BRAVO[:5]}") == ["bravo-0000", "bravo-0001", "bravo-0002", "bravo-0003"]
 
@@ -211,3 +212,16 @@ def test_free_text_finds_nodes_by_the_platforms_of_visible_pools_only(client, al
     client.force_login(alpha_member)
 
     assert row_keys(body(client.get("/nodes/?q=cpu"))) == ["alpha-0001"]
+
+
+def test_every_write_keeps_the_shown_label_text_in_step_with_the_labels(fleet):
+    created = Node.objects.create(backend=Backend.objects.get(name="default"), name="n-create",
+                                  labels={"b": "2", "a": "1"})
+    bulk = make_nodes(1, [ALPHA], prefix="bulk", labels={"rack": "r9", "B": "x"})[0]
+    assert Node.objects.get(pk=created.pk).label_text == "a=1, b=2"
+    assert Node.objects.get(pk=bulk.pk).label_text == "B=x, rack=r9"
+    created.labels = {"z": "0"}
+    created.save(update_fields=["labels"])
+    assert Node.objects.get(pk=created.pk).label_text == "z=0"
+    Node.objects.filter(pk=bulk.pk).update(labels={})
+    assert Node.objects.get(pk=bulk.pk).label_text == ""
