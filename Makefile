@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/import_pools.py
 	$(PY) benchmarks/sync_cluster.py
 	$(PY) benchmarks/pages.py
+	$(PY) benchmarks/charts.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.core.paginator import Paginator
 from django.db.models import F, QuerySet
 from django.http import QueryDict
+from django.utils.functional import cached_property
 from django.utils.safestring import SafeString
 
 from . import html
@@ -124,7 +125,12 @@ class Listing:
         self.filtered = filtered
         self.live = live
         self.has_actions = actions is not None
-        self.rows = [self._row(row, actions) for row in rows]
+        self._source, self._actions = rows, actions
+
+    @cached_property
+    def rows(self) -> list[Row]:
+        # Formatted when the table is rendered, not for a response that leaves it out (the charts of `/`).
+        return [self._row(row, self._actions) for row in self._source]
 
     def _row(self, row: Mapping, actions) -> Row:
         key = self.table.key(row)

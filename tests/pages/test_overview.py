@@ -87,7 +87,7 @@ def test_each_pool_has_a_chart_of_the_last_24_hours(staff_client, fleet):
 
     charts = re.findall(r'<figure class="chart-card" data-testid="chart" data-pool="([^"]+)"', text)
     assert charts == [ALPHA, BRAVO, "default"]
-    assert f"<title id=\"chart-1-title\">{ALPHA}: GPUs used and free, last 24 hours</title>" in text
+    assert f"<title id=\"chart-{ALPHA}-title\">{ALPHA}: GPUs used and free, last 24 hours</title>" in text
     assert "Now 1 of 16 GPUs used and 15 free" in text
     assert text.count('<path class="used"') == 3
 
