@@ -95,12 +95,10 @@ def _area(xs: list[int], ys: list[int], base: int) -> str:
 
 def gpu_chart(pool: str, points: Sequence[Point], now: datetime, interval: timedelta,
               hours: int = CHART_HOURS) -> Chart:
-    """`points` oldest first, `at` in seconds since the epoch as `snapshots.series` gives them (or datetimes)."""
+    """`points` oldest first, `at` in seconds since the epoch, as `snapshots.series` gives them."""
     title = f"{pool}: GPUs used and free, last {hours} hours"
     if not points:
         return Chart(pool, title, f"No usage recorded for {pool} in the last {hours} hours.")
-    if isinstance(points[0].at, datetime):
-        points = [point._replace(at=point.at.timestamp()) for point in points]
     span, end = hours * 3600, now.timestamp()
     start = end - span
     _, used, free, total = zip(*points, strict=True)

@@ -92,7 +92,7 @@ def test_listing_links_drop_empty_filters_the_page_and_the_default_page_size():
 
 def test_a_chart_stacks_used_under_free_and_breaks_at_gaps():
     interval = dt.timedelta(minutes=10)
-    points = [Point(NOW - dt.timedelta(minutes=m), used, 8 - used, 8)
+    points = [Point((NOW - dt.timedelta(minutes=m)).timestamp(), used, 8 - used, 8)
               for m, used in ((600, 2), (590, 3), (60, 4), (50, 6), (0, 8))]
 
     chart = charts.gpu_chart("alpha", points, NOW, interval)

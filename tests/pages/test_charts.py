@@ -96,13 +96,6 @@ def test_points_are_placed_by_their_epoch_seconds_and_gaps_break_the_area():
     assert [x for x, _ in chart.x_ticks] == ["34.0", "101.5", "169.0", "236.5", "304.0"]
 
 
-def test_a_chart_still_accepts_points_with_datetimes():
-    seconds = [Point(START + 600 * step, step, 8 - step, 8) for step in range(5)]
-    datetimes = [point._replace(at=dt.datetime.fromtimestamp(point.at, dt.UTC)) for point in seconds]
-
-    assert charts.gpu_chart(ALPHA, datetimes, NOW, TEN_MINUTES) == charts.gpu_chart(ALPHA, seconds, NOW, TEN_MINUTES)
-
-
 def test_the_chart_markup_is_drawn_unescaped_in_the_page(staff_client, fleet):
     now = timezone.now()
     store(fleet["alpha"], (now - dt.timedelta(minutes=20), 2), (now - dt.timedelta(minutes=10), 3))
