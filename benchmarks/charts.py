@@ -19,7 +19,6 @@ import argparse
 import cProfile
 import gc
 import io
-import os
 import pstats
 import re
 import statistics
@@ -248,43 +247,12 @@ def main() -> None:
     if min(args.nodes, args.requests) < 1 or args.pools < len(bench.TEAMS):
         parser.error("--nodes and --requests must be at least 1, --pools at least 10")
 
-    os.chdir(bench.BASE_DIR)
-    sys.path.insert(0, str(bench.BASE_DIR))
-    version = bench.create_database()
-    os.environ["DATABASE_URL"] = f"{bench.server_url()}/{bench.BENCH_DB}"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "osmo_site.settings"
-    os.environ["DEBUG"] = "0"
-    os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key")
-    os.environ["ALLOWED_HOSTS"] = "testserver"
-    print(f"database: PostgreSQL {version}, scratch database {bench.BENCH_DB} (created for this run)")
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-        from django.utils import timezone
-
-        from pools.defaults import init_defaults
-        from pools.models import Backend, UsageSnapshot
-
-        call_command("migrate", verbosity=0)
-        init_defaults(author="bench")
-        start = time.perf_counter()
-        pools = bench.create_pools(args.pools)
-        Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
-        bench.add_nodes(0, args.nodes, pools)
-        bench.add_snapshots(pools)
-        staff, member = bench.create_users()
-        print(f"fleet: {args.pools} pools, {args.nodes:,} nodes, {UsageSnapshot.objects.count():,} snapshots "
-              f"(built in {time.perf_counter() - start:.1f} s)")
-        compare({"staff": staff, "member": member}, args.requests)
+    with bench.scratch_fleet(args.nodes, args.pools, keep=args.keep) as (pools, users):
+        compare(users, args.requests)
         if args.pages:
-            bench.bench_pages({"staff": staff, "member": member}, pools, args.requests)
+            bench.bench_pages(users, pools, args.requests)
         if args.profile:
-            profile(staff)
-    finally:
-        if not args.keep:
-            bench.drop_database()
+            profile(users["staff"])
 
 
 if __name__ == "__main__":

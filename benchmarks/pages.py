@@ -49,6 +49,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -518,19 +519,10 @@ def bench_csv(users: dict, repeat: int) -> None:
         print(f"target (>= 0.5x COPY, <= 50 MB growth): {'met' if ok else 'NOT MET'} ({figures})")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pools", type=int, default=100)
-    parser.add_argument("--requests", type=int, default=20)
-    parser.add_argument("--csv-rows", type=int, default=150_000)
-    parser.add_argument("--csv-repeat", type=int, default=3)
-    parser.add_argument("--profile", action="store_true", help="print the queries and a cProfile of /")
-    parser.add_argument("--keep", action="store_true", help="leave the scratch database")
-    args = parser.parse_args()
-    if min(args.nodes, args.pools, args.requests, args.csv_repeat) < 1 or args.pools < len(TEAMS):
-        parser.error("--nodes, --requests and --csv-repeat must be at least 1, --pools at least 10")
-
+@contextmanager
+def scratch_fleet(nodes: int, pools: int, *, keep: bool = False):
+    """The scratch database BENCH_DB, Django set up on it with DEBUG off, and the fleet of the docstring;
+    yields (pool names, {"staff": user, "member": user}); drops the database at the end unless `keep`."""
     sys.path.insert(0, str(BASE_DIR))
     os.chdir(BASE_DIR)
     version = create_database()
@@ -554,24 +546,41 @@ def main() -> None:
         init_defaults(author="bench")
         print(f"django {django.get_version()}, python {sys.version.split()[0]}, DEBUG off")
         start = time.perf_counter()
-        pools = create_pools(args.pools)
+        names = create_pools(pools)
         Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
-        add_nodes(0, args.nodes, pools)
-        add_snapshots(pools)
+        add_nodes(0, nodes, names)
+        add_snapshots(names)
         staff, member = create_users()
-        print(f"fleet: {args.pools} pools, {args.nodes:,} nodes, 24 h of snapshots "
+        print(f"fleet: {pools} pools, {nodes:,} nodes, 24 h of snapshots "
               f"(built in {time.perf_counter() - start:.1f} s)")
-        bench_pages({"staff": staff, "member": member}, pools, args.requests)
+        yield names, {"staff": staff, "member": member}
+    finally:
+        if not keep:
+            drop_database()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pools", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--csv-rows", type=int, default=150_000)
+    parser.add_argument("--csv-repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="print the queries and a cProfile of /")
+    parser.add_argument("--keep", action="store_true", help="leave the scratch database")
+    args = parser.parse_args()
+    if min(args.nodes, args.pools, args.requests, args.csv_repeat) < 1 or args.pools < len(TEAMS):
+        parser.error("--nodes, --requests and --csv-repeat must be at least 1, --pools at least 10")
+
+    with scratch_fleet(args.nodes, args.pools, keep=args.keep) as (pools, users):
+        bench_pages(users, pools, args.requests)
         if args.profile:
-            profile_overview(staff, pools)
+            profile_overview(users["staff"], pools)
         if args.csv_rows > args.nodes:
             start = time.perf_counter()
             add_nodes(args.nodes, args.csv_rows - args.nodes, pools)
             print(f"\n(added {args.csv_rows - args.nodes:,} nodes in {time.perf_counter() - start:.1f} s)")
-        bench_csv({"staff": staff, "member": member}, args.csv_repeat)
-    finally:
-        if not args.keep:
-            drop_database()
+        bench_csv(users, args.csv_repeat)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,17 @@ def test_series_gives_whole_epoch_seconds_of_the_window_oldest_first(fleet):
     assert all(type(point.at) is int for point in points[ALPHA])
 
 
+def test_series_of_no_pools_is_empty_without_a_query(fleet, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert snapshots.series([], NOW) == {}
+
+
+def test_the_overview_of_a_user_without_pools_says_there_is_no_pool_to_chart(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("nobody", password="x"))
+
+    assert "No pool to chart." in client.get("/").content.decode()
+
+
 @pytest.mark.parametrize("zone", ["America/St_Johns", "Asia/Kathmandu", "Pacific/Chatham"])
 def test_epoch_seconds_do_not_depend_on_the_time_zone(fleet, settings, zone):
     settings.TIME_ZONE = zone
