@@ -152,12 +152,12 @@ def measure(sink: dict):
 
 
 def timed_import(document: dict) -> tuple[dict, object]:
-    from pools import configs
+    from pools.config import writes
     from pools.models import ConfigKind
 
     sample: dict = {}
     with measure(sample):
-        result = configs.import_document(ConfigKind.POOL, document, author=AUTHOR, description="benchmark")
+        result = writes.import_document(ConfigKind.POOL, document, author=AUTHOR, description="benchmark")
     return sample, result
 
 
@@ -325,7 +325,7 @@ def main() -> None:
         from django.core.management import call_command
         from django.db import connection
 
-        from pools.defaults import init_defaults
+        from pools.config.defaults import init_defaults
 
         call_command("migrate", verbosity=0)
         init_defaults()

@@ -131,12 +131,12 @@ def pool_body(name: str) -> dict:
 
 
 def create_pools(count: int) -> list[str]:
-    from pools import configs
+    from pools.config import writes
     from pools.models import ConfigKind
 
     names = pool_names(count)
-    configs.import_document(ConfigKind.POOL, {"pools": {name: pool_body(name) for name in names}}, author="bench")
-    configs.import_document(ConfigKind.ROLE, {"name": f"osmo-{MEMBER_TEAM}", "description": "LLM team",
+    writes.import_document(ConfigKind.POOL, {"pools": {name: pool_body(name) for name in names}}, author="bench")
+    writes.import_document(ConfigKind.ROLE, {"name": f"osmo-{MEMBER_TEAM}", "description": "LLM team",
                                               "actions": []}, author="bench")
     return names
 
@@ -226,7 +226,7 @@ def add_snapshots(pools: list[str]) -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from pools import usage
+    from pools.fleet import usage
     from pools.models import Pool, UsageSnapshot
 
     now = timezone.now()
@@ -539,7 +539,7 @@ def scratch_fleet(nodes: int, pools: int, *, keep: bool = False):
         from django.core.management import call_command
         from django.utils import timezone
 
-        from pools.defaults import init_defaults
+        from pools.config.defaults import init_defaults
         from pools.models import Backend
 
         call_command("migrate", verbosity=0)

@@ -397,13 +397,13 @@ def drop_database() -> None:
 # ---- configuration: pod templates and pools whose selectors place the nodes --------------------------------
 
 def import_pools() -> None:
-    from pools import configs
+    from pools.config import writes
     from pools.models import ConfigKind
 
     templates = {template: {"spec": {"nodeSelector": {"nvidia.com/gpu.product": product}}}
                  for _share, product, _g, _m, _f, template in NODE_KINDS if product}
     templates["bench-cpu"] = {"spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "cpu-only"}}}
-    configs.import_document(ConfigKind.POD_TEMPLATE, templates, author=None, description="sync benchmark")
+    writes.import_document(ConfigKind.POD_TEMPLATE, templates, author=None, description="sync benchmark")
 
     def gpu_platforms(*names):
         return {name: {"override_pod_template": ["gpu_toleration", f"bench-{name}"]} for name in names}
@@ -421,7 +421,7 @@ def import_pools() -> None:
         "bench-cpu": {**common, "common_default_variables": {**common["common_default_variables"], "USER_GPU": 0},
                       "platforms": {"cpu": {"override_pod_template": ["bench-cpu"]}}},
     }
-    configs.import_document(ConfigKind.POOL, {"pools": pools}, author=None, description="sync benchmark")
+    writes.import_document(ConfigKind.POOL, {"pools": pools}, author=None, description="sync benchmark")
 
 
 def remove_bench_config() -> None:
@@ -490,11 +490,11 @@ def gc_setting():
 @contextmanager
 def instrumented(timers: Timers):
     """Wraps the sync's own functions, only for the duration: nothing in pools/ is edited."""
+    import pools.sync as sync
     from django.db import connection
     from django.db.models.query import QuerySet
 
     import pools.cluster.kube as kube
-    import pools.sync as sync
 
     saved = []
 
@@ -647,7 +647,7 @@ def clear_rows(scratch: bool) -> None:
 
 
 def timed_sync(profile: bool = False) -> tuple[float, Timers, object]:
-    from pools.sync import BackendSync, cluster_for
+    from pools.fleet.sync import BackendSync, cluster_for
 
     backend = backend_row()
     cluster = cluster_for(backend)
@@ -700,8 +700,8 @@ class Snapshot:
     """The rows the sync wrote, read back once: the values the baseline writes."""
 
     def __init__(self):
+        from pools.fleet.sync import POD_COLUMNS
         from pools.models import Node, NodeMembership, Pod
-        from pools.sync import POD_COLUMNS
 
         backend = backend_row()
         self.backend_id = backend.pk
@@ -811,8 +811,8 @@ def watch_benchmark(standin, args, names: list[str]) -> dict:
     from django.db import connection, connections
     from django.utils import timezone
 
+    from pools.fleet.sync import BackendSync, cluster_for
     from pools.models import Node
-    from pools.sync import BackendSync, cluster_for
 
     backend = backend_row()
     clock = ControlledClock()
@@ -1030,7 +1030,7 @@ def main() -> None:
         from django.conf import settings
         from django.core.management import call_command
 
-        from pools.defaults import init_defaults
+        from pools.config.defaults import init_defaults
         from pools.models import Node
 
         call_command("migrate", verbosity=0)

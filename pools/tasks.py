@@ -3,11 +3,11 @@
 from celery import shared_task
 from django.conf import settings
 
-from .cluster import ClusterError
-from .cluster.connect import is_connected
-from .models import Backend
-from .pages import snapshots
-from .sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
+from pools.cluster import ClusterError
+from pools.cluster.connect import is_connected
+from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
+from pools.models import Backend
+from pools.pages import snapshots
 
 
 @shared_task(time_limit=60, soft_time_limit=50)

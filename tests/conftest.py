@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def defaults(db):
-    from pools.defaults import init_defaults
+    from pools.config.defaults import init_defaults
 
     init_defaults(author="tests")
 
@@ -51,7 +51,7 @@ def seed_json_blocks(seed: str) -> list[str]:
 
 def reference_defaults() -> dict:
     """The defaults OSMO ships, as the project ships them (a copy of shared/reference/osmo-defaults.json)."""
-    return json.loads((ROOT / "pools" / "defaults" / "osmo-defaults.json").read_text())
+    return json.loads((ROOT / "pools" / "config" / "defaults" / "osmo-defaults.json").read_text())
 
 
 @pytest.fixture

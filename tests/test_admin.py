@@ -8,7 +8,7 @@ from django import forms
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from pools import configs
+from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
 
 pytestmark = pytest.mark.django_db
@@ -266,7 +266,7 @@ def test_it_writes_no_revision_when_the_pool_is_saved_unchanged(admin_client):
 
 
 def test_it_removes_a_platform_ticked_for_deletion_in_the_inline(admin_client, staff):
-    configs.import_document(ConfigKind.POOL, {"pools": {"two": {
+    writes.import_document(ConfigKind.POOL, {"pools": {"two": {
         "backend": "default", "default_platform": "main", "platforms": {"main": {}, "spare": {}}}}})
     pool = Pool.objects.get(name="two")
     page = admin_client.get(f"/admin/pools/pool/{pool.pk}/change/")
@@ -456,11 +456,11 @@ def test_it_refuses_a_template_change_that_would_break_a_pool_using_it(admin_cli
 # ---- revisions --------------------------------------------------------------------------------------
 
 def test_it_redirects_the_pool_history_button_to_that_pools_revisions(admin_client):
-    configs.import_document(ConfigKind.POOL, {"pools": {"other": {
+    writes.import_document(ConfigKind.POOL, {"pools": {"other": {
         "backend": "default", "default_platform": "main", "platforms": {"main": {}}}}})
-    document = configs.export(ConfigKind.POOL, "default")
+    document = writes.export(ConfigKind.POOL, "default")
     document["pools"]["default"]["description"] = "changed"
-    configs.import_document(ConfigKind.POOL, document, name="default")
+    writes.import_document(ConfigKind.POOL, document, name="default")
     pool = Pool.objects.get(name="default")
 
     response = admin_client.get(f"/admin/pools/pool/{pool.pk}/history/")
@@ -478,9 +478,9 @@ def test_it_redirects_the_pool_history_button_to_that_pools_revisions(admin_clie
 
 
 def test_it_shows_the_diff_against_the_previous_revision_on_a_revision_page(admin_client):
-    document = configs.export(ConfigKind.POOL, "default")
+    document = writes.export(ConfigKind.POOL, "default")
     document["pools"]["default"]["description"] = "Catch-all"
-    [number] = configs.import_document(ConfigKind.POOL, document, name="default").revisions
+    [number] = writes.import_document(ConfigKind.POOL, document, name="default").revisions
     revision = ConfigRevision.objects.get(kind=ConfigKind.POOL, number=number)
 
     response = admin_client.get(f"/admin/pools/configrevision/{revision.pk}/change/")
@@ -494,10 +494,10 @@ def test_it_shows_the_diff_against_the_previous_revision_on_a_revision_page(admi
 
 def test_it_rolls_back_a_pool_with_the_admin_action(admin_client, staff):
     original = ConfigRevision.objects.get(kind=ConfigKind.POOL, name="default")
-    document = configs.export(ConfigKind.POOL, "default")
+    document = writes.export(ConfigKind.POOL, "default")
     document["pools"]["default"]["description"] = "changed"
     document["pools"]["default"]["platforms"]["extra"] = {}
-    configs.import_document(ConfigKind.POOL, document, name="default")
+    writes.import_document(ConfigKind.POOL, document, name="default")
     before = ConfigRevision.objects.count()
 
     response = admin_client.post("/admin/pools/configrevision/", {
@@ -535,9 +535,9 @@ def test_it_lists_5_or_50_pools_in_the_admin_with_the_same_number_of_queries(adm
         return len(queries)
 
     body = {"backend": "default", "default_platform": "main", "platforms": {"main": {}, "spare": {}}}
-    configs.import_document(ConfigKind.POOL, {"pools": {f"pool-{i:03d}": dict(body) for i in range(5)}})
+    writes.import_document(ConfigKind.POOL, {"pools": {f"pool-{i:03d}": dict(body) for i in range(5)}})
     few = queries_for_changelist()
-    configs.import_document(ConfigKind.POOL, {"pools": {f"more-{i:03d}": dict(body) for i in range(45)}})
+    writes.import_document(ConfigKind.POOL, {"pools": {f"more-{i:03d}": dict(body) for i in range(45)}})
     many = queries_for_changelist()
 
     assert many == few

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from pools import configs
+from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool
 from tests.conftest import seed_json_blocks
 
@@ -80,7 +80,7 @@ def seed_pool(api, gpu_templates):
 # ---- reading documents ------------------------------------------------------------------------------
 
 def test_it_lists_every_pool_under_a_pools_key(api, defaults):
-    configs.import_document(ConfigKind.POOL, {"pools": {"training": pool_body(description="for training")}})
+    writes.import_document(ConfigKind.POOL, {"pools": {"training": pool_body(description="for training")}})
 
     response = api.get("/api/configs/pool/")
 
@@ -96,7 +96,7 @@ def test_it_lists_every_pool_under_a_pools_key(api, defaults):
 
 
 def test_it_returns_one_pool_wrapped_in_pools_by_name(api, defaults):
-    configs.import_document(ConfigKind.POOL, {"pools": {"training": pool_body()}})
+    writes.import_document(ConfigKind.POOL, {"pools": {"training": pool_body()}})
 
     response = api.get("/api/configs/pool/default/")
 
@@ -365,7 +365,7 @@ def change_default_description(api, text: str) -> int:
 
 
 def test_it_lists_a_pools_revisions_newest_first_with_their_metadata(api, defaults):
-    configs.import_document(ConfigKind.POOL, {"pools": {"other": pool_body()}})
+    writes.import_document(ConfigKind.POOL, {"pools": {"other": pool_body()}})
     first = ConfigRevision.objects.get(kind=ConfigKind.POOL, name="default").number
     second = change_default_description(api, "second")
     third = change_default_description(api, "third")
@@ -574,7 +574,7 @@ def test_it_accepts_a_session_put_that_carries_the_csrf_token(defaults, staff):
 
 def make_pools(count: int) -> None:
     body = pool_body(platforms={"main": {}, "spare": {"override_pod_template": ["gpu_toleration"]}})
-    configs.import_document(ConfigKind.POOL, {"pools": {f"pool-{i:03d}": copy.deepcopy(body) for i in range(count)}})
+    writes.import_document(ConfigKind.POOL, {"pools": {f"pool-{i:03d}": copy.deepcopy(body) for i in range(count)}})
 
 
 @pytest.mark.parametrize("count", [5, 50])
@@ -597,7 +597,7 @@ def test_it_lists_5_or_50_pools_with_the_same_number_of_queries(api, defaults):
 
     make_pools(5)
     few = queries_for_listing()
-    configs.import_document(ConfigKind.POOL, {"pools": {f"more-{i:03d}": pool_body() for i in range(45)}})
+    writes.import_document(ConfigKind.POOL, {"pools": {f"more-{i:03d}": pool_body() for i in range(45)}})
     many = queries_for_listing()
 
     assert Pool.objects.count() == 51

@@ -4,8 +4,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from pools import configs, history
-from pools.documents import ConfigError
+from pools.config import history, writes
+from pools.engine import ConfigError
 from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
 
 POOL, TEMPLATE, VALIDATION = ConfigKind.POOL, ConfigKind.POD_TEMPLATE, ConfigKind.RESOURCE_VALIDATION
@@ -27,7 +27,7 @@ def pool_body(**fields):
 
 
 def write_pool(name="training", author="tests", **fields):
-    return configs.import_document(POOL, {"pools": {name: pool_body(**fields)}}, author=author)
+    return writes.import_document(POOL, {"pools": {name: pool_body(**fields)}}, author=author)
 
 
 def snapshot():
@@ -40,7 +40,7 @@ def test_init_loads_the_reference_defaults_and_is_idempotent(defaults):
                                                                         "gpu_toleration"}
     assert Pool.objects.get(name="default").backend.kind == Backend.Kind.SIMULATED
     before = snapshot()
-    from pools.defaults import init_defaults
+    from pools.config.defaults import init_defaults
 
     assert init_defaults() == []
     assert snapshot() == before
@@ -70,7 +70,7 @@ def test_a_document_with_one_bad_pool_changes_nothing(defaults):
     before = snapshot()
     document = {"pools": {"good": pool_body(), "bad": pool_body(default_platform="h100")}}
     with pytest.raises(ConfigError, match="bad"):
-        configs.import_document(POOL, document)
+        writes.import_document(POOL, document)
     assert snapshot() == before
 
 
@@ -114,21 +114,21 @@ def test_a_platform_variable_can_supply_what_a_rule_needs(defaults):
 
 
 def test_it_refuses_a_node_selector_using_a_variable_the_pool_does_not_define(defaults):
-    configs.import_document(TEMPLATE, {"by_product": {"spec": {"nodeSelector": {"product": "{{ GPU_PRODUCT }}"}}}})
+    writes.import_document(TEMPLATE, {"by_product": {"spec": {"nodeSelector": {"product": "{{ GPU_PRODUCT }}"}}}})
     with pytest.raises(ConfigError, match="GPU_PRODUCT"):
         write_pool(platforms={"a100": {"override_pod_template": ["by_product"]}})
     platforms = {"a100": {"override_pod_template": ["by_product"], "default_variables": {"GPU_PRODUCT": "A100"}}}
     write_pool(platforms=platforms)
-    assert configs.effective("training")["platforms"]["a100"]["node_selector"] == {"product": "A100"}
+    assert writes.effective("training")["platforms"]["a100"]["node_selector"] == {"product": "A100"}
 
 
 def test_a_referenced_template_cannot_be_deleted_and_the_message_lists_its_users(defaults):
     write_pool()
     with pytest.raises(ConfigError) as caught:
-        configs.delete(TEMPLATE, "gpu_toleration")
+        writes.delete(TEMPLATE, "gpu_toleration")
     assert "pool training platform a100 (override_pod_template)" in caught.value.message
     with pytest.raises(ConfigError) as caught:
-        configs.delete(TEMPLATE, "default_user")
+        writes.delete(TEMPLATE, "default_user")
     assert "pool default (common_pod_template)" in caught.value.message
     assert "pool training (common_pod_template)" in caught.value.message
     assert PodTemplate.objects.filter(name="default_user").exists()
@@ -136,19 +136,19 @@ def test_a_referenced_template_cannot_be_deleted_and_the_message_lists_its_users
 
 def test_a_referenced_validation_cannot_be_deleted(defaults):
     with pytest.raises(ConfigError, match="pool default"):
-        configs.delete(VALIDATION, "default_gpu")
+        writes.delete(VALIDATION, "default_gpu")
 
 
 def test_an_unused_template_can_be_deleted_and_the_deletion_is_a_revision(defaults):
-    configs.import_document(TEMPLATE, {"spare": {"spec": {}}})
-    result = configs.delete(TEMPLATE, "spare", author="ops")
+    writes.import_document(TEMPLATE, {"spare": {"spec": {}}})
+    result = writes.delete(TEMPLATE, "spare", author="ops")
     revision = history.get_revision(TEMPLATE, result.revisions[0])
     assert revision.action == "delete" and revision.document == {"spec": {}} and revision.author_name == "ops"
 
 
 def test_the_default_pool_cannot_be_deleted(defaults):
     with pytest.raises(ConfigError, match="default pool"):
-        configs.delete(POOL, "default")
+        writes.delete(POOL, "default")
     assert Pool.objects.filter(name="default").exists()
 
 
@@ -157,7 +157,7 @@ def test_a_template_change_that_would_break_a_pool_is_refused(defaults):
     broken = [{"operator": "LE", "left_operand": "{{USER_SHM}}", "right_operand": "{{K8_MEMORY}}"}]
     before = snapshot()
     with pytest.raises(ConfigError) as caught:
-        configs.import_document(VALIDATION, {"default_memory": broken})
+        writes.import_document(VALIDATION, {"default_memory": broken})
     assert "USER_SHM" in caught.value.message and "Pool 'default' refused" in caught.value.message
     assert snapshot() == before
     assert ResourceValidation.objects.get(name="default_memory").rules[0]["left_operand"] == "{{USER_MEMORY}}"
@@ -171,7 +171,7 @@ def test_an_unchanged_document_writes_no_revision(defaults):
 
 def test_revisions_are_numbered_per_type_with_author_and_description(defaults, staff):
     first = write_pool(author=staff).revisions[0]
-    second = configs.import_document(POOL, {"pools": {"training": pool_body(description="v2")}}, author=staff,
+    second = writes.import_document(POOL, {"pools": {"training": pool_body(description="v2")}}, author=staff,
                                      description="bigger").revisions[0]
     assert second == first + 1
     revision = history.get_revision(POOL, second)
@@ -191,48 +191,48 @@ def test_diff_compares_a_revision_with_the_previous_one_of_the_same_object(defau
 def test_rollback_restores_an_earlier_document_as_a_new_revision(defaults):
     first = write_pool().revisions[0]
     write_pool(description="changed", platforms={"cpu": {}}, default_platform="cpu")
-    result = configs.rollback(POOL, first, author="ops")
+    result = writes.rollback(POOL, first, author="ops")
     assert result.updated == ["training"]
-    assert configs.export(POOL, "training")["pools"]["training"] == history.get_revision(POOL, first).document
+    assert writes.export(POOL, "training")["pools"]["training"] == history.get_revision(POOL, first).document
     assert history.get_revision(POOL, result.revisions[0]).description == f"Rollback to revision {first}"
 
 
 def test_rollback_to_a_deletion_deletes_and_rollback_before_it_restores(defaults):
     created = write_pool().revisions[0]
-    deleted = configs.delete(POOL, "training").revisions[0]
-    assert configs.rollback(POOL, created).created == ["training"]
-    assert configs.rollback(POOL, deleted).deleted == ["training"]
+    deleted = writes.delete(POOL, "training").revisions[0]
+    assert writes.rollback(POOL, created).created == ["training"]
+    assert writes.rollback(POOL, deleted).deleted == ["training"]
     assert not Pool.objects.filter(name="training").exists()
 
 
 def test_rollback_is_refused_when_the_old_document_no_longer_fits(defaults):
-    configs.import_document(TEMPLATE, {"extra": {"spec": {}}})
+    writes.import_document(TEMPLATE, {"extra": {"spec": {}}})
     created = write_pool(common_pod_template=["extra"]).revisions[0]
-    configs.delete(POOL, "training")
-    configs.delete(TEMPLATE, "extra")
+    writes.delete(POOL, "training")
+    writes.delete(TEMPLATE, "extra")
     with pytest.raises(ConfigError, match="extra"):
-        configs.rollback(POOL, created)
+        writes.rollback(POOL, created)
 
 
 def test_an_unknown_revision_is_reported_as_not_found(defaults):
     with pytest.raises(history.ConfigNotFound, match="no revision 999"):
-        configs.rollback(POOL, 999)
+        writes.rollback(POOL, 999)
 
 
 def test_export_round_trips_through_import_unchanged(defaults):
     write_pool(default_exec_timeout="2h", max_exec_timeout="8h", node_selector={"example.com/pool": "training"},
                default_exit_actions={"FAIL": "1-255"})
     for kind in (POOL, TEMPLATE, VALIDATION):
-        exported = configs.export(kind)
-        result = configs.import_document(kind, exported)
-        assert result.created == result.updated == [] and configs.export(kind) == exported
+        exported = writes.export(kind)
+        result = writes.import_document(kind, exported)
+        assert result.created == result.updated == [] and writes.export(kind) == exported
 
 
 def test_effective_merges_templates_variables_and_rules_per_platform(defaults):
     write_pool(platforms={"a100": {"override_pod_template": ["gpu_toleration"],
                                    "default_variables": {"USER_GPU": 8},
                                    "resource_validations": ["default_gpu"]}, "cpu": {}})
-    effective = configs.effective("training")["platforms"]
+    effective = writes.effective("training")["platforms"]
     a100 = effective["a100"]
     assert a100["node_selector"] == {"nvidia.com/gpu.present": "true"}
     assert a100["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -254,11 +254,11 @@ def test_removing_a_platform_from_the_document_deletes_it_and_keeps_the_others(d
 def test_import_query_count_does_not_grow_with_stored_pools_or_document_size(defaults):
     def queries(document) -> int:
         with CaptureQueriesContext(connection) as captured:
-            configs.import_document(POOL, document)
+            writes.import_document(POOL, document)
         return len(captured)
 
     small = queries({"pools": {f"a{i}": pool_body() for i in range(3)}})
-    configs.import_document(POOL, {"pools": {f"stored{i}": pool_body() for i in range(60)}})
+    writes.import_document(POOL, {"pools": {f"stored{i}": pool_body() for i in range(60)}})
     large = queries({"pools": {f"b{i}": pool_body() for i in range(30)}})
     assert small == large
 
@@ -275,7 +275,7 @@ def test_concurrent_writers_get_distinct_revision_numbers(defaults):
     def writer(index: int) -> None:
         try:
             barrier.wait()
-            configs.import_document(TEMPLATE, {f"t{index}": {"spec": {}}}, author=f"w{index}")
+            writes.import_document(TEMPLATE, {f"t{index}": {"spec": {}}}, author=f"w{index}")
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:

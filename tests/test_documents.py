@@ -2,13 +2,8 @@
 
 import pytest
 
-from pools.documents import (
-    ConfigError,
-    parse_json,
-    pod_template_documents,
-    pool_documents,
-    validation_documents,
-)
+from pools.config.documents import pod_template_documents, pool_documents, validation_documents
+from pools.engine import ConfigError, parse_json
 
 from .conftest import seed_json_blocks
 

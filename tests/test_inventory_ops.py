@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node, Pool
-from pools.sync import BackendSync, cluster_for
 from tests.kube_objects import make_node, make_pod
 from tests.test_sync import operator_pods
 

@@ -6,7 +6,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from pools.documents import PoolDoc, parse_json
+from pools.config.documents import PoolDoc
+from pools.engine import parse_json
 from pools.models import PodTemplate, ResourceValidation
 
 from .conftest import reference_defaults, seed_json_blocks

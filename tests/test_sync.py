@@ -8,10 +8,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from pools import configs
+from pools.config import writes
+from pools.fleet.sync import BackendSync, Lease, SyncBusy, cluster_for, mark_stale_backends
 from pools.inventory.nodes import label_text
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, SyncLog
-from pools.sync import BackendSync, Lease, SyncBusy, cluster_for, mark_stale_backends
 from tests.kube_objects import make_node, make_pod
 
 pytestmark = pytest.mark.django_db
@@ -86,7 +86,7 @@ def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(standin, b
     sync_once(backend)
     a = Node.objects.get(name="gpu-a")
     assert "runwhere.ai/pool=training" in a.label_text.split(", ") and a.label_text == label_text(a.labels)
-    configs.import_document(ConfigKind.POOL, {"pools": {"training": {
+    writes.import_document(ConfigKind.POOL, {"pools": {"training": {
         "name": "training", "backend": "prod", "node_selector": {"runwhere.ai/pool": "training"},
         "common_pod_template": ["default_user"], "platforms": {"h100": {
             "override_pod_template": []}}}}}, description="test")
@@ -94,7 +94,7 @@ def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(standin, b
     a = Node.objects.get(name="gpu-a")
     assert (a.pool_names, a.platform_names, a.sharing) == (["training"], ["training/h100"], "RESERVED")
     assert Node.objects.get(name="gpu-b").pool_names == ["default"]
-    configs.delete(ConfigKind.POOL, "training")
+    writes.delete(ConfigKind.POOL, "training")
     assert Node.objects.get(name="gpu-a").pool_names == ["default"]
 
 
@@ -210,7 +210,7 @@ def test_an_expired_lease_is_taken_over(standin, backend):
 def test_a_silent_backend_shows_unknown_nodes_and_offline_pools_until_the_next_good_sync(standin, backend, settings):
     small_cluster(standin)
     sync_once(backend)
-    from pools.usage import pool_rows
+    from pools.fleet.usage import pool_rows
 
     Backend.objects.filter(pk=backend.pk).update(last_sync_at=timezone.now() - timezone.timedelta(hours=1))
     assert mark_stale_backends() == ["prod"]

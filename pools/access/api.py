@@ -9,16 +9,15 @@ from rest_framework.exceptions import APIException, ErrorDetail
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import configs
-from pools.documents import ConfigError, parse_json
-from pools.history import ConfigNotFound
-from pools.models import ConfigKind, Pool
-
-from . import tokens
-from .documents import check_access_name
-from .models import AccessToken, Role, RoleAssignment
-from .roles import generated_role
-from .scoping import Rule, access_for
+from pools.access import tokens
+from pools.access.documents import check_access_name
+from pools.access.roles import generated_role
+from pools.access.scoping import Rule
+from pools.config import writes
+from pools.config.history import ConfigNotFound
+from pools.engine import ConfigError, parse_json
+from pools.models import AccessToken, ConfigKind, Pool, Role, RoleAssignment
+from pools.models.visibility import access_for
 
 
 class Problem(APIException):
@@ -265,6 +264,6 @@ class GenerateRoleView(AccessView):
 
     def post(self, request, name, template):
         check_access_name(name)
-        result = configs.import_document(ConfigKind.ROLE, generated_role(name, template), name=name,
+        result = writes.import_document(ConfigKind.ROLE, generated_role(name, template), name=name,
                                          author=request.user, description=f"Generated {template} role")
-        return Response({**result.as_dict(), "role": configs.export(ConfigKind.ROLE, name)})
+        return Response({**result.as_dict(), "role": writes.export(ConfigKind.ROLE, name)})

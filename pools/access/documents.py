@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictStr, ValidationError, field_validator
 
-from pools.documents import ConfigError, _Document, _explain, check_name
-
-from .policies import METHODS
+from pools.config.documents import _Document, _explain
+from pools.engine import ConfigError, check_name
+from pools.engine.policies import METHODS
 
 SYNC_MODES = ("import", "force", "ignore")
 ROLE_FIELDS = ("description", "policies", "immutable", "sync_mode", "external_roles")

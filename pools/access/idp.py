@@ -17,7 +17,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.db import transaction
 from django.http import JsonResponse
 
-from .models import Role, RoleAssignment
+from pools.models import Role, RoleAssignment
 
 log = logging.getLogger(__name__)
 SESSION_GROUPS = "osmo_idp_groups"

@@ -2,8 +2,8 @@
 
 from django.shortcuts import render
 
-from .api import profile
-from .scoping import access_required
+from pools.access.api import profile
+from pools.access.scoping import access_required
 
 
 @access_required()

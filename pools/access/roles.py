@@ -1,17 +1,16 @@
-"""Roles as versioned configuration: the writer that `pools.configs` calls for ROLE documents,
-export, and the generated roles of `config set ROLE NAME pool|admin`."""
+"""Roles as versioned configuration: the ROLE kind of the write path (`register_role_kind`, called
+from `PoolsConfig.ready()`), export, and the generated roles of `config set ROLE NAME pool|admin`."""
 
 from typing import Any
 
 from django.utils import timezone
 
-from pools import history
-from pools.documents import ConfigError
-from pools.history import ConfigNotFound
-from pools.models import ConfigKind, ConfigRevision, Pool
-
-from .documents import ROLE_FIELDS, pool_role_document, role_to_document
-from .models import Role
+from pools.access.documents import ROLE_FIELDS, pool_role_document, role_documents, role_to_document
+from pools.config import history
+from pools.config.history import ConfigNotFound
+from pools.config.kinds import Kind, WriteResult, register
+from pools.engine import ConfigError
+from pools.models import ConfigKind, ConfigRevision, Pool, Role
 
 GENERATORS = ("pool", "admin")
 
@@ -32,8 +31,6 @@ def export_roles(name: str | None = None) -> dict[str, Any]:
 
 
 def write_roles(documents: dict[str, dict[str, Any]], author, description: str):
-    from pools.configs import WriteResult
-
     result = WriteResult(ConfigKind.ROLE)
     existing = {role.name: role for role in Role.objects.select_for_update().filter(name__in=documents)}
     changed = []
@@ -78,3 +75,8 @@ def generated_role(name: str, template: str) -> dict[str, Any]:
         raise ConfigError(f"No pool name begins with {prefix!r}: create the pool first, then its role",
                           field="name")
     return pool_role_document(name)
+
+
+def register_role_kind() -> None:
+    register(Kind(ConfigKind.ROLE, Role, role_documents, write_roles, export_roles,
+                  one_document=lambda exported, name: exported, deletion_blockers=role_deletion_blockers))

@@ -12,10 +12,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
-from pools.documents import ConfigError
-
-from .documents import check_access_name
-from .models import AccessToken, Role, token_digest
+from pools.access.documents import check_access_name
+from pools.engine import ConfigError
+from pools.models.access import AccessToken, Role, token_digest
 
 SECRET_PREFIX = "osmo_"
 # Writing last_used_at on every request would turn every read into a write; once a minute is enough.
@@ -81,7 +80,7 @@ def create_token(user, name: str, expires_at: dt.datetime, *, roles: list[str] |
 
 
 def revoke_token(user, name: str) -> None:
-    from pools.history import ConfigNotFound
+    from pools.config.history import ConfigNotFound
 
     deleted, _ = AccessToken.objects.filter(user=user, name=name).delete()
     if not deleted:

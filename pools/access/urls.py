@@ -4,7 +4,7 @@ The auth routes are written as OSMO documents them (no trailing slash); a traili
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from . import api, pages
+from pools.access import api, pages
 
 ID = r"(?P<user_id>[^/]+)"
 NAME = r"(?P<name>[^/]+)"

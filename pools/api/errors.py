@@ -5,8 +5,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from pools.cluster import ClusterError, Unavailable
-from pools.documents import ConfigError
-from pools.history import ConfigNotFound
+from pools.config.history import ConfigNotFound
+from pools.engine import ConfigError
 
 
 def exception_handler(exc, context):

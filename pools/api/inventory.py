@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import labels, usage
 from pools.access.scoping import Rule
+from pools.fleet import labels, usage
 from pools.models import Node, Pool
 
 CORES = "CPU in cores (decimal; 0.5 is 500m)"

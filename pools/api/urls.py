@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from . import inventory, views
+from pools.api import inventory, views
 
 urlpatterns = [
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),

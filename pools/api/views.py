@@ -4,8 +4,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import configs, history
-from pools.documents import ConfigError, parse_json
+from pools.config import history, writes
+from pools.engine import ConfigError, parse_json
 
 PAGE_SIZE = 100
 
@@ -22,19 +22,19 @@ class ConfigDocumentView(APIView):
     `?description=` is stored on the revisions."""
 
     def get(self, request, kind, name=None):
-        return Response(configs.export(_kind(kind), name))
+        return Response(writes.export(_kind(kind), name))
 
     def put(self, request, kind, name=None):
         kind = _kind(kind)
         data = parse_json(request.body, source="request body")
-        result = configs.import_document(kind, data, name=name, author=request.user,
+        result = writes.import_document(kind, data, name=name, author=request.user,
                                          description=request.query_params.get("description", ""))
         return Response(result.as_dict())
 
     def delete(self, request, kind, name=None):
         if name is None:
             raise ConfigError("DELETE needs an object name: /api/configs/<type>/<name>/")
-        result = configs.delete(_kind(kind), name, author=request.user,
+        result = writes.delete(_kind(kind), name, author=request.user,
                                 description=request.query_params.get("description", ""))
         return Response(result.as_dict())
 
@@ -73,7 +73,7 @@ class RollbackView(APIView):
         body = RollbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         kind = _kind(body.validated_data["type"].lower())
-        result = configs.rollback(kind, body.validated_data["revision"], author=request.user,
+        result = writes.rollback(kind, body.validated_data["revision"], author=request.user,
                                   description=body.validated_data["description"])
         return Response(result.as_dict())
 

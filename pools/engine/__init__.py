@@ -1,8 +1,9 @@
-"""Pure-Python core of pool configuration: quantities, timeouts, template
-rendering and merging, and resource validation rules."""
+"""Pure-Python core (no Django): names and refusals, quantities, timeouts, template rendering and
+merging, resource validation rules, and access policies (`pools.engine.policies`)."""
 
 from .errors import EngineError, QuantityError, RenderError, RuleError, TimeoutFormatError
 from .merge import merge, merge_all
+from .names import NAME_PATTERN, ConfigError, check_name, parse_json
 from .quantity import is_quantity, parse_quantity
 from .render import check_syntax, referenced_variables, render
 from .rules import (
@@ -19,8 +20,10 @@ from .rules import (
 from .timeouts import parse_timeout
 
 __all__ = [
+    "NAME_PATTERN",
     "NODE_TOKENS",
     "OPERATORS",
+    "ConfigError",
     "EngineError",
     "NodeResources",
     "QuantityError",
@@ -29,6 +32,7 @@ __all__ = [
     "RuleError",
     "RuleReport",
     "TimeoutFormatError",
+    "check_name",
     "check_rule",
     "check_syntax",
     "evaluate_rules",
@@ -36,6 +40,7 @@ __all__ = [
     "is_quantity",
     "merge",
     "merge_all",
+    "parse_json",
     "parse_quantity",
     "parse_timeout",
     "referenced_variables",

@@ -4,6 +4,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pools.engine import ConfigError
+
 from .nodes import NodeFacts
 from .pods import DCGM, TOOLKIT, PodFacts, counts_on_node
 
@@ -169,3 +171,19 @@ def node_status(
 
 def _with_detail(text: str, detail: str) -> str:
     return f"{text}: {detail}" if detail else text
+
+
+def check_node_condition_rules(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError("node_condition_rules must be a JSON object")
+    unknown = [key for key in value if key not in ("ignore", "unhealthy_when")]
+    if unknown:
+        raise ConfigError(f"node_condition_rules: unknown field {', '.join(map(repr, unknown))}; "
+                          "use 'ignore' and 'unhealthy_when'")
+    ignore = value.get("ignore", [])
+    if not isinstance(ignore, list) or not all(isinstance(item, str) for item in ignore):
+        raise ConfigError("node_condition_rules.ignore must be a list of condition types")
+    unhealthy = value.get("unhealthy_when", {})
+    if not isinstance(unhealthy, dict) or any(v not in ("True", "False", "Unknown") for v in unhealthy.values()):
+        raise ConfigError('node_condition_rules.unhealthy_when maps condition types to "True", "False" or "Unknown"')
+    return value

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from rest_framework.utils.encoders import JSONEncoder
 
 from pools.cluster import ClusterError
-from pools.documents import ConfigError
+from pools.engine import ConfigError
 
 
 def author(options) -> str:

@@ -5,9 +5,9 @@ silently showing everything)."""
 from django import forms
 from django.db.models import Exists, OuterRef, Q
 
+from pools.fleet.usage import POOL_STATUSES, filter_nodes
 from pools.inventory import status as node_status
 from pools.models import ConfigKind, NodeMembership, Pool
-from pools.usage import POOL_STATUSES, filter_nodes
 
 NOT_READY = "Not ready"
 NODE_STATUSES = (

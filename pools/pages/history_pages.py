@@ -14,10 +14,11 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from pools import configs, history
-from pools.access.scoping import Rule, access_for, access_required
-from pools.documents import ConfigError
+from pools.access.scoping import Rule, access_required
+from pools.config import history, writes
+from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision, Pool
+from pools.models.visibility import access_for
 
 from . import csv, diffs, preferences
 from .filters import RevisionFilterForm
@@ -156,7 +157,7 @@ def rollback(request):
             context["error"] = "Tick the confirmation box to roll back."
             return render(request, "pages/rollback.html", context, status=400)
         try:
-            result = configs.rollback(kind, number, author=request.user,
+            result = writes.rollback(kind, number, author=request.user,
                                       description=request.POST.get("description", "").strip())
         except ConfigError as exc:
             context["error"] = exc.message

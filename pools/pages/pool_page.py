@@ -8,9 +8,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from pools import configs, usage
-from pools.access.scoping import access_for
+from pools.config import writes
+from pools.fleet import usage
 from pools.models import ConfigKind, Node
+from pools.models.visibility import access_for
 
 from . import charts, csv, preferences, snapshots
 from .formatting import moment
@@ -27,7 +28,7 @@ FIGURES = ("node_count", "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy", "
 def platform_rows(pool, counts: dict[str, int]) -> tuple[list[dict], str]:
     """One row per platform, and the reason when the effective configuration cannot be computed."""
     try:
-        effective = configs.effective(pool.name)["platforms"]
+        effective = writes.effective(pool.name)["platforms"]
     except (ValueError, KeyError) as exc:
         # The pool's page must still open when a template it names is gone: that is when people look.
         return [], getattr(exc, "message", str(exc))
@@ -46,7 +47,7 @@ def pool_context(request, pool) -> dict:
     columns = preferences.chosen_columns(request, PLATFORMS)
     if wants_csv(request):
         return {"download": csv.response(PLATFORMS, columns, rows, ctx)}
-    document = configs.export(ConfigKind.POOL, pool.name)["pools"][pool.name]
+    document = writes.export(ConfigKind.POOL, pool.name)["pools"][pool.name]
     revisions = visible_revisions(request).filter(kind=ConfigKind.POOL, name=pool.name).order_by("-number")
     points = snapshots.series([pool.name], now).get(pool.name, [])
     status = usage.pool_status(pool, now)

@@ -12,8 +12,8 @@ from django.db import connections, transaction
 from django.db.models import Func, IntegerField
 from django.utils import timezone
 
+from pools.fleet.usage import pools_with_usage
 from pools.models import UsageSnapshot
-from pools.usage import pools_with_usage
 
 CHART_HOURS = 24
 

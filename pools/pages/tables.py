@@ -16,7 +16,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
-from pools.usage import cores
+from pools.fleet.usage import cores
 
 from . import formatting
 

@@ -12,10 +12,11 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from pools import usage
-from pools.access.scoping import Rule, access_for, access_required
+from pools.access.scoping import Rule, access_required
+from pools.fleet import usage
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Node, Pool
+from pools.models.visibility import access_for
 
 from . import charts, csv, formatting, preferences, snapshots
 from .filters import NodeFilterForm, PoolFilterForm, VisiblePools, gpu_types

@@ -5,7 +5,7 @@ path policies and a deny) and `staff`."""
 import pytest
 from rest_framework.test import APIClient
 
-from pools import configs
+from pools.config import writes
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
 
 # Seed 001: role osmo-team may use the first three and not the next two.
@@ -52,8 +52,8 @@ def world(db):
     Node.objects.create(backend=backend, name="node-orphan")
     NodeMembership.objects.bulk_create([NodeMembership(node=node, pool=pool) for node, pool in zip(nodes, pools,
                                                                                                 strict=True)])
-    configs.import_document(ConfigKind.ROLE, TEAM_ROLE, author="tests")
-    configs.import_document(ConfigKind.ROLE, POLICY_ROLE, author="tests")
+    writes.import_document(ConfigKind.ROLE, TEAM_ROLE, author="tests")
+    writes.import_document(ConfigKind.ROLE, POLICY_ROLE, author="tests")
 
 
 def give(user, *role_names: str):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pools import configs
+from pools.config import writes
 from pools.models import ConfigKind, ConfigRevision, Role
 from tests.test_admin import form_data
 
@@ -28,7 +28,7 @@ def test_a_role_added_in_the_admin_is_a_numbered_revision(admin_client):
     assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
     role = Role.objects.get(name="osmo-vision")
     assert (role.sync_mode, role.external_roles) == ("force", ["vision"])
-    assert ConfigRevision.objects.get(kind=ConfigKind.ROLE).document == configs.export(ConfigKind.ROLE, "osmo-vision")
+    assert ConfigRevision.objects.get(kind=ConfigKind.ROLE).document == writes.export(ConfigKind.ROLE, "osmo-vision")
 
 
 def test_the_admin_refuses_a_bad_policy_as_an_import_would(admin_client):
@@ -44,7 +44,7 @@ def test_the_admin_refuses_a_bad_policy_as_an_import_would(admin_client):
 
 
 def test_an_unchanged_role_saved_in_the_admin_writes_no_revision(admin_client):
-    configs.import_document(ConfigKind.ROLE, {"name": "r", "actions": [{"path": "/x", "method": "GET"}]})
+    writes.import_document(ConfigKind.ROLE, {"name": "r", "actions": [{"path": "/x", "method": "GET"}]})
     role = Role.objects.get()
     page = admin_client.get(f"/admin/pools/role/{role.pk}/change/")
 

@@ -65,9 +65,9 @@ def test_a_view_that_declares_nothing_is_closed_to_all_but_staff(request, world,
 
 
 def test_an_admin_role_is_a_role_whose_policies_allow_the_request(world, nobody):
-    from pools import configs
+    from pools.config import writes
 
-    configs.import_document(ConfigKind.ROLE, {"name": "config-readers", "actions": [
+    writes.import_document(ConfigKind.ROLE, {"name": "config-readers", "actions": [
         {"base": "http", "path": "/api/new/*", "method": "GET"}]})
     give(nobody, "config-readers")
 
@@ -76,9 +76,9 @@ def test_an_admin_role_is_a_role_whose_policies_allow_the_request(world, nobody)
 
 
 def test_a_role_whose_policies_allow_config_writes_may_write_configuration(world, nobody, client):
-    from pools import configs
+    from pools.config import writes
 
-    configs.import_document(ConfigKind.ROLE, {"name": "config-admins", "actions": [
+    writes.import_document(ConfigKind.ROLE, {"name": "config-admins", "actions": [
         {"base": "http", "path": "/api/configs/*", "method": "*"},
         {"base": "http", "path": "!/api/configs/role/*", "method": "*"}]})
     give(nobody, "config-admins")

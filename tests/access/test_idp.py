@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
-from pools import configs
+from pools.config import writes
 from pools.models import ConfigKind, Role, RoleAssignment
 from tests.access.conftest import VISIBLE, give
 
@@ -95,7 +95,7 @@ def test_import_mode_adds_roles_and_never_removes_them(world):
 
 @HEADER_LOGIN
 def test_force_mode_adds_and_removes_by_the_mapped_groups_at_every_sign_in(world):
-    configs.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "force",
+    writes.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "force",
                                               "external_roles": ["vision-researchers"]})
     client = APIClient()
 
@@ -107,7 +107,7 @@ def test_force_mode_adds_and_removes_by_the_mapped_groups_at_every_sign_in(world
 
 @HEADER_LOGIN
 def test_force_mode_removes_a_role_assigned_by_hand_too(world, django_user_model):
-    configs.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "force"})
+    writes.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "force"})
     give(django_user_model.objects.create_user("alice"), "vision")
 
     via_proxy(APIClient(), groups="others")
@@ -117,8 +117,8 @@ def test_force_mode_removes_a_role_assigned_by_hand_too(world, django_user_model
 
 @HEADER_LOGIN
 def test_ignore_mode_leaves_the_role_alone(world, django_user_model):
-    configs.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "ignore"})
-    configs.import_document(ConfigKind.ROLE, {"name": "audit", "sync_mode": "ignore"})
+    writes.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "ignore"})
+    writes.import_document(ConfigKind.ROLE, {"name": "audit", "sync_mode": "ignore"})
     give(django_user_model.objects.create_user("alice"), "vision")
 
     via_proxy(APIClient(), groups="audit")

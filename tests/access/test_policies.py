@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from pools.access.policies import (
+from pools.engine.policies import (
     DEFAULT_GRANT,
     STAFF_GRANT,
     RoleRules,

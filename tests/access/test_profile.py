@@ -31,9 +31,9 @@ def test_the_profile_shows_a_policy_grant_with_its_path(client_as):
 
 
 def test_a_pool_granted_twice_lists_both_reasons(client_as, teammate):
-    from pools import configs
+    from pools.config import writes
 
-    configs.import_document(ConfigKind.ROLE, {"name": "gpu", "actions": [
+    writes.import_document(ConfigKind.ROLE, {"name": "gpu", "actions": [
         {"base": "http", "path": "/api/pool/team-gpu*", "method": "POST"}]})
     give(teammate, "gpu")
 

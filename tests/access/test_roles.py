@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from pools import configs
+from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Pool, Role, RoleAssignment
 from tests.conftest import seed_json_blocks
 
@@ -83,12 +83,12 @@ def test_the_full_osmo_shape_round_trips_with_sync_mode_and_external_roles(api):
 
 def test_one_policy_given_as_policies_exports_in_the_short_shape_and_means_the_same():
     document = {"name": "r1", "policies": [{"actions": SEED_ROLE["actions"]}]}
-    configs.import_document(ConfigKind.ROLE, document)
+    writes.import_document(ConfigKind.ROLE, document)
 
-    exported = configs.export(ConfigKind.ROLE, "r1")
+    exported = writes.export(ConfigKind.ROLE, "r1")
 
     assert exported == {"name": "r1", "description": "", "actions": SEED_ROLE["actions"]}
-    assert configs.import_document(ConfigKind.ROLE, exported).unchanged == ["r1"]
+    assert writes.import_document(ConfigKind.ROLE, exported).unchanged == ["r1"]
 
 
 # ---- history ---------------------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def test_role_changes_are_numbered_revisions_that_diff_and_roll_back(api):
     assert '-  "description": "Role for shared simulation training pool"' in diff
     assert '+  "description": "changed"' in diff
     assert rolled.status_code == 200 and rolled.json()["revisions"] == [3]
-    assert configs.export(ConfigKind.ROLE, "osmo-shared") == SEED_ROLE
+    assert writes.export(ConfigKind.ROLE, "osmo-shared") == SEED_ROLE
 
 
 def test_deleting_a_role_records_it_and_takes_it_from_its_users(api, member):
@@ -120,12 +120,12 @@ def test_deleting_a_role_records_it_and_takes_it_from_its_users(api, member):
     assert not RoleAssignment.objects.exists()
     revision = ConfigRevision.objects.get(kind=ConfigKind.ROLE, action="delete")
     assert revision.document == SEED_ROLE
-    configs.rollback(ConfigKind.ROLE, 1)
+    writes.rollback(ConfigKind.ROLE, 1)
     assert Role.objects.filter(name="osmo-shared").exists()
 
 
 def test_the_cli_lists_role_history():
-    configs.import_document(ConfigKind.ROLE, SEED_ROLE)
+    writes.import_document(ConfigKind.ROLE, SEED_ROLE)
 
     assert "ROLE  1    osmo-shared  create" in config("history", "ROLE")
 
@@ -174,7 +174,7 @@ def test_config_set_needs_a_file_or_a_template(tmp_path):
 # ---- immutable -------------------------------------------------------------------------------------------
 
 def test_an_immutable_role_can_be_neither_changed_nor_deleted(api):
-    configs.import_document(ConfigKind.ROLE, {**SEED_ROLE, "immutable": True})
+    writes.import_document(ConfigKind.ROLE, {**SEED_ROLE, "immutable": True})
 
     changed = put(api, "/api/configs/role/osmo-shared/", {**SEED_ROLE, "immutable": True, "description": "x"})
     unflagged = put(api, "/api/configs/role/osmo-shared/", SEED_ROLE)

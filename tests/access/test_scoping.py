@@ -5,8 +5,8 @@ from django.db import connection
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from pools.access.scoping import Access, access_cache, access_for
 from pools.models import Backend, Node, Pool, Role, RoleAssignment
+from pools.models.visibility import Access, access_cache, access_for
 from tests.access.conftest import POOLS, PRINCIPALS, VISIBLE, visible_nodes
 
 pytestmark = pytest.mark.django_db

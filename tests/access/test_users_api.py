@@ -134,10 +134,10 @@ def test_users_without_staff_or_an_admin_role_cannot_manage_users(client_as, pri
 
 
 def test_a_role_whose_policies_allow_the_auth_paths_manages_users(client_as, nobody):
-    from pools import configs
+    from pools.config import writes
     from pools.models import ConfigKind
 
-    configs.import_document(ConfigKind.ROLE, {"name": "user-managers", "actions": [
+    writes.import_document(ConfigKind.ROLE, {"name": "user-managers", "actions": [
         {"base": "http", "path": "/api/auth/*", "method": "*"}]})
     give(nobody, "user-managers")
 
@@ -147,10 +147,10 @@ def test_a_role_whose_policies_allow_the_auth_paths_manages_users(client_as, nob
 
 
 def test_a_user_manager_role_cannot_reach_staff_powers_through_a_staff_user(client_as, nobody, staff):
-    from pools import configs
+    from pools.config import writes
     from pools.models import ConfigKind
 
-    configs.import_document(ConfigKind.ROLE, {"name": "user-managers", "actions": [
+    writes.import_document(ConfigKind.ROLE, {"name": "user-managers", "actions": [
         {"base": "http", "path": "/api/auth/*", "method": "*"}]})
     give(nobody, "user-managers")
     client = client_as("nobody")

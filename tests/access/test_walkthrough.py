@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from pools.access.scoping import access_for
 from pools.models import Pool
+from pools.models.visibility import access_for
 
 pytestmark = pytest.mark.django_db
 POOL = "heterogeneous_pool"

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from pools import configs
+from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, NodeMembership, Pool, TablePreference, UsageSnapshot
 from tests.pages.conftest import pool_document
 
@@ -104,14 +104,14 @@ def fleet(defaults, staff):
                                                               if platform != "cpu" else {})}
                                                 for platform, text in platforms.items()})
                  for name, (description, platforms, default) in POOLS.items()}
-    configs.import_document(ConfigKind.POOL, {"pools": documents}, author=staff,
+    writes.import_document(ConfigKind.POOL, {"pools": documents}, author=staff,
                             description="Pools of the us-west-2 GPU cluster")
     documents["training"].update(description="Pre-training and fine-tuning on DGX H100 (7-day runs allowed)",
                                  default_exec_timeout="2d", max_exec_timeout="7d")
-    configs.import_document(ConfigKind.POOL, {"pools": {"training": documents["training"]}}, author=staff,
+    writes.import_document(ConfigKind.POOL, {"pools": {"training": documents["training"]}}, author=staff,
                             description="Allow week-long pre-training runs")
     documents["inference"]["common_default_variables"]["USER_GPU"] = 1
-    configs.import_document(ConfigKind.POOL, {"pools": {"inference": documents["inference"]}}, author=staff,
+    writes.import_document(ConfigKind.POOL, {"pools": {"inference": documents["inference"]}}, author=staff,
                             description="Inference jobs get one GPU by default")
 
     backend = Backend.objects.get(name="default")

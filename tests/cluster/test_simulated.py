@@ -14,7 +14,7 @@ from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, si
 from pools.cluster.simulated import RV_PER_TICK, SimulatedCluster
 
 T0 = 1_760_000_000.0
-DEMO_DOCUMENTS = Path(simulated.__file__).resolve().parents[1] / "defaults" / "demo.json"
+DEMO_DOCUMENTS = Path(simulated.__file__).resolve().parents[1] / "config" / "defaults" / "demo.json"
 PRODUCTS = {
     "NVIDIA-GB200": (4, "blackwell"),
     "NVIDIA-H100-80GB-HBM3": (8, "hopper"),
@@ -648,13 +648,13 @@ def _tolerated(taint, tolerations):
 
 
 def test_the_demo_documents_import_and_every_platform_finds_simulated_nodes(defaults, cluster):
-    from pools import configs
+    from pools.config import writes
     from pools.models import ConfigKind, Platform, Pool
 
     documents = json.loads(DEMO_DOCUMENTS.read_text())
-    configs.import_document(ConfigKind.POD_TEMPLATE, documents["pod_templates"], description="demo")
-    configs.import_document(ConfigKind.RESOURCE_VALIDATION, documents["resource_validations"], description="demo")
-    result = configs.import_document(ConfigKind.POOL, {"pools": documents["pools"]}, description="demo")
+    writes.import_document(ConfigKind.POD_TEMPLATE, documents["pod_templates"], description="demo")
+    writes.import_document(ConfigKind.RESOURCE_VALIDATION, documents["resource_validations"], description="demo")
+    result = writes.import_document(ConfigKind.POOL, {"pools": documents["pools"]}, description="demo")
     assert sorted(result.created) == ["dev", "inference", "simulation", "training"]
     assert result.backends_created == []
     assert Platform.objects.filter(pool__name="training").count() == 2
@@ -663,7 +663,7 @@ def test_the_demo_documents_import_and_every_platform_finds_simulated_nodes(defa
     nodes = list(nodes_of(cluster).values())
     claimed = set()
     for pool_name in documents["pools"]:
-        for platform, effective in configs.effective(pool_name)["platforms"].items():
+        for platform, effective in writes.effective(pool_name)["platforms"].items():
             matched = {
                 node["metadata"]["name"] for node in nodes
                 if effective["node_selector"].items() <= node["metadata"]["labels"].items()

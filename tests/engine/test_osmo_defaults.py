@@ -7,7 +7,7 @@ import pytest
 
 from pools.engine import NodeResources, Rule, evaluate_rules, merge_all, render, validate_rule_shape
 
-DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "pools" / "defaults" / "osmo-defaults.json"
+DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "pools" / "config" / "defaults" / "osmo-defaults.json"
 
 
 @pytest.fixture(scope="module")

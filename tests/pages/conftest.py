@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from pools import configs
+from pools.config import writes
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
 
 ALPHA, BRAVO = "alpha-pool", "bravo-secret"
@@ -55,9 +55,9 @@ def make_nodes(count: int, pool_names: list[str], *, prefix: str = "node", start
 
 @pytest.fixture
 def fleet(defaults, settings):
-    configs.import_document(ConfigKind.POOL, {"pools": {ALPHA: pool_document(description="Alpha <b>team</b>"),
+    writes.import_document(ConfigKind.POOL, {"pools": {ALPHA: pool_document(description="Alpha <b>team</b>"),
                                                         BRAVO: pool_document(description="Secret")}}, author="tests")
-    configs.import_document(ConfigKind.ROLE, {"name": "osmo-alpha", "description": "Alpha team", "actions": []},
+    writes.import_document(ConfigKind.ROLE, {"name": "osmo-alpha", "description": "Alpha team", "actions": []},
                             author="tests")
     Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
     # The default pool is open to everyone unless closed; closed, "alpha only" means exactly that.

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from django.http import QueryDict
 
-from pools import usage
+from pools.fleet import usage
 from pools.models import Node
 from pools.pages import charts, diffs, formatting
 from pools.pages.listing import Listing, Sort, parse_sort

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.http import StreamingHttpResponse
 
-from pools import usage
+from pools.fleet import usage
 from pools.models import Node, TablePreference
 from pools.pages.csv import FORMULA_PREFIXES, csv_value, neutralise
 from pools.pages.tables import NODES, POOLS, RowContext

@@ -230,7 +230,7 @@ def test_a_download_abandoned_half_way_leaves_the_connection_usable(staff_client
 def test_in_autocommit_as_in_production_the_copy_commits_or_rolls_back_its_own_transaction(
         client, django_user_model, monkeypatch):
     """Outside a test transaction: the COPY's transaction ends with the download, finished or abandoned."""
-    from pools.defaults import init_defaults
+    from pools.config.defaults import init_defaults
 
     init_defaults(author="tests")
     staff = django_user_model.objects.create_user("ops2", password="pw-ops-456", is_staff=True, is_superuser=True)

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.test import Client
 
-from pools import configs
+from pools.config import writes
 from pools.models import ConfigKind, ConfigRevision, Pool
 from tests.pages.conftest import ALPHA, body, pool_document
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def two_revisions(fleet):
     first = ConfigRevision.objects.get(kind=ConfigKind.POOL, name=ALPHA)
-    configs.import_document(ConfigKind.POOL, {"pools": {ALPHA: pool_document(description="Changed <i>later</i>")}},
+    writes.import_document(ConfigKind.POOL, {"pools": {ALPHA: pool_document(description="Changed <i>later</i>")}},
                             author="tests")
     second = ConfigRevision.objects.filter(kind=ConfigKind.POOL, name=ALPHA).order_by("-number").first()
     return first, second
@@ -143,7 +143,7 @@ def test_rollback_needs_the_csrf_token(staff, two_revisions):
 
 def test_a_refused_rollback_shows_why(staff_client, two_revisions):
     first, _ = two_revisions
-    configs.import_document(ConfigKind.RESOURCE_VALIDATION, {"default_cpu": []}, author="tests")
+    writes.import_document(ConfigKind.RESOURCE_VALIDATION, {"default_cpu": []}, author="tests")
     from pools.models import ResourceValidation
 
     # The revision names a validation that no longer exists, so the import refuses it whole.

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand
 
 from pools.cluster.connect import is_connected
-from pools.documents import ConfigError, check_name
+from pools.engine import ConfigError, check_name
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Backend
 

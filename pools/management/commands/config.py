@@ -7,10 +7,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pools import configs, history
 from pools.access.roles import GENERATORS, generated_role
-from pools.defaults import init_defaults
-from pools.documents import ConfigError, parse_json
+from pools.config import history, writes
+from pools.config.defaults import init_defaults
+from pools.engine import ConfigError, parse_json
 from pools.models import ConfigKind
 
 TYPES = [kind.value for kind in ConfigKind]
@@ -100,7 +100,7 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"Cannot read {source}: {exc.strerror}") from None
         data = parse_json(text, source="standard input" if source == "-" else source)
-        result = configs.import_document(kind, data, name=options["name"], author=self._author(options),
+        result = writes.import_document(kind, data, name=options["name"], author=self._author(options),
                                          description=options["description"])
         self.stdout.write(result.summary())
 
@@ -112,7 +112,7 @@ class Command(BaseCommand):
             return self.do_update(options)
         if kind != ConfigKind.ROLE:
             raise CommandError("Only ROLE objects are generated from a template")
-        result = configs.import_document(kind, generated_role(options["name"], options["template"]),
+        result = writes.import_document(kind, generated_role(options["name"], options["template"]),
                                          name=options["name"], author=self._author(options),
                                          description=options["description"] or f"Generated {options['template']} role")
         self.stdout.write(result.summary())
@@ -122,13 +122,13 @@ class Command(BaseCommand):
         if options["effective"]:
             if kind != ConfigKind.POOL or not options["name"]:
                 raise CommandError("--effective needs: config show POOL NAME --effective")
-            self._print_json(configs.effective(options["name"]))
+            self._print_json(writes.effective(options["name"]))
         else:
-            self._print_json(configs.export(kind, options["name"]))
+            self._print_json(writes.export(kind, options["name"]))
 
     def do_delete(self, options):
         kind = history.parse_kind(options["type"])
-        result = configs.delete(kind, options["name"], author=self._author(options),
+        result = writes.delete(kind, options["name"], author=self._author(options),
                                 description=options["description"])
         self.stdout.write(result.summary())
 
@@ -155,7 +155,7 @@ class Command(BaseCommand):
 
     def do_rollback(self, options):
         kind = history.parse_kind(options["type"])
-        result = configs.rollback(kind, options["revision"], author=self._author(options),
+        result = writes.rollback(kind, options["revision"], author=self._author(options),
                                   description=options["description"])
         self.stdout.write(result.summary())
 

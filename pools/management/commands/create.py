@@ -4,8 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from pools import labels
-from pools.documents import ConfigError
+from pools.engine import ConfigError
+from pools.fleet import labels
 from pools.management.cli import author, clear_errors
 
 

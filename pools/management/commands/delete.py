@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from pools import labels
-from pools.documents import ConfigError
+from pools.engine import ConfigError
+from pools.fleet import labels
 from pools.management.cli import author, clear_errors
 from pools.management.commands.create import read_pool_file
 

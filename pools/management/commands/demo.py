@@ -58,9 +58,9 @@ class Command(BaseCommand):
                     process.wait()
 
     def load_demo(self) -> None:
-        from pools.defaults import init_demo
+        from pools.config.defaults import init_demo
+        from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
         from pools.models import Backend
-        from pools.sync import BackendSync, SyncBusy, cluster_for
 
         for result in init_demo():
             self.stdout.write(result.summary())

@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand
 
-from pools import usage
 from pools.api.inventory import PoolDetailSerializer
-from pools.history import ConfigNotFound
+from pools.config.history import ConfigNotFound
+from pools.fleet import usage
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Pool
 

@@ -3,7 +3,7 @@
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from pools import labels
+from pools.fleet import labels
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 
 

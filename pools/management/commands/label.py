@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from pools import labels as pools_labels
+from pools.fleet import labels as pools_labels
 from pools.management.cli import clear_errors
 
 

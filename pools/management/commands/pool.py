@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from pools import usage
 from pools.api.inventory import PoolRowSerializer
+from pools.fleet import usage
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 
 

@@ -3,9 +3,9 @@
 from django.core.management.base import BaseCommand
 
 from pools.cluster import ClusterError
+from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
 from pools.management.cli import clear_errors
 from pools.models import Backend
-from pools.sync import BackendSync, SyncBusy, cluster_for
 
 ROUND_SECONDS = 60
 

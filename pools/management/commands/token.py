@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from pools.access import tokens
-from pools.access.models import AccessToken
-from pools.documents import ConfigError
+from pools.engine import ConfigError
+from pools.models import AccessToken
 
 
 class Command(BaseCommand):

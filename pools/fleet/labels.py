@@ -11,12 +11,12 @@ import yaml
 from django.conf import settings
 from django.db import transaction
 
-from . import configs
-from .cluster import ClusterError
-from .documents import ConfigError, check_name
-from .inventory.nodes import node_facts
-from .models import ConfigKind, Node, Pod, Pool
-from .sync import Recompute, cluster_for
+from pools.cluster import ClusterError
+from pools.config import writes
+from pools.engine import ConfigError, check_name
+from pools.fleet.sync import Recompute, cluster_for
+from pools.inventory.nodes import node_facts
+from pools.models import Backend, ConfigKind, Node, Pod, Pool
 
 _KEY_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
@@ -199,12 +199,12 @@ def create_pool(spec: PoolFile, *, author=None, backend: str | None = None, over
     document = {spec.name: {"name": spec.name, "description": spec.description, "backend": backend_name,
                             "node_selector": {pool_key(): spec.name}, "platforms": {}}}
     if existing:
-        document[spec.name] = {**configs.export(ConfigKind.POOL, spec.name)["pools"][spec.name],
+        document[spec.name] = {**writes.export(ConfigKind.POOL, spec.name)["pools"][spec.name],
                                "description": spec.description}
-    configs.validate(ConfigKind.POOL, {"pools": document})
+    writes.validate(ConfigKind.POOL, {"pools": document})
     _patch_all(nodes, changes)
     with transaction.atomic():
-        configs.import_document(ConfigKind.POOL, {"pools": document}, author=author,
+        writes.import_document(ConfigKind.POOL, {"pools": document}, author=author,
                                 description=f"create -f: pool {spec.name}")
     return PoolOutcome(spec.name, "updated" if existing else "created", sorted(changes))
 
@@ -237,8 +237,6 @@ def _patch_all(nodes: list[Node], changes: dict[str, dict[str, str | None]]) -> 
 
 
 def _only_backend() -> str:
-    from .models import Backend
-
     names = list(Backend.objects.values_list("name", flat=True)[:2])
     if len(names) != 1:
         raise ConfigError("the pool lists no nodes, so name its backend with --backend", field="backend")
@@ -249,7 +247,7 @@ def delete_pool(name: str, *, author=None) -> PoolOutcome:
     """Remove the pool's labels from its nodes and the pool itself; running pods are left alone."""
     pool = Pool.objects.filter(name=name).first()
     if pool is None:
-        raise configs.ConfigNotFound(f"pool {name!r} does not exist")
+        raise writes.ConfigNotFound(f"pool {name!r} does not exist")
     if pool.is_default:
         raise ConfigError("the default pool cannot be deleted", field="pool.name")
     nodes = _labelled(name)
@@ -261,9 +259,9 @@ def delete_pool(name: str, *, author=None) -> PoolOutcome:
         more = "…" if len(running) > 5 else ""
         outcome.warnings.append(f"pods still run on the pool's nodes and were left alone: "
                                 f"{', '.join(running[:5])}{more}")
-    configs.deletion_blockers(ConfigKind.POOL, name)
+    writes.deletion_blockers(ConfigKind.POOL, name)
     _patch_all(nodes, {node.name: {pool_key(): None, gpu_type_key(): None} for node in nodes})
-    configs.delete(ConfigKind.POOL, name, author=author, description=f"delete pool {name}")
+    writes.delete(ConfigKind.POOL, name, author=author, description=f"delete pool {name}")
     return outcome
 
 

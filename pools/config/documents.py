@@ -4,7 +4,6 @@ Pure Python (no Django): the admin, the API and the CLI all turn their input int
 so a field rule is written once. Cross-object rules (references, backends) live in `pools.checks`.
 """
 
-import json
 import re
 from typing import Annotated, Any
 
@@ -20,10 +19,16 @@ from pydantic import (
     field_validator,
 )
 
-from .engine import EngineError, check_syntax, parse_quantity, parse_timeout, validate_rule_shape
+from pools.engine import (
+    ConfigError,
+    EngineError,
+    check_name,
+    check_syntax,
+    parse_quantity,
+    parse_timeout,
+    validate_rule_shape,
+)
 
-NAME_PATTERN = r"^[a-zA-Z]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$"
-_NAME_RE = re.compile(NAME_PATTERN)
 # Variables that name a resource amount must be Kubernetes quantities.
 QUANTITY_VARIABLES = ("USER_CPU", "USER_GPU", "USER_MEMORY", "USER_STORAGE")
 EXIT_ACTIONS = ("COMPLETE", "FAIL", "RESCHEDULE")
@@ -31,45 +36,6 @@ _EXIT_CODES_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 POD_TEMPLATE_KEYS = ("apiVersion", "kind", "metadata", "spec")
-
-
-class ConfigError(ValueError):
-    """A refused document. `field` is the dotted location of the offending value, if any."""
-
-    def __init__(self, message: str, field: str = ""):
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def parse_json(text: str | bytes, source: str = "document") -> Any:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{source} is not UTF-8 text (byte {exc.start})") from None
-    if not text.strip():
-        raise ConfigError(f"{source} is empty; expected a JSON object")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{source} is malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-            field=f"line {exc.lineno}, column {exc.colno}",
-        ) from None
-
-
-def check_name(name: Any, what: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ConfigError(
-            f"{what} name {name!r} is invalid: names start with a letter, end with a letter or digit, "
-            "and use only letters, digits, '_', '.' and '-'",
-            field="name",
-        )
-    return name
 
 
 Scalar = StrictStr | StrictInt | StrictFloat | StrictBool
@@ -354,19 +320,3 @@ def validation_documents(data: Any, name: str | None = None) -> dict[str, list[d
         except EngineError as exc:
             raise ConfigError(f"{what}: {exc}", field=f"{validation_name}{exc.path}") from None
     return result
-
-
-def check_node_condition_rules(value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError("node_condition_rules must be a JSON object")
-    unknown = [key for key in value if key not in ("ignore", "unhealthy_when")]
-    if unknown:
-        raise ConfigError(f"node_condition_rules: unknown field {', '.join(map(repr, unknown))}; "
-                          "use 'ignore' and 'unhealthy_when'")
-    ignore = value.get("ignore", [])
-    if not isinstance(ignore, list) or not all(isinstance(item, str) for item in ignore):
-        raise ConfigError("node_condition_rules.ignore must be a list of condition types")
-    unhealthy = value.get("unhealthy_when", {})
-    if not isinstance(unhealthy, dict) or any(v not in ("True", "False", "Unknown") for v in unhealthy.values()):
-        raise ConfigError('node_condition_rules.unhealthy_when maps condition types to "True", "False" or "Unknown"')
-    return value

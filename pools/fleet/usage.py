@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from .models import Backend, Node, NodeMembership, Platform, Pool
+from pools.models import Backend, Node, NodeMembership, Platform, Pool
 
 POOL_STATUSES = ("ONLINE", "OFFLINE", "MAINTENANCE")
 NODE_COLUMNS = (

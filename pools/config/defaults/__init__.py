@@ -6,8 +6,8 @@ from pathlib import Path
 
 from django.db import transaction
 
-from .. import configs
-from ..models import Backend, ConfigKind, PodTemplate, Pool, ResourceValidation
+from pools.config import writes
+from pools.models import Backend, ConfigKind, PodTemplate, Pool, ResourceValidation
 
 DEFAULTS_FILE = Path(__file__).with_name("osmo-defaults.json")
 DEMO_FILE = Path(__file__).with_name("demo.json")
@@ -17,17 +17,17 @@ def load_defaults() -> dict:
     return json.loads(DEFAULTS_FILE.read_text())
 
 
-def init_defaults(author="config init") -> list[configs.WriteResult]:
+def init_defaults(author="config init") -> list[writes.WriteResult]:
     return _load_missing(load_defaults(), author, "Default configuration")
 
 
-def init_demo(author="demo") -> list[configs.WriteResult]:
+def init_demo(author="demo") -> list[writes.WriteResult]:
     """The demo's pod templates and pools (training, simulation, inference, dev) for the simulated
     cluster of the `default` backend; loads the defaults first, as the demo builds on them."""
     return init_defaults(author) + _load_missing(json.loads(DEMO_FILE.read_text()), author, "Demo configuration")
 
 
-def _load_missing(defaults: dict, author: str, description: str) -> list[configs.WriteResult]:
+def _load_missing(defaults: dict, author: str, description: str) -> list[writes.WriteResult]:
     results = []
     with transaction.atomic():
         Backend.objects.get_or_create(
@@ -43,6 +43,6 @@ def _load_missing(defaults: dict, author: str, description: str) -> list[configs
             missing = {name: doc for name, doc in defaults.get(key, {}).items() if name not in present}
             if missing:
                 document = {"pools": missing} if kind == ConfigKind.POOL else missing
-                results.append(configs.import_document(kind, document, author=author,
+                results.append(writes.import_document(kind, document, author=author,
                                                        description=description))
     return results

@@ -4,12 +4,12 @@ The selectors come from each platform's effective configuration (merged pod temp
 template change moves nodes exactly as it moves the pods that use it.
 """
 
-from .checks import Catalog
-from .configs import catalog_for, pool_documents_from_db
-from .documents import PoolDoc
-from .effective import effective_pool
-from .inventory.membership import PlatformSelector, PoolSelector
-from .models import Pool
+from pools.config.checks import Catalog
+from pools.config.documents import PoolDoc
+from pools.config.effective import effective_pool
+from pools.config.writes import catalog_for, pool_documents_from_db
+from pools.inventory.membership import PlatformSelector, PoolSelector
+from pools.models import Pool
 
 
 def pool_selectors(backend_id: int) -> list[PoolSelector]:

@@ -6,7 +6,7 @@ import re
 
 from django import forms
 
-from .documents import ConfigError, parse_json
+from pools.engine import ConfigError, parse_json
 
 _JSON_WIDGET = forms.Textarea(attrs={"rows": 8, "cols": 80, "class": "osmo-json", "spellcheck": "false"})
 

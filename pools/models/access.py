@@ -1,7 +1,4 @@
-"""Roles, who holds them, and personal API tokens.
-
-Imported by `pools.models` so that Django registers these models in the `pools` app.
-"""
+"""Roles, who holds them, and personal API tokens."""
 
 import hashlib
 
@@ -9,9 +6,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from pools.models import name_validator
+from pools.engine.policies import RoleRules
 
-from .policies import RoleRules
+from .names import name_validator
 
 
 class Role(models.Model):

@@ -5,8 +5,8 @@ all read it from here."""
 from collections.abc import Mapping
 from typing import Any
 
-from .documents import PoolDoc
-from .engine import merge_all, render
+from pools.config.documents import PoolDoc
+from pools.engine import merge_all, render
 
 
 def ordered_unique(*lists: list[str]) -> list[str]:

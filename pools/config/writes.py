@@ -3,61 +3,32 @@ functions; each call is one transaction that either applies a whole document and
 revisions, or changes nothing."""
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from . import history
-from .access import roles as access_roles
-from .access.documents import role_documents
-from .bulk import assign, bulk_update_changed
-from .checks import Catalog, check_pools, referenced_names
-from .documents import (
-    ConfigError,
+from pools.config import history
+from pools.config.checks import Catalog, check_pools, referenced_names
+from pools.config.documents import (
     PlatformDoc,
     PoolDoc,
     pod_template_documents,
     pool_documents,
     validation_documents,
 )
-from .effective import effective_pool
-from .history import ConfigNotFound
-from .models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation, Role
+from pools.config.effective import effective_pool
+from pools.config.history import ConfigNotFound
+from pools.config.kinds import Kind, WriteResult, get, register, run_after_write
+from pools.engine import ConfigError
+from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
+from pools.models.bulk import assign, bulk_update_changed
 
 Action = ConfigRevision.Action
 _NULLABLE_TEXT = {"default_platform", "default_exec_timeout", "default_queue_timeout", "max_exec_timeout",
                   "max_queue_timeout"}
 _POOL_COLUMNS = [key for key in PoolDoc.model_fields if key not in ("name", "backend", "platforms")]
 _PLATFORM_COLUMNS = list(PlatformDoc.model_fields)
-
-
-@dataclass
-class WriteResult:
-    kind: str
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    revisions: list[int] = field(default_factory=list)
-    backends_created: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        parts = [f"{label} {', '.join(names)}" for label, names in (
-            ("created", self.created), ("updated", self.updated), ("deleted", self.deleted),
-            ("unchanged", self.unchanged)) if names]
-        text = f"{self.kind}: " + "; ".join(parts)
-        if self.revisions:
-            first, last = self.revisions[0], self.revisions[-1]
-            text += f" (revision {first})" if first == last else f" (revisions {first}-{last})"
-        if self.backends_created:
-            text += (f". Registered backend {', '.join(self.backends_created)} (not connected yet: "
-                     "set its kubeconfig in the admin)")
-        return text
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ---- documents from rows ---------------------------------------------------------------------------
@@ -94,18 +65,27 @@ def pool_documents_from_db(names=None) -> dict[str, dict]:
 
 def export(kind: str, name: str | None = None) -> dict[str, Any]:
     """A document that `import_document(kind, ...)` accepts back unchanged."""
-    names = None if name is None else [name]
-    if kind == ConfigKind.ROLE:
-        return access_roles.export_roles(name)
-    if kind == ConfigKind.POOL:
-        documents = pool_documents_from_db(names)
-    elif kind == ConfigKind.POD_TEMPLATE:
-        documents = dict(_filter(PodTemplate.objects, names).values_list("name", "body"))
-    else:
-        documents = dict(_filter(ResourceValidation.objects, names).values_list("name", "rules"))
+    return get(kind).export(name)
+
+
+def _export_pools(name: str | None) -> dict[str, Any]:
+    documents = pool_documents_from_db(None if name is None else [name])
+    _found(ConfigKind.POOL, name, documents)
+    return {"pools": documents}
+
+
+def _export_named(model, column: str, kind: str):
+    def export_named(name: str | None) -> dict[str, Any]:
+        documents = dict(_filter(model.objects, None if name is None else [name]).values_list("name", column))
+        _found(kind, name, documents)
+        return documents
+
+    return export_named
+
+
+def _found(kind: str, name: str | None, documents: dict) -> None:
     if name is not None and name not in documents:
         raise ConfigNotFound(f"There is no {kind} named {name!r}", field="name")
-    return {"pools": documents} if kind == ConfigKind.POOL else documents
 
 
 def _filter(queryset, names):
@@ -138,31 +118,12 @@ def effective(pool_name: str) -> dict[str, Any]:
 def import_document(
     kind: str, data: Any, *, name: str | None = None, author=None, description: str = ""
 ) -> WriteResult:
-    if kind == ConfigKind.POOL:
-        documents = pool_documents(data, name)
-        writer = _write_pools
-    elif kind == ConfigKind.POD_TEMPLATE:
-        documents = pod_template_documents(data, name)
-        writer = _write_named(PodTemplate, "body", kind)
-    elif kind == ConfigKind.ROLE:
-        documents = role_documents(data, name)
-        writer = access_roles.write_roles
-    else:
-        documents = validation_documents(data, name)
-        writer = _write_named(ResourceValidation, "rules", kind)
+    handler = get(kind)
+    documents = handler.documents(data, name)
     with transaction.atomic():
-        result = writer(documents, author, description)
-        _placement_changed(kind, result)
+        result = handler.write(documents, author, description)
+        run_after_write(kind, result)
         return result
-
-
-def _placement_changed(kind: str, result: WriteResult) -> None:
-    """Pools and templates decide which nodes belong where: recompute memberships in the same
-    transaction, so no reader sees the new configuration with the old placement."""
-    if kind in (ConfigKind.POOL, ConfigKind.POD_TEMPLATE) and (result.created or result.updated or result.deleted):
-        from .sync import refresh_memberships
-
-        refresh_memberships()
 
 
 class _DryRun(Exception):
@@ -312,28 +273,22 @@ def used_by(kind: str, name: str) -> list[str]:
 
 def deletion_blockers(kind: str, name: str) -> list[str]:
     """Why `name` cannot be deleted now; empty when it can."""
-    if kind == ConfigKind.POOL:
-        return ["it is the default pool, which holds every node that no other pool claims"] \
-            if name == Pool.DEFAULT_NAME else []
-    if kind == ConfigKind.ROLE:
-        return access_roles.role_deletion_blockers(name)
-    return [f"it is used by {use}" for use in used_by(kind, name)]
+    return get(kind).deletion_blockers(name)
 
 
 def delete(kind: str, name: str, *, author=None, description: str = "") -> WriteResult:
+    handler = get(kind)
     with transaction.atomic():
-        document = export(kind, name)
-        document = document["pools"][name] if kind == ConfigKind.POOL else \
-            document if kind == ConfigKind.ROLE else document[name]
-        blockers = deletion_blockers(kind, name)
+        document = handler.one_document(handler.export(name), name)
+        blockers = handler.deletion_blockers(name)
         if blockers:
             raise ConfigError(f"{kind} {name!r} cannot be deleted: {'; '.join(blockers)}. "
-                              "Remove those references first." if kind not in (ConfigKind.POOL, ConfigKind.ROLE) else
+                              "Remove those references first." if handler.blockers_are_references else
                               f"{kind} {name!r} cannot be deleted: {blockers[0]}.", field="name")
-        _model(kind).objects.filter(name=name).delete()
+        handler.model.objects.filter(name=name).delete()
         revisions = history.record(kind, [(name, Action.DELETE, document)], author, description)
         result = WriteResult(kind, deleted=[name], revisions=revisions)
-        _placement_changed(kind, result)
+        run_after_write(kind, result)
     return result
 
 
@@ -341,20 +296,33 @@ def rollback(kind: str, number: int, *, author=None, description: str = "") -> W
     """Make the object look as it did at revision `number`; the change is itself a new revision."""
     revision = history.get_revision(kind, number)
     description = description or f"Rollback to revision {number}"
+    handler = get(kind)
     if revision.action == Action.DELETE:
-        if not _exists(kind, revision.name):
+        if not handler.model.objects.filter(name=revision.name).exists():
             return WriteResult(kind, unchanged=[revision.name])
         return delete(kind, revision.name, author=author, description=description)
-    document = revision.document
-    if kind == ConfigKind.POOL:
-        document = {"pools": {revision.name: document}}
-    return import_document(kind, document, name=revision.name, author=author, description=description)
+    return import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
+                           author=author, description=description)
 
 
-def _model(kind: str):
-    return {ConfigKind.POOL: Pool, ConfigKind.POD_TEMPLATE: PodTemplate, ConfigKind.ROLE: Role}.get(
-        kind, ResourceValidation)
+def _default_pool_blockers(name: str) -> list[str]:
+    return ["it is the default pool, which holds every node that no other pool claims"] \
+        if name == Pool.DEFAULT_NAME else []
 
 
-def _exists(kind: str, name: str) -> bool:
-    return _model(kind).objects.filter(name=name).exists()
+def _reference_blockers(kind: str):
+    return lambda name: [f"it is used by {use}" for use in used_by(kind, name)]
+
+
+def register_kinds() -> None:
+    """The kinds this package owns (called from `PoolsConfig.ready()`)."""
+    register(Kind(ConfigKind.POOL, Pool, pool_documents, _write_pools, _export_pools,
+                  one_document=lambda exported, name: exported["pools"][name],
+                  as_import=lambda name, document: {"pools": {name: document}},
+                  deletion_blockers=_default_pool_blockers))
+    for kind, model, column, documents in (
+        (ConfigKind.POD_TEMPLATE, PodTemplate, "body", pod_template_documents),
+        (ConfigKind.RESOURCE_VALIDATION, ResourceValidation, "rules", validation_documents),
+    ):
+        register(Kind(kind, model, documents, _write_named(model, column, kind), _export_named(model, column, kind),
+                      deletion_blockers=_reference_blockers(kind), blockers_are_references=True))

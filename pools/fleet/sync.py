@@ -23,18 +23,18 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .bulk import assign, bulk_update_changed, copy_or_bulk_create, gc_paused
-from .cluster import Cluster, ClusterError, Expired, WatchEvent
-from .cluster.connect import connect
-from .cluster.reflector import Follower, list_all
-from .inventory.membership import Membership, compile_selectors, node_membership
-from .inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
-from .inventory.pods import PodFacts, counts_on_node, pod_facts
-from .inventory.status import NO_USAGE, StatusOptions, component_states, gpu_figures, node_status, usage_from_pods
-from .models import Backend, Node, NodeMembership, Pod, Pool, SyncLog
-from .placement import pool_selectors
+from pools.cluster import Cluster, ClusterError, Expired, WatchEvent
+from pools.cluster.connect import connect
+from pools.cluster.reflector import Follower, list_all
+from pools.fleet.placement import pool_selectors
+from pools.inventory.membership import Membership, compile_selectors, node_membership
+from pools.inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
+from pools.inventory.pods import PodFacts, counts_on_node, pod_facts
+from pools.inventory.status import NO_USAGE, StatusOptions, component_states, gpu_figures, node_status, usage_from_pods
+from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, Pool, SyncLog
+from pools.models.bulk import assign, bulk_update_changed, copy_or_bulk_create, gc_paused
 
-log = logging.getLogger("pools.sync")
+log = logging.getLogger("pools.fleet.sync")
 
 LEASE_SECONDS = 90
 BATCH_WAIT = 0.2  # seconds a batch may wait for more events: bounds event-to-row latency
@@ -523,3 +523,11 @@ def refresh_memberships() -> None:
     for backend in Backend.objects.filter(nodes__isnull=False).distinct():
         names = list(Node.objects.filter(backend=backend).values_list("name", flat=True))
         Recompute(backend).nodes(names, {})
+
+
+def memberships_follow_configuration(kind: str, result) -> None:
+    """Pools and templates decide which nodes belong where: recompute memberships in the write's own
+    transaction, so no reader sees the new configuration with the old placement (a write hook of
+    `pools.config.kinds`)."""
+    if kind in (ConfigKind.POOL, ConfigKind.POD_TEMPLATE) and result.changed:
+        refresh_memberships()

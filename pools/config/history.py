@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from django.db.models import F
 
-from .documents import ConfigError
-from .models import ConfigKind, ConfigRevision, RevisionCounter
+from pools.engine import ConfigError
+from pools.models import ConfigKind, ConfigRevision, RevisionCounter
 
 
 class ConfigNotFound(ConfigError):

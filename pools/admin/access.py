@@ -5,12 +5,10 @@ API or `manage.py token create`)."""
 from django import forms
 from django.contrib import admin
 
-from pools.admin import VersionedAdmin, _validated
-from pools.forms import JSONDocumentField
-from pools.models import ConfigKind
-
-from .documents import ROLE_FIELDS, role_to_document
-from .models import AccessToken, Role, RoleAssignment
+from pools.access.documents import ROLE_FIELDS, role_to_document
+from pools.admin.base import VersionedAdmin, validated
+from pools.admin.forms import JSONDocumentField
+from pools.models import AccessToken, ConfigKind, Role, RoleAssignment
 
 
 class RoleForm(forms.ModelForm):
@@ -33,7 +31,7 @@ class RoleForm(forms.ModelForm):
         data = super().clean()
         name = data.get("name") or self.instance.name
         if name and not self.errors:
-            _validated(ConfigKind.ROLE, self.document(name), name)
+            validated(ConfigKind.ROLE, self.document(name), name)
         return data
 
 

@@ -1,24 +1,22 @@
 """Admin for configuration. Forms refuse exactly what an import would refuse: before saving, each
-form runs the real write path in a rolled-back transaction (`configs.validate`), then saves through
-`configs.import_document`, so every admin edit is a numbered revision too."""
+form runs the real write path in a rolled-back transaction (`writes.validate`), then saves through
+`writes.import_document`, so every admin edit is a numbered revision too."""
 
-import json
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpResponseRedirect
-from django.urls import reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.http import urlencode
 
-from . import configs, history
-from .cluster.connect import is_connected
-from .configs import pool_to_document
-from .documents import ConfigError
-from .forms import JSONDocumentField, NameListField
-from .models import (
+from pools.admin.base import VersionedAdmin, pre, validated
+from pools.admin.forms import JSONDocumentField, NameListField
+from pools.cluster.connect import is_connected
+from pools.config import history, writes
+from pools.config.writes import pool_to_document
+from pools.engine import ConfigError
+from pools.fleet.usage import backend_online
+from pools.models import (
     Backend,
     ConfigKind,
     ConfigRevision,
@@ -29,73 +27,6 @@ from .models import (
     ResourceValidation,
     SyncLog,
 )
-from .usage import backend_online
-
-admin.site.site_header = "GPU pools control plane"
-admin.site.site_title = "GPU pools"
-admin.site.index_title = "Configuration"
-
-ADMIN_AUTHOR_NOTE = "Edited in the admin"
-
-
-def _pre(data) -> str:
-    return format_html('<pre class="osmo-json">{}</pre>', json.dumps(data, indent=2, ensure_ascii=False))
-
-
-class VersionedAdmin(admin.ModelAdmin):
-    """Shared behaviour of the versioned kinds: history, revisions panel, guarded deletes."""
-
-    config_kind: str
-
-    def get_readonly_fields(self, request, obj=None):
-        fields = list(super().get_readonly_fields(request, obj))
-        return [*fields, "name"] if obj else fields
-
-    @admin.display(description="Recent revisions")
-    def revisions(self, obj):
-        if not obj or not obj.pk:
-            return "-"
-        rows = ConfigRevision.objects.filter(kind=self.config_kind, name=obj.name).order_by("-number")[:10]
-        if not rows:
-            return "-"
-        return format_html_join(
-            "", '<div><a href="{}">r{} {}</a> by {} at {} {}</div>',
-            ((reverse("admin:pools_configrevision_change", args=[r.pk]), r.number, r.action,
-              r.author_name or "-", r.created_at.strftime("%Y-%m-%d %H:%M"), r.description) for r in rows),
-        )
-
-    def history_view(self, request, object_id, extra_context=None):
-        obj = self.get_object(request, object_id)
-        query = urlencode({"kind__exact": self.config_kind, "name": obj.name if obj else ""})
-        return HttpResponseRedirect(f"{reverse('admin:pools_configrevision_changelist')}?{query}")
-
-    def get_deleted_objects(self, objs, request):
-        deleted, counts, perms, protected = super().get_deleted_objects(objs, request)
-        for obj in objs:
-            protected += [f"{obj.name}: {reason}" for reason in configs.deletion_blockers(self.config_kind, obj.name)]
-        return deleted, counts, perms, protected
-
-    def delete_model(self, request, obj):
-        configs.delete(self.config_kind, obj.name, author=request.user, description=ADMIN_AUTHOR_NOTE)
-
-    def delete_queryset(self, request, queryset):
-        for obj in queryset:
-            self.delete_model(request, obj)
-
-    def _import(self, request, obj, document):
-        result = configs.import_document(self.config_kind, document, name=obj.name, author=request.user,
-                                         description=ADMIN_AUTHOR_NOTE)
-        obj.pk = type(obj).objects.values_list("pk", flat=True).get(name=obj.name)
-        if result.backends_created:
-            messages.warning(request, result.summary())
-
-
-def _validated(kind: str, document: dict, name: str) -> None:
-    try:
-        configs.validate(kind, document, name=name)
-    except ConfigError as exc:
-        raise forms.ValidationError(exc.message) from None
-
 
 # ---- pools and platforms -----------------------------------------------------------------------------
 
@@ -140,7 +71,7 @@ class PlatformFormSet(BaseInlineFormSet):
         platforms = [form.instance for form in self.forms
                      if form.cleaned_data and not form.cleaned_data.get("DELETE")]
         self.document = {"pools": {pool.name: pool_to_document(pool, platforms)}}
-        _validated(ConfigKind.POOL, self.document, pool.name)
+        validated(ConfigKind.POOL, self.document, pool.name)
 
 
 class PlatformInline(admin.StackedInline):
@@ -187,7 +118,7 @@ class PoolAdmin(VersionedAdmin):
         if not obj or not obj.pk:
             return "-"
         try:
-            return _pre(configs.effective(obj.name))
+            return pre(writes.effective(obj.name))
         except (ConfigError, KeyError) as exc:
             return f"Cannot compute: {exc}"
 
@@ -215,7 +146,7 @@ class PodTemplateForm(forms.ModelForm):
         data = super().clean()
         name = data.get("name") or self.instance.name
         if name and "body" in data:
-            _validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name)
+            validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name)
         return data
 
 
@@ -231,7 +162,7 @@ class ResourceValidationForm(forms.ModelForm):
         data = super().clean()
         name = data.get("name") or self.instance.name
         if name and "rules" in data:
-            _validated(ConfigKind.RESOURCE_VALIDATION, {name: data["rules"]}, name)
+            validated(ConfigKind.RESOURCE_VALIDATION, {name: data["rules"]}, name)
         return data
 
 
@@ -240,7 +171,7 @@ class UsedByMixin:
     def used_by(self, obj):
         if not obj or not obj.pk:
             return "-"
-        uses = configs.used_by(self.config_kind, obj.name)
+        uses = writes.used_by(self.config_kind, obj.name)
         return format_html_join("", "<div>{}</div>", ((use,) for use in uses)) or "nothing"
 
 
@@ -365,7 +296,7 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Document")
     def pretty_document(self, obj):
-        return _pre(obj.document)
+        return pre(obj.document)
 
     @admin.display(description="Changes against the previous revision")
     def changes(self, obj):
@@ -385,7 +316,7 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
             self.message_user(request, f"You may not change {revision.kind} configuration.", messages.ERROR)
             return
         try:
-            result = configs.rollback(revision.kind, revision.number, author=request.user)
+            result = writes.rollback(revision.kind, revision.number, author=request.user)
         except ConfigError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             return
@@ -393,4 +324,3 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
 
 
 # Roles, assignments and tokens register their own admin pages.
-from .access import admin as access_admin  # noqa: E402, F401

@@ -7,9 +7,9 @@ document live in `pools.documents`.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .documents import ConfigError, PoolDoc
-from .effective import effective_platform, ordered_unique
-from .engine import EngineError, NodeResources, Rule, check_rule
+from pools.config.documents import PoolDoc
+from pools.config.effective import effective_platform, ordered_unique
+from pools.engine import ConfigError, EngineError, NodeResources, Rule, check_rule
 
 KAI = "kai"
 # Operands are rendered against a stand-in node so that import catches rules that can never be

@@ -1,0 +1,42 @@
+"""The `pools` app's models, one module per concern: `config` (backends, pools, platforms, templates,
+validations, revisions), `inventory` (nodes, memberships, pods, sync log, usage snapshots), `access`
+(roles, assignments, tokens), `preferences` (table columns). `visibility` decides which rows a user sees."""
+
+from .access import AccessToken, Role, RoleAssignment
+from .config import (
+    Backend,
+    ConfigKind,
+    ConfigRevision,
+    Platform,
+    PodTemplate,
+    Pool,
+    PoolQuerySet,
+    ResourceValidation,
+    RevisionCounter,
+)
+from .inventory import Node, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
+from .names import name_validator
+from .preferences import TablePreference
+
+__all__ = [
+    "AccessToken",
+    "Backend",
+    "ConfigKind",
+    "ConfigRevision",
+    "Node",
+    "NodeMembership",
+    "NodeQuerySet",
+    "Platform",
+    "Pod",
+    "PodTemplate",
+    "Pool",
+    "PoolQuerySet",
+    "ResourceValidation",
+    "RevisionCounter",
+    "Role",
+    "RoleAssignment",
+    "SyncLog",
+    "TablePreference",
+    "UsageSnapshot",
+    "name_validator",
+]
