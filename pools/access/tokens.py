@@ -13,6 +13,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 
 from pools.access.documents import check_access_name
+from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.models.access import AccessToken, Role, token_digest
 
@@ -80,8 +81,6 @@ def create_token(user, name: str, expires_at: dt.datetime, *, roles: list[str] |
 
 
 def revoke_token(user, name: str) -> None:
-    from pools.config.history import ConfigNotFound
-
     deleted, _ = AccessToken.objects.filter(user=user, name=name).delete()
     if not deleted:
         raise ConfigNotFound(f"{user.get_username()} has no token named {name!r}", field="name")

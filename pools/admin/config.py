@@ -105,8 +105,6 @@ class PoolAdmin(VersionedAdmin):
     ]
 
     def get_queryset(self, request):
-        from django.db.models import Count
-
         return super().get_queryset(request).select_related("backend").annotate(n_platforms=Count("platforms"))
 
     @admin.display(description="Platforms", ordering="n_platforms")

@@ -12,6 +12,7 @@ def is_connected(backend: Any) -> bool:
 
 def connect(backend: Any, *, state_dir: Path) -> Cluster:
     """`backend` needs name, kind, in_cluster, kubeconfig_path and kube_context (a Backend row will do)."""
+    # Each implementation loads on first use: the kubernetes package alone takes about half a second.
     if backend.kind == "simulated":
         from .simulated import SimulatedCluster
 

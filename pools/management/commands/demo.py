@@ -13,6 +13,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from pools.config.defaults import init_demo
+from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
+from pools.models import Backend
+
 ADMIN_USERNAME = "admin"
 
 
@@ -58,10 +62,6 @@ class Command(BaseCommand):
                     process.wait()
 
     def load_demo(self) -> None:
-        from pools.config.defaults import init_demo
-        from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
-        from pools.models import Backend
-
         for result in init_demo():
             self.stdout.write(result.summary())
         for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
