@@ -5,9 +5,9 @@ from django.conf import settings
 
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
+from pools.fleet import snapshots
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
 from pools.models import Backend
-from pools.pages import snapshots
 
 
 @shared_task(time_limit=60, soft_time_limit=50)

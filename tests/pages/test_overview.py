@@ -6,8 +6,8 @@ import re
 import pytest
 from django.utils import timezone
 
+from pools.fleet import snapshots
 from pools.models import Backend, Pool
-from pools.pages import snapshots
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
