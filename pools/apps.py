@@ -9,7 +9,10 @@ class PoolsConfig(AppConfig):
         from pools.access.roles import register_role_kind
         from pools.config import kinds, writes
         from pools.fleet.sync import memberships_follow_configuration
+        from pools.quotas.writes import pool_projects_follow_pools, register_quota_kinds
 
         writes.register_kinds()
         register_role_kind()
+        register_quota_kinds()
         kinds.after_write(memberships_follow_configuration)
+        kinds.after_write(pool_projects_follow_pools)

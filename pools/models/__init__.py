@@ -1,6 +1,7 @@
 """The `pools` app's models, one module per concern: `config` (backends, pools, platforms, templates,
-validations, revisions), `inventory` (nodes, memberships, pods, sync log, usage snapshots), `access`
-(roles, assignments, tokens), `preferences` (table columns). `visibility` decides which rows a user sees."""
+validations, revisions), `quotas` (departments, projects, members, quotas), `inventory` (nodes,
+memberships, pods, sync log, usage snapshots), `access` (roles, assignments, tokens), `preferences`
+(table columns). `visibility` decides which rows a user sees."""
 
 from .access import AccessToken, Role, RoleAssignment
 from .config import (
@@ -17,12 +18,14 @@ from .config import (
 from .inventory import Node, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
 from .names import name_validator
 from .preferences import TablePreference
+from .quotas import Department, Project, ProjectMember, Quota
 
 __all__ = [
     "AccessToken",
     "Backend",
     "ConfigKind",
     "ConfigRevision",
+    "Department",
     "Node",
     "NodeMembership",
     "NodeQuerySet",
@@ -31,6 +34,9 @@ __all__ = [
     "PodTemplate",
     "Pool",
     "PoolQuerySet",
+    "Project",
+    "ProjectMember",
+    "Quota",
     "ResourceValidation",
     "RevisionCounter",
     "Role",

@@ -173,6 +173,8 @@ class ConfigKind(models.TextChoices):
     POD_TEMPLATE = "POD_TEMPLATE", "Pod template"
     RESOURCE_VALIDATION = "RESOURCE_VALIDATION", "Resource validation"
     ROLE = "ROLE", "Role"
+    DEPARTMENT = "DEPARTMENT", "Department"
+    PROJECT = "PROJECT", "Project"
 
 
 class RevisionCounter(models.Model):

@@ -1,0 +1,113 @@
+"""Who is guaranteed what: departments contain projects; a quota is one (department or project, pool)
+row with, per resource, what it deserves, its limit and its over-quota weight (Run:ai's model, DESIGN.md
+section 3). No row means deserved 0, no limit, weight Medium.
+
+Units: GPUs as decimals (two places), CPU in millicores, memory in bytes. A limit of -1 is no limit.
+An over-quota weight of None (null) means the unit may never go above what it deserves. A null deserved
+means the document set no quota for that resource (a project: 0; a department: its projects' sum).
+"""
+
+from django.db import models
+from django.db.models import Q
+
+from .config import Pool
+from .names import name_field
+
+RESOURCES = ("gpu", "cpu", "memory")
+MEDIUM = 2
+
+
+class Department(models.Model):
+    DEFAULT_NAME = "default"
+    POOLS_NAME = "pools"  # holds the project of each OSMO pool that carries `resources.gpu`
+
+    name = name_field(unique=True)
+    description = models.TextField(blank=True)
+    default_node_pools = models.JSONField(default=list, blank=True, help_text="Pool names, tried in order.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    DEFAULT_NAME = "default"
+
+    name = name_field(unique=True)
+    department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="projects")
+    description = models.TextField(blank=True)
+    namespace = models.CharField(max_length=63, unique=True, help_text="Kubernetes namespace; proj-<name> by default.")
+    default_node_pools = models.JSONField(default=list, blank=True, help_text="Pool names, tried in order.")
+    # The project of an OSMO pool (its `resources.gpu`): members are everyone who may use that pool.
+    pool = models.OneToOneField(Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="own_project")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProjectMember(models.Model):
+    """A user (by user name, so a document may name someone who has not signed in yet) or a role whose
+    holders are members."""
+
+    class Kind(models.TextChoices):
+        USER = "user"
+        ROLE = "role"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="members")
+    kind = models.CharField(max_length=4, choices=Kind.choices)
+    name = models.CharField(max_length=150)
+
+    class Meta:
+        ordering = ["project", "kind", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "kind", "name"], name="project_member_unique")]
+        indexes = [models.Index(fields=["kind", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.kind} {self.name}"
+
+
+def _weight_field() -> models.SmallIntegerField:
+    return models.SmallIntegerField(null=True, blank=True, default=MEDIUM,
+                                    help_text="None: never above deserved; Lowest 0, Low 1, Medium 2, High 3.")
+
+
+class Quota(models.Model):
+    department = models.ForeignKey(Department, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="quotas")
+    gpu_deserved = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True, default=0)
+    gpu_limit = models.DecimalField(max_digits=12, decimal_places=2, default=-1)
+    gpu_weight = _weight_field()
+    cpu_deserved = models.BigIntegerField(null=True, blank=True, default=0, help_text="Millicores.")
+    cpu_limit = models.BigIntegerField(default=-1, help_text="Millicores; -1 is no limit.")
+    cpu_weight = _weight_field()
+    memory_deserved = models.BigIntegerField(null=True, blank=True, default=0, help_text="Bytes.")
+    memory_limit = models.BigIntegerField(default=-1, help_text="Bytes; -1 is no limit.")
+    memory_weight = _weight_field()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool", "department", "project"]
+        constraints = [
+            models.CheckConstraint(condition=Q(department__isnull=True, project__isnull=False)
+                                   | Q(department__isnull=False, project__isnull=True),
+                                   name="quota_of_department_or_project"),
+            models.UniqueConstraint(fields=["department", "pool"], name="quota_unique_department_pool"),
+            models.UniqueConstraint(fields=["project", "pool"], name="quota_unique_project_pool"),
+            *[models.CheckConstraint(condition=Q(**{f"{r}_deserved__gte": 0}), name=f"quota_{r}_deserved_not_negative")
+              for r in RESOURCES],
+            *[models.CheckConstraint(condition=Q(**{f"{r}_limit__gte": -1}), name=f"quota_{r}_limit_valid")
+              for r in RESOURCES],
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id or self.department_id} in {self.pool_id}"

@@ -1,0 +1,1 @@
+"""Departments, projects and quotas: documents, the write path, usage and fair share."""
