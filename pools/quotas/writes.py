@@ -266,11 +266,13 @@ def pool_projects_follow_pools(kind: str, result: WriteResult) -> None:
     for name in result.deleted:
         _delete_project(Project.objects.filter(pool__isnull=True, name=name, department__name=Department.POOLS_NAME),
                         result)
-    for pool in Pool.objects.filter(name__in=result.created + result.updated):
+    pools = list(Pool.objects.filter(name__in=result.created + result.updated))
+    own = {project.pool_id: project for project in Project.objects.filter(pool__in=pools)}
+    for pool in pools:
         gpu = pool.resources.get("gpu") if isinstance(pool.resources, dict) else None
-        own = Project.objects.filter(pool=pool)
         if not isinstance(gpu, dict):
-            _delete_project(own, result)
+            if pool.pk in own:
+                _delete_project([own[pool.pk]], result)
             continue
         clash = Project.objects.filter(name=pool.name).exclude(pool=pool).first()
         if clash is not None:
