@@ -9,8 +9,7 @@ from pools.documents import (
     pool_documents,
     validation_documents,
 )
-
-from .conftest import seed_json_blocks
+from tests.conftest import seed_json_blocks
 
 
 def pool(**fields):

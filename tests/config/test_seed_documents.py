@@ -8,8 +8,7 @@ from django.core.management import CommandError, call_command
 
 from pools.documents import PoolDoc, parse_json
 from pools.models import PodTemplate, ResourceValidation
-
-from .conftest import reference_defaults, seed_json_blocks
+from tests.conftest import reference_defaults, seed_json_blocks
 
 pytestmark = pytest.mark.django_db
 
