@@ -81,9 +81,13 @@ def test_it_does_not_change_the_loaded_defaults(defaults, variables):
 
 
 def test_every_default_rule_has_a_valid_shape(defaults):
-    for name, rules in defaults["resource_validations"].items():
-        for index, rule in enumerate(rules):
-            validate_rule_shape(rule, f"{name}[{index}]")
+    validations = defaults["resource_validations"]
+    shapes = {name: [validate_rule_shape(rule, f"{name}[{index}]") for index, rule in enumerate(rules)]
+              for name, rules in validations.items()}
+    # Every rule is accepted as written (nothing dropped or defaulted), and there are rules to check.
+    assert {name: [rule.to_dict() for rule in rules] for name, rules in shapes.items()} == validations
+    assert sorted(shapes) == ["default_cpu", "default_gpu", "default_memory", "default_storage"]
+    assert all(len(rules) == 2 for rules in shapes.values())
 
 
 def test_the_default_rules_pass_on_a_large_gpu_node(rules, variables):

@@ -10,7 +10,6 @@ from pools.config import writes
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
 
 ALPHA, BRAVO = "alpha-pool", "bravo-secret"
-NOW = timezone.now()
 
 
 def pool_document(**fields):
@@ -28,7 +27,9 @@ def pool_document(**fields):
 
 
 def make_nodes(count: int, pool_names: list[str], *, prefix: str = "node", start: int = 0, **fields) -> list[Node]:
-    """`count` nodes in each of `pool_names` (one membership per pool), written as rows in bulk."""
+    """`count` nodes in each of `pool_names` (one membership per pool), written as rows in bulk. Their
+    last_seen is relative to the time of this call, not of the import: a long run must not age them."""
+    now = timezone.now()
     backend = Backend.objects.get(name="default")
     pools = {pool.name: pool for pool in Pool.objects.filter(name__in=pool_names)}
     nodes = []
@@ -43,7 +44,7 @@ def make_nodes(count: int, pool_names: list[str], *, prefix: str = "node", start
             "pool_names": list(pool_names), "platform_names": [f"{name}/h100" for name in pool_names],
             "labels": {"nvidia.com/gpu.present": "true", "rack": f"r{index % 3}"},
             "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-            "last_seen": NOW - dt.timedelta(minutes=index % 5),
+            "last_seen": now - dt.timedelta(minutes=index % 5),
         }
         defaults.update(fields)
         nodes.append(Node(backend=backend, name=f"{prefix}-{index:04d}", **defaults))

@@ -4,8 +4,7 @@ import pytest
 
 from pools.config.documents import pod_template_documents, pool_documents, validation_documents
 from pools.engine import ConfigError, parse_json
-
-from .conftest import seed_json_blocks
+from tests.conftest import seed_json_blocks
 
 
 def pool(**fields):

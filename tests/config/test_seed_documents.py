@@ -9,8 +9,7 @@ from django.core.management import CommandError, call_command
 from pools.config.documents import PoolDoc
 from pools.engine import parse_json
 from pools.models import PodTemplate, ResourceValidation
-
-from .conftest import reference_defaults, seed_json_blocks
+from tests.conftest import reference_defaults, seed_json_blocks
 
 pytestmark = pytest.mark.django_db
 
