@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 from .interface import Cluster, ClusterError
+from .simulated import SimulatedCluster
 
 
 def is_connected(backend: Any) -> bool:
@@ -14,8 +15,6 @@ def connect(backend: Any, *, state_dir: Path) -> Cluster:
     """`backend` needs name, kind, in_cluster, kubeconfig_path and kube_context (a Backend row will do)."""
     # Each implementation loads on first use: the kubernetes package alone takes about half a second.
     if backend.kind == "simulated":
-        from .simulated import SimulatedCluster
-
         return SimulatedCluster(backend.name, state_dir)
     from .kube import KubeCluster
 

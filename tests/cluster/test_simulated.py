@@ -14,7 +14,7 @@ from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, si
 from pools.cluster.simulated import RV_PER_TICK, SimulatedCluster
 
 T0 = 1_760_000_000.0
-DEMO_DOCUMENTS = Path(simulated.__file__).resolve().parents[1] / "config" / "defaults" / "demo.json"
+DEMO_DOCUMENTS = Path(simulated.__file__).resolve().parents[2] / "config" / "defaults" / "demo.json"
 PRODUCTS = {
     "NVIDIA-GB200": (4, "blackwell"),
     "NVIDIA-H100-80GB-HBM3": (8, "hopper"),
@@ -309,8 +309,8 @@ def test_two_clusters_with_different_names_differ_and_a_seed_pins_the_content(tm
 def test_a_tick_is_built_once_and_served_from_cache(cluster, monkeypatch):
     nodes_of(cluster)
     calls = []
-    original = simulated._node_object
-    monkeypatch.setattr(simulated, "_node_object", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = simulated.cluster.node_object
+    monkeypatch.setattr(simulated.cluster, "node_object", lambda *a, **k: calls.append(1) or original(*a, **k))
     nodes_of(cluster)
     pods_of(cluster)
     assert calls == []

@@ -1,0 +1,438 @@
+"""The Job controller of the simulated cluster: batch Jobs users create, their pods placed where GPUs are free,
+and the Job objects and pods they make at any resourceVersion.
+
+A Job is kept in the state file as a record (the normalised Job, when it was created and deleted, and where its
+pods went); pods of the simulation whose GPUs a Job took do not run while it holds them.
+"""
+
+import copy
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..interface import ClusterError, Conflict, NotFound
+from .fleet import RV_PER_TICK, Catalog
+from .randomness import compact_dumps, stable_hash, stable_rng, stable_suffix, stable_uid, timestamp
+from .store import Base, View
+from .workloads import pod_ip, qos_class
+
+DURATION_ANNOTATION = "sim.runwhere.ai/duration-seconds"
+OUTCOME_ANNOTATION = "sim.runwhere.ai/outcome"
+
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _gpu_quantity(value: Any) -> int:
+    if value is None:
+        return 0
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ClusterError(f"nvidia.com/gpu must be a whole number, got {value!r}", 422) from None
+
+
+def _effective_gpus(pod_spec: dict) -> int:
+    """The `kubectl describe node` rule: max(largest init container, sum of containers) plus sidecars."""
+    def gpus(container: dict) -> int:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        return _gpu_quantity(requests.get("nvidia.com/gpu", (resources.get("limits") or {}).get("nvidia.com/gpu")))
+
+    init = pod_spec.get("initContainers") or []
+    sidecars = sum(gpus(c) for c in init if c.get("restartPolicy") == "Always")
+    largest_init = max([gpus(c) for c in init if c.get("restartPolicy") != "Always"], default=0)
+    return max(largest_init, sum(gpus(c) for c in pod_spec.get("containers") or []) + sidecars)
+
+
+def _tolerates(tolerations: list[dict], taint: dict) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        operator = toleration.get("operator", "Equal")
+        if not toleration.get("key") and operator == "Exists":
+            return True
+        if toleration.get("key") != taint.get("key"):
+            continue
+        if operator == "Exists" or toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _affinity_matches(affinity: dict, labels: dict[str, str]) -> bool:
+    required = ((affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    for term in required.get("nodeSelectorTerms") or []:
+        ok = True
+        for expression in term.get("matchExpressions") or []:
+            key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+            value = labels.get(key)
+            ok = {"In": value in values, "NotIn": value not in values, "Exists": key in labels,
+                  "DoesNotExist": key not in labels}.get(operator, False)
+            if not ok:
+                break
+        if ok:
+            return True
+    return False
+
+
+class JobController:
+    """Creates, finds and deletes the Job records of one cluster's state, and builds their objects and pods."""
+
+    def __init__(self, catalog: Catalog, clock: Callable[[], float]):
+        self.seed, self.tick_seconds = catalog.seed, catalog.tick_seconds
+        self._catalog, self._clock = catalog, clock
+        self._job_pods: dict[tuple, str] = {}
+
+    # ---- the Cluster interface's Jobs: create, get, delete --------------------------------------------------
+
+    @staticmethod
+    def normalise_job(namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A copy of `body` checked and defaulted as the API server would, or the error it would answer."""
+        if not isinstance(namespace, str) or not _DNS_LABEL_RE.match(namespace):
+            raise ClusterError(f"invalid namespace {namespace!r}", 422)
+        if not isinstance(body, dict):
+            raise ClusterError("a Job must be a JSON object", 400)
+        job = copy.deepcopy(body)
+        metadata = job.setdefault("metadata", {})
+        name = metadata.get("name")
+        if not isinstance(name, str) or not _DNS_LABEL_RE.match(name):
+            raise ClusterError(f"Job.batch {name!r} is invalid: metadata.name: Invalid value: must be a lowercase "
+                               "RFC 1123 label of at most 63 characters", 422)
+        if metadata.get("namespace", namespace) != namespace:
+            raise ClusterError("the namespace of the provided object does not match the namespace sent on the "
+                               "request", 400)
+        if job.get("kind", "Job") != "Job":
+            raise ClusterError(f"expected a Job, got {job.get('kind')!r}", 400)
+        spec = job.get("spec") or {}
+        pod_spec = ((spec.get("template") or {}).get("spec")) or {}
+        containers = pod_spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            raise ClusterError(f'Job.batch "{name}" is invalid: spec.template.spec.containers: Required value', 422)
+        if pod_spec.get("restartPolicy") not in ("Never", "OnFailure"):
+            raise ClusterError(f'Job.batch "{name}" is invalid: spec.template.spec.restartPolicy: Required value: '
+                               'valid values: "OnFailure", "Never"', 422)
+        _effective_gpus(pod_spec)  # refuses malformed GPU quantities now rather than at placement
+        for container in [*containers, *(pod_spec.get("initContainers") or [])]:
+            resources = container.setdefault("resources", {})
+            limits = resources.get("limits") or {}
+            requests = resources.setdefault("requests", {})
+            for key, value in limits.items():
+                requests.setdefault(key, value)  # the API server defaults requests to limits
+        metadata["namespace"] = namespace
+        metadata["generation"] = 1
+        job["apiVersion"], job["kind"] = "batch/v1", "Job"
+        try:
+            parallelism = int(spec.get("parallelism", 1))
+            completions = None if spec.get("completions") is None else int(spec["completions"])
+        except (TypeError, ValueError):
+            raise ClusterError(f'Job.batch "{name}" is invalid: spec.parallelism and spec.completions must be '
+                               "integers", 422) from None
+        spec.setdefault("parallelism", parallelism)
+        spec.setdefault("completions", completions if completions is not None else parallelism)
+        spec.setdefault("backoffLimit", 6)
+        spec.setdefault("completionMode", "NonIndexed")
+        spec.setdefault("suspend", False)
+        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        spec.setdefault("manualSelector", False)
+        job["spec"] = spec
+        job.pop("status", None)
+        return job
+
+    def create(self, state: dict[str, Any], rv: int, view: View, namespace: str, job: dict[str, Any]) -> dict:
+        """Records `job`, as normalise_job returned it, as created at `rv`, and places its pods (a change made
+        under SimulatedCluster._mutate)."""
+        name = job["metadata"]["name"]
+        if self._live_job(state, namespace, name, rv) is not None:
+            raise Conflict(f'jobs.batch "{name}" already exists', 409)
+        job["metadata"]["uid"] = uid = stable_uid(self.seed, "job", namespace, name, rv)
+        job["metadata"]["creationTimestamp"] = timestamp(math.floor(self._clock()))
+        self._stamp_job_uid(job, uid)
+        record = {"namespace": namespace, "name": name, "uid": uid, "created_rv": rv, "deleted_rv": None,
+                  "orphaned": False, "job": job, **self._schedule_job(job, rv // RV_PER_TICK, view, state, rv)}
+        state["jobs"].append(record)
+        return record
+
+    def delete(self, state: dict[str, Any], rv: int, namespace: str, name: str, propagation_policy: str) -> bool:
+        """Marks the Job deleted at `rv` (a change made under SimulatedCluster._mutate)."""
+        record = self._live_job(state, namespace, name, rv)
+        if record is None:
+            raise NotFound(f'jobs.batch "{name}" not found', 404)
+        record["deleted_rv"] = rv
+        record["orphaned"] = propagation_policy == "Orphan"
+        return True
+
+    def get(self, state: dict[str, Any], rv: int, namespace: str, name: str) -> dict[str, Any]:
+        record = self._live_job(state, namespace, name, rv)
+        if record is None:
+            raise NotFound(f'jobs.batch "{name}" not found', 404)
+        return self.job_object(record, rv)
+
+    # ---- what the Jobs add to a view ------------------------------------------------------------------------
+
+    def with_jobs(self, base: Base, jobs: list[dict], rv: int, tick: int):
+        """The pods of `base` with those of `jobs` added, and those whose GPUs the Jobs took removed."""
+        reserved: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for record in jobs:
+            gone_tick = record["deleted_rv"] // RV_PER_TICK if record["deleted_rv"] else None
+            for pod in record["pods"]:
+                end = record["start_tick"] + 1 + record["run_ticks"]
+                if gone_tick is not None and not record["orphaned"]:
+                    end = min(end, gone_tick)
+                for index in pod["slots"]:
+                    reserved.setdefault((pod["node"], index), []).append((record["start_tick"], end))
+        pods = dict(base.pods)
+        work = []
+        for entry in base.work:
+            pod_key, node, index, start, _, _ = entry
+            windows = reserved.get((node, index))
+            if windows and any(begin <= start < end for begin, end in windows):
+                del pods[pod_key]
+            else:
+                work.append(entry)
+        for record in jobs:
+            deleted = record["deleted_rv"] is not None and record["deleted_rv"] <= rv
+            if deleted and not record["orphaned"]:
+                continue
+            for number, pod in enumerate(record["pods"]):
+                stage = self._job_pod_stage(record, pod, tick)
+                memo_key = (record["uid"], number, stage, deleted)
+                text = self._job_pods.get(memo_key)
+                if text is None:
+                    text = compact_dumps(self._job_pod(record, number, stage, orphan=deleted))
+                    if len(self._job_pods) > 20_000:
+                        self._job_pods.clear()
+                    self._job_pods[memo_key] = text
+                key = f"{record['namespace']}/{pod['name']}"
+                pods[key] = text
+                if pod["node"]:
+                    work.append((key, pod["node"], -1, record["start_tick"], pod["gpus"],
+                                 stage in ("Pending", "Running")))
+        return pods, work, sorted(pods)
+
+    # ---- records, placement, and the objects of Jobs and their pods -----------------------------------------
+
+    @staticmethod
+    def _live_job(state: dict[str, Any], namespace: str, name: str, rv: int) -> dict | None:
+        for record in state["jobs"]:
+            if (record["namespace"], record["name"]) == (namespace, name) and record["created_rv"] <= rv and (
+                    record["deleted_rv"] is None or record["deleted_rv"] > rv):
+                return record
+        return None
+
+    @staticmethod
+    def _stamp_job_uid(job: dict, uid: str) -> None:
+        name = job["metadata"]["name"]
+        owned = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                 "controller-uid": uid, "job-name": name}
+        job["metadata"]["labels"] = {**(job["metadata"].get("labels") or {}), **owned}
+        job["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        template = job["spec"].setdefault("template", {})
+        template.setdefault("metadata", {})
+        template["metadata"]["labels"] = {**(template["metadata"].get("labels") or {}), **owned}
+
+    def _schedule_job(self, job: dict, tick: int, view: View, state: dict, rv: int) -> dict[str, Any]:
+        """Place each pod on a node where it fits now and reserve the simulated GPU slots it takes over."""
+        spec = job["spec"]
+        pod_spec = spec["template"]["spec"]
+        annotations = job["metadata"].get("annotations") or {}
+        rng = stable_rng(self.seed, "job", job["metadata"]["uid"])
+        try:
+            seconds = float(annotations.get(DURATION_ANNOTATION, rng.randint(60, 600)))
+        except ValueError:
+            raise ClusterError(f"{DURATION_ANNOTATION} must be a number of seconds", 422) from None
+        outcome = "Failed" if annotations.get(OUTCOME_ANNOTATION) == "Failed" else "Succeeded"
+        deadline = spec.get("activeDeadlineSeconds")
+        reason = "BackoffLimitExceeded" if outcome == "Failed" else None
+        if deadline is not None and float(deadline) < seconds:
+            seconds, outcome, reason = float(deadline), "Failed", "DeadlineExceeded"
+        run_ticks = max(1, math.ceil(seconds / self.tick_seconds))
+        count = 0 if spec.get("suspend") else max(0, min(int(spec["parallelism"]), int(spec["completions"]), 64))
+        gpus = _effective_gpus(pod_spec)
+        selector = pod_spec.get("nodeSelector") or {}
+        tolerations = pod_spec.get("tolerations") or []
+        free = self._free_slots(view, state, tick, rv)
+        pods = []
+        for number in range(count):
+            candidates = []
+            for name in view.node_keys:
+                node = view.node_objs[name]
+                labels = node["metadata"]["labels"]
+                if any(labels.get(key) != value for key, value in selector.items()):
+                    continue
+                if not _affinity_matches(pod_spec.get("affinity"), labels):
+                    continue
+                taints = [t for t in node["spec"].get("taints") or [] if t.get("effect") in ("NoSchedule",
+                                                                                              "NoExecute")]
+                if not all(_tolerates(tolerations, taint) for taint in taints):
+                    continue
+                ready = next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "")
+                slots = free.get(name, [])
+                available = sum(size for _, size in slots)
+                if ready != "True" or available < gpus:
+                    continue
+                candidates.append((available - gpus, stable_hash(job["metadata"]["uid"], number, name), name))
+            if not candidates:
+                pods.append({"node": None, "slots": [], "gpus": gpus})
+                continue
+            _, _, chosen = min(candidates)
+            fitting = sorted((size, index) for index, size in free[chosen] if size >= gpus)
+            taken, total = ([fitting[0][1]], fitting[0][0]) if fitting and gpus else ([], 0)
+            for index, size in sorted(free[chosen], key=lambda item: -item[1]):
+                if total >= gpus:
+                    break
+                taken.append(index)
+                total += size
+            free[chosen] = [(index, size) for index, size in free[chosen] if index not in taken]
+            pods.append({"node": chosen, "slots": taken, "gpus": gpus})
+        for number, pod in enumerate(pods):
+            pod["name"] = f"{job['metadata']['name']}-{stable_suffix(5, job['metadata']['uid'], number)}"
+        return {"pods": pods, "start_tick": tick, "run_ticks": run_ticks, "outcome": outcome, "reason": reason}
+
+    def _free_slots(self, view: View, state: dict, tick: int, rv: int) -> dict[str, list[tuple[int, int]]]:
+        busy = {(node, index) for _, node, index, _, _, holds in view.work if holds}
+        for record in state["jobs"]:
+            if record["created_rv"] > rv or (record["deleted_rv"] is not None and record["deleted_rv"] <= rv):
+                continue
+            if tick >= record["start_tick"] + 1 + record["run_ticks"]:
+                continue
+            for pod in record["pods"]:
+                for index in pod["slots"]:
+                    busy.add((pod["node"], index))
+        free = {}
+        for name, slots in self._catalog.node_slots.items():
+            free[name] = [(index, size) for index, size in slots if (name, index) not in busy]
+        return free
+
+    @staticmethod
+    def _job_pod_stage(record: dict, pod: dict, tick: int) -> str:
+        if pod["node"] is None:
+            return "Unschedulable"
+        elapsed = tick - record["start_tick"]
+        if elapsed < 1:
+            return "Pending"
+        if elapsed < 1 + record["run_ticks"]:
+            return "Running"
+        return record["outcome"]
+
+    def _job_pod(self, record: dict, number: int, stage: str, *, orphan: bool) -> dict:
+        job = record["job"]
+        pod = record["pods"][number]
+        template = copy.deepcopy(job["spec"]["template"])
+        t = self.tick_seconds
+        start = record["start_tick"]
+        created, running = timestamp(start * t), timestamp((start + 1) * t)
+        ended = timestamp((start + 1 + record["run_ticks"]) * t)
+        metadata = {
+            "name": pod["name"],
+            "generateName": f"{record['name']}-",
+            "namespace": record["namespace"],
+            "uid": stable_uid(self.seed, "job-pod", record["uid"], number),
+            "resourceVersion": str({"Pending": start, "Unschedulable": start, "Running": start + 1}.get(
+                stage, start + 1 + record["run_ticks"]) * RV_PER_TICK),
+            "creationTimestamp": created,
+            "labels": (template.get("metadata") or {}).get("labels") or {},
+            "annotations": (template.get("metadata") or {}).get("annotations") or {},
+        }
+        if not orphan:
+            metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": record["name"],
+                                            "uid": record["uid"], "controller": True, "blockOwnerDeletion": True}]
+        spec = template.get("spec") or {}
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec["tolerations"] = [*(spec.get("tolerations") or []),
+                               {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                                "tolerationSeconds": 300},
+                               {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                                "tolerationSeconds": 300}]
+        containers = spec.get("containers") or []
+        init = spec.get("initContainers") or []
+        if stage == "Unschedulable":
+            status = {"phase": "Pending", "qosClass": qos_class(containers), "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": created,
+                "message": f"0/{len(self._catalog.nodes)} nodes are available: no node matches the pod's node "
+                           "selector, tolerations and nvidia.com/gpu request."}]}
+            return {"metadata": metadata, "spec": spec, "status": status}
+        node = self._catalog.nodes[pod["node"]]
+        spec["nodeName"] = node.name
+        if stage == "Pending":
+            state = {"waiting": {"reason": "PodInitializing" if init else "ContainerCreating"}}
+        elif stage == "Running":
+            state = {"running": {"startedAt": running}}
+        else:
+            failed = stage == "Failed"
+            state = {"terminated": {"exitCode": 1 if failed else 0, "reason": "Error" if failed else "Completed",
+                                    "startedAt": running, "finishedAt": ended}}
+        ready = stage == "Running"
+        status = {
+            "phase": stage,
+            "hostIP": node.ip,
+            "hostIPs": [{"ip": node.ip}],
+            "startTime": created,
+            "qosClass": qos_class(init + containers),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": created},
+                {"type": "Initialized", "status": "True" if stage != "Pending" or not init else "False",
+                 "lastTransitionTime": running if init else created},
+                {"type": "ContainersReady", "status": str(ready), "lastTransitionTime": running},
+                {"type": "Ready", "status": str(ready), "lastTransitionTime": running},
+            ],
+            "containerStatuses": [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": ready,
+                                   "restartCount": 0, "started": ready, "state": state} for c in containers],
+        }
+        if stage != "Pending":
+            status["podIP"] = pod_ip(node, pod["name"])
+        return {"metadata": metadata, "spec": spec, "status": status}
+
+    def job_object(self, record: dict, rv: int) -> dict[str, Any]:
+        job = copy.deepcopy(record["job"])
+        tick = rv // RV_PER_TICK
+        t = self.tick_seconds
+        stages = [self._job_pod_stage(record, pod, tick) for pod in record["pods"]]
+        finished_tick = record["start_tick"] + 1 + record["run_ticks"]
+        status: dict[str, Any] = {"startTime": job["metadata"]["creationTimestamp"]}
+        active = sum(stage in ("Pending", "Running", "Unschedulable") for stage in stages)
+        if active:
+            status["active"] = active
+        status["ready"] = sum(stage == "Running" for stage in stages)
+        succeeded = sum(stage == "Succeeded" for stage in stages)
+        failed = sum(stage == "Failed" for stage in stages)
+        if succeeded:
+            status["succeeded"] = succeeded
+        if failed:
+            status["failed"] = failed
+        status["uncountedTerminatedPods"] = {}
+        changed = record["created_rv"]
+        if job["spec"].get("suspend"):
+            status["conditions"] = [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                                     "message": "Job suspended", "lastProbeTime": job["metadata"]["creationTimestamp"],
+                                     "lastTransitionTime": job["metadata"]["creationTimestamp"]}]
+        elif stages and not active:
+            at = timestamp(finished_tick * t)
+            changed = max(changed, finished_tick * RV_PER_TICK)
+            if failed:
+                reason = record.get("reason") or "BackoffLimitExceeded"
+                message = ("Job was active longer than specified deadline" if reason == "DeadlineExceeded"
+                           else "Job has reached the specified backoff limit")
+                status["conditions"] = [
+                    {"type": "FailureTarget", "status": "True", "reason": reason, "message": message,
+                     "lastProbeTime": at, "lastTransitionTime": at},
+                    {"type": "Failed", "status": "True", "reason": reason, "message": message,
+                     "lastProbeTime": at, "lastTransitionTime": at}]
+            else:
+                status["completionTime"] = at
+                status["conditions"] = [
+                    {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                     "message": "Reached expected number of succeeded pods", "lastProbeTime": at,
+                     "lastTransitionTime": at},
+                    {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                     "message": "Reached expected number of succeeded pods", "lastProbeTime": at,
+                     "lastTransitionTime": at}]
+        elif tick > record["start_tick"]:
+            changed = max(changed, (record["start_tick"] + 1) * RV_PER_TICK)
+        job["metadata"]["resourceVersion"] = str(changed)
+        job["status"] = status
+        return job
