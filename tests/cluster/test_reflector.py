@@ -370,8 +370,9 @@ def test_a_stalled_stream_is_abandoned_and_the_watch_resumed(standin, kube):
     (added,) = _first(follower.events(deadline=time.monotonic() + 6), 1)
 
     assert added.object["metadata"]["name"] == "gpu-2"
-    # Abandoned after timeoutSeconds (1) plus the margin (0.5), then resumed from the same version.
-    assert 1.4 < time.monotonic() - started < 3
+    # Abandoned after timeoutSeconds (1) plus the margin (0.5), then resumed from the same version. The upper
+    # bound only tells "abandoned by the read timeout" from "waited for the 6 s deadline", with room for load.
+    assert 1.4 < time.monotonic() - started < 5.9
     assert [w.query["resourceVersion"] for w in standin.requests_to("/api/v1/nodes", watch=True)] == ["1", "1"]
     assert follower.errors == 1
     assert sleeps.calls == [0.5]
@@ -415,7 +416,9 @@ def test_the_follower_returns_at_its_deadline_on_a_quiet_watch(standin, kube):
     started = time.monotonic()
     assert list(follower.events(deadline=started + 1)) == []
 
-    assert time.monotonic() - started < 2
+    # The request itself proves the deadline clipped the watch; the elapsed time only has to be well under
+    # the 60 s the watch would otherwise have waited, whatever the machine's load.
+    assert time.monotonic() - started < 30
     (watch,) = standin.requests_to("/api/v1/pods", watch=True)
     assert watch.query["timeoutSeconds"] == "1"
 
