@@ -1,0 +1,229 @@
+"""The quota table: per pool, each department and project with what it deserves, its limit and weight, what
+it has allocated and its fair share right now, per resource. One place feeds the API, the CLI and the pages.
+
+Allocated is read from the inventory the sync keeps: the requests of the bound, non-finished pods in a
+project's namespace (daemon pods of the GPU operator excluded). A pod counts in the pool named by its
+`<prefix>pool` label; a pod without one counts in each pool its node belongs to (`shared_usage` says where
+that happened). Until workloads carry a priority every pod counts as non-preemptible. Capacity is the
+allocatable of the pool's Ready, schedulable nodes.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q, Sum
+
+from pools.models import Department, NodeMembership, Pod, Pool, Project, Quota
+from pools.quotas.documents import weight_name
+from pools.quotas.fairshare import UNLIMITED, Department as FairDepartment, PoolQuotas
+from pools.quotas.fairshare import Project as FairProject
+from pools.quotas.fairshare import Resource, gpu_hundredths, pool_fair_shares
+
+RESOURCES = (Resource.GPU, Resource.CPU, Resource.MEMORY)
+_NODE_COLUMNS = {Resource.GPU: "gpu_allocatable", Resource.CPU: "cpu_allocatable", Resource.MEMORY: "memory_allocatable"}
+
+
+def to_base(resource: Resource, value) -> int | None:
+    """A stored quota figure in fair share's base units (GPU hundredths, millicores, bytes)."""
+    if value is None:
+        return None
+    if value == UNLIMITED:
+        return UNLIMITED
+    return gpu_hundredths(value) if resource == Resource.GPU else int(value)
+
+
+def shown(resource: Resource, base: int | None):
+    """A base-unit figure as the API shows it: GPUs as numbers, CPU in cores (decimal), memory in bytes."""
+    if base is None:
+        return None
+    if base == UNLIMITED:
+        return UNLIMITED
+    if resource == Resource.GPU:
+        value = Decimal(base) / 100
+        return int(value) if value == value.to_integral_value() else float(value)
+    if resource == Resource.CPU:
+        value = Decimal(base) / 1000
+        return int(value) if value == value.to_integral_value() else float(value)
+    return base
+
+
+@dataclass
+class Usage:
+    allocated: dict[tuple[int, int], dict[Resource, int]] = field(default_factory=dict)  # (project, pool) -> amounts
+    shared: set[tuple[int, int]] = field(default_factory=set)  # counted in every pool of its node (no pool label)
+
+
+def capacities(pool_ids) -> dict[int, dict[Resource, int]]:
+    rows = (NodeMembership.objects.filter(pool_id__in=pool_ids, node__status="Ready", node__unschedulable=False)
+            .values("pool_id").annotate(**{r.value: Sum(f"node__{c}") for r, c in _NODE_COLUMNS.items()}).order_by())
+    return {row["pool_id"]: {r: int(row[r.value] or 0) for r in RESOURCES} for row in rows}
+
+
+def usage(projects: list[Project], pools: list[Pool]) -> Usage:
+    """Allocated per (project, pool): two grouped queries, whatever the number of pods."""
+    result = Usage()
+    by_namespace = {project.namespace: project.pk for project in projects}
+    pool_ids = {pool.name: pool.pk for pool in pools}
+    if not by_namespace or not pool_ids:
+        return result
+    rows = (Pod.objects.filter(namespace__in=by_namespace, component="")
+            .values("namespace", "pool", "backend_id", "node_name")
+            .annotate(gpu=Sum("gpu"), cpu=Sum("cpu"), memory=Sum("memory")).order_by())
+    unlabelled: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        if row["pool"]:
+            if row["pool"] in pool_ids:
+                _add(result, by_namespace[row["namespace"]], pool_ids[row["pool"]], row)
+        else:
+            unlabelled[(row["backend_id"], row["node_name"])].append(row)
+    if unlabelled:
+        nodes = Q()
+        for backend_id, name in unlabelled:
+            nodes |= Q(node__backend_id=backend_id, node__name=name)
+        node_pools: dict[tuple[int, str], list[int]] = defaultdict(list)
+        for backend_id, name, pool_id in (NodeMembership.objects.filter(nodes, pool_id__in=pool_ids.values())
+                                          .values_list("node__backend_id", "node__name", "pool_id")):
+            node_pools[(backend_id, name)].append(pool_id)
+        for key, pod_rows in unlabelled.items():
+            pools_of_node = node_pools.get(key, [])
+            for row in pod_rows:
+                for pool_id in pools_of_node:
+                    project_id = by_namespace[row["namespace"]]
+                    _add(result, project_id, pool_id, row)
+                    if len(pools_of_node) > 1:
+                        result.shared.add((project_id, pool_id))
+    return result
+
+
+def _add(result: Usage, project_id: int, pool_id: int, row: dict) -> None:
+    amounts = result.allocated.setdefault((project_id, pool_id), dict.fromkeys(RESOURCES, 0))
+    amounts[Resource.GPU] += int(row["gpu"] or 0) * 100
+    amounts[Resource.CPU] += int(row["cpu"] or 0)
+    amounts[Resource.MEMORY] += int(row["memory"] or 0)
+
+
+@dataclass
+class UnitRow:
+    """One department's or project's figures in one pool."""
+
+    pool: str
+    department: str
+    project: str | None  # None: the department's own row
+    figures: dict[Resource, dict[str, Any]]
+    shared_usage: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pool": self.pool, "department": self.department, "project": self.project,
+                **{r.value: self.figures[r] for r in RESOURCES}, "shared_usage": self.shared_usage}
+
+
+@dataclass
+class PoolTable:
+    pool: str
+    capacity: dict[Resource, int]
+    over_subscribed_by: dict[Resource, int]
+    rows: list[UnitRow]
+
+    def guaranteed_gpus(self):
+        """GPUs in use within deserved, and GPUs borrowed above it, over the pool's projects."""
+        used = [row.figures[Resource.GPU] for row in self.rows if row.project is not None]
+        borrowed = sum(Decimal(str(f["over_quota"])) for f in used)
+        allocated = sum(Decimal(str(f["allocated"])) for f in used)
+        return allocated - borrowed, borrowed
+
+
+def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> list[PoolTable]:
+    """The quota table of each pool, its rows limited to `projects` (and their departments) when given.
+    Fair shares are always computed over every project of the pool, so a researcher sees the same figure
+    an admin does. A fixed number of queries whatever the counts."""
+    pool_ids = [pool.pk for pool in pools]
+    quotas = list(Quota.objects.filter(pool_id__in=pool_ids))
+    all_projects = {project.pk: project for project in Project.objects.filter(
+        Q(quotas__pool_id__in=pool_ids) | Q(pk__in=[p.pk for p in projects or []]) | Q(name=Project.DEFAULT_NAME)
+        | Q(namespace__in=Pod.objects.filter(component="").values("namespace"))).distinct()}
+    departments = {d.pk: d for d in Department.objects.filter(
+        Q(pk__in={p.department_id for p in all_projects.values()}) | Q(quotas__pool_id__in=pool_ids)).distinct()}
+    used = usage(list(all_projects.values()), pools)
+    capacity = capacities(pool_ids)
+    rows_by: dict[tuple[str, int, int], Quota] = {}
+    for quota in quotas:
+        rows_by[("d", quota.department_id, quota.pool_id) if quota.department_id else
+                ("p", quota.project_id, quota.pool_id)] = quota
+    wanted = None if projects is None else {p.pk for p in projects}
+    tables = []
+    for pool in pools:
+        members = [p for p in all_projects.values()
+                   if ("p", p.pk, pool.pk) in rows_by or (p.pk, pool.pk) in used.allocated]
+        by_department: dict[int, list[Project]] = defaultdict(list)
+        for project in sorted(members, key=lambda p: (p.created_at, p.name)):
+            by_department[project.department_id].append(project)
+        for key in rows_by:
+            if key[0] == "d" and key[2] == pool.pk:
+                by_department.setdefault(key[1], [])
+        fair_input = {}
+        for resource in RESOURCES:
+            fair_input[resource] = [
+                _fair_department(departments[d], by_department[d], pool, resource, rows_by, used)
+                for d in sorted(by_department, key=lambda d: (departments[d].created_at, departments[d].name))]
+        shares = pool_fair_shares(PoolQuotas(pool.name, capacity.get(pool.pk, {}), fair_input))
+        rows = []
+        for department_id in sorted(by_department, key=lambda d: departments[d].name):
+            department = departments[department_id]
+            visible = [p for p in by_department[department_id] if wanted is None or p.pk in wanted]
+            if wanted is not None and not visible:
+                continue
+            if wanted is None:
+                rows.append(UnitRow(pool.name, department.name, None, {
+                    r: _figures(r, rows_by.get(("d", department_id, pool.pk)), shares[r].departments[department.name])
+                    for r in RESOURCES}))
+            for project in sorted(visible, key=lambda p: p.name):
+                rows.append(UnitRow(pool.name, department.name, project.name, {
+                    r: _figures(r, rows_by.get(("p", project.pk, pool.pk)),
+                                shares[r].departments[department.name].projects[project.name])
+                    for r in RESOURCES}, shared_usage=(project.pk, pool.pk) in used.shared))
+        tables.append(PoolTable(pool.name, {r: shares[r].capacity for r in RESOURCES},
+                                {r: shares[r].over_subscribed_by for r in RESOURCES}, rows))
+    return tables
+
+
+def _quota_figure(quota: Quota | None, resource: Resource, name: str, default):
+    if quota is None:
+        return default
+    value = getattr(quota, f"{resource.value}_{name}")
+    return default if value is None and name == "deserved" else value
+
+
+def _fair_department(department: Department, projects: list[Project], pool: Pool, resource: Resource,
+                     rows_by: dict, used: Usage) -> FairDepartment:
+    row = rows_by.get(("d", department.pk, pool.pk))
+    fair_projects = []
+    for order, project in enumerate(projects):
+        quota = rows_by.get(("p", project.pk, pool.pk))
+        fair_projects.append(FairProject(
+            project.name,
+            deserved=to_base(resource, _quota_figure(quota, resource, "deserved", 0)),
+            limit=to_base(resource, _quota_figure(quota, resource, "limit", UNLIMITED)),
+            weight=_quota_figure(quota, resource, "weight", 2),
+            allocated=used.allocated.get((project.pk, pool.pk), {}).get(resource, 0),
+            created_order=order))
+    return FairDepartment(
+        department.name, fair_projects,
+        deserved=to_base(resource, _quota_figure(row, resource, "deserved", None)),
+        limit=to_base(resource, _quota_figure(row, resource, "limit", UNLIMITED)),
+        weight=_quota_figure(row, resource, "weight", 2))
+
+
+def _figures(resource: Resource, quota: Quota | None, share) -> dict[str, Any]:
+    weight = _quota_figure(quota, resource, "weight", 2)
+    return {
+        "deserved": shown(resource, share.deserved),
+        "limit": shown(resource, to_base(resource, _quota_figure(quota, resource, "limit", UNLIMITED))),
+        "over_quota_weight": weight_name(weight),
+        "allocated": shown(resource, share.allocated),
+        "allocated_non_preemptible": shown(resource, share.allocated),
+        "fair_share": shown(resource, share.fair_share),
+        "over_quota": shown(resource, share.over_quota),
+    }
+
