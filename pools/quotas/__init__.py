@@ -1,0 +1,1 @@
+"""Quotas and fair share: pure computations over departments, projects and pools (no Django)."""
