@@ -17,12 +17,13 @@ from django.db.models import Q, Sum
 
 from pools.models import Department, NodeMembership, Pod, Pool, Project, Quota
 from pools.quotas.documents import weight_name
-from pools.quotas.fairshare import UNLIMITED, Department as FairDepartment, PoolQuotas
+from pools.quotas.fairshare import UNLIMITED, PoolQuotas, Resource, gpu_hundredths, pool_fair_shares
+from pools.quotas.fairshare import Department as FairDepartment
 from pools.quotas.fairshare import Project as FairProject
-from pools.quotas.fairshare import Resource, gpu_hundredths, pool_fair_shares
 
 RESOURCES = (Resource.GPU, Resource.CPU, Resource.MEMORY)
-_NODE_COLUMNS = {Resource.GPU: "gpu_allocatable", Resource.CPU: "cpu_allocatable", Resource.MEMORY: "memory_allocatable"}
+_NODE_COLUMNS = {Resource.GPU: "gpu_allocatable", Resource.CPU: "cpu_allocatable",
+                 Resource.MEMORY: "memory_allocatable"}
 
 
 def to_base(resource: Resource, value) -> int | None:
