@@ -59,7 +59,9 @@ class Usage:
 def capacities(pool_ids) -> dict[int, dict[Resource, int]]:
     rows = (NodeMembership.objects.filter(pool_id__in=pool_ids, node__status="Ready", node__unschedulable=False)
             .values("pool_id").annotate(**{r.value: Sum(f"node__{c}") for r, c in _NODE_COLUMNS.items()}).order_by())
-    return {row["pool_id"]: {r: int(row[r.value] or 0) for r in RESOURCES} for row in rows}
+    """Base units (GPU hundredths) of the allocatable of each pool's Ready, schedulable nodes."""
+    return {row["pool_id"]: {r: int(row[r.value] or 0) * (100 if r == Resource.GPU else 1) for r in RESOURCES}
+            for row in rows}
 
 
 def usage(projects: list[Project], pools: list[Pool]) -> Usage:
@@ -123,8 +125,8 @@ class UnitRow:
 @dataclass
 class PoolTable:
     pool: str
-    capacity: dict[Resource, int]
-    over_subscribed_by: dict[Resource, int]
+    capacity: dict[Resource, Any]  # as shown: GPUs, CPU cores, memory bytes
+    over_subscribed_by: dict[Resource, Any]
     rows: list[UnitRow]
 
     def guaranteed_gpus(self):
@@ -184,8 +186,8 @@ def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> li
                     r: _figures(r, rows_by.get(("p", project.pk, pool.pk)),
                                 shares[r].departments[department.name].projects[project.name])
                     for r in RESOURCES}, shared_usage=(project.pk, pool.pk) in used.shared))
-        tables.append(PoolTable(pool.name, {r: shares[r].capacity for r in RESOURCES},
-                                {r: shares[r].over_subscribed_by for r in RESOURCES}, rows))
+        tables.append(PoolTable(pool.name, {r: shown(r, shares[r].capacity) for r in RESOURCES},
+                                {r: shown(r, shares[r].over_subscribed_by) for r in RESOURCES}, rows))
     return tables
 
 
