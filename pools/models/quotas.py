@@ -7,14 +7,43 @@ An over-quota weight of None (null) means the unit may never go above what it de
 means the document set no quota for that resource (a project: 0; a department: its projects' sum).
 """
 
+from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from .config import Pool
 from .names import name_field
+from .visibility import access_for
 
 RESOURCES = ("gpu", "cpu", "memory")
 MEDIUM = 2
+
+
+class DepartmentQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "DepartmentQuerySet":
+        """Staff see every department; others the departments of the projects they belong to."""
+        if access_for(user).is_staff:
+            return self
+        return self.filter(Exists(Project.objects.visible_to(user).filter(department=OuterRef("pk"))))
+
+
+class ProjectQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "ProjectQuerySet":
+        """The projects `user` belongs to (all of them for staff): named as a member, holding a member role,
+        the `default` project (open unless OSMO_DEFAULT_PROJECT_OPEN is off), or the own project of a
+        pool the user may use."""
+        access = access_for(user)
+        if access.is_staff:
+            return self
+        if not access.signed_in:
+            return self.none()
+        members = ProjectMember.objects.filter(project=OuterRef("pk")).filter(
+            Q(kind=ProjectMember.Kind.USER, name=access.user.get_username())
+            | Q(kind=ProjectMember.Kind.ROLE, name__in=access.role_names))
+        condition = Exists(members) | Q(pool__in=Pool.objects.visible_to(user))
+        if settings.OSMO_DEFAULT_PROJECT_OPEN:
+            condition |= Q(name=Project.DEFAULT_NAME)
+        return self.filter(condition)
 
 
 class Department(models.Model):
@@ -26,6 +55,8 @@ class Department(models.Model):
     default_node_pools = models.JSONField(default=list, blank=True, help_text="Pool names, tried in order.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DepartmentQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -46,6 +77,8 @@ class Project(models.Model):
     pool = models.OneToOneField(Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="own_project")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ProjectQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -136,3 +136,32 @@ def test_a_project_document_round_trips_through_config_show_and_update(world, tm
     path.write_text(shown)
     call_command("config", "update", "PROJECT", "vision", "--file", str(path))
     assert "unchanged vision" in capsys.readouterr().out
+
+
+def test_a_member_sees_the_projects_they_belong_to_by_name_by_role_or_through_a_pool(world, django_user_model,
+                                                                                      settings):
+    from pools.models import Role, RoleAssignment
+
+    alice = django_user_model.objects.create_user("alice")
+    bob = django_user_model.objects.create_user("bob")
+    carol = django_user_model.objects.create_user("carol")
+    staff = django_user_model.objects.create_user("ops", is_staff=True)
+    writes.import_document(ConfigKind.PROJECT, {**VISION, "members": {"users": ["alice"], "roles": ["osmo-vision"]}},
+                           author="tests")
+    writes.import_document(ConfigKind.POOL, {"pools": {"vis-pool": {"backend": "default", "platforms": {"p": {}},
+                                                                   "resources": {"gpu": {"guarantee": 1}}}}},
+                           author="tests")
+    role = Role.objects.create(name="osmo-vision")
+    RoleAssignment.objects.create(user=bob, role=role)
+    settings.OSMO_DEFAULT_PROJECT_OPEN = True
+    assert set(Project.objects.visible_to(alice).values_list("name", flat=True)) == {"vision", "default"}
+    # osmo-vision grants the pools whose names begin with "vision": none here, but bob holds the member role.
+    assert set(Project.objects.visible_to(bob).values_list("name", flat=True)) == {"vision", "default"}
+    assert set(Project.objects.visible_to(carol).values_list("name", flat=True)) == {"default"}
+    assert Project.objects.visible_to(staff).count() == Project.objects.count()
+    settings.OSMO_DEFAULT_PROJECT_OPEN = False
+    assert not Project.objects.visible_to(carol).exists()
+    assert set(Department.objects.visible_to(alice).values_list("name", flat=True)) == {"research"}
+    # A pool role (osmo-vis grants pools beginning with "vis") makes its holder a member of the pool's project.
+    RoleAssignment.objects.create(user=carol, role=Role.objects.create(name="osmo-vis"))
+    assert set(Project.objects.visible_to(carol).values_list("name", flat=True)) == {"vis-pool"}
