@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sync_cluster.py
 	$(PY) benchmarks/pages.py
 	$(PY) benchmarks/charts.py
+	$(PY) benchmarks/fair_share.py
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .ruff_cache
+	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis
