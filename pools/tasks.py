@@ -2,9 +2,11 @@
 
 from celery import shared_task
 from django.conf import settings
+from django.db import OperationalError
 
 from .cluster import ClusterError
 from .cluster.connect import is_connected
+from .dbwrites import is_locked
 from .models import Backend
 from .pages import snapshots
 from .sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
@@ -33,6 +35,11 @@ def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
         return {"outcome": "busy"}
     except ClusterError as exc:
         return {"outcome": "failed", "error": exc.message}
+    except OperationalError as exc:
+        if not is_locked(exc):
+            raise
+        # Already tried again a few times; the next beat round resumes from the last stored resourceVersion.
+        return {"outcome": "failed", "error": str(exc)}
     return {"outcome": "ok", **stats.as_dict()}
 
 

@@ -110,3 +110,51 @@ def test_admin_saves_api_writes_and_label_runs_all_succeed_beside_a_writer_commi
     assert query(site, "SELECT count(*) FROM pools_configrevision WHERE name = 'dev' AND description = 'stress'") \
         == [(50,)]
     assert query(site, "SELECT count(*) FROM pools_node WHERE labels LIKE '%runwhere.ai/stress%'") == [(12,)]
+
+
+# ---- the sync ----------------------------------------------------------------------------------------------
+
+def test_a_sync_write_that_finds_the_database_locked_is_tried_again(site):
+    result = driver("sync-writes", site, OSMO_SQLITE_BUSY_TIMEOUT_MS=SHORT_BUSY_TIMEOUT_MS)
+    assert result["timeout"] == 0.1
+    assert result["full_sync"] == {"ok": True, "errors": []}
+    # Counted once, though written on a later try.
+    assert result["batch"] == {"ok": True, "nodes_written": 1, "batches": 1, "events": 1}
+    assert any(w.startswith("backend default: full sync: database is locked; trying again") for w in result["warnings"])
+    assert any(w.startswith("backend default: batch of 1 events: database is locked; trying again")
+               for w in result["warnings"])
+    # A lock that outlasts every try ends the Celery task's round quietly; the next round resumes.
+    assert result["task"] == {"outcome": "failed", "error": "database is locked"}
+
+
+def test_a_burst_of_watch_events_is_written_in_batches_of_at_most_500(site):
+    result = driver("burst", site)
+    assert sum(result["sizes"]) >= 1200 and max(result["sizes"]) <= 500
+    assert result["stored"] == result["nodes"] == 400
+
+
+def test_a_watching_sync_outlives_a_lock_that_outlasts_its_retries(site):
+    process = subprocess.Popen([sys.executable, "manage.py", "sync", "default"], cwd=ROOT, text=True,
+                               env=site_env(site, OSMO_SQLITE_BUSY_TIMEOUT_MS=SHORT_BUSY_TIMEOUT_MS,
+                                            PYTHONUNBUFFERED="1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout.readline().startswith("Watching default")
+        time.sleep(3)  # following the watches, holding its lease
+        with write_lock(site):
+            # The sync renews its lease every 0.2 s; renewing, then releasing the lease take about 2 s of tries
+            # each, so both fail: the next round must still be able to take the lease.
+            time.sleep(6)
+        node = query(site, "SELECT name FROM pools_node ORDER BY name LIMIT 1")[0][0]
+        simulated(site).patch_node_labels(node, {"runwhere.ai/after-lock": "seen"})
+        deadline = time.monotonic() + 30
+        while node_labels(site, node).get("runwhere.ai/after-lock") != "seen":
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline, "the sync stopped following the cluster"
+            time.sleep(0.3)
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    assert "Traceback" not in stderr, stderr
+    assert "error: default: database is locked, even after retries; starting the next round" in stderr
+    assert "could not release the sync lease (database is locked)" in stderr
