@@ -158,3 +158,110 @@ def test_a_watching_sync_outlives_a_lock_that_outlasts_its_retries(site):
     assert "Traceback" not in stderr, stderr
     assert "error: default: database is locked, even after retries; starting the next round" in stderr
     assert "could not release the sync lease (database is locked)" in stderr
+
+
+def test_sync_once_against_a_database_locked_throughout_ends_in_one_line(site):
+    with write_lock(site):
+        done = manage(site, "sync", "default", "--once", LOG_LEVEL="ERROR")
+    assert done.returncode == 1
+    assert assert_one_line(done.stderr) == ("CommandError: database error: database is locked; another process held "
+                                            "it too long, try again")
+
+
+# ---- commands that changed the cluster and could not record it ------------------------------------------------
+
+def test_label_node_that_could_not_record_the_change_says_so_in_one_line_and_the_next_sync_records_it(site):
+    node = query(site, "SELECT name FROM pools_node ORDER BY name LIMIT 1")[0][0]
+    with write_lock(site):
+        done = manage(site, "label", "node", node, "runwhere.ai/held=yes")
+    assert done.returncode == 1
+    assert assert_one_line(done.stderr) == (f"CommandError: node/{node}: the cluster was changed but not recorded "
+                                            "here (database is locked); the next sync will pick it up")
+    assert cluster_labels(site, node)["runwhere.ai/held"] == "yes"
+    assert "runwhere.ai/held" not in node_labels(site, node)
+    assert manage(site, "sync", "default", "--once").returncode == 0
+    assert node_labels(site, node)["runwhere.ai/held"] == "yes"
+
+
+def test_create_f_checks_before_it_patches_and_delete_f_that_could_not_record_the_change_says_so(site, tmp_path):
+    nodes = [row[0] for row in query(site, "SELECT name FROM pools_node ORDER BY name LIMIT 2")]
+    path = tmp_path / "pool.yaml"
+    path.write_text("kind: pool\nversion: v0.1\npool:\n  name: held-pool\nnodes:\n"
+                    + "".join(f"  {name}:\n    gpu-type: held\n" for name in nodes))
+    # create -f runs the whole write path in a rolled-back transaction first: a locked database stops it
+    # before the cluster is touched. (Its "changed but not recorded" paths: tests/test_not_recorded.py.)
+    with write_lock(site):
+        refused = manage(site, "create", "-f", str(path))
+    assert refused.returncode == 1
+    assert assert_one_line(refused.stderr) == ("CommandError: database error: database is locked; another process "
+                                               "held it too long, try again")
+    assert all("runwhere.ai/pool" not in cluster_labels(site, name) for name in nodes)
+
+    created = manage(site, "create", "-f", str(path))
+    assert created.returncode == 0 and "pool/held-pool created" in created.stdout, created.stderr
+    with write_lock(site):
+        deleted = manage(site, "delete", "-f", str(path))
+    assert deleted.returncode == 1
+    assert assert_one_line(deleted.stderr) == (
+        "CommandError: pool/held-pool: the cluster was changed (2 nodes unlabeled) but not recorded here (database "
+        "is locked); the next sync will pick up the labels; run delete again to finish")
+    assert all("runwhere.ai/pool" not in cluster_labels(site, name) for name in nodes)
+    assert query(site, "SELECT count(*) FROM pools_pool WHERE name = 'held-pool'") == [(1,)]
+
+
+def test_a_config_write_against_a_locked_database_ends_in_one_line(site, tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps({"dev": {"name": "dev", "description": "locked", "backend": "default"}}))
+    with write_lock(site):
+        done = manage(site, "config", "update", "pool", "--file", str(path))
+    assert done.returncode == 1
+    assert assert_one_line(done.stderr) == ("CommandError: database error: database is locked; another process held "
+                                            "it too long, try again")
+
+
+# ---- output cut short ----------------------------------------------------------------------------------------
+
+def test_commands_whose_reader_has_gone_end_quietly(site):
+    """Like `manage.py describe pool training | head -1` when head has already exited: each command's stdout
+    is a pipe whose read end is closed."""
+    commands = [["describe", "pool", "training"], ["resource", "list"], ["config", "history"], ["get", "pools"]]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        processes = [subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=site_env(site),
+                                      stdout=write_end, stderr=subprocess.PIPE, text=True) for args in commands]
+    finally:
+        os.close(write_end)
+    for args, process in zip(commands, processes, strict=True):
+        _, stderr = process.communicate(timeout=60)
+        assert (args, stderr, process.returncode) == (args, "", 1)
+
+
+# ---- any other end -------------------------------------------------------------------------------------------
+
+def test_an_unexpected_error_and_ctrl_c_end_in_one_line(site, tmp_path):
+    unexpected = manage(site, "config", "history", "--limit", "-1")
+    assert unexpected.returncode == 1
+    assert assert_one_line(unexpected.stderr) == ("CommandError: unexpected ValueError: Negative indexing is not "
+                                                  "supported. (run again with --traceback for details)")
+
+    fifo = tmp_path / "pool.json"
+    os.mkfifo(fifo)
+    process = subprocess.Popen([sys.executable, "manage.py", "config", "update", "pool", "--file", str(fifo)],
+                               cwd=ROOT, env=site_env(site), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:  # a writer can open the FIFO once the command has opened it to read
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+    try:
+        time.sleep(0.3)  # now waiting for the document
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        os.close(writer)
+    assert process.returncode == 130
+    assert assert_one_line(stderr) == "CommandError: interrupted"

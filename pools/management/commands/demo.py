@@ -13,6 +13,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from pools.management.cli import clear_errors
+
 ADMIN_USERNAME = "admin"
 
 
@@ -23,6 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-serve", action="store_true", help="Only create the admin login and exit.")
 
+    @clear_errors
     def handle(self, *args, port, no_serve, **options):
         password = self.ensure_admin()
         self.load_demo()
