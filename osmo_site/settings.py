@@ -76,6 +76,18 @@ DATABASES = {
         conn_max_age=60,
     )
 }
+# SQLite (the embedded demo) has one writer at a time while the web server, the Celery worker and CLI commands
+# all write. WAL lets readers read during a write; IMMEDIATE takes the write lock at BEGIN, so a transaction that
+# read first cannot fail when it comes to write (with DEFERRED that upgrade fails at once, whatever the timeout);
+# the busy timeout makes a writer wait its turn instead of answering "database is locked". The options apply to
+# each new connection, so persistent ones (conn_max_age) keep them.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": env_int("OSMO_SQLITE_BUSY_TIMEOUT_MS", 20_000) / 1000,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [

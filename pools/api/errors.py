@@ -7,6 +7,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from pools.cluster import ClusterError, Unavailable
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
+from pools.models.dbwrites import NotRecorded
 
 
 def exception_handler(exc, context):
@@ -17,4 +18,7 @@ def exception_handler(exc, context):
         # The cluster refused or did not answer: the request was fine, the upstream was not.
         code = status.HTTP_503_SERVICE_UNAVAILABLE if isinstance(exc, Unavailable) else status.HTTP_502_BAD_GATEWAY
         return Response({"detail": exc.message, "field": None}, status=code)
+    if isinstance(exc, NotRecorded):
+        # The cluster took the change and the database did not: the next sync records it.
+        return Response({"detail": exc.message, "field": None}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
     return drf_exception_handler(exc, context)

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from pools.cluster import ClusterError
 from pools.config import writes
@@ -17,6 +17,7 @@ from pools.engine import ConfigError, check_name
 from pools.fleet.sync import Recompute, cluster_for
 from pools.inventory.nodes import node_facts
 from pools.models import Backend, ConfigKind, Node, Pod, Pool
+from pools.models.dbwrites import NotRecorded
 
 _KEY_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
@@ -100,8 +101,16 @@ def label_node(name: str, changes: dict[str, str | None], *, overwrite: bool = F
         raise LabelError(f"node {name} already has {', '.join(conflicts)}; pass overwrite to change it",
                          field="overwrite")
     patched = cluster_for(node.backend).patch_node_labels(name, changes)
-    _store(node.backend, [patched])
+    try:
+        _store(node.backend, [patched])
+    except DatabaseError as exc:
+        raise NotRecorded(f"node/{name}: the cluster was changed but not recorded here ({_reason(exc)}); "
+                          "the next sync will pick it up") from exc
     return node_facts(patched).labels
+
+
+def _reason(exc: DatabaseError) -> str:
+    return " ".join(str(exc).split())
 
 
 def _store(backend, nodes: list[dict]) -> None:
@@ -202,10 +211,17 @@ def create_pool(spec: PoolFile, *, author=None, backend: str | None = None, over
         document[spec.name] = {**writes.export(ConfigKind.POOL, spec.name)["pools"][spec.name],
                                "description": spec.description}
     writes.validate(ConfigKind.POOL, {"pools": document})
-    _patch_all(nodes, changes)
-    with transaction.atomic():
-        writes.import_document(ConfigKind.POOL, {"pools": document}, author=author,
-                                description=f"create -f: pool {spec.name}")
+    patched = _patch_all(nodes, changes, f"pool/{spec.name}", "labeled", "create -f")
+    try:
+        with transaction.atomic():
+            writes.import_document(ConfigKind.POOL, {"pools": document}, author=author,
+                                   description=f"create -f: pool {spec.name}")
+    except DatabaseError as exc:
+        if not patched:
+            raise
+        raise NotRecorded(f"pool/{spec.name}: the cluster was changed ({patched} nodes labeled) but the pool was "
+                          f"not recorded here ({_reason(exc)}); the next sync will pick up the labels; run create -f "
+                          "again to record the pool") from exc
     return PoolOutcome(spec.name, "updated" if existing else "created", sorted(changes))
 
 
@@ -216,7 +232,10 @@ def _wanted(node: Node, spec: PoolFile) -> dict[str, str | None]:
     return wanted
 
 
-def _patch_all(nodes: list[Node], changes: dict[str, dict[str, str | None]]) -> None:
+def _patch_all(nodes: list[Node], changes: dict[str, dict[str, str | None]], subject: str = "", done_as: str = "",
+               again: str = "") -> int:
+    """Returns how many nodes were patched; raises NotRecorded, naming `subject`, when the cluster was patched
+    but the database could not record it."""
     done: list[tuple[Node, dict[str, str | None]]] = []
     patched: list[dict] = []
     try:
@@ -232,8 +251,14 @@ def _patch_all(nodes: list[Node], changes: dict[str, dict[str, str | None]]) -> 
     by_backend: dict[int, tuple[Any, list[dict]]] = {}
     for (node, _), body in zip(done, patched, strict=True):
         by_backend.setdefault(node.backend_id, (node.backend, []))[1].append(body)
-    for backend, bodies in by_backend.values():
-        _store(backend, bodies)
+    try:
+        for backend, bodies in by_backend.values():
+            _store(backend, bodies)
+    except DatabaseError as exc:
+        raise NotRecorded(f"{subject}: the cluster was changed ({len(done)} nodes {done_as}) but not recorded here "
+                          f"({_reason(exc)}); the next sync will pick up the labels; run {again} again to finish"
+                          ) from exc
+    return len(done)
 
 
 def _only_backend() -> str:
@@ -260,8 +285,16 @@ def delete_pool(name: str, *, author=None) -> PoolOutcome:
         outcome.warnings.append(f"pods still run on the pool's nodes and were left alone: "
                                 f"{', '.join(running[:5])}{more}")
     writes.deletion_blockers(ConfigKind.POOL, name)
-    _patch_all(nodes, {node.name: {pool_key(): None, gpu_type_key(): None} for node in nodes})
-    writes.delete(ConfigKind.POOL, name, author=author, description=f"delete pool {name}")
+    patched = _patch_all(nodes, {node.name: {pool_key(): None, gpu_type_key(): None} for node in nodes},
+                         f"pool/{name}", "unlabeled", "delete")
+    try:
+        writes.delete(ConfigKind.POOL, name, author=author, description=f"delete pool {name}")
+    except DatabaseError as exc:
+        if not patched:
+            raise
+        raise NotRecorded(f"pool/{name}: the cluster was changed ({patched} nodes unlabeled) but the deletion was "
+                          f"not recorded here ({_reason(exc)}); the next sync will pick up the labels; run delete "
+                          "again to delete the pool") from exc
     return outcome
 
 
