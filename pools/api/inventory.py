@@ -1,18 +1,22 @@
-"""`/api/pools/`, `/api/resources/`, `/api/nodes/`: the inventory as rows (see pools.usage for the units),
-and gpuctl's `label node` over HTTP."""
+"""`/api/pools/`, `/api/resources/`, `/api/nodes/`: the inventory as rows (see pools.fleet.usage for the
+units), and gpuctl's `label node` over HTTP. Viewsets, routed by `pools.api.urls`."""
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, viewsets
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from pools.access.scoping import Rule
 from pools.fleet import labels, usage
+from pools.fleet.filters import NodeFilterSet
 from pools.models import Node, Pool
+
+from .pagination import OptionalLimitOffsetPagination
 
 CORES = "CPU in cores (decimal; 0.5 is 500m)"
 BYTES = "bytes"
+NODE_ORDER = ("name", "backend__name")  # as usage.node_rows lists them
 
 
 def _cores(help_text: str) -> serializers.DecimalField:
@@ -95,56 +99,84 @@ def visible_nodes(request):
     return Node.objects.visible_to(request)
 
 
-class PoolListView(APIView):
+class NodeFilterBackend(DjangoFilterBackend):
+    # A value outside the viewer's choices matches no node (an empty list, as for a pool that does not
+    # exist), rather than a 400 that would tell a pool one may not use from one that is not there.
+    raise_exception = False
+
+
+class InventoryViewSet(viewsets.GenericViewSet):
+    """Reads for every signed-in user, rows scoped by `visible_to`; writes (labels) keep the default rule."""
+
     read_access = Rule.SIGNED_IN
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    pagination_class = OptionalLimitOffsetPagination
+
+    def paged(self, queryset, order: tuple[str, ...]):
+        """The queryset, or only its rows on the requested page (None: no page was asked for)."""
+        keys = self.paginate_queryset(queryset.order_by(*order).values_list("pk", flat=True))
+        return (queryset, None) if keys is None else (queryset.filter(pk__in=keys), keys)
+
+    def answer(self, data, page):
+        return Response(data) if page is None else self.get_paginated_response(data)
+
+
+class PoolViewSet(InventoryViewSet):
+    """`/api/pools/` and `/api/pools/{name}/`."""
+
+    serializer_class = PoolRowSerializer
+
+    def get_queryset(self):
+        return visible_pools(self.request)
 
     @extend_schema(responses=PoolRowSerializer(many=True))
-    def get(self, request):
-        return Response(PoolRowSerializer(usage.pool_rows(visible_pools(request)), many=True).data)
-
-
-class PoolDetailView(APIView):
-    read_access = Rule.SIGNED_IN
+    def list(self, request):
+        pools, page = self.paged(self.get_queryset(), ("name",))
+        return self.answer(PoolRowSerializer(usage.pool_rows(pools), many=True).data, page)
 
     @extend_schema(responses=PoolDetailSerializer)
-    def get(self, request, name):
+    def retrieve(self, request, name):
         pool = visible_pools(request).filter(name=name).first()
         if pool is None:
             raise Http404(f"No pool named {name!r}")
         return Response(PoolDetailSerializer(usage.pool_detail(pool, visible_nodes(request))).data)
 
 
-class ResourceListView(APIView):
-    read_access = Rule.SIGNED_IN
+class ResourceViewSet(InventoryViewSet):
+    """`/api/resources/`: OSMO's resource listing, one row per node, filtered like the nodes page."""
 
-    @extend_schema(
-        parameters=[OpenApiParameter("pool"), OpenApiParameter("platform", description="name or pool/platform"),
-                    OpenApiParameter("status", description="e.g. Ready, Unknown, Not ready")],
-        responses=NodeRowSerializer(many=True),
-    )
-    def get(self, request):
-        params = request.query_params
-        nodes = usage.filter_nodes(visible_nodes(request), pool=params.get("pool"),
-                                   platform=params.get("platform"), status=params.get("status"))
-        return Response(NodeRowSerializer(usage.node_rows(nodes), many=True).data)
+    serializer_class = NodeRowSerializer
+    filter_backends = [NodeFilterBackend]
+    filterset_class = NodeFilterSet
+
+    def get_queryset(self):
+        return visible_nodes(self.request)
+
+    @extend_schema(responses=NodeRowSerializer(many=True))
+    def list(self, request):
+        nodes, page = self.paged(self.filter_queryset(self.get_queryset()), NODE_ORDER)
+        return self.answer(NodeRowSerializer(usage.node_rows(nodes), many=True).data, page)
 
 
-class NodeDetailView(APIView):
-    read_access = Rule.SIGNED_IN
+class NodeViewSet(InventoryViewSet):
+    """`/api/nodes/{name}/`, and gpuctl's `label node` as `POST /api/nodes/{name}/labels` (a cluster write:
+    staff or an admin role, the default rule)."""
+
+    serializer_class = NodeDetailSerializer
+
+    def get_queryset(self):
+        return visible_nodes(self.request)
 
     @extend_schema(responses=NodeDetailSerializer)
-    def get(self, request, name):
+    def retrieve(self, request, name):
         node = visible_nodes(request).select_related("backend").filter(name=name).first()
         if node is None:
             raise Http404(f"No node named {name!r}")
         return Response(NodeDetailSerializer(usage.node_detail(node)).data)
 
-
-class NodeLabelsView(APIView):
-    """A cluster write: staff or an admin role (the default rule)."""
-
     @extend_schema(request=LabelRequestSerializer, responses={200: serializers.DictField()})
-    def post(self, request, name):
+    def labels(self, request, name):
         body = request.data if isinstance(request.data, dict) else {}
         overwrite = body.get("overwrite", False)
         if not isinstance(overwrite, bool):
