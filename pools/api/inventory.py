@@ -52,7 +52,11 @@ class NodeRowSerializer(serializers.Serializer):
     backend = serializers.CharField()
     pools = serializers.ListField(child=serializers.CharField())
     platforms = serializers.ListField(child=serializers.CharField(), help_text="As pool/platform.")
-    resource_type = serializers.ChoiceField(choices=["GPU", "CPU"])
+    resource_type = serializers.ChoiceField(
+        choices=Node.Sharing.values,
+        help_text="As OSMO's resource listing has it: RESERVED (in one pool), SHARED (in several), UNUSED (in none "
+                  "but the default pool).")
+    node_type = serializers.ChoiceField(choices=["GPU", "CPU"], help_text="GPU when the node has GPUs.")
     gpu_product = serializers.CharField(help_text="From GPU Feature Discovery (nvidia.com/gpu.product).")
     gpu_total = serializers.IntegerField()
     gpu_used = serializers.IntegerField()
