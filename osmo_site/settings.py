@@ -123,6 +123,8 @@ REST_FRAMEWORK = {
     # Every view declares read_access / write_access (pools.access.scoping.Rule); undeclared means admin.
     "DEFAULT_PERMISSION_CLASSES": ["pools.access.scoping.AccessPermission"],
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
+    # Every body is JSON, validated by one serializer (or, for configuration documents, the kind's models).
+    "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

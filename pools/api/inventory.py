@@ -8,6 +8,7 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 
 from pools.access.scoping import Rule
+from pools.access.serializers import StrictBooleanField, StrictCharField, validated
 from pools.fleet import labels, usage
 from pools.fleet.filters import NodeFilterSet
 from pools.models import Node, Pool
@@ -90,9 +91,21 @@ class NodeDetailSerializer(NodeRowSerializer):
 
 
 class LabelRequestSerializer(serializers.Serializer):
-    labels = serializers.DictField(child=serializers.CharField(allow_null=True),
+    labels = serializers.DictField(child=StrictCharField(allow_null=True, allow_blank=True), allow_empty=False,
                                    help_text="KEY: VALUE sets, KEY: null removes; keys carry the managed prefix.")
-    overwrite = serializers.BooleanField(default=False)
+    overwrite = StrictBooleanField(default=False, help_text="Needed to change a label's existing value.")
+
+    def validate_labels(self, value):
+        try:
+            return labels.check_labels(value)
+        except labels.LabelError as exc:
+            key = exc.field.removeprefix("labels.") if exc.field.startswith("labels.") else None
+            raise serializers.ValidationError({key: [exc.message]} if key else exc.message) from None
+
+
+class LabelResultSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    labels = serializers.DictField(child=serializers.CharField(), help_text="The node's labels after the change.")
 
 
 def visible_pools(request):
@@ -179,14 +192,11 @@ class NodeViewSet(InventoryViewSet):
             raise Http404(f"No node named {name!r}")
         return Response(NodeDetailSerializer(usage.node_detail(node)).data)
 
-    @extend_schema(request=LabelRequestSerializer, responses={200: serializers.DictField()})
+    @extend_schema(request=LabelRequestSerializer, responses=LabelResultSerializer)
     def labels(self, request, name):
-        body = request.data if isinstance(request.data, dict) else {}
-        overwrite = body.get("overwrite", False)
-        if not isinstance(overwrite, bool):
-            raise labels.LabelError("overwrite must be true or false", field="overwrite")
+        body = validated(LabelRequestSerializer, request)
         if not visible_nodes(request).filter(name=name).exists():
             raise Http404(f"No node named {name!r}")
-        result = labels.label_node(name, labels.check_labels(body.get("labels")), overwrite=overwrite,
+        result = labels.label_node(name, body["labels"], overwrite=body["overwrite"],
                                    backend=request.query_params.get("backend"))
         return Response({"node": name, "labels": result})

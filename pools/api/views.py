@@ -4,8 +4,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pools.access.serializers import StrictCharField, validated
 from pools.config import history, writes
-from pools.engine import ConfigError, parse_json
+from pools.engine import ConfigError
 
 PAGE_SIZE = 100
 
@@ -25,9 +26,9 @@ class ConfigDocumentView(APIView):
         return Response(writes.export(_kind(kind), name))
 
     def put(self, request, kind, name=None):
-        kind = _kind(kind)
-        data = parse_json(request.body, source="request body")
-        result = writes.import_document(kind, data, name=name, author=request.user,
+        # The kind's document models check the body (pools.config.documents, pools.access.documents),
+        # in the write path every door shares.
+        result = writes.import_document(_kind(kind), request.data, name=name, author=request.user,
                                          description=request.query_params.get("description", ""))
         return Response(result.as_dict())
 
@@ -63,18 +64,17 @@ class HistoryView(APIView):
 
 
 class RollbackSerializer(serializers.Serializer):
-    type = serializers.CharField()
-    revision = serializers.IntegerField(min_value=1)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    type = StrictCharField(help_text=f"The configuration type: {', '.join(history.SLUGS)} (any case).")
+    revision = serializers.IntegerField(min_value=1, help_text="The revision to restore the object to.")
+    description = StrictCharField(required=False, allow_blank=True, default="",
+                                  help_text="Stored on the new revision.")
 
 
 class RollbackView(APIView):
     def post(self, request):
-        body = RollbackSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        kind = _kind(body.validated_data["type"].lower())
-        result = writes.rollback(kind, body.validated_data["revision"], author=request.user,
-                                  description=body.validated_data["description"])
+        body = validated(RollbackSerializer, request)
+        result = writes.rollback(_kind(body["type"].lower()), body["revision"], author=request.user,
+                                  description=body["description"])
         return Response(result.as_dict())
 
 
