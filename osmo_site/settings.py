@@ -135,6 +135,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["pools.access.scoping.AccessPermission"],
+    "ENUM_NAME_OVERRIDES": {"ConfigKindEnum": "pools.models.ConfigKind",
+                            "SharingEnum": "pools.models.Node.Sharing"},
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pools.api.schema.osmo_paths"],
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under .data/);

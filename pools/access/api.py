@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from pools.access import serializers as bodies
 from pools.access import tokens
 from pools.access.documents import check_access_name
-from pools.access.roles import generated_role
+from pools.access.roles import GENERATORS, generated_role
 from pools.access.scoping import Rule
 from pools.config import writes
 from pools.config.history import ConfigNotFound
@@ -88,6 +88,7 @@ class UserCreateView(AccessView):
         return Response(describe_user(user), status=201)
 
 
+@extend_schema(parameters=[bodies.USER_ID])
 class UserView(AccessView):
     @extend_schema(responses=bodies.UserSerializer)
     def get(self, request, user_id):
@@ -103,6 +104,7 @@ class UserView(AccessView):
         return Response(status=204)
 
 
+@extend_schema(parameters=[bodies.USER_ID])
 class UserRolesView(AccessView):
     """POST /api/auth/user/{id}/roles {"role_name"}; assigning a held role again changes nothing."""
 
@@ -116,6 +118,7 @@ class UserRolesView(AccessView):
         return Response({**describe_user(user), "assigned": created}, status=201 if created else 200)
 
 
+@extend_schema(parameters=[bodies.USER_ID, bodies.ROLE_NAME])
 class UserRoleView(AccessView):
     @extend_schema(responses={204: None})
     def delete(self, request, user_id, role_name):
@@ -126,6 +129,7 @@ class UserRoleView(AccessView):
         return Response(status=204)
 
 
+@extend_schema(parameters=[bodies.ROLE_NAME])
 class RoleUsersView(AccessView):
     @extend_schema(responses=bodies.RoleUsersSerializer)
     def get(self, request, role_name):
@@ -182,6 +186,7 @@ class OwnTokensView(AccessView):
         return _token_list(request.user)
 
 
+@extend_schema(parameters=[bodies.TOKEN_NAME])
 class OwnTokenView(AccessView):
     """POST creates the caller's token (the response carries the secret, once); DELETE revokes it."""
 
@@ -197,12 +202,14 @@ class OwnTokenView(AccessView):
         return Response(status=204)
 
 
+@extend_schema(parameters=[bodies.USER_ID])
 class UserTokensView(AccessView):
     @extend_schema(responses=bodies.TokenListSerializer)
     def get(self, request, user_id):
         return _token_list(_user(user_id))
 
 
+@extend_schema(parameters=[bodies.USER_ID, bodies.TOKEN_NAME])
 class UserTokenView(AccessView):
     @extend_schema(request=bodies.TokenCreateBody, responses={201: bodies.NewTokenSerializer})
     def post(self, request, user_id, name):
@@ -243,6 +250,10 @@ class ProfileView(AccessView):
 class GenerateRoleView(AccessView):
     """POST /api/configs/role/{name}/{template}/: `config set ROLE NAME pool|admin` over HTTP."""
 
+    @extend_schema(request=None, responses=bodies.GeneratedRoleSerializer, parameters=[
+        bodies.named("name", "role"),
+        bodies.path_parameter("template", "pool: use the pools the name grants (osmo-NAME: pools NAME*); "
+                                          "admin: every API.", enum=GENERATORS)])
     def post(self, request, name, template):
         check_access_name(name)
         result = writes.import_document(ConfigKind.ROLE, generated_role(name, template), name=name,

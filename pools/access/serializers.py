@@ -3,15 +3,18 @@ strict JSON fields every API body uses (`pools.api` takes them from here, the la
 
 A refused body answers 400 `{"detail", "field"}` naming the field (`pools.api.errors`)."""
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
 from pools.access import tokens
+from pools.access.documents import MAX_NAME, RoleDoc
 from pools.engine import ConfigError
-from pools.models import Role, RoleAssignment
+from pools.engine.names import NAME_PATTERN
+from pools.models import ConfigKind, Role, RoleAssignment
 
 USER_ID_MAX = 150
+USER_ID_PATTERN = r"^[^\s/]+$"
 
 
 class StrictCharField(serializers.CharField):
@@ -38,6 +41,29 @@ class StrictBooleanField(serializers.BooleanField):
 
 def names(help_text: str, **kwargs) -> serializers.ListField:
     return serializers.ListField(child=StrictCharField(), help_text=help_text, **kwargs)
+
+
+def path_parameter(name: str, description: str, *, pattern: str | None = None, enum=None,
+                   max_length: int | None = None) -> OpenApiParameter:
+    """A path parameter as the schema types it (the URL itself takes any text up to the next '/', and
+    answers 404 or 400 naming the field for a value outside the pattern)."""
+    schema = {"type": "string"}
+    if pattern:
+        schema["pattern"] = pattern
+    if max_length:
+        schema["maxLength"] = max_length
+    return OpenApiParameter(name, schema, OpenApiParameter.PATH, required=True, description=description, enum=enum)
+
+
+def named(name: str, what: str, max_length: int | None = MAX_NAME) -> OpenApiParameter:
+    """A parameter holding a configuration object's name (pools, platforms, templates, roles, tokens)."""
+    return path_parameter(name, f"The {what}'s name: a letter first, a letter or digit last, and letters, "
+                                "digits, '_', '.' and '-' between.", pattern=NAME_PATTERN, max_length=max_length)
+
+
+USER_ID = path_parameter("user_id", "The user name.", pattern=USER_ID_PATTERN, max_length=USER_ID_MAX)
+ROLE_NAME = named("role_name", "role")
+TOKEN_NAME = named("name", "token")
 
 
 def validated(body: type[serializers.Serializer], request) -> dict:
@@ -183,3 +209,27 @@ class ProfileSerializer(serializers.Serializer):
     token = serializers.CharField(allow_null=True, help_text="The token this request came with, if any.")
     roles = serializers.ListField(child=serializers.CharField())
     pools = ProfilePoolSerializer(many=True, help_text="Every pool the caller may use, and what grants it.")
+
+
+class WriteResultSerializer(serializers.Serializer):
+    """What a configuration write did (pools.config.kinds.WriteResult)."""
+
+    kind = serializers.ChoiceField(choices=ConfigKind.choices)
+    created = serializers.ListField(child=serializers.CharField())
+    updated = serializers.ListField(child=serializers.CharField())
+    unchanged = serializers.ListField(child=serializers.CharField())
+    deleted = serializers.ListField(child=serializers.CharField())
+    revisions = serializers.ListField(child=serializers.IntegerField(), help_text="The new revisions' numbers.")
+    backends_created = serializers.ListField(child=serializers.CharField(),
+                                             help_text="Backends a pool named that did not exist yet (not connected).")
+
+
+@extend_schema_field(RoleDoc)
+class RoleDocumentField(serializers.JSONField):
+    pass
+
+
+class GeneratedRoleSerializer(WriteResultSerializer):
+    """What `config set ROLE NAME pool|admin` wrote, and the role."""
+
+    role = RoleDocumentField(help_text="The role as GET /api/configs/role/{name}/ answers it.")

@@ -3,12 +3,12 @@ units), and gpuctl's `label node` over HTTP. Viewsets, routed by `pools.api.urls
 
 from django.http import Http404
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 
 from pools.access.scoping import Rule
-from pools.access.serializers import StrictBooleanField, StrictCharField, validated
+from pools.access.serializers import StrictBooleanField, StrictCharField, named, path_parameter, validated
 from pools.fleet import labels, usage
 from pools.fleet.filters import NodeFilterSet
 from pools.models import Node, Pool
@@ -18,6 +18,9 @@ from .pagination import OptionalLimitOffsetPagination
 CORES = "CPU in cores (decimal; 0.5 is 500m)"
 BYTES = "bytes"
 NODE_ORDER = ("name", "backend__name")  # as usage.node_rows lists them
+POOL_NAME = named("name", "pool")
+NODE_NAME = path_parameter("name", "The node's Kubernetes name.", max_length=253,
+                           pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _cores(help_text: str) -> serializers.DecimalField:
@@ -54,7 +57,7 @@ class NodeRowSerializer(serializers.Serializer):
     pools = serializers.ListField(child=serializers.CharField())
     platforms = serializers.ListField(child=serializers.CharField(), help_text="As pool/platform.")
     resource_type = serializers.ChoiceField(
-        choices=Node.Sharing.values,
+        choices=Node.Sharing.choices,
         help_text="As OSMO's resource listing has it: RESERVED (in one pool), SHARED (in several), UNUSED (in none "
                   "but the default pool).")
     node_type = serializers.ChoiceField(choices=["GPU", "CPU"], help_text="GPU when the node has GPUs.")
@@ -152,7 +155,7 @@ class PoolViewSet(InventoryViewSet):
         pools, page = self.paged(self.get_queryset(), ("name",))
         return self.answer(PoolRowSerializer(usage.pool_rows(pools), many=True).data, page)
 
-    @extend_schema(responses=PoolDetailSerializer)
+    @extend_schema(responses=PoolDetailSerializer, parameters=[POOL_NAME])
     def retrieve(self, request, name):
         pool = visible_pools(request).filter(name=name).first()
         if pool is None:
@@ -170,7 +173,9 @@ class ResourceViewSet(InventoryViewSet):
     def get_queryset(self):
         return visible_nodes(self.request)
 
-    @extend_schema(responses=NodeRowSerializer(many=True))
+    @extend_schema(responses=NodeRowSerializer(many=True), parameters=[
+        # Any reason is accepted, custom conditions too; the enumeration is only the standard ones.
+        OpenApiParameter("status", str, description=NodeFilterSet.base_filters["status"].extra["help_text"])])
     def list(self, request):
         nodes, page = self.paged(self.filter_queryset(self.get_queryset()), NODE_ORDER)
         return self.answer(NodeRowSerializer(usage.node_rows(nodes), many=True).data, page)
@@ -185,14 +190,16 @@ class NodeViewSet(InventoryViewSet):
     def get_queryset(self):
         return visible_nodes(self.request)
 
-    @extend_schema(responses=NodeDetailSerializer)
+    @extend_schema(responses=NodeDetailSerializer, parameters=[NODE_NAME])
     def retrieve(self, request, name):
         node = visible_nodes(request).select_related("backend").filter(name=name).first()
         if node is None:
             raise Http404(f"No node named {name!r}")
         return Response(NodeDetailSerializer(usage.node_detail(node)).data)
 
-    @extend_schema(request=LabelRequestSerializer, responses=LabelResultSerializer)
+    @extend_schema(request=LabelRequestSerializer, responses=LabelResultSerializer, parameters=[
+        NODE_NAME, OpenApiParameter("backend", str, description="The node's backend, when two have a node of this "
+                                                                "name.")])
     def labels(self, request, name):
         body = validated(LabelRequestSerializer, request)
         if not visible_nodes(request).filter(name=name).exists():

@@ -2,10 +2,9 @@
 `api-node`); the label write keeps gpuctl's path without a trailing slash, so it is routed by hand."""
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
-from pools.api import inventory, views
+from pools.api import inventory, schema, views
 
 router = SimpleRouter()
 router.register("pools", inventory.PoolViewSet, basename="api-pool")
@@ -16,9 +15,9 @@ urlpatterns = [
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),
     path("configs/history/rollback/", views.RollbackView.as_view(), name="config-rollback"),
     path("configs/history/diff/", views.DiffView.as_view(), name="config-diff"),
-    path("configs/<slug:kind>/", views.ConfigDocumentView.as_view(), name="config-documents"),
+    path("configs/<slug:kind>/", views.ConfigDocumentsView.as_view(), name="config-documents"),
     path("configs/<slug:kind>/<str:name>/", views.ConfigDocumentView.as_view(), name="config-document"),
     *router.urls,
     path("nodes/<str:name>/labels", inventory.NodeViewSet.as_view({"post": "labels"}), name="api-node-labels"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", schema.SchemaView.as_view(), name="api-schema"),
 ]

@@ -136,16 +136,16 @@ class NodeFilterSet(django_filters.FilterSet):
             return queryset.none()
         return super().filter_queryset(queryset)
 
-    def in_pool(self, nodes, name, value):
+    def in_pool(self, nodes, name, value: str):
         return filter_nodes(nodes, pool=value)
 
-    def on_platform(self, nodes, name, value):
+    def on_platform(self, nodes, name, value: str):
         return filter_nodes(nodes, platform=value)
 
-    def with_status(self, nodes, name, value):
+    def with_status(self, nodes, name, value: str):
         return filter_nodes(nodes, status=value)
 
-    def search(self, nodes, name, value):
+    def search(self, nodes, name, value: str):
         text = value.strip()
         if not text:
             return nodes
