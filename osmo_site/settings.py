@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "django_filters",
     "django_htmx",
     "pools",
     "scheduling",
@@ -138,6 +139,8 @@ REST_FRAMEWORK = {
     # Every view declares read_access / write_access (pools.access.scoping.Rule); undeclared means admin.
     "DEFAULT_PERMISSION_CLASSES": ["pools.access.scoping.AccessPermission"],
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
+    # Every body is JSON, validated by one serializer (or, for configuration documents, the kind's models).
+    "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -148,6 +151,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["pools.access.scoping.AccessPermission"],
+    "ENUM_NAME_OVERRIDES": {"ConfigKindEnum": "pools.models.ConfigKind",
+                            "SharingEnum": "pools.models.Node.Sharing"},
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pools.api.schema.osmo_paths"],
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under .data/);
