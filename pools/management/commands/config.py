@@ -1,4 +1,4 @@
-"""`python manage.py config ...`: OSMO's `osmo config` verbs against this project's database."""
+"""`./manage.py config ...`: OSMO's `osmo config` verbs against this project's database."""
 
 import getpass
 import json

@@ -1,4 +1,4 @@
-"""`python manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
+"""`./manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
 `make demo` migrates and runs `config init` first; this loads the demo pools and reads the simulated
 cluster once, so the pages have data before beat's first sync round."""
 

@@ -1,4 +1,4 @@
-"""`python manage.py sync NAME [--once]`: list and reconcile a backend, then keep watching it."""
+"""`./manage.py sync NAME [--once]`: list and reconcile a backend, then keep watching it."""
 
 from django.core.management.base import BaseCommand
 from django.db import OperationalError

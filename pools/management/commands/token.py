@@ -1,4 +1,4 @@
-"""`python manage.py token create|list|revoke`: personal API tokens for operators and scripts."""
+"""`./manage.py token create|list|revoke`: personal API tokens for operators and scripts."""
 
 import datetime as dt
 
