@@ -37,8 +37,9 @@ def clear_errors(handle):
             self.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
             return result
         except BrokenPipeError:
+            # The reader took what it wanted (`| head`): not an error of the command, as manage.py says too.
             _discard_stdout()
-            raise SystemExit(1) from None
+            raise SystemExit(0) from None
         except ConfigError as exc:
             raise CommandError(exc.message) from None
         except ClusterError as exc:
