@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from pools.api import inventory, views
+from pools.api import inventory, quotas, views
 
 urlpatterns = [
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),
@@ -16,3 +16,6 @@ urlpatterns = [
     path("nodes/<str:name>/labels", inventory.NodeLabelsView.as_view(), name="api-node-labels"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
+
+# Departments, projects and the quota table: viewsets on their own router.
+urlpatterns += quotas.router.urls

@@ -20,7 +20,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from pools.access import tokens
-from pools.models import AccessToken, ConfigRevision, Pool, Role, RoleAssignment
+from pools.config import writes
+from pools.models import AccessToken, ConfigKind, ConfigRevision, Pool, Role, RoleAssignment
 from tests.access.conftest import POOLS, PRINCIPALS, VISIBLE, give, node_of, visible_nodes
 
 pytestmark = pytest.mark.django_db
@@ -94,6 +95,26 @@ def lists_exactly_visible_pools(response, principal):
 
 def lists_only_own_tokens(response, principal):
     assert "subject-token" not in {token["name"] for token in response.json()["tokens"]}
+
+
+# Projects of the matrix world (`projects_world`): team-project's members are osmo-team's holders; only staff
+# see secret-project. Each has a quota in a pool the teammate may use and in one only staff may use.
+PROJECTS_VISIBLE = {"anonymous": set(), "nobody": {"default"}, "teammate": {"default", "team-project"},
+                    "policy_user": {"default"}, "staff": {"default", "team-project", "secret-project"}}
+
+
+def only_for_project(project: str) -> dict:
+    return {who: 401 if who == "anonymous" else 200 if project in PROJECTS_VISIBLE[who] else 404
+            for who in PRINCIPALS}
+
+
+def lists_exactly_visible_projects(response, principal):
+    shows_only_visible(response, principal)
+    assert {row["name"] for row in response.json()} == PROJECTS_VISIBLE[principal]
+
+
+def lists_quota_rows_only_for_staff(response, principal):
+    assert bool(response.json()) == (principal == "staff")
 
 
 MATRIX: dict[str, list[Probe]] = {
@@ -178,6 +199,23 @@ MATRIX: dict[str, list[Probe]] = {
     "api-node-labels": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/labels",
                               ok_as(ADMIN, (200, 400, 502, 503)), body={"labels": {}})],
     "api-schema": [Probe("detail", "get", "/api/schema/", ADMIN)],
+    # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
+    "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
+    "api-project-detail": [
+        Probe("detail", "get", "/api/projects/team-project/", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/projects/secret-project/", only_for_project("secret-project")),
+        Probe("detail", "get", "/api/projects/default/", SIGNED_IN, check=shows_only_visible)],
+    "api-department-list": [Probe("list", "get", "/api/departments/", SIGNED_IN, check=shows_only_visible)],
+    "api-department-detail": [
+        Probe("detail", "get", "/api/departments/team-dept/", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/departments/secret-dept/", only_for_project("secret-project"))],
+    "api-quota-list": [
+        Probe("list", "get", "/api/quotas/", SIGNED_IN, check=shows_only_visible),
+        Probe("list", "get", "/api/quotas/?pool=sim-secret", SIGNED_IN, check=lists_quota_rows_only_for_staff),
+        Probe("list", "get", "/api/quotas/?project=secret-project", SIGNED_IN,
+              check=lists_quota_rows_only_for_staff)],
 }
 
 
@@ -223,6 +261,17 @@ def subject(world, django_user_model):
     return user
 
 
+@pytest.fixture
+def projects_world(world):
+    writes.import_document(ConfigKind.DEPARTMENT, [{"name": "team-dept"}, {"name": "secret-dept"}], author="tests")
+    quotas = [{"node_pool": pool, "gpu": {"deserved": 1}} for pool in ("team-gpu-pool", "sim-secret")]
+    writes.import_document(ConfigKind.PROJECT, [
+        {"name": "team-project", "department": "team-dept", "members": {"roles": ["osmo-team"]},
+         "default_node_pools": ["team-gpu-pool", "sim-secret"], "resources": quotas},
+        {"name": "secret-project", "department": "secret-dept", "members": {"users": ["someone-else"]},
+         "default_node_pools": ["sim-secret"], "resources": quotas}], author="tests")
+
+
 def snapshot() -> tuple:
     return (ConfigRevision.objects.count(), Role.objects.count(), RoleAssignment.objects.count(),
             AccessToken.objects.count(), get_user_model().objects.count(), Pool.objects.count(),
@@ -246,7 +295,9 @@ CASES = [pytest.param(key, probe, principal, id=f"{key}-{probe.kind}-{probe.meth
 
 
 @pytest.mark.parametrize(("key", "probe", "principal"), CASES)
-def test_the_matrix(client_as, subject, key, probe, principal):
+def test_the_matrix(request, client_as, subject, key, probe, principal):
+    if key.startswith(("api-project", "api-department", "api-quota")):
+        request.getfixturevalue("projects_world")
     client = client_as(principal)
     before = snapshot()
     kwargs = {"format": "json"} if probe.body is not None else {}
