@@ -1,11 +1,19 @@
+# PYTHON: the interpreter that creates .venv (3.11 or newer), e.g. `make demo PYTHON=python3.12`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: install demo test lint bench clean
 
 $(PY):
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "make: PYTHON=$(PYTHON) is not found. Name a Python 3.11 or newer, e.g. make demo PYTHON=python3.12" >&2; \
+	  exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "make: this project needs Python 3.11 or newer; PYTHON=$(PYTHON) is $$($(PYTHON) --version 2>&1)." >&2; \
+	  echo "make: name a newer one, e.g. make demo PYTHON=python3.12" >&2; \
+	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
@@ -13,10 +21,15 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-demo: $(STAMP)
-	DEBUG=1 $(PY) manage.py migrate --noinput
-	DEBUG=1 $(PY) manage.py config init
-	DEBUG=1 $(PY) manage.py demo
+# .venv with everything installed, and the data directory's settings file (DEBUG=1 and a generated
+# SECRET_KEY, written once) so that ./manage.py works as the README prints it.
+install: $(STAMP)
+	$(PY) -m osmo_site.env
+
+demo: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py config init
+	$(PY) manage.py demo
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -32,6 +45,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sync_cluster.py
 	$(PY) benchmarks/pages.py
 	$(PY) benchmarks/charts.py
+	$(PY) benchmarks/fair_share.py
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .ruff_cache
+	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis

@@ -1,23 +1,26 @@
-"""Project settings. Every value that varies by deployment comes from the environment and is
-documented in the README's "Settings" table."""
+"""Project settings. Every value that varies by deployment comes from the environment (or, for the
+variables the environment leaves unset, from the data directory's settings file `<OSMO_DATA_DIR>/env`) and
+is documented in the README's "Settings" table."""
 
 import ipaddress
-from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_int, env_list, env_str
+from .env import BASE_DIR, data_dir, env_bool, env_file_path, env_int, env_list, env_str, load_env_file
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(env_str("OSMO_DATA_DIR", str(BASE_DIR / ".data")))
+DATA_DIR = data_dir()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+ENV_FILE = env_file_path()
+load_env_file(ENV_FILE)
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+        raise ImproperlyConfigured(
+            f"SECRET_KEY must be set when DEBUG is off: in the environment or in {ENV_FILE or '<OSMO_DATA_DIR>/env'} "
+            "(`make install` writes that file for the local demo)")
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
 

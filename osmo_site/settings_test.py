@@ -1,6 +1,8 @@
 import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+# The suite never reads a checkout's settings file (`make install` writes one with DEBUG=1 for the demo).
+os.environ["OSMO_ENV_FILE"] = ""
 
 from django.core.exceptions import ImproperlyConfigured
 

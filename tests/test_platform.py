@@ -41,6 +41,41 @@ def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off(tmp_pat
     assert done.returncode != 0 and "SECRET_KEY must be set when DEBUG is off" in done.stderr
 
 
+def test_the_settings_file_fills_what_the_environment_leaves_unset(monkeypatch, tmp_path):
+    from osmo_site import env
+
+    path = tmp_path / "env"
+    assert env.write_local_env_file(path) is True
+    assert path.stat().st_mode & 0o777 == 0o600
+    written = path.read_text()
+    assert env.write_local_env_file(path) is False and path.read_text() == written  # written once
+    path.write_text(written + "# a comment\n\nLOG_LEVEL = 'WARNING'\nALLOWED_HOSTS=\"a.example,b.example\"\n")
+    monkeypatch.delenv("DEBUG", raising=False)
+    monkeypatch.delenv("LOG_LEVEL", raising=False)
+    monkeypatch.delenv("ALLOWED_HOSTS", raising=False)
+    monkeypatch.setenv("SECRET_KEY", "from-the-environment")
+    try:
+        env.load_env_file(path)
+        assert env.env_bool("DEBUG") is True
+        assert env.env_str("LOG_LEVEL") == "WARNING"
+        assert env.env_list("ALLOWED_HOSTS", []) == ["a.example", "b.example"]
+        assert env.env_str("SECRET_KEY") == "from-the-environment"  # the environment wins
+        monkeypatch.setenv("DEBUG", "0")
+        assert env.env_bool("DEBUG") is False
+    finally:
+        env.load_env_file(None)
+    assert env.env_str("LOG_LEVEL") is None
+
+
+def test_the_settings_file_refuses_what_it_cannot_read(tmp_path):
+    from osmo_site import env
+
+    for text, message in (("DEBUG\n", "line 1: expected KEY=VALUE"), ("# ok\n1X=2\n", "line 2: expected KEY=VALUE"),
+                          ("OSMO_DATA_DIR=/x\n", "OSMO_DATA_DIR can only be set in the environment")):
+        with pytest.raises(ImproperlyConfigured, match=message):
+            env.parse_env_file(text, tmp_path / "env")
+
+
 def test_every_beat_entry_names_a_registered_task():
     from osmo_site.celery import app
 

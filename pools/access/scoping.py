@@ -1,6 +1,8 @@
 """Enforcement on requests, in one place: may this request go through (`AccessPermission` for DRF,
 `access_required` / `AccessRequiredMixin` for pages). Which rows it then sees is the `Access` of
-`pools.models.visibility` (`Pool.objects.visible_to`, `Node.objects.visible_to`).
+`pools.models.visibility` (`Pool.objects.visible_to`, `Node.objects.visible_to`), and which pool and platform
+names of a row it is told is the same module's `redact` (`Access.redact`), which the row builders of
+`pools.fleet.usage`, the pages and both CSV writers apply (it lives below the fleet, which this layer is above).
 
 The user's roles are read in one query, once per request: `AccessMiddleware` opens a cache around each
 request.

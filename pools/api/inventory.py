@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from pools.access.scoping import Rule
 from pools.fleet import labels, usage
 from pools.models import Node, Pool
+from pools.models.visibility import access_for
 
 CORES = "CPU in cores (decimal; 0.5 is 500m)"
 BYTES = "bytes"
@@ -111,7 +112,8 @@ class PoolDetailView(APIView):
         pool = visible_pools(request).filter(name=name).first()
         if pool is None:
             raise Http404(f"No pool named {name!r}")
-        return Response(PoolDetailSerializer(usage.pool_detail(pool, visible_nodes(request))).data)
+        return Response(PoolDetailSerializer(usage.pool_detail(pool, visible_nodes(request),
+                                                               access=access_for(request))).data)
 
 
 class ResourceListView(APIView):
@@ -123,10 +125,10 @@ class ResourceListView(APIView):
         responses=NodeRowSerializer(many=True),
     )
     def get(self, request):
-        params = request.query_params
+        params, access = request.query_params, access_for(request)
         nodes = usage.filter_nodes(visible_nodes(request), pool=params.get("pool"),
-                                   platform=params.get("platform"), status=params.get("status"))
-        return Response(NodeRowSerializer(usage.node_rows(nodes), many=True).data)
+                                   platform=params.get("platform"), status=params.get("status"), access=access)
+        return Response(NodeRowSerializer(usage.node_rows(nodes, access), many=True).data)
 
 
 class NodeDetailView(APIView):
@@ -137,7 +139,7 @@ class NodeDetailView(APIView):
         node = visible_nodes(request).select_related("backend").filter(name=name).first()
         if node is None:
             raise Http404(f"No node named {name!r}")
-        return Response(NodeDetailSerializer(usage.node_detail(node)).data)
+        return Response(NodeDetailSerializer(usage.node_detail(node, access_for(request))).data)
 
 
 class NodeLabelsView(APIView):

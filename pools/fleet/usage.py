@@ -1,6 +1,11 @@
 """Read side of the inventory: pool and node rows, as the API, the CLI, the pages and the CSV exports
 show them. Every figure is summed in the database, in a fixed number of queries whatever the fleet size.
 
+Node rows are for a viewer: with an `Access`, a row names only the pools (and their platforms) that the
+viewer may see (`Access.redact`), and a filter by pool or platform matches only through those pools, so a
+pool the viewer may not see answers as one that does not exist. Without one (the CLI, run by operators)
+every name shows.
+
 Units: CPU in cores (Decimal, from millicores), memory and storage in bytes, GPUs as counts.
 `cpu_total` / `memory_total` are allocatable (what pods can request); `gpu_total` is capacity, of which
 `gpu_unhealthy` are not allocatable (DESIGN.md section 3).
@@ -15,6 +20,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from pools.models import Backend, Node, NodeMembership, Platform, Pool
+from pools.models.visibility import Access
 
 POOL_STATUSES = ("ONLINE", "OFFLINE", "MAINTENANCE")
 NODE_COLUMNS = (
@@ -106,12 +112,13 @@ def pool_row(pool: Pool, platforms: list[str], now=None, node_backends=None) -> 
     }
 
 
-def pool_detail(pool: Pool, nodes=None) -> dict[str, Any]:
-    """`describe pool`: the pool row, its platforms with node counts, and its nodes."""
+def pool_detail(pool: Pool, nodes=None, access: Access | None = None) -> dict[str, Any]:
+    """`describe pool`: the pool row, its platforms with node counts, and its nodes (as `access` may see
+    them: a node's other pools may be hidden from it)."""
     annotated = pools_with_usage(Pool.objects.filter(pk=pool.pk))[0]
     platforms = list(Platform.objects.filter(pool=pool).values_list("name", flat=True))
     nodes = Node.objects.filter(memberships__pool=pool) if nodes is None else nodes.filter(memberships__pool=pool)
-    node_rows_ = list(node_rows(nodes))
+    node_rows_ = list(node_rows(nodes, access))
     counts = {name: 0 for name in platforms}
     for membership in NodeMembership.objects.filter(pool=pool).values_list("platforms", flat=True):
         for name in membership:
@@ -127,12 +134,14 @@ def resource_type(node: Node) -> str:
     return "GPU" if node.gpu_total else "CPU"
 
 
-def node_row(node: Node) -> dict[str, Any]:
+def node_row(node: Node, access: Access | None = None) -> dict[str, Any]:
+    pools, platforms = (node.pool_names, node.platform_names) if access is None else \
+        access.redact(node.pool_names, node.platform_names)
     return {
         "node": node.name,
         "backend": node.backend.name,
-        "pools": node.pool_names,
-        "platforms": node.platform_names,
+        "pools": pools,
+        "platforms": platforms,
         "resource_type": resource_type(node),
         "gpu_product": node.gpu_product,
         "gpu_total": node.gpu_total,
@@ -152,21 +161,26 @@ def node_row(node: Node) -> dict[str, Any]:
     }
 
 
-def node_rows(nodes=None):
+def node_rows(nodes=None, access: Access | None = None):
     nodes = Node.objects.all() if nodes is None else nodes
     for node in nodes.select_related("backend").order_by("name", "backend__name").iterator(chunk_size=2000):
-        yield node_row(node)
+        yield node_row(node, access)
 
 
-def node_detail(node: Node) -> dict[str, Any]:
-    return {**node_row(node), "labels": node.labels, "conditions": node.conditions, "components": node.components,
-            "gpu_allocatable": node.gpu_allocatable, "gpu_memory_mib": node.gpu_memory_mib,
-            "gpu_family": node.gpu_family, "sharing": node.sharing}
+def node_detail(node: Node, access: Access | None = None) -> dict[str, Any]:
+    """The row plus the node's facts. `sharing` is the true one (SHARED when the node is in several pools,
+    whether or not `access` sees them all): it says that, never which."""
+    return {**node_row(node, access), "labels": node.labels, "conditions": node.conditions,
+            "components": node.components, "gpu_allocatable": node.gpu_allocatable,
+            "gpu_memory_mib": node.gpu_memory_mib, "gpu_family": node.gpu_family, "sharing": node.sharing}
 
 
-def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None, status: str | None = None):
+def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None, status: str | None = None,
+                 access: Access | None = None):
     """The filters the API and the CLI share. `platform` is a platform name, or `pool/platform`;
-    `status` matches the status ("Not ready (Disk pressure)") or its first word group ("Not ready")."""
+    `status` matches the status ("Not ready (Disk pressure)") or its first word group ("Not ready").
+    With `access`, pools and platforms match through the pools it may see only: a node is not found by
+    a pool (or a platform of a pool) that the viewer may not see, exactly as by one that does not exist."""
     if platform and "/" in platform:
         pool_name, platform = platform.split("/", 1)
         if pool and pool != pool_name:
@@ -178,6 +192,9 @@ def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None,
     if platform:
         # JSON text match on the quoted name: exact names, and it works on SQLite and PostgreSQL alike.
         membership["memberships__platforms__icontains"] = f'"{platform}"'
+    if membership and access is not None and not access.is_staff:
+        # In the same filter() as the rest, so that the one membership matched is in a visible pool.
+        membership["memberships__pool__in"] = access.filter_pools(Pool.objects.all())
     if membership:
         nodes = nodes.filter(**membership).distinct()
     if status:

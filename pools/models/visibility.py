@@ -5,13 +5,21 @@ with their models).
 The rule becomes a WHERE clause: pool filtering happens in the database with the same regexes the pure
 rules (`pools.engine.policies`) use, so no pool list is loaded to decide anything. Enforcement on
 requests (permission class, page decorator) is `pools.access.scoping`.
+
+Redaction: a node can sit in several pools, and whoever sees it through one of them must not learn the
+names of the others or of their platforms. `redact` (and `redact_sql`, its twin for PostgreSQL's COPY) is
+the one rule every door applies to a row's pool and platform names: the API's rows (`pools.fleet.usage`),
+the pages, their fragments and both CSV writers (`pools.pages`). The viewer's pool names come from
+`Access.visible_pool_names`: one query per request, none for staff.
 """
 
+from collections.abc import Iterable
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cached_property, reduce
 from operator import or_
 
+from django.apps import apps
 from django.conf import settings
 from django.db.models import CharField, Q, Value
 from django.db.models.functions import Concat
@@ -90,6 +98,49 @@ class Access:
         if condition is None:
             return queryset.none()
         return queryset.alias(access_path=Concat(Value(POOL_PATH), "name", output_field=CharField())).filter(condition)
+
+    @cached_property
+    def visible_platforms(self) -> dict[str, list[str]]:
+        """The pools this credential may use, by name, each with its platforms in order: one query, read
+        once per request (the Access is cached per request)."""
+        # By name from the app registry: the models module imports this one (visible_to).
+        pools = self.filter_pools(apps.get_model("pools", "Pool").objects.all())
+        platforms: dict[str, list[str]] = {}
+        for pool, platform in pools.order_by("name", "platforms__position", "platforms__name").values_list(
+                "name", "platforms__name"):
+            names = platforms.setdefault(pool, [])
+            if platform:
+                names.append(platform)
+        return platforms
+
+    @property
+    def visible_pool_names(self) -> frozenset[str] | None:
+        """The names `redact` keeps; None for staff, who see every name (and cost no query)."""
+        return None if self.is_staff else frozenset(self.visible_platforms)
+
+    def redact(self, pools: Iterable[str], platforms: Iterable[str]) -> tuple[list[str], list[str]]:
+        """A row's pool names and `pool/platform` names, without those of pools this credential may not see."""
+        visible = self.visible_pool_names
+        return redact(pools, visible), redact(platforms, visible, platforms=True)
+
+
+# ---- redaction: the pool and platform names of a row that a viewer may see -------------------------------
+
+def redact(names: Iterable[str], visible: frozenset[str] | None, *, platforms: bool = False) -> list[str]:
+    """`names` (pool names, or with `platforms` `pool/platform` names) without those of pools outside
+    `visible`, in their order; `visible` None keeps every name (staff, the CLI). The rule for every door:
+    a pool or platform the viewer may not use is never named to them, not even beside one they may."""
+    if visible is None:
+        return list(names)
+    return [name for name in names if (name.split("/", 1)[0] if platforms else name) in visible]
+
+
+def redact_sql(item: str, *, platforms: bool = False) -> str:
+    """`redact`'s test for one name, as a PostgreSQL condition on the text expression `item`, with one
+    parameter: the visible names as an array (`sorted(visible)`). The COPY writer of the CSV exports keeps
+    a list element when it holds, so both writers keep the same names."""
+    pool = f"split_part({item}, '/', 1)" if platforms else item
+    return f"{pool} = ANY(%s)"
 
 
 # Per-request cache of Access objects by credential; None outside a request (shell, Celery, tests

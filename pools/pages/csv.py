@@ -29,6 +29,8 @@ from django.db.models.functions import Cast, Coalesce, NullIf
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
+from pools.models.visibility import redact_sql
+
 from .tables import Column, RowContext, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -217,7 +219,8 @@ def _marked(marker: str) -> str:
 
 
 def _sql_names(field: str, visible: str | None = None) -> CellSql:
-    """A JSON list of names; `visible` says how `RowContext` keeps those of the viewer's pools."""
+    """A JSON list of names; `visible` ("pools" or "platforms") says which names they are, to be redacted
+    as `RowContext` redacts them (`pools.models.visibility.redact`)."""
     def cell(ctx: RowContext, marker: str) -> SqlCell:
         def item(i):
             return f"($column ->> {i})"
@@ -227,12 +230,9 @@ def _sql_names(field: str, visible: str | None = None) -> CellSql:
 
         if not visible or ctx.visible_pools is None:
             return _sql_list(field, marker, item=item, exact=exact)
-        if visible == "pools":
-            def keep(i):
-                return f"{item(i)} = ANY(%s)"
-        else:
-            def keep(i):
-                return f"split_part({item(i)}, '/', 1) = ANY(%s)"
+
+        def keep(i):  # the redaction rule itself, in SQL
+            return redact_sql(item(i), platforms=visible == "platforms")
         return _sql_list(field, marker, item=item, exact=exact, keep=keep, params=(sorted(ctx.visible_pools),))
     return cell
 

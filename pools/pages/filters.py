@@ -7,7 +7,8 @@ from django.db.models import Exists, OuterRef, Q
 
 from pools.fleet.usage import POOL_STATUSES, filter_nodes
 from pools.inventory import status as node_status
-from pools.models import ConfigKind, NodeMembership, Pool
+from pools.models import ConfigKind, NodeMembership
+from pools.models.visibility import access_for
 
 NOT_READY = "Not ready"
 NODE_STATUSES = (
@@ -21,15 +22,11 @@ NODE_STATUSES = (
 
 
 class VisiblePools:
-    """The viewer's pools and their platforms, read once (one query) per request."""
+    """The viewer's pools and their platforms, read once (one query) per request: the names the rows'
+    redaction keeps (`Access.visible_platforms`)."""
 
     def __init__(self, request):
-        rows = Pool.objects.visible_to(request).order_by("name", "platforms__position", "platforms__name")
-        self.platforms: dict[str, list[str]] = {}
-        for pool, platform in rows.values_list("name", "platforms__name"):
-            names = self.platforms.setdefault(pool, [])
-            if platform:
-                names.append(platform)
+        self.platforms: dict[str, list[str]] = access_for(request).visible_platforms
 
     @property
     def names(self) -> frozenset[str]:

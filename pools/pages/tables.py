@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from pools.fleet.usage import cores
+from pools.models.visibility import redact
 
 from . import formatting
 
@@ -26,20 +27,19 @@ NUMERIC_KINDS = frozenset({"number", "cores", "bytes"})
 @dataclass(frozen=True, slots=True)
 class RowContext:
     """What a cell may depend on besides its row: which pools the viewer may see (None: all of them,
-    for staff), whether they are staff, and one `now` for every relative time of the response."""
+    for staff; `Access.visible_pool_names`), whether they are staff, and one `now` for every relative time
+    of the response."""
 
     visible_pools: frozenset[str] | None = None
     staff: bool = False
     now: datetime = field(default_factory=timezone.now)
 
     def pools(self, names: Iterable[str]) -> list[str]:
-        # A node can sit in a pool the viewer may not see; that pool's name must not show.
-        return list(names) if self.visible_pools is None else [n for n in names if n in self.visible_pools]
+        # A node can sit in a pool the viewer may not see; that pool's name must not show (nor its platforms').
+        return redact(names, self.visible_pools)
 
     def platforms(self, names: Iterable[str]) -> list[str]:
-        if self.visible_pools is None:
-            return list(names)
-        return [n for n in names if n.split("/", 1)[0] in self.visible_pools]
+        return redact(names, self.visible_pools, platforms=True)
 
 
 @dataclass(frozen=True, slots=True)

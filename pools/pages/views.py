@@ -30,9 +30,11 @@ CHARTS_INLINE = 12
 TABLE_PAGES = {"nodes": "pages:nodes", "pools": "pages:overview", "revisions": "pages:history"}
 
 
-def row_context(request, visible: VisiblePools | None = None) -> RowContext:
-    staff = access_for(request).is_staff
-    return RowContext(None if staff or visible is None else visible.names, staff, timezone.now())
+def row_context(request, *, nodes: bool = False) -> RowContext:
+    """`nodes`: for rows of nodes, whose pool and platform names are redacted to the viewer's pools
+    (`Access.visible_pool_names`; read once per request, and already read for the filters)."""
+    access = access_for(request)
+    return RowContext(access.visible_pool_names if nodes else None, access.is_staff, timezone.now())
 
 
 # ---- nodes -----------------------------------------------------------------------------------------------
@@ -42,7 +44,7 @@ def node_listing(request, query: QueryDict, visible: VisiblePools, *, with_gpu_t
     response) when the request asks for the download."""
     nodes = Node.objects.visible_to(request)
     form = NodeFilterForm(query, visible=visible, gpu_types=gpu_types(nodes) if with_gpu_types else [])
-    ctx = row_context(request, visible)
+    ctx = row_context(request, nodes=True)
     columns = preferences.chosen_columns(request, NODES)
     sort = parse_sort(NODES, query.get("sort"))
     selected = order_queryset(form.apply(nodes), sort, NODE_TIE_BREAKERS)

@@ -1,18 +1,30 @@
 """Five principals around one small world of pools and nodes:
 anonymous, `nobody` (signed in, no roles), `teammate` (osmo-team, seed 001), `policy_user` (a role with
-path policies and a deny) and `staff`."""
+path policies and a deny) and `staff`.
+
+Each pool has a node of its own (`node-<pool>`), and one node, `node-shared-zq`, sits in three pools at
+once: `team-gpu-pool` (which the teammate sees), `sim-a` (which the policy user sees) and `hiddenpool-zq`
+(staff only), each through a platform of its own. Whoever sees that node through one pool must not learn
+the names of the others or of their platforms. The names are distinctive so that tests can look for them
+in the raw bytes of any answer."""
 
 import pytest
 from rest_framework.test import APIClient
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
+from pools.models import Backend, ConfigKind, Node, NodeMembership, Platform, Pool, Role, RoleAssignment
 
 # Seed 001: role osmo-team may use the first three and not the next two.
 TEAM_POOLS = ["teamcluster01", "team-cluster-02", "team-gpu-pool"]
 NOT_TEAM_POOLS = ["myteam-cluster-01", "other-team-pool"]
 POLICY_POOLS = ["sim-a", "sim-secret"]
-POOLS = ["default", *TEAM_POOLS, *NOT_TEAM_POOLS, *POLICY_POOLS]
+HIDDEN_POOL = "hiddenpool-zq"  # no role grants it: staff only
+POOLS = ["default", *TEAM_POOLS, *NOT_TEAM_POOLS, *POLICY_POOLS, HIDDEN_POOL]
+
+# The node shared by pools that different principals see, and the platform it is in, per pool.
+SHARED_NODE = "node-shared-zq"
+SHARED_PLATFORMS = {"team-gpu-pool": "teamplat-zq", "sim-a": "simplat-zq", HIDDEN_POOL: "hiddenplat-zq"}
+HIDDEN_PLATFORM = SHARED_PLATFORMS[HIDDEN_POOL]
 
 TEAM_ROLE = {"name": "osmo-team", "description": "Seed 001's team role", "actions": []}
 POLICY_ROLE = {
@@ -41,7 +53,14 @@ def node_of(pool: str) -> str:
 
 def visible_nodes(principal: str) -> set[str]:
     nodes = {node_of(pool) for pool in VISIBLE[principal]}
+    if VISIBLE[principal] & SHARED_PLATFORMS.keys():
+        nodes.add(SHARED_NODE)
     return nodes | {"node-orphan"} if principal == "staff" else nodes
+
+
+def hidden_platforms(principal: str) -> list[str]:
+    """The platform names `principal` must never see: those of the shared node's pools they may not use."""
+    return [platform for pool, platform in SHARED_PLATFORMS.items() if pool not in VISIBLE[principal]]
 
 
 @pytest.fixture
@@ -52,6 +71,14 @@ def world(db):
     Node.objects.create(backend=backend, name="node-orphan")
     NodeMembership.objects.bulk_create([NodeMembership(node=node, pool=pool) for node, pool in zip(nodes, pools,
                                                                                                 strict=True)])
+    by_name = {pool.name: pool for pool in pools}
+    Platform.objects.bulk_create([Platform(pool=by_name[pool], name=name) for pool, name in SHARED_PLATFORMS.items()])
+    shared = Node.objects.create(
+        backend=backend, name=SHARED_NODE, gpu_total=8, sharing=Node.Sharing.SHARED,
+        pool_names=sorted(SHARED_PLATFORMS),
+        platform_names=sorted(f"{pool}/{name}" for pool, name in SHARED_PLATFORMS.items()))
+    NodeMembership.objects.bulk_create([NodeMembership(node=shared, pool=by_name[pool], platforms=[name])
+                                        for pool, name in SHARED_PLATFORMS.items()])
     writes.import_document(ConfigKind.ROLE, TEAM_ROLE, author="tests")
     writes.import_document(ConfigKind.ROLE, POLICY_ROLE, author="tests")
 

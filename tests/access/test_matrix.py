@@ -7,6 +7,12 @@ ADMIN (staff or an admin role), SIGNED_IN (every signed-in user; the rows are sc
 page: anonymous is sent to the login page), or a dict per principal. `check` inspects a successful
 response, usually `shows_only_visible`, which fails if a pool or node outside the principal's pools
 appears anywhere in the body (JSON, HTML or CSV alike).
+
+Redaction: `node-shared-zq` sits in a pool the teammate sees, one the policy user sees and one only staff
+see (tests/access/conftest.py). Every answer to a principal, whatever its status, is searched byte by byte
+for the names of the shared node's pools they may not see and of their platforms; a probe whose URL names
+one of them (a filter, a search, a detail) is sent again with a name that does not exist, and both answers
+must be the same (`TWINS`).
 """
 
 import datetime as dt
@@ -16,13 +22,27 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from pools.access import tokens
 from pools.config import writes
-from pools.models import AccessToken, ConfigKind, ConfigRevision, Pool, Role, RoleAssignment
-from tests.access.conftest import POOLS, PRINCIPALS, VISIBLE, give, node_of, visible_nodes
+from pools.models import AccessToken, Backend, ConfigKind, ConfigRevision, Pod, Pool, Role, RoleAssignment
+from pools.pages import csv as pages_csv
+from tests.access.conftest import (
+    HIDDEN_PLATFORM,
+    HIDDEN_POOL,
+    POOLS,
+    PRINCIPALS,
+    SHARED_NODE,
+    SHARED_PLATFORMS,
+    VISIBLE,
+    give,
+    hidden_platforms,
+    node_of,
+    visible_nodes,
+)
 
 pytestmark = pytest.mark.django_db
 FUTURE = (timezone.now() + dt.timedelta(days=10)).date().isoformat()
@@ -44,9 +64,10 @@ def page_only_for(pool: str) -> dict:
     return only_for(pool) | {"anonymous": 302}
 
 
-def only_for(pool: str) -> dict:
-    """A detail of one pool (or one of its nodes): 404 for those who may not see it, never 403."""
-    return {who: 401 if who == "anonymous" else 200 if pool in VISIBLE[who] else 404 for who in PRINCIPALS}
+def only_for(*pools: str) -> dict:
+    """A detail of one pool (or one of its nodes, or a node of any of `pools`): 404 for those who may see
+    none of them, never 403."""
+    return {who: 401 if who == "anonymous" else 200 if VISIBLE[who] & set(pools) else 404 for who in PRINCIPALS}
 
 
 @dataclass
@@ -58,25 +79,47 @@ class Probe:
     body: dict | None = None
     headers: dict = field(default_factory=dict)
     check: Any = None  # check(response, principal) for answers below 300
+    writer: str = ""  # csv: "copy" (PostgreSQL's COPY; the reference writer elsewhere) or "python"
 
 
 def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
 
 
+def _bytes(response) -> bytes:
+    # CSV downloads stream; read them once and keep the bytes for the other checks.
+    if not hasattr(response, "_probe_bytes"):
+        response._probe_bytes = b"".join(response.streaming_content) if response.streaming else response.content
+    return response._probe_bytes
+
+
 def _text(response) -> str:
-    # CSV downloads stream; read them once and keep the text for the other checks.
-    if not hasattr(response, "_probe_text"):
-        content = b"".join(response.streaming_content) if response.streaming else response.content
-        response._probe_text = content.decode()
-    return response._probe_text
+    return _bytes(response).decode()
 
 
 def shows_only_visible(response, principal):
     text = _text(response)
     leaked = [p for p in POOLS if p not in VISIBLE[principal] and _mentions(text, p)]
     leaked += [n for n in (node_of(p) for p in POOLS) if n not in visible_nodes(principal) and _mentions(text, n)]
+    leaked += [name for name in hidden_platforms(principal) if _mentions(text, name)]
     assert not leaked, f"{principal} sees {leaked}"
+
+
+def shows_the_shared_node(response, principal):
+    """The shared node's row: the names the principal may see, and its true sharing (SHARED: it is in
+    several pools, whether or not the principal sees them all)."""
+    shows_only_visible(response, principal)
+    text = _text(response)
+    assert _mentions(text, SHARED_NODE)
+    seen = VISIBLE[principal] & SHARED_PLATFORMS.keys()
+    assert all(_mentions(text, pool) and _mentions(text, f"{pool}/{SHARED_PLATFORMS[pool]}") for pool in seen)
+    if response["Content-Type"].startswith("application/json") and "sharing" in response.json():
+        assert response.json()["sharing"] == "SHARED"
+
+
+def lists_the_visible_nodes(response, principal):
+    shows_only_visible(response, principal)
+    assert {row["node"] for row in response.json()} == visible_nodes(principal)
 
 
 def shows_all_visible_pools(response, principal):
@@ -91,6 +134,12 @@ def lists_exactly_visible_nodes(response, principal):
 
 def lists_exactly_visible_pools(response, principal):
     assert {row["name"] for row in response.json()} == VISIBLE[principal]
+
+
+def names_nothing_of_the_fleet(response, principal):
+    """The OpenAPI schema (its examples included) is the same for everyone: no pool or platform of ours."""
+    body = _bytes(response)
+    assert not [name for name in (HIDDEN_POOL, *SHARED_PLATFORMS.values(), SHARED_NODE) if name.encode() in body]
 
 
 def lists_only_own_tokens(response, principal):
@@ -168,12 +217,36 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("fragment", "get", "/", ok_as(PAGE, 200) | {"anonymous": 401}, headers={"HTTP_HX_REQUEST": "true"},
               check=shows_only_visible),
         Probe("csv", "get", "/?export=csv", PAGE, check=shows_all_visible_pools),
-        Probe("list", "get", "/nodes/?cols=node,pools,platforms,labels", PAGE, check=shows_only_visible),
-        Probe("fragment", "get", "/nodes/?cols=node,pools", ok_as(PAGE, 200) | {"anonymous": 401},
+        Probe("page", "get", "/?cols=name,platforms", PAGE, check=shows_all_visible_pools),
+        Probe("csv", "get", "/?export=csv&cols=name,platforms", PAGE, check=shows_all_visible_pools),
+        Probe("list", "get", "/nodes/?cols=node,pools,platforms,labels,sharing", PAGE, check=shows_only_visible),
+        Probe("fragment", "get", "/nodes/?cols=node,pools,platforms", ok_as(PAGE, 200) | {"anonymous": 401},
               headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
-        Probe("csv", "get", "/nodes/?export=csv&cols=node,pools,platforms", PAGE, check=shows_only_visible),
-        Probe("detail", "get", "/pools/team-gpu-pool/", page_only_for("team-gpu-pool"), check=shows_only_visible),
+        Probe("csv", "get", "/nodes/?export=csv&cols=node,pools,platforms", PAGE, check=shows_only_visible,
+              writer="copy"),
+        Probe("csv", "get", "/nodes/?export=csv&cols=node,pools,platforms", PAGE, check=shows_only_visible,
+              writer="python"),
+        Probe("csv", "get", "/nodes/?export=csv&cols=platforms", PAGE, check=shows_only_visible, writer="copy"),
+        Probe("csv", "get", "/nodes/?export=csv&cols=pools", PAGE, check=shows_only_visible, writer="python"),
+        Probe("list", "get", f"/nodes/?pool={HIDDEN_POOL}&cols=node,pools,platforms", PAGE, check=shows_only_visible),
+        Probe("list", "get", f"/nodes/?platform={HIDDEN_POOL}/{HIDDEN_PLATFORM}", PAGE, check=shows_only_visible),
+        Probe("fragment", "get", f"/nodes/?q={HIDDEN_PLATFORM}&cols=node,pools,platforms",
+              ok_as(PAGE, 200) | {"anonymous": 401}, headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
+        Probe("csv", "get", f"/nodes/?export=csv&q={HIDDEN_POOL}&cols=node,pools,platforms", PAGE,
+              check=shows_only_visible, writer="copy"),
+        Probe("csv", "get", f"/nodes/?export=csv&q={HIDDEN_POOL}&cols=node,pools,platforms", PAGE,
+              check=shows_only_visible, writer="python"),
+        Probe("detail", "get", "/pools/team-gpu-pool/?cols=node,pools,platforms,sharing",
+              page_only_for("team-gpu-pool"), check=shows_only_visible),
+        Probe("fragment", "get", "/pools/team-gpu-pool/?cols=node,pools,platforms",
+              ok_as(page_only_for("team-gpu-pool"), 200) | {"anonymous": 401}, headers={"HTTP_HX_REQUEST": "true"},
+              check=shows_only_visible),
+        Probe("csv", "get", "/pools/team-gpu-pool/?export=csv", page_only_for("team-gpu-pool"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/pools/sim-a/?cols=node,pools,platforms", page_only_for("sim-a"),
+              check=shows_only_visible),
         Probe("detail", "get", "/pools/sim-secret/", page_only_for("sim-secret"), check=shows_only_visible),
+        Probe("detail", "get", f"/pools/{HIDDEN_POOL}/", page_only_for(HIDDEN_POOL), check=shows_only_visible),
         Probe("list", "get", "/config/history/", PAGE, check=shows_only_visible),
         Probe("csv", "get", "/config/history/?export=csv", PAGE, check=shows_only_visible),
         Probe("detail", "get", "/config/history/diff/?type=role&revision=1",
@@ -189,16 +262,31 @@ MATRIX: dict[str, list[Probe]] = {
     "api-pools": [Probe("list", "get", "/api/pools/", SIGNED_IN, check=lists_exactly_visible_pools)],
     "api-pool": [Probe("detail", "get", "/api/pools/team-gpu-pool/", only_for("team-gpu-pool"),
                        check=shows_only_visible),
+                 Probe("detail", "get", "/api/pools/sim-a/", only_for("sim-a"), check=shows_only_visible),
                  Probe("detail", "get", "/api/pools/sim-secret/", only_for("sim-secret")),
+                 Probe("detail", "get", f"/api/pools/{HIDDEN_POOL}/", only_for(HIDDEN_POOL),
+                       check=shows_only_visible),
                  Probe("detail", "get", "/api/pools/default/", SIGNED_IN, check=shows_only_visible)],
-    "api-resources": [Probe("list", "get", "/api/resources/", SIGNED_IN, check=lists_exactly_visible_nodes),
+    "api-resources": [Probe("list", "get", "/api/resources/", SIGNED_IN, check=lists_the_visible_nodes),
                       Probe("list", "get", "/api/resources/?pool=team-gpu-pool", SIGNED_IN,
+                            check=shows_only_visible),
+                      Probe("list", "get", "/api/resources/?platform=teamplat-zq", SIGNED_IN,
+                            check=shows_only_visible),
+                      Probe("list", "get", f"/api/resources/?pool={HIDDEN_POOL}", SIGNED_IN,
+                            check=shows_only_visible),
+                      Probe("list", "get", f"/api/resources/?platform={HIDDEN_PLATFORM}", SIGNED_IN,
+                            check=shows_only_visible),
+                      Probe("list", "get", f"/api/resources/?platform={HIDDEN_POOL}/{HIDDEN_PLATFORM}", SIGNED_IN,
+                            check=shows_only_visible),
+                      Probe("list", "get", "/api/resources/?platform=simplat-zq&status=Unknown", SIGNED_IN,
                             check=shows_only_visible)],
     "api-node": [Probe("detail", "get", f"/api/nodes/{node_of('sim-a')}/", only_for("sim-a"),
-                       check=shows_only_visible)],
+                       check=shows_only_visible),
+                 Probe("detail", "get", f"/api/nodes/{SHARED_NODE}/", only_for(*SHARED_PLATFORMS),
+                       check=shows_the_shared_node)],
     "api-node-labels": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/labels",
                               ok_as(ADMIN, (200, 400, 502, 503)), body={"labels": {}})],
-    "api-schema": [Probe("detail", "get", "/api/schema/", ADMIN)],
+    "api-schema": [Probe("detail", "get", "/api/schema/", ADMIN, check=names_nothing_of_the_fleet)],
     # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
     "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
     "api-project-detail": [
@@ -214,6 +302,8 @@ MATRIX: dict[str, list[Probe]] = {
     "api-quota-list": [
         Probe("list", "get", "/api/quotas/", SIGNED_IN, check=shows_only_visible),
         Probe("list", "get", "/api/quotas/?pool=sim-secret", SIGNED_IN, check=lists_quota_rows_only_for_staff),
+        Probe("list", "get", f"/api/quotas/?pool={HIDDEN_POOL}&project=team-project", SIGNED_IN,
+              check=lists_quota_rows_only_for_staff),
         Probe("list", "get", "/api/quotas/?project=secret-project", SIGNED_IN,
               check=lists_quota_rows_only_for_staff)],
 }
@@ -264,12 +354,23 @@ def subject(world, django_user_model):
 @pytest.fixture
 def projects_world(world):
     writes.import_document(ConfigKind.DEPARTMENT, [{"name": "team-dept"}, {"name": "secret-dept"}], author="tests")
-    quotas = [{"node_pool": pool, "gpu": {"deserved": 1}} for pool in ("team-gpu-pool", "sim-secret")]
+    quotas = [{"node_pool": pool, "gpu": {"deserved": 1}} for pool in ("team-gpu-pool", "sim-secret", HIDDEN_POOL)]
     writes.import_document(ConfigKind.PROJECT, [
         {"name": "team-project", "department": "team-dept", "members": {"roles": ["osmo-team"]},
-         "default_node_pools": ["team-gpu-pool", "sim-secret"], "resources": quotas},
+         "default_node_pools": ["team-gpu-pool", "sim-secret", HIDDEN_POOL], "resources": quotas},
         {"name": "secret-project", "department": "secret-dept", "members": {"users": ["someone-else"]},
          "default_node_pools": ["sim-secret"], "resources": quotas}], author="tests")
+    # A pod without a pool label on the shared node counts in each of its pools, the hidden one too.
+    Pod.objects.create(backend=Backend.objects.get(name="default"), uid="team-pod", namespace="proj-team-project",
+                       name="train-0", node_name=SHARED_NODE, phase="Running", gpu=2)
+
+
+@pytest.fixture(autouse=True)
+def projects_for_their_probes(request):
+    """The probes of the department, project and quota URLs run in the projects world."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec and str(callspec.params.get("key", "")).startswith(("api-project", "api-department", "api-quota")):
+        request.getfixturevalue("projects_world")
 
 
 def snapshot() -> tuple:
@@ -294,21 +395,84 @@ CASES = [pytest.param(key, probe, principal, id=f"{key}-{probe.kind}-{probe.meth
          for key, probes in MATRIX.items() for index, probe in enumerate(probes) for principal in PRINCIPALS]
 
 
+# Names of the shared node's pools and platforms that a URL may carry, each with the pool it belongs to and
+# a name of the same shape that does not exist.
+TWINS = {HIDDEN_POOL: (HIDDEN_POOL, "nonexist-zq"), HIDDEN_PLATFORM: (HIDDEN_POOL, "nonepla-zq"),
+         "simplat-zq": ("sim-a", "nopelat-zq"), "teamplat-zq": ("team-gpu-pool", "nonplat-zq")}
+
+
+def hidden_names(principal: str) -> list[str]:
+    """The names no answer to `principal` may hold: the shared node's pools they may not see (the
+    distinctive one, searched as bytes), and their platforms."""
+    return [*([] if HIDDEN_POOL in VISIBLE[principal] else [HIDDEN_POOL]), *hidden_platforms(principal)]
+
+
+def send(client, probe: Probe, url: str):
+    kwargs = {"format": "json"} if probe.body is not None else {}
+    if probe.body is not None:
+        return getattr(client, probe.method)(url, probe.body, **kwargs, **probe.headers)
+    return getattr(client, probe.method)(url, **probe.headers)
+
+
+def _comparable(response, replacements: dict[str, str]) -> bytes:
+    """The answer with the names of the request in place of the other request's, and without what
+    differs between any two answers (the CSRF token, relative times, the file name's time)."""
+    body = _bytes(response)
+    for name, other in replacements.items():
+        body = body.replace(name.encode(), other.encode())
+    body = re.sub(rb'(csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]+', rb"\1", body)
+    return re.sub(rb"<time[^>]*>[^<]*</time>", b"<time>", body)
+
+
+@pytest.fixture
+def csv_writer(monkeypatch):
+    """Which writer each CSV probe used: PostgreSQL's COPY ("copy") or the reference writer ("python")."""
+    used = []
+    copy_export = pages_csv.copy_export
+
+    def spy(*args, **kwargs):
+        export = copy_export(*args, **kwargs)
+        used.append("python" if export is None else "copy")
+        return export
+
+    monkeypatch.setattr(pages_csv, "copy_export", spy)
+    return used
+
+
 @pytest.mark.parametrize(("key", "probe", "principal"), CASES)
-def test_the_matrix(request, client_as, subject, key, probe, principal):
-    if key.startswith(("api-project", "api-department", "api-quota")):
-        request.getfixturevalue("projects_world")
+def test_the_matrix(client_as, subject, key, probe, principal, monkeypatch, csv_writer):
     client = client_as(principal)
     before = snapshot()
-    kwargs = {"format": "json"} if probe.body is not None else {}
+    if probe.writer == "python":
+        monkeypatch.setattr(pages_csv, "FAST_PATH", False)
 
-    response = getattr(client, probe.method)(probe.url, probe.body, **kwargs, **probe.headers) \
-        if probe.body is not None else getattr(client, probe.method)(probe.url, **probe.headers)
+    response = send(client, probe, probe.url)
 
     expected = probe.expect[principal]
     acceptable = expected if isinstance(expected, tuple) else (expected,)
     assert response.status_code in acceptable, (principal, probe.method, probe.url, response.content[:300])
     if response.status_code in (401, 403):
         assert snapshot() == before, "a refused request changed something"
-    if probe.check and response.status_code < 300:
+    # A request that names a pool or platform the principal may not see is checked through its twin below.
+    named = {name: twin for name, (pool, twin) in TWINS.items() if name in probe.url and pool not in VISIBLE[principal]}
+    if probe.check and response.status_code < 300 and not named:
         probe.check(response, principal)
+    if probe.writer and response.status_code == 200 and response.streaming:
+        assert csv_writer[-1:] == ["copy" if probe.writer == "copy" and connection.vendor == "postgresql"
+                                   else "python"]
+
+    # Redaction: no answer names a pool of the shared node that the principal may not see, or its platforms,
+    # unless the request named it; then the answer is the one a name that does not exist gets.
+    unnamed = [name for name in hidden_names(principal) if name not in named]
+    leaked = [name for name in unnamed if name.encode() in _bytes(response)]
+    assert not leaked, f"{principal} is told {leaked} by {probe.method.upper()} {probe.url}"
+    if named:
+        url = probe.url
+        for name, twin in named.items():
+            url = url.replace(name, twin)
+        other = send(client, probe, url)
+        assert other.status_code == response.status_code, (url, other.content[:300])
+        assert _comparable(response, named) == _comparable(other, {}), (
+            f"{principal}: {probe.url} does not answer as {url} does")
+        if probe.check and other.status_code < 300:
+            probe.check(other, principal)

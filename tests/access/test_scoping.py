@@ -1,13 +1,24 @@
-"""`Pool.objects.visible_to`, `Node.objects.visible_to` and what authorization costs in queries."""
+"""`Pool.objects.visible_to`, `Node.objects.visible_to`, the redaction of a row's pool and platform
+names, and what authorization costs in queries."""
 
 import pytest
 from django.db import connection
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
+from pools.fleet import usage
 from pools.models import Backend, Node, Pool, Role, RoleAssignment
-from pools.models.visibility import Access, access_cache, access_for
-from tests.access.conftest import POOLS, PRINCIPALS, VISIBLE, visible_nodes
+from pools.models.visibility import Access, access_cache, access_for, redact, redact_sql
+from tests.access.conftest import (
+    HIDDEN_PLATFORM,
+    HIDDEN_POOL,
+    POOLS,
+    PRINCIPALS,
+    SHARED_NODE,
+    SHARED_PLATFORMS,
+    VISIBLE,
+    visible_nodes,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +74,8 @@ def test_visible_to_composes_with_other_filters_and_subqueries(world, teammate):
     pools = Pool.objects.visible_to(teammate).filter(name__startswith="team").order_by("name")
 
     assert list(pools.values_list("name", flat=True)) == ["team-cluster-02", "team-gpu-pool", "teamcluster01"]
-    assert Node.objects.filter(memberships__pool__in=pools).count() == 3
+    # Their own node each, and the node they share with sim-a and hiddenpool-zq.
+    assert Node.objects.filter(memberships__pool__in=pools).distinct().count() == 4
 
 
 def test_an_inactive_user_sees_nothing(world, teammate):
@@ -77,6 +89,77 @@ def test_a_role_removed_between_two_calls_outside_a_request_is_gone_at_once(worl
     RoleAssignment.objects.filter(user=teammate).delete()
 
     assert not Pool.objects.visible_to(teammate).filter(name="team-gpu-pool").exists()
+
+# ---- redaction -------------------------------------------------------------------------------------------
+
+def test_redact_keeps_the_names_of_visible_pools_and_their_platforms_in_their_order():
+    visible = frozenset({"b", "a"})
+
+    assert redact(["c", "b", "a", "ab"], visible) == ["b", "a"]
+    assert redact(["c/x", "b/y", "a/z/w", "a", "ab/x"], visible, platforms=True) == ["b/y", "a/z/w", "a"]
+    assert redact(["c", "b"], None) == ["c", "b"]
+    assert redact(["c/x"], None, platforms=True) == ["c/x"]
+    assert redact(["a", "a/x"], frozenset()) == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the COPY writer is PostgreSQL's")
+@pytest.mark.parametrize("platforms", [False, True])
+def test_redact_sql_keeps_exactly_what_redact_keeps(db, platforms):
+    names = ["a", "b", "ab", "a/x", "b/y/z", "ab/x", "", "/x", "a/", "A", "a b", "a,b", "'a'"]
+    visible = frozenset({"a", "a b", "", "'a'"})
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT array(SELECT name FROM unnest(%s::text[]) WITH ORDINALITY AS t(name, i) "
+                       f"WHERE {redact_sql('name', platforms=platforms)} ORDER BY i)", [names, sorted(visible)])
+        kept = cursor.fetchone()[0]
+
+    assert kept == redact(names, visible, platforms=platforms)
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_a_row_names_only_the_pools_and_platforms_the_viewer_may_see(request, world, principal):
+    node = Node.objects.get(name=SHARED_NODE)
+    access = Access(request.getfixturevalue(principal))
+
+    pools, platforms = access.redact(node.pool_names, node.platform_names)
+
+    seen = sorted(VISIBLE[principal] & SHARED_PLATFORMS.keys())
+    assert pools == seen
+    assert platforms == [f"{pool}/{SHARED_PLATFORMS[pool]}" for pool in seen]
+
+
+def test_staff_see_every_name_and_it_costs_no_query(world, staff, django_assert_num_queries):
+    node = Node.objects.get(name=SHARED_NODE)
+
+    with django_assert_num_queries(0):
+        assert Access(staff).visible_pool_names is None
+        assert Access(staff).redact(node.pool_names, node.platform_names) == (node.pool_names, node.platform_names)
+
+
+def test_the_visible_names_are_read_once_per_request(world, teammate, django_assert_num_queries):
+    with access_cache(), django_assert_num_queries(2):  # the roles, then the pools with their platforms
+        for _ in range(3):
+            assert access_for(teammate).visible_pool_names == VISIBLE["teammate"]
+            assert access_for(teammate).visible_platforms["team-gpu-pool"] == [SHARED_PLATFORMS["team-gpu-pool"]]
+
+
+@pytest.mark.parametrize(("filters", "teammate_finds", "cli_finds"), [
+    ({"pool": "team-gpu-pool"}, True, True),
+    ({"platform": SHARED_PLATFORMS["team-gpu-pool"]}, True, True),
+    ({"pool": HIDDEN_POOL}, False, True),
+    ({"platform": HIDDEN_PLATFORM}, False, True),
+    ({"platform": f"{HIDDEN_POOL}/{HIDDEN_PLATFORM}"}, False, True),
+    ({"platform": SHARED_PLATFORMS["sim-a"]}, False, True),
+    ({"pool": "team-gpu-pool", "platform": HIDDEN_PLATFORM}, False, False),  # one membership must match both
+])
+def test_a_filter_matches_through_the_viewers_pools_only_and_the_cli_through_all(world, teammate, filters,
+                                                                                  teammate_finds, cli_finds):
+    def finds(nodes, access):
+        return usage.filter_nodes(nodes, access=access, **filters).filter(name=SHARED_NODE).exists()
+
+    assert finds(Node.objects.visible_to(teammate), Access(teammate)) is teammate_finds
+    # The CLI is the operator's: no access given, every pool and platform counts.
+    assert finds(Node.objects.all(), None) is cli_finds
 
 
 # ---- query counts -------------------------------------------------------------------------------------

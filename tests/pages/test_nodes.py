@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.utils import timezone
 
 from pools.models import Backend, Node
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
@@ -41,7 +42,8 @@ def test_it_shows_status_as_text_and_colour(staff_client, fleet):
 
 
 def test_it_shows_relative_times_with_the_absolute_time_on_hover(staff_client, fleet):
-    make_nodes(1, [ALPHA], prefix="fresh")
+    # Seen now, not at conftest's import (NOW), which is minutes ago late in a full run.
+    make_nodes(1, [ALPHA], prefix="fresh", last_seen=timezone.now())
     make_nodes(1, [ALPHA], prefix="never", last_seen=None)
 
     text = body(staff_client.get("/nodes/"))
