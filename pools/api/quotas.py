@@ -17,6 +17,7 @@ from rest_framework.routers import SimpleRouter
 
 from pools.access.scoping import Rule
 from pools.models import Department, Pool, Project
+from pools.models.visibility import access_for
 from pools.quotas import listing
 from pools.quotas.documents import WEIGHTS
 
@@ -162,7 +163,7 @@ class QuotaViewSet(_ScopedViewSet):
         pools = Pool.objects.visible_to(request).order_by("name")
         if params.get("pool"):
             pools = pools.filter(name=params["pool"])
-        projects = None if self.viewer().is_staff else Project.objects.visible_to(request)
+        projects = None if access_for(request).is_staff else Project.objects.visible_to(request)
         if params.get("project"):
             projects = (Project.objects.all() if projects is None else projects).filter(name=params["project"])
         rows = listing.quota_rows(list(pools), None if projects is None else list(projects),

@@ -1,6 +1,7 @@
 """Read side of departments, projects and the quota table, for one viewer: what the API answers and the CLI
-prints. A viewer is described by a `Viewer`: the pools whose names it may be told and the member roles it
-may see (None: everything, as for staff and the CLI). Every list takes its rows from `visible_to`, in a
+prints. A viewer is described by a `Viewer`: the pools whose names it may be told (`Access.visible_pool_names`, through
+the one redaction rule, `pools.models.visibility.redact`) and the member roles it may see (None: everything,
+as for staff and the CLI). Every list takes its rows from `visible_to`, in a
 fixed number of queries whatever the counts.
 """
 
@@ -10,7 +11,7 @@ from typing import Any
 from django.db.models import Prefetch, QuerySet
 
 from pools.models import Department, Pool, Project
-from pools.models.visibility import access_for
+from pools.models.visibility import access_for, redact
 from pools.quotas.figures import quota_tables
 
 
@@ -21,7 +22,7 @@ class Viewer:
     is_staff: bool = True
 
     def pool_names(self, names) -> list[str]:
-        return [name for name in names if self.pools is None or name in self.pools]
+        return redact(names, self.pools)
 
 
 OPERATOR = Viewer()  # the CLI: run by operators, names everything
@@ -32,8 +33,7 @@ def viewer_of(request) -> Viewer:
     access = access_for(request)
     if access.is_staff:
         return OPERATOR
-    return Viewer(pools=frozenset(Pool.objects.visible_to(request).values_list("name", flat=True)),
-                  roles=frozenset(access.role_names), is_staff=False)
+    return Viewer(pools=access.visible_pool_names, roles=frozenset(access.role_names), is_staff=False)
 
 
 def projects(queryset: QuerySet[Project]) -> QuerySet[Project]:
