@@ -12,7 +12,7 @@ from django.db.models import Prefetch, QuerySet
 
 from pools.models import Department, Pool, Project
 from pools.models.visibility import access_for, redact
-from pools.quotas.figures import quota_tables
+from pools.quotas.figures import PoolTable, quota_tables
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,9 @@ def quota_rows(pools: list[Pool], projects: list[Project] | None = None,
     """The quota table's rows of `pools` (as `UnitRow.as_dict`), pool by pool: every department and project
     when `projects` is None, else only those projects' rows (fair shares are computed over everyone either
     way); only the rows of `department` when it is given."""
-    if not pools:
-        return []
-    return [row.as_dict() for table in quota_tables(pools, projects) for row in table.rows
+    return rows_of(quota_tables(pools, projects) if pools else [], department)
+
+
+def rows_of(tables: list[PoolTable], department: str | None = None) -> list[dict[str, Any]]:
+    return [row.as_dict() for table in tables for row in table.rows
             if department is None or row.department == department]
