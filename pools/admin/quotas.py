@@ -22,7 +22,7 @@ from pools.engine import QuantityError, parse_quantity
 from pools.models import ConfigKind, Department, Project, ProjectMember, Quota
 from pools.quotas.documents import RESOURCES, weight_name
 
-WEIGHT_CHOICES = [("", "None (never above deserved)"), ("0", "Lowest"), ("1", "Low"), ("2", "Medium"), ("3", "High")]
+WEIGHT_CHOICES = [("", "None"), ("0", "Lowest"), ("1", "Low"), ("2", "Medium"), ("3", "High")]
 _BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
@@ -79,7 +79,8 @@ class AmountField(forms.CharField):
 
 def _weight_field(label: str) -> forms.TypedChoiceField:
     return forms.TypedChoiceField(choices=WEIGHT_CHOICES, coerce=int, empty_value=None, required=False, label=label,
-                                  help_text="Share of idle capacity above deserved")
+                                  help_text="Share of idle capacity above deserved; None: never above deserved, "
+                                            "Lowest: may borrow, no over-quota share")
 
 
 class QuotaForm(forms.ModelForm):
@@ -151,6 +152,16 @@ class QuotaInline(admin.TabularInline):
     extra = 0
     verbose_name_plural = "Quotas (per pool; GPUs, CPU cores, memory)"
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("pool", "project", "department")
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "pool":  # a plain choice: pools are edited on their own page
+            field.widget.can_add_related = field.widget.can_change_related = False
+            field.widget.can_view_related = field.widget.can_delete_related = False
+        return field
+
 
 class MemberInline(admin.TabularInline):
     model = ProjectMember
@@ -202,6 +213,7 @@ class DepartmentAdmin(UnitAdmin):
     inlines = [QuotaInline]
     list_display = ["name", "description", "project_count", "updated_at"]
     search_fields = ["name", "description"]
+    fields = ["name", "description", "default_node_pools", "revisions"]
     readonly_fields = ["revisions"]
 
     def get_queryset(self, request):
@@ -217,7 +229,8 @@ class DepartmentAdmin(UnitAdmin):
 
 
 class ProjectForm(forms.ModelForm):
-    namespace = forms.CharField(required=False, max_length=63, help_text="Kubernetes namespace; blank: proj-<name>.")
+    namespace = forms.CharField(required=False, max_length=63,
+                                help_text="Kubernetes namespace of the project's work; blank: proj-NAME.")
     default_node_pools = NameListField(help_text="Pool names, tried in order, for the project's work.")
 
     class Meta:
@@ -234,6 +247,7 @@ class ProjectAdmin(UnitAdmin):
     list_filter = ["department"]
     list_select_related = ["department", "pool"]
     search_fields = ["name", "namespace", "description"]
+    fields = ["name", "department", "description", "namespace", "default_node_pools", "pool", "revisions"]
     readonly_fields = ["pool", "revisions"]
 
     def get_queryset(self, request):
