@@ -19,7 +19,6 @@ from pools.quotas.figures import PoolTable, quota_tables
 class Viewer:
     pools: frozenset[str] | None = None  # names of the pools the viewer may see; None: every pool
     roles: frozenset[str] | None = None  # member roles the viewer may see (those it holds); None: every role
-    is_staff: bool = True
 
     def pool_names(self, names) -> list[str]:
         return redact(names, self.pools)
@@ -33,7 +32,7 @@ def viewer_of(request) -> Viewer:
     access = access_for(request)
     if access.is_staff:
         return OPERATOR
-    return Viewer(pools=access.visible_pool_names, roles=frozenset(access.role_names), is_staff=False)
+    return Viewer(pools=access.visible_pool_names, roles=frozenset(access.role_names))
 
 
 def projects(queryset: QuerySet[Project]) -> QuerySet[Project]:
