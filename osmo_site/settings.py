@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "django_filters",
     "django_htmx",
     "pools",
     "scheduling",
@@ -76,6 +77,18 @@ DATABASES = {
         conn_max_age=60,
     )
 }
+# SQLite (the embedded demo) has one writer at a time while the web server, the Celery worker and CLI commands
+# all write. WAL lets readers read during a write; IMMEDIATE takes the write lock at BEGIN, so a transaction that
+# read first cannot fail when it comes to write (with DEFERRED that upgrade fails at once, whatever the timeout);
+# the busy timeout makes a writer wait its turn instead of answering "database is locked". The options apply to
+# each new connection, so persistent ones (conn_max_age) keep them.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": env_int("OSMO_SQLITE_BUSY_TIMEOUT_MS", 20_000) / 1000,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
@@ -126,6 +139,8 @@ REST_FRAMEWORK = {
     # Every view declares read_access / write_access (pools.access.scoping.Rule); undeclared means admin.
     "DEFAULT_PERMISSION_CLASSES": ["pools.access.scoping.AccessPermission"],
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
+    # Every body is JSON, validated by one serializer (or, for configuration documents, the kind's models).
+    "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -136,6 +151,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["pools.access.scoping.AccessPermission"],
+    "ENUM_NAME_OVERRIDES": {"ConfigKindEnum": "pools.models.ConfigKind",
+                            "SharingEnum": "pools.models.Node.Sharing"},
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pools.api.schema.osmo_paths"],
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under .data/);

@@ -2,12 +2,14 @@
 
 from celery import shared_task
 from django.conf import settings
+from django.db import OperationalError
 
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
 from pools.fleet import snapshots
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
 from pools.models import Backend
+from pools.models.dbwrites import is_locked
 
 
 @shared_task(time_limit=60, soft_time_limit=50)
@@ -33,6 +35,11 @@ def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
         return {"outcome": "busy"}
     except ClusterError as exc:
         return {"outcome": "failed", "error": exc.message}
+    except OperationalError as exc:
+        if not is_locked(exc):
+            raise
+        # Already tried again a few times; the next beat round resumes from the last stored resourceVersion.
+        return {"outcome": "failed", "error": str(exc)}
     return {"outcome": "ok", **stats.as_dict()}
 
 

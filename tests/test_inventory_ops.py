@@ -213,8 +213,8 @@ def test_the_resources_api_filters_by_pool_and_status(cluster, api, tmp_path):
     rows = api.get("/api/resources/", {"pool": "training-pool"}).json()
     assert [row["node"] for row in rows] == ["node-1", "node-2"]
     row = rows[0]
-    assert set(row) == {"node", "backend", "pools", "platforms", "resource_type", "gpu_product", "gpu_total",
-                        "gpu_used", "gpu_free", "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total",
+    assert set(row) == {"node", "backend", "pools", "platforms", "resource_type", "node_type", "gpu_product",
+                        "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total",
                         "memory_used", "storage_total", "status", "reasons", "schedulable", "taints", "last_seen"}
     assert (row["gpu_used"], row["cpu_used"], row["memory_total"]) == (6, 8.02, 2 * 1024**4)
     assert api.get("/api/resources/", {"status": "Not ready"}).json() == []
@@ -235,9 +235,25 @@ def test_the_cli_json_rows_equal_the_api_rows(cluster, api, tmp_path):
         "/api/pools/training-pool/").json()
 
 
+def test_resource_type_is_osmos_sharing_and_node_type_says_gpu_or_cpu(cluster, api, tmp_path):
+    run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
+    Node.objects.filter(name="node-2").update(sharing=Node.Sharing.SHARED)
+
+    rows = {row["node"]: row for row in api.get("/api/resources/").json()}
+    cli = {row["node"]: row for row in json.loads(run("resource", "list", "--format", "json"))}
+
+    assert {name: (row["resource_type"], row["node_type"]) for name, row in rows.items()} == {
+        "node-1": ("RESERVED", "GPU"), "node-2": ("SHARED", "GPU"), "node-3": ("UNUSED", "GPU"),
+        "cpu-node-1": ("UNUSED", "CPU")}
+    assert cli == rows
+    assert api.get("/api/nodes/node-2/").json()["resource_type"] == "SHARED"
+
+
 def test_resource_list_prints_osmo_columns_with_a_total_row(cluster):
     lines = run("resource", "list").splitlines()
     assert lines[0].split() == ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU"]
+    assert {line.split()[0]: line.split()[3] for line in lines[1:-1]} == {
+        "cpu-node-1": "UNUSED", "node-1": "UNUSED", "node-2": "UNUSED", "node-3": "UNUSED"}
     assert lines[-1].split()[0] == "Total" and lines[-1].split()[-1] == "6/20"
     assert "describe" not in run("describe", "pool", "default")  # plain text, no traceback
     assert "node-3" in run("describe", "pool", "default")

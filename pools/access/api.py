@@ -3,19 +3,19 @@ step 5). Every view declares its access rule; errors are `{"detail", "field"}` J
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import APIException, ErrorDetail
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pools.access import serializers as bodies
 from pools.access import tokens
 from pools.access.documents import check_access_name
-from pools.access.roles import generated_role
+from pools.access.roles import GENERATORS, generated_role
 from pools.access.scoping import Rule
 from pools.config import writes
 from pools.config.history import ConfigNotFound
-from pools.engine import ConfigError, parse_json
+from pools.engine import ConfigError
 from pools.models import AccessToken, ConfigKind, Pool, Role, RoleAssignment
 from pools.models.visibility import access_for
 
@@ -28,31 +28,14 @@ class Problem(APIException):
         self.detail = {"detail": ErrorDetail(detail), "field": field}
 
 
-class _JSONObjects(AutoSchema):
-    """The bodies are small JSON objects documented in the README; no serializer describes them."""
-
-    def get_request_serializer(self):
-        return OpenApiTypes.OBJECT
-
-    def get_response_serializers(self):
-        return OpenApiTypes.OBJECT
-
-
 class AccessView(APIView):
     read_access = Rule.ADMIN
     write_access = Rule.ADMIN
-    schema = _JSONObjects()
 
     def handle_exception(self, exc):
         if isinstance(exc, tokens.Conflict):
             exc = Problem(exc.message, exc.field or None, status=409)
         return super().handle_exception(exc)
-
-    def body(self, request) -> dict:
-        data = parse_json(request.body, source="request body")
-        if not isinstance(data, dict):
-            raise ConfigError("The request body must be a JSON object")
-        return data
 
 
 def _user(user_id: str):
@@ -75,13 +58,6 @@ def _guard_staff(request, user, what: str) -> None:
         raise Problem(f"Only staff may {what} a staff user", "id", status=403)
 
 
-def _text(data: dict, key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{key} is required and must be a non-empty string", field=key)
-    return value.strip()
-
-
 def describe_user(user) -> dict:
     assignments = RoleAssignment.objects.filter(user=user).select_related("role").order_by("role__name")
     return {
@@ -97,32 +73,28 @@ def describe_user(user) -> dict:
 class UserCreateView(AccessView):
     """POST /api/auth/user {"id", "roles"?}: a user who signs in through the identity provider or with tokens."""
 
+    @extend_schema(request=bodies.UserCreateBody, responses={201: bodies.UserSerializer})
     def post(self, request):
-        data = self.body(request)
-        user_id = _text(data, "id")
-        if len(user_id) > 150 or any(char.isspace() or char == "/" for char in user_id):
-            raise ConfigError("id must be at most 150 characters, without spaces or '/'", field="id")
-        role_names = data.get("roles", [])
-        if not isinstance(role_names, list) or not all(isinstance(name, str) for name in role_names):
-            raise ConfigError("roles must be a list of role names", field="roles")
-        roles = list(Role.objects.filter(name__in=role_names))
-        missing = sorted(set(role_names) - {role.name for role in roles})
-        if missing:
-            raise ConfigError(f"Unknown role {', '.join(missing)}", field="roles")
+        body = bodies.validated(bodies.UserCreateBody, request)
+        user_id = body["id"]
         try:
             with transaction.atomic():
                 user = get_user_model().objects.create_user(username=user_id)
                 RoleAssignment.objects.bulk_create(
-                    RoleAssignment(user=user, role=role, assigned_by=request.user.get_username()) for role in roles)
+                    RoleAssignment(user=user, role=role, assigned_by=request.user.get_username())
+                    for role in body["roles"])
         except IntegrityError:
             raise Problem(f"User {user_id!r} already exists", "id", status=409) from None
         return Response(describe_user(user), status=201)
 
 
+@extend_schema(parameters=[bodies.USER_ID])
 class UserView(AccessView):
+    @extend_schema(responses=bodies.UserSerializer)
     def get(self, request, user_id):
         return Response(describe_user(_user(user_id)))
 
+    @extend_schema(responses={204: None})
     def delete(self, request, user_id):
         user = _user(user_id)
         if user.pk == request.user.pk:
@@ -132,17 +104,23 @@ class UserView(AccessView):
         return Response(status=204)
 
 
+@extend_schema(parameters=[bodies.USER_ID])
 class UserRolesView(AccessView):
     """POST /api/auth/user/{id}/roles {"role_name"}; assigning a held role again changes nothing."""
 
+    @extend_schema(request=bodies.RoleAssignBody,
+                   responses={201: bodies.UserAssignedSerializer, 200: bodies.UserAssignedSerializer})
     def post(self, request, user_id):
-        user, role = _user(user_id), _role(_text(self.body(request), "role_name"))
+        user = _user(user_id)
+        role = _role(bodies.validated(bodies.RoleAssignBody, request)["role_name"])
         _, created = RoleAssignment.objects.get_or_create(
             user=user, role=role, defaults={"assigned_by": request.user.get_username()})
         return Response({**describe_user(user), "assigned": created}, status=201 if created else 200)
 
 
+@extend_schema(parameters=[bodies.USER_ID, bodies.ROLE_NAME])
 class UserRoleView(AccessView):
+    @extend_schema(responses={204: None})
     def delete(self, request, user_id, role_name):
         user, role = _user(user_id), _role(role_name)
         deleted, _ = RoleAssignment.objects.filter(user=user, role=role).delete()
@@ -151,7 +129,9 @@ class UserRoleView(AccessView):
         return Response(status=204)
 
 
+@extend_schema(parameters=[bodies.ROLE_NAME])
 class RoleUsersView(AccessView):
+    @extend_schema(responses=bodies.RoleUsersSerializer)
     def get(self, request, role_name):
         role = _role(role_name)
         assignments = role.assignments.select_related("user").order_by("user__username")
@@ -159,12 +139,11 @@ class RoleUsersView(AccessView):
             {"id": a.user.get_username(), "source": a.source, "assigned_by": a.assigned_by,
              "assigned_at": a.assigned_at.isoformat()} for a in assignments]})
 
+    @extend_schema(request=bodies.BulkAssignBody, responses=bodies.BulkAssignResultSerializer)
     def post(self, request, role_name):
         """{"user_ids": [...]} -> which were assigned, already assigned, or failed (and why)."""
         role = _role(role_name)
-        user_ids = self.body(request).get("user_ids")
-        if not isinstance(user_ids, list) or not all(isinstance(item, str) for item in user_ids):
-            raise ConfigError("user_ids must be a list of user ids", field="user_ids")
+        user_ids = bodies.validated(bodies.BulkAssignBody, request)["user_ids"]
         users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=user_ids)}
         held = set(role.assignments.filter(user__in=users.values()).values_list("user__username", flat=True))
         result = {"role": role.name, "assigned": [], "already_assigned": [], "failed": []}
@@ -183,13 +162,12 @@ class RoleUsersView(AccessView):
 
 # ---- tokens -----------------------------------------------------------------------------------------
 
-def _create_token(request, user, name: str, data: dict) -> Response:
-    if "expires_at" not in data:
-        raise ConfigError("expires_at is required (an ISO date or date-time)", field="expires_at")
+def _create_token(request, user, name: str) -> Response:
+    body = bodies.validated(bodies.TokenCreateBody, request)
     access = access_for(request)
     restricted = access.token is not None and not access.token.all_roles
     token, secret = tokens.create_token(
-        user, name, tokens.parse_expiry(data["expires_at"]), roles=data.get("roles"),
+        user, name, body["expires_at"], roles=body["roles"],
         allowed_roles=set(access.role_names) if restricted and user.pk == request.user.pk else None,
         created_by=request.user.get_username())
     return Response(tokens.describe(token, secret), status=201)
@@ -203,34 +181,43 @@ def _token_list(user) -> Response:
 class OwnTokensView(AccessView):
     read_access = Rule.SIGNED_IN
 
+    @extend_schema(responses=bodies.TokenListSerializer)
     def get(self, request):
         return _token_list(request.user)
 
 
+@extend_schema(parameters=[bodies.TOKEN_NAME])
 class OwnTokenView(AccessView):
     """POST creates the caller's token (the response carries the secret, once); DELETE revokes it."""
 
     write_access = Rule.SIGNED_IN
 
+    @extend_schema(request=bodies.TokenCreateBody, responses={201: bodies.NewTokenSerializer})
     def post(self, request, name):
-        return _create_token(request, request.user, name, self.body(request))
+        return _create_token(request, request.user, name)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, name):
         tokens.revoke_token(request.user, name)
         return Response(status=204)
 
 
+@extend_schema(parameters=[bodies.USER_ID])
 class UserTokensView(AccessView):
+    @extend_schema(responses=bodies.TokenListSerializer)
     def get(self, request, user_id):
         return _token_list(_user(user_id))
 
 
+@extend_schema(parameters=[bodies.USER_ID, bodies.TOKEN_NAME])
 class UserTokenView(AccessView):
+    @extend_schema(request=bodies.TokenCreateBody, responses={201: bodies.NewTokenSerializer})
     def post(self, request, user_id, name):
         user = _user(user_id)
         _guard_staff(request, user, "create a token for")
-        return _create_token(request, user, name, self.body(request))
+        return _create_token(request, user, name)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, user_id, name):
         tokens.revoke_token(_user(user_id), name)
         return Response(status=204)
@@ -255,6 +242,7 @@ def profile(request) -> dict:
 class ProfileView(AccessView):
     read_access = Rule.SIGNED_IN
 
+    @extend_schema(responses=bodies.ProfileSerializer)
     def get(self, request):
         return Response(profile(request))
 
@@ -262,6 +250,10 @@ class ProfileView(AccessView):
 class GenerateRoleView(AccessView):
     """POST /api/configs/role/{name}/{template}/: `config set ROLE NAME pool|admin` over HTTP."""
 
+    @extend_schema(request=None, responses=bodies.GeneratedRoleSerializer, parameters=[
+        bodies.named("name", "role"),
+        bodies.path_parameter("template", "pool: use the pools the name grants (osmo-NAME: pools NAME*); "
+                                          "admin: every API.", enum=GENERATORS)])
     def post(self, request, name, template):
         check_access_name(name)
         result = writes.import_document(ConfigKind.ROLE, generated_role(name, template), name=name,

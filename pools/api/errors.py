@@ -1,12 +1,36 @@
-"""Every API error is a JSON body; configuration refusals name the field."""
+"""Every API error is a JSON body `{"detail", "field"}`; a refused input names its field (dotted for
+nested fields, such as `labels.runwhere.ai/pool`)."""
 
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from pools.cluster import ClusterError, Unavailable
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
+from pools.models.dbwrites import NotRecorded
+
+
+def first_error(detail, path: tuple[str, ...] = ()) -> tuple[str, str]:
+    """(dotted field, message) of the first error in a serializer's nested error detail."""
+    if isinstance(detail, dict):
+        if not detail:
+            return ".".join(path), "invalid"
+        key, value = next(iter(detail.items()))
+        return first_error(value, path if key == "non_field_errors" else (*path, str(key)))
+    if isinstance(detail, list):
+        # A list field's errors are indexed by position; the first item that has one.
+        errors = [item for item in detail if item] or ["invalid"]
+        return first_error(errors[0], path)
+    return ".".join(path), str(detail)
+
+
+def _validation_response(exc: ValidationError) -> Response:
+    field, message = first_error(exc.detail)
+    if field and not message.startswith(field):
+        message = f"{field}: {message}"
+    return Response({"detail": message, "field": field or None}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def exception_handler(exc, context):
@@ -17,4 +41,9 @@ def exception_handler(exc, context):
         # The cluster refused or did not answer: the request was fine, the upstream was not.
         code = status.HTTP_503_SERVICE_UNAVAILABLE if isinstance(exc, Unavailable) else status.HTTP_502_BAD_GATEWAY
         return Response({"detail": exc.message, "field": None}, status=code)
+    if isinstance(exc, NotRecorded):
+        # The cluster took the change and the database did not: the next sync records it.
+        return Response({"detail": exc.message, "field": None}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    if isinstance(exc, ValidationError):
+        return _validation_response(exc)
     return drf_exception_handler(exc, context)

@@ -1,19 +1,27 @@
-"""`/api/pools/`, `/api/resources/`, `/api/nodes/`: the inventory as rows (see pools.usage for the units),
-and gpuctl's `label node` over HTTP."""
+"""`/api/pools/`, `/api/resources/`, `/api/nodes/`: the inventory as rows (see pools.fleet.usage for the
+units), and gpuctl's `label node` over HTTP. Viewsets, routed by `pools.api.urls`."""
 
 from django.http import Http404
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, viewsets
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from pools.access.scoping import Rule
+from pools.access.serializers import StrictBooleanField, StrictCharField, named, path_parameter, validated
 from pools.fleet import labels, usage
+from pools.fleet.filters import NodeFilterSet
 from pools.models import Node, Pool
 from pools.models.visibility import access_for
 
+from .pagination import OptionalLimitOffsetPagination
+
 CORES = "CPU in cores (decimal; 0.5 is 500m)"
 BYTES = "bytes"
+NODE_ORDER = ("name", "backend__name")  # as usage.node_rows lists them
+POOL_NAME = named("name", "pool")
+NODE_NAME = path_parameter("name", "The node's Kubernetes name.", max_length=253,
+                           pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _cores(help_text: str) -> serializers.DecimalField:
@@ -49,7 +57,11 @@ class NodeRowSerializer(serializers.Serializer):
     backend = serializers.CharField()
     pools = serializers.ListField(child=serializers.CharField())
     platforms = serializers.ListField(child=serializers.CharField(), help_text="As pool/platform.")
-    resource_type = serializers.ChoiceField(choices=["GPU", "CPU"])
+    resource_type = serializers.ChoiceField(
+        choices=Node.Sharing.choices,
+        help_text="As OSMO's resource listing has it: RESERVED (in one pool), SHARED (in several), UNUSED (in none "
+                  "but the default pool).")
+    node_type = serializers.ChoiceField(choices=["GPU", "CPU"], help_text="GPU when the node has GPUs.")
     gpu_product = serializers.CharField(help_text="From GPU Feature Discovery (nvidia.com/gpu.product).")
     gpu_total = serializers.IntegerField()
     gpu_used = serializers.IntegerField()
@@ -83,9 +95,21 @@ class NodeDetailSerializer(NodeRowSerializer):
 
 
 class LabelRequestSerializer(serializers.Serializer):
-    labels = serializers.DictField(child=serializers.CharField(allow_null=True),
+    labels = serializers.DictField(child=StrictCharField(allow_null=True, allow_blank=True), allow_empty=False,
                                    help_text="KEY: VALUE sets, KEY: null removes; keys carry the managed prefix.")
-    overwrite = serializers.BooleanField(default=False)
+    overwrite = StrictBooleanField(default=False, help_text="Needed to change a label's existing value.")
+
+    def validate_labels(self, value):
+        try:
+            return labels.check_labels(value)
+        except labels.LabelError as exc:
+            key = exc.field.removeprefix("labels.") if exc.field.startswith("labels.") else None
+            raise serializers.ValidationError({key: [exc.message]} if key else exc.message) from None
+
+
+class LabelResultSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    labels = serializers.DictField(child=serializers.CharField(), help_text="The node's labels after the change.")
 
 
 def visible_pools(request):
@@ -96,19 +120,44 @@ def visible_nodes(request):
     return Node.objects.visible_to(request)
 
 
-class PoolListView(APIView):
+class NodeFilterBackend(DjangoFilterBackend):
+    # A value outside the viewer's choices matches no node (an empty list, as for a pool that does not
+    # exist), rather than a 400 that would tell a pool one may not use from one that is not there.
+    raise_exception = False
+
+
+class InventoryViewSet(viewsets.GenericViewSet):
+    """Reads for every signed-in user, rows scoped by `visible_to`; writes (labels) keep the default rule."""
+
     read_access = Rule.SIGNED_IN
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    pagination_class = OptionalLimitOffsetPagination
+
+    def paged(self, queryset, order: tuple[str, ...]):
+        """The queryset, or only its rows on the requested page (None: no page was asked for)."""
+        keys = self.paginate_queryset(queryset.order_by(*order).values_list("pk", flat=True))
+        return (queryset, None) if keys is None else (queryset.filter(pk__in=keys), keys)
+
+    def answer(self, data, page):
+        return Response(data) if page is None else self.get_paginated_response(data)
+
+
+class PoolViewSet(InventoryViewSet):
+    """`/api/pools/` and `/api/pools/{name}/`."""
+
+    serializer_class = PoolRowSerializer
+
+    def get_queryset(self):
+        return visible_pools(self.request)
 
     @extend_schema(responses=PoolRowSerializer(many=True))
-    def get(self, request):
-        return Response(PoolRowSerializer(usage.pool_rows(visible_pools(request)), many=True).data)
+    def list(self, request):
+        pools, page = self.paged(self.get_queryset(), ("name",))
+        return self.answer(PoolRowSerializer(usage.pool_rows(pools), many=True).data, page)
 
-
-class PoolDetailView(APIView):
-    read_access = Rule.SIGNED_IN
-
-    @extend_schema(responses=PoolDetailSerializer)
-    def get(self, request, name):
+    @extend_schema(responses=PoolDetailSerializer, parameters=[POOL_NAME])
+    def retrieve(self, request, name):
         pool = visible_pools(request).filter(name=name).first()
         if pool is None:
             raise Http404(f"No pool named {name!r}")
@@ -116,43 +165,47 @@ class PoolDetailView(APIView):
                                                                access=access_for(request))).data)
 
 
-class ResourceListView(APIView):
-    read_access = Rule.SIGNED_IN
+class ResourceViewSet(InventoryViewSet):
+    """`/api/resources/`: OSMO's resource listing, one row per node, filtered like the nodes page."""
 
-    @extend_schema(
-        parameters=[OpenApiParameter("pool"), OpenApiParameter("platform", description="name or pool/platform"),
-                    OpenApiParameter("status", description="e.g. Ready, Unknown, Not ready")],
-        responses=NodeRowSerializer(many=True),
-    )
-    def get(self, request):
-        params, access = request.query_params, access_for(request)
-        nodes = usage.filter_nodes(visible_nodes(request), pool=params.get("pool"),
-                                   platform=params.get("platform"), status=params.get("status"), access=access)
-        return Response(NodeRowSerializer(usage.node_rows(nodes, access), many=True).data)
+    serializer_class = NodeRowSerializer
+    filter_backends = [NodeFilterBackend]
+    filterset_class = NodeFilterSet
+
+    def get_queryset(self):
+        return visible_nodes(self.request)
+
+    @extend_schema(responses=NodeRowSerializer(many=True), parameters=[
+        # Any reason is accepted, custom conditions too; the enumeration is only the standard ones.
+        OpenApiParameter("status", str, description=NodeFilterSet.base_filters["status"].extra["help_text"])])
+    def list(self, request):
+        nodes, page = self.paged(self.filter_queryset(self.get_queryset()), NODE_ORDER)
+        return self.answer(NodeRowSerializer(usage.node_rows(nodes, access_for(request)), many=True).data, page)
 
 
-class NodeDetailView(APIView):
-    read_access = Rule.SIGNED_IN
+class NodeViewSet(InventoryViewSet):
+    """`/api/nodes/{name}/`, and gpuctl's `label node` as `POST /api/nodes/{name}/labels` (a cluster write:
+    staff or an admin role, the default rule)."""
 
-    @extend_schema(responses=NodeDetailSerializer)
-    def get(self, request, name):
+    serializer_class = NodeDetailSerializer
+
+    def get_queryset(self):
+        return visible_nodes(self.request)
+
+    @extend_schema(responses=NodeDetailSerializer, parameters=[NODE_NAME])
+    def retrieve(self, request, name):
         node = visible_nodes(request).select_related("backend").filter(name=name).first()
         if node is None:
             raise Http404(f"No node named {name!r}")
         return Response(NodeDetailSerializer(usage.node_detail(node, access_for(request))).data)
 
-
-class NodeLabelsView(APIView):
-    """A cluster write: staff or an admin role (the default rule)."""
-
-    @extend_schema(request=LabelRequestSerializer, responses={200: serializers.DictField()})
-    def post(self, request, name):
-        body = request.data if isinstance(request.data, dict) else {}
-        overwrite = body.get("overwrite", False)
-        if not isinstance(overwrite, bool):
-            raise labels.LabelError("overwrite must be true or false", field="overwrite")
+    @extend_schema(request=LabelRequestSerializer, responses=LabelResultSerializer, parameters=[
+        NODE_NAME, OpenApiParameter("backend", str, description="The node's backend, when two have a node of this "
+                                                                "name.")])
+    def labels(self, request, name):
+        body = validated(LabelRequestSerializer, request)
         if not visible_nodes(request).filter(name=name).exists():
             raise Http404(f"No node named {name!r}")
-        result = labels.label_node(name, labels.check_labels(body.get("labels")), overwrite=overwrite,
+        result = labels.label_node(name, body["labels"], overwrite=body["overwrite"],
                                    backend=request.query_params.get("backend"))
         return Response({"node": name, "labels": result})

@@ -13,7 +13,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.response import Response
-from rest_framework.routers import SimpleRouter
 
 from pools.access.scoping import Rule
 from pools.models import Department, Pool, Project
@@ -170,8 +169,3 @@ class QuotaViewSet(_ScopedViewSet):
                                   department=params.get("department") or None)
         return Response(QuotaRowSerializer(rows, many=True).data)
 
-
-router = SimpleRouter()
-router.register("projects", ProjectViewSet, basename="api-project")
-router.register("departments", DepartmentViewSet, basename="api-department")
-router.register("quotas", QuotaViewSet, basename="api-quota")

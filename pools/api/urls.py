@@ -1,21 +1,27 @@
-from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
+"""Routes under /api/. The inventory and quota reads are viewsets on a router (basenames `api-pool`,
+`api-resource`, `api-node`, `api-project`, `api-department`, `api-quota`); the label write keeps gpuctl's path
+without a trailing slash, so it is routed by hand."""
 
-from pools.api import inventory, quotas, views
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from pools.api import inventory, quotas, schema, views
+
+router = SimpleRouter()
+router.register("pools", inventory.PoolViewSet, basename="api-pool")
+router.register("resources", inventory.ResourceViewSet, basename="api-resource")
+router.register("nodes", inventory.NodeViewSet, basename="api-node")
+router.register("projects", quotas.ProjectViewSet, basename="api-project")
+router.register("departments", quotas.DepartmentViewSet, basename="api-department")
+router.register("quotas", quotas.QuotaViewSet, basename="api-quota")
 
 urlpatterns = [
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),
     path("configs/history/rollback/", views.RollbackView.as_view(), name="config-rollback"),
     path("configs/history/diff/", views.DiffView.as_view(), name="config-diff"),
-    path("configs/<slug:kind>/", views.ConfigDocumentView.as_view(), name="config-documents"),
+    path("configs/<slug:kind>/", views.ConfigDocumentsView.as_view(), name="config-documents"),
     path("configs/<slug:kind>/<str:name>/", views.ConfigDocumentView.as_view(), name="config-document"),
-    path("pools/", inventory.PoolListView.as_view(), name="api-pools"),
-    path("pools/<str:name>/", inventory.PoolDetailView.as_view(), name="api-pool"),
-    path("resources/", inventory.ResourceListView.as_view(), name="api-resources"),
-    path("nodes/<str:name>/", inventory.NodeDetailView.as_view(), name="api-node"),
-    path("nodes/<str:name>/labels", inventory.NodeLabelsView.as_view(), name="api-node-labels"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    *router.urls,
+    path("nodes/<str:name>/labels", inventory.NodeViewSet.as_view({"post": "labels"}), name="api-node-labels"),
+    path("schema/", schema.SchemaView.as_view(), name="api-schema"),
 ]
-
-# Departments, projects and the quota table: viewsets on their own router.
-urlpatterns += quotas.router.urls

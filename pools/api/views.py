@@ -1,13 +1,20 @@
 """`/api/configs/...`: the configuration documents over HTTP, in OSMO's shapes."""
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pools.access.serializers import StrictCharField, WriteResultSerializer, named, path_parameter, validated
 from pools.config import history, writes
-from pools.engine import ConfigError, parse_json
+from pools.engine import ConfigError
+from pools.models import ConfigKind, ConfigRevision
+
+from .schema import ConfigDocument
 
 PAGE_SIZE = 100
+KIND = path_parameter("kind", "The configuration type.", enum=list(history.SLUGS))
+DESCRIPTION = OpenApiParameter("description", str, description="Stored on the revisions this write makes.")
 
 
 def _kind(slug: str) -> str:
@@ -17,32 +24,85 @@ def _kind(slug: str) -> str:
     return kind
 
 
-class ConfigDocumentView(APIView):
-    """GET exports; PUT imports the request body (a document in any accepted shape) whole or not at all.
-    `?description=` is stored on the revisions."""
+def _import(request, kind: str, name: str | None) -> Response:
+    # The kind's document models check the body (pools.config.documents, pools.access.documents), in the
+    # write path every door shares; a document is imported whole or not at all.
+    result = writes.import_document(_kind(kind), request.data, name=name, author=request.user,
+                                     description=request.query_params.get("description", ""))
+    return Response(result.as_dict())
 
-    def get(self, request, kind, name=None):
+
+@extend_schema(parameters=[KIND])
+class ConfigDocumentsView(APIView):
+    """Every object of a type: GET exports them, PUT imports a document of any number of them."""
+
+    @extend_schema(responses=ConfigDocument, operation_id="configs_retrieve")
+    def get(self, request, kind):
+        return Response(writes.export(_kind(kind)))
+
+    @extend_schema(request=ConfigDocument, responses=WriteResultSerializer, parameters=[DESCRIPTION],
+                   operation_id="configs_update")
+    def put(self, request, kind):
+        return _import(request, kind, None)
+
+    @extend_schema(exclude=True)
+    def delete(self, request, kind):
+        raise ConfigError("DELETE needs an object name: /api/configs/<type>/<name>/")
+
+
+@extend_schema(parameters=[KIND, named("name", "object")])
+class ConfigDocumentView(APIView):
+    """One object: GET exports it, PUT imports it, DELETE deletes it (refused while something uses it)."""
+
+    @extend_schema(responses=ConfigDocument, operation_id="config_retrieve")
+    def get(self, request, kind, name):
         return Response(writes.export(_kind(kind), name))
 
-    def put(self, request, kind, name=None):
-        kind = _kind(kind)
-        data = parse_json(request.body, source="request body")
-        result = writes.import_document(kind, data, name=name, author=request.user,
-                                         description=request.query_params.get("description", ""))
-        return Response(result.as_dict())
+    @extend_schema(request=ConfigDocument, responses=WriteResultSerializer, parameters=[DESCRIPTION],
+                   operation_id="config_update")
+    def put(self, request, kind, name):
+        return _import(request, kind, name)
 
-    def delete(self, request, kind, name=None):
-        if name is None:
-            raise ConfigError("DELETE needs an object name: /api/configs/<type>/<name>/")
+    @extend_schema(responses={200: WriteResultSerializer}, parameters=[DESCRIPTION], operation_id="config_destroy")
+    def delete(self, request, kind, name):
         result = writes.delete(_kind(kind), name, author=request.user,
                                 description=request.query_params.get("description", ""))
         return Response(result.as_dict())
+
+
+class RevisionSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=ConfigKind.choices)
+    revision = serializers.IntegerField()
+    name = serializers.CharField()
+    action = serializers.ChoiceField(choices=ConfigRevision.Action.values)
+    author = serializers.CharField()
+    time = serializers.DateTimeField()
+    description = serializers.CharField()
+    document = serializers.JSONField(required=False, help_text="With documents=1: the object's document after "
+                                                                "the change (before it, for a delete).")
+
+
+class RevisionsSerializer(serializers.Serializer):
+    revisions = RevisionSerializer(many=True)
+
+
+class DiffSerializer(serializers.Serializer):
+    diff = serializers.CharField(help_text="A unified diff, as `config diff` prints it.")
+
+
+TYPE_FILTER = OpenApiParameter("type", str, description=f"A configuration type: {', '.join(history.SLUGS)} "
+                                                       "(any case).")
 
 
 class HistoryView(APIView):
     """Revisions newest first; filter with `?type=pool&name=NAME`; `?limit=` (default 100, at most
     1000); `?documents=1` adds each revision's document."""
 
+    @extend_schema(responses=RevisionsSerializer, parameters=[
+        TYPE_FILTER, OpenApiParameter("name", str, description="An object's name."),
+        OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": PAGE_SIZE},
+                         description="How many revisions, newest first."),
+        OpenApiParameter("documents", bool, description="Add each revision's document.")])
     def get(self, request):
         kind = request.query_params.get("type")
         revisions = history.revisions(_kind(kind.lower()) if kind else None, request.query_params.get("name"))
@@ -63,24 +123,28 @@ class HistoryView(APIView):
 
 
 class RollbackSerializer(serializers.Serializer):
-    type = serializers.CharField()
-    revision = serializers.IntegerField(min_value=1)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    type = StrictCharField(help_text=f"The configuration type: {', '.join(history.SLUGS)} (any case).")
+    revision = serializers.IntegerField(min_value=1, help_text="The revision to restore the object to.")
+    description = StrictCharField(required=False, allow_blank=True, default="",
+                                  help_text="Stored on the new revision.")
 
 
 class RollbackView(APIView):
+    @extend_schema(request=RollbackSerializer, responses=WriteResultSerializer)
     def post(self, request):
-        body = RollbackSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        kind = _kind(body.validated_data["type"].lower())
-        result = writes.rollback(kind, body.validated_data["revision"], author=request.user,
-                                  description=body.validated_data["description"])
+        body = validated(RollbackSerializer, request)
+        result = writes.rollback(_kind(body["type"].lower()), body["revision"], author=request.user,
+                                  description=body["description"])
         return Response(result.as_dict())
 
 
 class DiffView(APIView):
     """`?type=pool&revision=N[&other=M]`: unified diff text, as `config diff` prints."""
 
+    @extend_schema(responses=DiffSerializer, parameters=[
+        OpenApiParameter("type", str, required=True, description=TYPE_FILTER.description),
+        OpenApiParameter("revision", int, required=True, description="A revision number."),
+        OpenApiParameter("other", int, description="Diff against this revision instead of the previous one.")])
     def get(self, request):
         params = request.query_params
         try:

@@ -25,4 +25,4 @@ def connect(backend: Any, *, state_dir: Path) -> Cluster:
             raise ClusterError(f"backend {backend.name}: kubeconfig {backend.kubeconfig_path} does not exist")
         return KubeCluster.from_kubeconfig(backend.kubeconfig_path, backend.kube_context or None)
     raise ClusterError(f"backend {backend.name} is not connected: give it a kubeconfig path or in-cluster config "
-                       "(python manage.py backend add NAME --kubeconfig PATH)")
+                       "(./manage.py backend add NAME --kubeconfig PATH)")

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -33,12 +33,15 @@ from pools.inventory.pods import PodFacts, counts_on_node, pod_facts
 from pools.inventory.status import NO_USAGE, StatusOptions, component_states, gpu_figures, node_status, usage_from_pods
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, Pool, SyncLog
 from pools.models.bulk import assign, bulk_update_changed, copy_or_bulk_create, gc_paused
+from pools.models.dbwrites import is_locked, retry_locked
 
 log = logging.getLogger("pools.fleet.sync")
 
 LEASE_SECONDS = 90
 BATCH_WAIT = 0.2  # seconds a batch may wait for more events: bounds event-to-row latency
 MAX_BATCH = 5000
+# SQLite has one writer at a time: smaller batches let the site and the CLI write between them (about 0.3 s each).
+MAX_BATCH_SQLITE = 500
 SYNC_LOG_KEEP = 200
 
 POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool")
@@ -216,32 +219,48 @@ class Recompute:
         NodeMembership.objects.bulk_create(rows, batch_size=2000)
 
 
+def new_lease_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
 class Lease:
     """At most one sync per backend: a row-level lease that expires by itself if its holder dies."""
 
-    def __init__(self, backend: Backend, seconds: int = LEASE_SECONDS):
+    def __init__(self, backend: Backend, seconds: int = LEASE_SECONDS, owner: str | None = None):
         self.backend = backend
         self.seconds = seconds
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owner or new_lease_owner()
 
     def acquire(self) -> bool:
-        now = timezone.now()
-        taken = Backend.objects.filter(pk=self.backend.pk).filter(
-            Q(sync_lease_owner="") | Q(sync_lease_expires_at__lt=now) | Q(sync_lease_owner=self.owner)
-        ).update(sync_lease_owner=self.owner, sync_lease_expires_at=now + timedelta(seconds=self.seconds))
-        return taken == 1
+        def take() -> int:
+            now = timezone.now()
+            return Backend.objects.filter(pk=self.backend.pk).filter(
+                Q(sync_lease_owner="") | Q(sync_lease_expires_at__lt=now) | Q(sync_lease_owner=self.owner)
+            ).update(sync_lease_owner=self.owner, sync_lease_expires_at=now + timedelta(seconds=self.seconds))
+
+        return retry_locked(take, what=f"backend {self.backend.name}: sync lease") == 1
 
     def renew(self) -> bool:
         return self.acquire()
 
     def release(self) -> None:
-        Backend.objects.filter(pk=self.backend.pk, sync_lease_owner=self.owner).update(
-            sync_lease_owner="", sync_lease_expires_at=None)
+        try:
+            retry_locked(lambda: Backend.objects.filter(pk=self.backend.pk, sync_lease_owner=self.owner).update(
+                sync_lease_owner="", sync_lease_expires_at=None), what=f"backend {self.backend.name}: sync lease")
+        except OperationalError as exc:
+            if not is_locked(exc):
+                raise
+            log.warning("backend %s: could not release the sync lease (database is locked); it expires by "
+                        "itself within %d s", self.backend.name, self.seconds)
 
 
 class BackendSync:
-    def __init__(self, backend: Backend, cluster: Cluster, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, backend: Backend, cluster: Cluster, *, clock: Callable[[], float] = time.monotonic,
+                 lease_owner: str | None = None):
+        """`lease_owner`: the same for successive runs of one watcher, so a run whose lease could not be released
+        (the database stayed locked) does not keep the next run out until the lease expires."""
         self.backend = backend
+        self.lease_owner = lease_owner
         self.cluster = cluster
         self.clock = clock
         self.stats = Stats()
@@ -260,7 +279,7 @@ class BackendSync:
     def run(self, *, seconds: float = 0.0, relist: bool = False) -> Stats:
         """Sync for `seconds` (0: one list and reconcile, then return). Raises SyncBusy when another
         worker holds the lease, ClusterError when the cluster could not be read."""
-        lease = Lease(self.backend)
+        lease = Lease(self.backend, owner=self.lease_owner)
         if not lease.acquire():
             raise SyncBusy(f"backend {self.backend.name}: another sync holds the lease")
         self._lease = lease
@@ -291,23 +310,31 @@ class BackendSync:
             nodes = list_all(self.cluster.list_nodes)
             pods = list_all(self.cluster.list_pods)
             self.stats.relists += 1
-            with transaction.atomic():
-                self._reconcile_pods(pods.items)
-                self._reconcile_nodes(nodes.items, usage=usage_from_pods(self._listed_pods))
-                self._save_versions(nodes.resource_version, pods.resource_version)
+
+            def write() -> None:
+                with transaction.atomic():
+                    self._reconcile_pods(pods.items)
+                    self._reconcile_nodes(nodes.items, usage=usage_from_pods(self._listed_pods))
+                    self._save_versions(nodes.resource_version, pods.resource_version)
+
+            retry_locked(write, what=f"backend {self.backend.name}: full sync", before_retry=self._counts_reset())
             self._listed_pods = []
 
     def _relist(self, kind: str) -> str:
         page = list_all(self.cluster.list_nodes if kind == "nodes" else self.cluster.list_pods)
         self.stats.relists += 1
-        with transaction.atomic():
-            if kind == "nodes":
-                self._reconcile_nodes(page.items)
-                self._save_versions(nodes=page.resource_version)
-            else:
-                touched = self._reconcile_pods(page.items)
-                self._recompute_nodes(touched, {})
-                self._save_versions(pods=page.resource_version)
+
+        def write() -> None:
+            with transaction.atomic():
+                if kind == "nodes":
+                    self._reconcile_nodes(page.items)
+                    self._save_versions(nodes=page.resource_version)
+                else:
+                    touched = self._reconcile_pods(page.items)
+                    self._recompute_nodes(touched, {})
+                    self._save_versions(pods=page.resource_version)
+
+        retry_locked(write, what=f"backend {self.backend.name}: {kind} list", before_retry=self._counts_reset())
         return page.resource_version
 
     def _reconcile_nodes(self, items: list[dict], usage: dict | None = None) -> None:
@@ -370,13 +397,15 @@ class BackendSync:
             values["nodes_resource_version"] = self.backend.nodes_resource_version = nodes
         if pods is not None:
             values["pods_resource_version"] = self.backend.pods_resource_version = pods
-        Backend.objects.filter(pk=self.backend.pk).update(**values)
+        retry_locked(lambda: Backend.objects.filter(pk=self.backend.pk).update(**values),
+                     what=f"backend {self.backend.name}: resourceVersion")
 
     # ---- watch ---------------------------------------------------------------------------------------
 
     def follow(self, deadline: float) -> None:
         """Follow both watches until `deadline`, applying events in batches as they arrive."""
         events: queue.Queue = queue.Queue()
+        limit = MAX_BATCH_SQLITE if connection.vendor == "sqlite" else MAX_BATCH
         running = {}
         for kind in ("nodes", "pods"):
             running[kind] = self._start(kind, getattr(self.backend, f"{kind}_resource_version"), deadline, events)
@@ -385,7 +414,7 @@ class BackendSync:
             try:
                 batch.append(events.get(timeout=BATCH_WAIT))
                 end = time.monotonic() + BATCH_WAIT
-                while len(batch) < MAX_BATCH and time.monotonic() < end:
+                while len(batch) < limit and time.monotonic() < end:
                     try:
                         batch.append(events.get(timeout=max(0.0, end - time.monotonic())))
                     except queue.Empty:
@@ -447,7 +476,13 @@ class BackendSync:
         return recorded
 
     def apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent]) -> None:
-        """Apply one batch of watch events in one transaction."""
+        """Apply one batch of watch events in one transaction. A batch that finds the database locked is
+        tried again whole (its counts too); only a lock that outlasts every try ends the run, and the next
+        run resumes from the last stored resourceVersion."""
+        retry_locked(lambda: self._apply(node_events, pod_events), before_retry=self._counts_reset(),
+                     what=f"backend {self.backend.name}: batch of {len(node_events) + len(pod_events)} events")
+
+    def _apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent]) -> None:
         self.stats.events += len(node_events) + len(pod_events)
         self.stats.batches += 1
         with transaction.atomic():
@@ -481,11 +516,22 @@ class BackendSync:
                 versions["pods"] = pod_events[-1].resource_version
             self._save_versions(**versions)
 
+    def _counts_reset(self) -> Callable[[], None]:
+        """Puts the write counters back as they are now, for a write that is about to be tried again."""
+        counts = {key: value for key, value in self.stats.as_dict().items() if isinstance(value, int)}
+
+        def reset() -> None:
+            for key, value in counts.items():
+                setattr(self.stats, key, value)
+
+        return reset
+
     # ---- outcome ---------------------------------------------------------------------------------------
 
     def _succeeded(self) -> None:
         now = timezone.now()
-        Backend.objects.filter(pk=self.backend.pk).update(last_sync_at=now, sync_error="", sync_failing_since=None)
+        retry_locked(lambda: Backend.objects.filter(pk=self.backend.pk).update(
+            last_sync_at=now, sync_error="", sync_failing_since=None), what=f"backend {self.backend.name}: outcome")
 
     def _failed(self, message: str) -> None:
         record_failure(self.backend, message)
@@ -494,11 +540,23 @@ class BackendSync:
 def record_failure(backend: Backend, message: str) -> None:
     now = timezone.now()
     log.error("backend %s: sync failed: %s", backend.name, message)
-    Backend.objects.filter(pk=backend.pk).update(sync_error=message)
-    Backend.objects.filter(pk=backend.pk, sync_failing_since__isnull=True).update(sync_failing_since=now)
-    SyncLog.objects.create(backend=backend, message=message)
-    stale = SyncLog.objects.filter(backend=backend).order_by("-at", "-id").values_list("id", flat=True)[SYNC_LOG_KEEP:]
-    SyncLog.objects.filter(id__in=list(stale)).delete()
+
+    def write() -> None:
+        with transaction.atomic():
+            Backend.objects.filter(pk=backend.pk).update(sync_error=message)
+            Backend.objects.filter(pk=backend.pk, sync_failing_since__isnull=True).update(sync_failing_since=now)
+            SyncLog.objects.create(backend=backend, message=message)
+            stale = (SyncLog.objects.filter(backend=backend).order_by("-at", "-id")
+                     .values_list("id", flat=True)[SYNC_LOG_KEEP:])
+            SyncLog.objects.filter(id__in=list(stale)).delete()
+
+    try:
+        retry_locked(write, what=f"backend {backend.name}: sync failure")
+    except OperationalError as exc:
+        if not is_locked(exc):
+            raise
+        # Recording is best effort: the caller reports the failure itself, which must not be masked.
+        log.warning("backend %s: the sync failure could not be recorded (database is locked)", backend.name)
 
 
 def mark_stale_backends(now=None) -> list[str]:

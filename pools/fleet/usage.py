@@ -24,9 +24,9 @@ from pools.models.visibility import Access
 
 POOL_STATUSES = ("ONLINE", "OFFLINE", "MAINTENANCE")
 NODE_COLUMNS = (
-    "node", "backend", "pools", "platforms", "resource_type", "gpu_product", "gpu_total", "gpu_used", "gpu_free",
-    "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total", "memory_used", "storage_total", "status", "reasons",
-    "schedulable", "taints", "last_seen",
+    "node", "backend", "pools", "platforms", "resource_type", "node_type", "gpu_product", "gpu_total", "gpu_used",
+    "gpu_free", "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total", "memory_used", "storage_total", "status",
+    "reasons", "schedulable", "taints", "last_seen",
 )
 _SUMS = {
     "gpu_total": "gpu_total",
@@ -130,7 +130,7 @@ def pool_detail(pool: Pool, nodes=None, access: Access | None = None) -> dict[st
     return row
 
 
-def resource_type(node: Node) -> str:
+def node_type(node: Node) -> str:
     return "GPU" if node.gpu_total else "CPU"
 
 
@@ -142,7 +142,9 @@ def node_row(node: Node, access: Access | None = None) -> dict[str, Any]:
         "backend": node.backend.name,
         "pools": pools,
         "platforms": platforms,
-        "resource_type": resource_type(node),
+        # OSMO's meaning: how the node is shared between pools (RESERVED, SHARED, UNUSED).
+        "resource_type": node.sharing,
+        "node_type": node_type(node),
         "gpu_product": node.gpu_product,
         "gpu_total": node.gpu_total,
         "gpu_used": node.gpu_used,

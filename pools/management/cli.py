@@ -4,12 +4,16 @@ one clear line on stderr with a non-zero exit."""
 import functools
 import getpass
 import json
+import os
+import sys
 
 from django.core.management.base import CommandError
+from django.db import DatabaseError
 from rest_framework.utils.encoders import JSONEncoder
 
 from pools.cluster import ClusterError
 from pools.engine import ConfigError
+from pools.models.dbwrites import NotRecorded, is_locked
 
 
 def author(options) -> str:
@@ -22,16 +26,51 @@ def author(options) -> str:
 
 
 def clear_errors(handle):
+    """Every way a command can end becomes one paragraph on stderr and a non-zero exit (CommandError), never a
+    traceback; `--traceback` still shows where an unexpected error came from. Output cut short by the reader
+    (`describe pool NAME | head -1`) ends the command quietly."""
+
     @functools.wraps(handle)
     def wrapped(self, *args, **options):
         try:
-            return handle(self, *args, **options)
+            result = handle(self, *args, **options)
+            self.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+            return result
+        except BrokenPipeError:
+            _discard_stdout()
+            raise SystemExit(1) from None
         except ConfigError as exc:
             raise CommandError(exc.message) from None
         except ClusterError as exc:
             raise CommandError(f"cluster error: {exc.message}") from None
+        except NotRecorded as exc:
+            raise CommandError(exc.message) from None
+        except DatabaseError as exc:
+            hint = "; another process held it too long, try again" if is_locked(exc) else ""
+            raise CommandError(f"database error: {_one_line(exc)}{hint}") from exc
+        except KeyboardInterrupt:
+            raise CommandError("interrupted", returncode=130) from None
+        except CommandError:
+            raise
+        except Exception as exc:
+            raise CommandError(f"unexpected {type(exc).__name__}: {_one_line(exc)} (run again with --traceback "
+                               "for details)") from exc
 
     return wrapped
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _discard_stdout() -> None:
+    """The reader has gone: send what is still buffered nowhere, so the exit flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (a test's StringIO)
+        pass
 
 
 def print_json(stdout, data) -> None:

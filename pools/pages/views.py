@@ -14,12 +14,13 @@ from django.views.decorators.http import require_POST
 
 from pools.access.scoping import Rule, access_required
 from pools.fleet import usage
+from pools.fleet.filters import NodeFilterSet, VisiblePools, gpu_types
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Node, Pool
 from pools.models.visibility import access_for
 
 from . import charts, csv, formatting, preferences, snapshots
-from .filters import NodeFilterForm, PoolFilterForm, VisiblePools, gpu_types
+from .filters import PoolFilterForm
 from .listing import PER_PAGE_CHOICES, Listing, order_queryset, order_rows, paginate, parse_sort
 from .pool_page import pool_context
 from .responses import fragment_target, is_fragment, respond, wants_csv
@@ -43,19 +44,21 @@ def node_listing(request, query: QueryDict, visible: VisiblePools, *, with_gpu_t
     """(form, listing, None) for the nodes table of `query` (filters, sort, page), or (form, None, the CSV
     response) when the request asks for the download."""
     nodes = Node.objects.visible_to(request)
-    form = NodeFilterForm(query, visible=visible, gpu_types=gpu_types(nodes) if with_gpu_types else [])
+    filters = NodeFilterSet(query, nodes, request=request, visible=visible,
+                            gpu_types=gpu_types(nodes) if with_gpu_types else ())
+    form = filters.form
     ctx = row_context(request, nodes=True)
     columns = preferences.chosen_columns(request, NODES)
     sort = parse_sort(NODES, query.get("sort"))
-    selected = order_queryset(form.apply(nodes), sort, NODE_TIE_BREAKERS)
+    selected = order_queryset(filters.qs, sort, NODE_TIE_BREAKERS)
     if wants_csv(request):
         return form, None, csv.queryset_response(NODES, columns, selected, ctx)
     selected = selected.values(*NODES.fields(columns))
     page = paginate(selected, query)
-    filters = {name for name in form.fields if query.get(name)}
-    if filters == {"pool"} and form.is_valid():
+    given = {name for name in form.fields if query.get(name)}
+    if given == {"pool"} and form.is_valid():
         empty = f"No node is in pool {query['pool']} yet."
-    elif filters:
+    elif given:
         empty = "No node matches these filters."
     else:
         empty = "No nodes yet: they appear once a backend is connected and synced."

@@ -132,6 +132,12 @@ def lists_exactly_visible_nodes(response, principal):
     assert {row["node"] for row in response.json()} == visible_nodes(principal)
 
 
+def pages_exactly_visible_nodes(response, principal):
+    page = response.json()
+    assert page["count"] == len(visible_nodes(principal))
+    assert {row["node"] for row in page["results"]} == visible_nodes(principal)
+
+
 def lists_exactly_visible_pools(response, principal):
     assert {row["name"] for row in response.json()} == VISIBLE[principal]
 
@@ -259,17 +265,23 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("write", "post", "/tables/nodes/columns/", dict.fromkeys(PRINCIPALS, 302), body={"columns": ["node"]}),
     ],
     # ---- inventory: every signed-in user, scoped to their pools -----------------------------------------------
-    "api-pools": [Probe("list", "get", "/api/pools/", SIGNED_IN, check=lists_exactly_visible_pools)],
-    "api-pool": [Probe("detail", "get", "/api/pools/team-gpu-pool/", only_for("team-gpu-pool"),
+    "api-pool-list": [Probe("list", "get", "/api/pools/", SIGNED_IN, check=lists_exactly_visible_pools),
+                      Probe("list", "get", "/api/pools/?limit=1000", SIGNED_IN, check=shows_only_visible)],
+    "api-pool-detail": [Probe("detail", "get", "/api/pools/team-gpu-pool/", only_for("team-gpu-pool"),
                        check=shows_only_visible),
                  Probe("detail", "get", "/api/pools/sim-a/", only_for("sim-a"), check=shows_only_visible),
                  Probe("detail", "get", "/api/pools/sim-secret/", only_for("sim-secret")),
                  Probe("detail", "get", f"/api/pools/{HIDDEN_POOL}/", only_for(HIDDEN_POOL),
                        check=shows_only_visible),
                  Probe("detail", "get", "/api/pools/default/", SIGNED_IN, check=shows_only_visible)],
-    "api-resources": [Probe("list", "get", "/api/resources/", SIGNED_IN, check=lists_the_visible_nodes),
+    "api-resource-list": [Probe("list", "get", "/api/resources/", SIGNED_IN, check=lists_exactly_visible_nodes),
                       Probe("list", "get", "/api/resources/?pool=team-gpu-pool", SIGNED_IN,
                             check=shows_only_visible),
+                      # Free text matches pool names through visible memberships only.
+                      Probe("list", "get", "/api/resources/?q=node-", SIGNED_IN, check=lists_exactly_visible_nodes),
+                      Probe("list", "get", "/api/resources/?q=team", SIGNED_IN, check=shows_only_visible),
+                      Probe("list", "get", "/api/resources/?limit=1000&offset=0", SIGNED_IN,
+                            check=pages_exactly_visible_nodes),
                       Probe("list", "get", "/api/resources/?platform=teamplat-zq", SIGNED_IN,
                             check=shows_only_visible),
                       Probe("list", "get", f"/api/resources/?pool={HIDDEN_POOL}", SIGNED_IN,
@@ -279,14 +291,16 @@ MATRIX: dict[str, list[Probe]] = {
                       Probe("list", "get", f"/api/resources/?platform={HIDDEN_POOL}/{HIDDEN_PLATFORM}", SIGNED_IN,
                             check=shows_only_visible),
                       Probe("list", "get", "/api/resources/?platform=simplat-zq&status=Unknown", SIGNED_IN,
+                            check=shows_only_visible),
+                      Probe("list", "get", f"/api/resources/?q={HIDDEN_POOL}", SIGNED_IN,
                             check=shows_only_visible)],
-    "api-node": [Probe("detail", "get", f"/api/nodes/{node_of('sim-a')}/", only_for("sim-a"),
-                       check=shows_only_visible),
-                 Probe("detail", "get", f"/api/nodes/{SHARED_NODE}/", only_for(*SHARED_PLATFORMS),
-                       check=shows_the_shared_node)],
+    "api-node-detail": [Probe("detail", "get", f"/api/nodes/{node_of('sim-a')}/", only_for("sim-a"),
+                              check=shows_only_visible),
+                        Probe("detail", "get", f"/api/nodes/{SHARED_NODE}/", only_for(*SHARED_PLATFORMS),
+                              check=shows_the_shared_node)],
     "api-node-labels": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/labels",
                               ok_as(ADMIN, (200, 400, 502, 503)), body={"labels": {}})],
-    "api-schema": [Probe("detail", "get", "/api/schema/", ADMIN, check=names_nothing_of_the_fleet)],
+    "api-schema": [Probe("detail", "get", "/api/schema/", SIGNED_IN, check=names_nothing_of_the_fleet)],
     # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
     "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
     "api-project-detail": [

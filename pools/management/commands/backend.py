@@ -1,4 +1,4 @@
-"""`python manage.py backend add|list`: register clusters to sync."""
+"""`./manage.py backend add|list`: register clusters to sync."""
 
 from django.core.management.base import BaseCommand
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
             raise ConfigError(f"backend {name}: {'; '.join(messages)}") from None
         backend.save()
         self.stdout.write(f"Backend {name} {'added' if created else 'updated'}; "
-                          f"run `python manage.py sync {name} --once` to read its nodes.")
+                          f"run `./manage.py sync {name} --once` to read its nodes.")
 
     def do_list(self, options):
         rows = [{"name": b.name, "kind": b.kind, "connected": is_connected(b), "scheduler": b.scheduler,

@@ -1,4 +1,4 @@
-"""`python manage.py config ...`: OSMO's `osmo config` verbs against this project's database."""
+"""`./manage.py config ...`: OSMO's `osmo config` verbs against this project's database."""
 
 import getpass
 import json
@@ -11,6 +11,7 @@ from pools.access.roles import GENERATORS, generated_role
 from pools.config import history, writes
 from pools.config.defaults import init_defaults
 from pools.engine import ConfigError, parse_json
+from pools.management.cli import clear_errors
 from pools.models import ConfigKind
 
 TYPES = [kind.value for kind in ConfigKind]
@@ -65,6 +66,7 @@ class Command(BaseCommand):
         rollback.add_argument("revision", type=int)
         rollback.add_argument("--description", default="")
 
+    @clear_errors
     def handle(self, *args, verb, **options):
         try:
             getattr(self, f"do_{verb}")(options)

@@ -1,9 +1,9 @@
-"""`python manage.py delete -f FILE` or `delete pool NAME`: gpuctl's pool deletion."""
+"""`./manage.py delete -f FILE` or `delete pool NAME`: gpuctl's pool deletion."""
 
 from django.core.management.base import BaseCommand
 
 from pools.engine import ConfigError
-from pools.fleet import labels
+from pools.fleet import poolfiles
 from pools.management.cli import author, clear_errors
 from pools.management.commands.create import read_pool_file
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         else:
             raise ConfigError("usage: delete -f FILE | delete pool NAME")
         for name in names:
-            outcome = labels.delete_pool(name, author=author(options))
+            outcome = poolfiles.delete_pool(name, author=author(options))
             self.stdout.write(f"pool/{name} deleted ({len(outcome.nodes)} nodes unlabeled)")
             for warning in outcome.warnings:
                 self.stderr.write(f"warning: {warning}")

@@ -1,4 +1,4 @@
-"""`python manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
+"""`./manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
 `make demo` migrates and runs `config init` first; this loads the demo pools and reads the simulated
 cluster once, so the pages have data before beat's first sync round."""
 
@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand
 
 from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
+from pools.management.cli import clear_errors
 from pools.models import Backend
 
 ADMIN_USERNAME = "admin"
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-serve", action="store_true", help="Only create the admin login and exit.")
 
+    @clear_errors
     def handle(self, *args, port, no_serve, **options):
         password = self.ensure_admin()
         self.load_demo()

@@ -1,4 +1,4 @@
-"""`python manage.py describe pool NAME` (gpuctl's `describe pool`)."""
+"""`./manage.py describe pool NAME` (gpuctl's `describe pool`)."""
 
 from django.core.management.base import BaseCommand
 

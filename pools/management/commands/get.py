@@ -1,4 +1,4 @@
-"""`python manage.py get labels NODE [--key KEY]` and `get pools` (gpuctl's `get`)."""
+"""`./manage.py get labels NODE [--key KEY]` and `get pools` (gpuctl's `get`)."""
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand

@@ -1,4 +1,4 @@
-"""`python manage.py label node NODE KEY=VALUE|KEY- ... [--overwrite]` (gpuctl / kubectl syntax)."""
+"""`./manage.py label node NODE KEY=VALUE|KEY- ... [--overwrite]` (gpuctl / kubectl syntax)."""
 
 from django.core.management.base import BaseCommand
 

@@ -1,4 +1,4 @@
-"""`python manage.py pool list` (gpuctl's `get pools` columns)."""
+"""`./manage.py pool list` (gpuctl's `get pools` columns)."""
 
 from django.core.management.base import BaseCommand
 

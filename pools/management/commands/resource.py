@@ -1,4 +1,4 @@
-"""`python manage.py resource list [--pool P] [--platform X]` (OSMO's `resource list` columns)."""
+"""`./manage.py resource list [--pool P] [--platform X]` (OSMO's `resource list` columns)."""
 
 from django.core.management.base import BaseCommand
 

@@ -1,11 +1,13 @@
-"""`python manage.py sync NAME [--once]`: list and reconcile a backend, then keep watching it."""
+"""`./manage.py sync NAME [--once]`: list and reconcile a backend, then keep watching it."""
 
 from django.core.management.base import BaseCommand
+from django.db import OperationalError
 
 from pools.cluster import ClusterError
-from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
+from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, new_lease_owner
 from pools.management.cli import clear_errors
 from pools.models import Backend
+from pools.models.dbwrites import is_locked
 
 ROUND_SECONDS = 60
 
@@ -29,8 +31,15 @@ class Command(BaseCommand):
                 self._report(backend, BackendSync(backend, cluster).run(seconds=0))
                 return
             self.stdout.write(f"Watching {name}; Ctrl-C to stop.")
+            owner = new_lease_owner()
             while True:
-                self._report(backend, BackendSync(backend, cluster).run(seconds=ROUND_SECONDS))
+                try:
+                    self._report(backend, BackendSync(backend, cluster, lease_owner=owner).run(seconds=ROUND_SECONDS))
+                except OperationalError as exc:
+                    if not is_locked(exc):
+                        raise
+                    # The sync already tried again; the next round resumes from the last stored resourceVersion.
+                    self.stderr.write(f"error: {name}: {exc}, even after retries; starting the next round")
         except SyncBusy as exc:
             raise ClusterError(f"{exc}; try again when it ends (leases expire by themselves)") from None
         except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""`python manage.py token create|list|revoke`: personal API tokens for operators and scripts."""
+"""`./manage.py token create|list|revoke`: personal API tokens for operators and scripts."""
 
 import datetime as dt
 
@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from pools.access import tokens
 from pools.engine import ConfigError
+from pools.management.cli import clear_errors
 from pools.models import AccessToken
 
 
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         revoke.add_argument("user")
         revoke.add_argument("name")
 
+    @clear_errors
     def handle(self, *args, verb, **options):
         try:
             user = get_user_model().objects.get(username=options["user"])

@@ -1,0 +1,102 @@
+"""The OpenAPI schema at /api/schema/: readable by any signed-in user (it describes the API, not anyone's
+rows). The shapes of configuration documents are pydantic models, as drf-spectacular reads them; the
+write path checks the documents themselves (pools.config.documents, pools.access.documents)."""
+
+from typing import Any, Literal
+
+from drf_spectacular.views import SpectacularAPIView
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from pools.access.documents import RoleDoc
+from pools.access.scoping import Rule
+from pools.config.documents import PoolDoc
+from pools.engine.rules import OPERATORS
+
+# Paths OSMO writes without a trailing slash (their routes accept both).
+OSMO_PATHS = ("/api/auth/",)
+
+
+class SchemaView(SpectacularAPIView):
+    read_access = Rule.SIGNED_IN
+
+
+def osmo_paths(result, generator, request, public):
+    """drf-spectacular postprocessing hook: OSMO's auth routes as OSMO writes them, and the pydantic
+    models' JSON Schema in OpenAPI 3.0's words."""
+    result["paths"] = {path.rstrip("/") if path.startswith(OSMO_PATHS) else path: item
+                       for path, item in result["paths"].items()}
+    return _openapi_30(result)
+
+
+def _openapi_30(node):
+    """pydantic writes `anyOf: [X, {"type": "null"}]` and `const`; OpenAPI 3.0 says `nullable` and `enum`."""
+    if isinstance(node, list):
+        return [_openapi_30(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _openapi_30(value) for key, value in node.items()}
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    alternatives = node.get("anyOf")
+    if alternatives and {"type": "null"} in alternatives:
+        rest = [item for item in alternatives if item != {"type": "null"}]
+        node.pop("anyOf")
+        if len(rest) == 1 and "$ref" not in rest[0]:
+            node = {**rest[0], **node}
+        else:
+            node["anyOf" if len(rest) > 1 else "allOf"] = rest
+        node["nullable"] = True
+    return node
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PodTemplate(_Shape):
+    """A pod template: Kubernetes pod fields, whose values may use {{VARIABLES}}."""
+
+    apiVersion: str | None = None
+    kind: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Kubernetes object metadata.")
+    spec: dict[str, Any] = Field(default_factory=dict, description="A Kubernetes pod spec.")
+
+
+class ValidationRule(_Shape):
+    """One resource rule: left OPERATOR right, with {{USER_*}} and {{K8_*}} tokens."""
+
+    operator: Literal[OPERATORS]
+    left_operand: str | float
+    right_operand: str | float
+    assert_message: str = ""
+
+
+class PoolsByName(_Shape):
+    pools: dict[str, PoolDoc]
+
+
+class RolesByName(_Shape):
+    roles: dict[str, RoleDoc]
+
+
+class PoolDocument(RootModel[PoolsByName | dict[str, PoolDoc] | PoolDoc]):
+    """type pool: {"pools": {NAME: POOL}} (as GET answers), {NAME: POOL}, or one pool carrying "name" or
+    named by the URL."""
+
+
+class PodTemplateDocument(RootModel[dict[str, PodTemplate] | PodTemplate]):
+    """type pod_template: {NAME: TEMPLATE} (as GET answers), or the template itself when the URL names it."""
+
+
+class ResourceValidationDocument(RootModel[dict[str, list[ValidationRule]] | list[ValidationRule]]):
+    """type resource_validation: {NAME: [RULE, ...]} (as GET answers), or the rule list when the URL names it."""
+
+
+class RoleDocument(RootModel[RoleDoc | RolesByName | dict[str, RoleDoc] | list[RoleDoc]]):
+    """type role: one role carrying "name" (as GET answers one), {"roles": {NAME: ROLE}} (as GET answers
+    all), {NAME: ROLE}, or a list of roles."""
+
+
+class ConfigDocument(RootModel[PoolDocument | PodTemplateDocument | ResourceValidationDocument | RoleDocument]):
+    """A configuration document of the URL's type, in any shape that type accepts; GET answers a shape
+    that PUT accepts back unchanged."""

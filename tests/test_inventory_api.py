@@ -1,0 +1,155 @@
+"""`/api/pools/` and `/api/resources/` as viewsets: the nodes page's FilterSet, optional limit/offset pages,
+and bounded queries. (The rows themselves, against a real cluster sync: tests/test_inventory_ops.py.)"""
+
+import csv
+import io
+
+import pytest
+from rest_framework.test import APIClient
+
+from pools.models import Node, NodeMembership
+from tests.pages.conftest import ALPHA, BRAVO, alpha_member, fleet, make_nodes  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def nodes(fleet):  # noqa: F811
+    make_nodes(4, [ALPHA], prefix="alpha")
+    make_nodes(4, [BRAVO], prefix="bravo")
+    make_nodes(1, [ALPHA, BRAVO], prefix="shared")
+    Node.objects.filter(name="bravo-0001").update(labels={"team": "vision"})
+    Node.objects.filter(name="alpha-0002").update(status="Not ready (Scheduling disabled)")
+    NodeMembership.objects.filter(node__name="alpha-0001").update(platforms=["cpu"])
+
+
+def signed_in(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def api_names(client, query: str) -> list[str]:
+    response = client.get(f"/api/resources/?{query}")
+    assert response.status_code == 200, response.content
+    return [row["node"] for row in response.json()]
+
+
+def page_names(client, query: str) -> list[str]:
+    response = client.get(f"/nodes/?export=csv&cols=node&sort=node&{query}")
+    assert response.status_code == 200
+    text = b"".join(response.streaming_content).decode() if response.streaming else response.content.decode()
+    return [row["Node"] for row in csv.DictReader(io.StringIO(text))]
+
+
+QUERIES = [
+    "", f"pool={ALPHA}", f"platform={BRAVO}/h100", f"platform={ALPHA}/cpu", "status=Not+ready",
+    "status=Not+ready+%28Disk+pressure%29", "status=Not+ready+%28Scheduling+disabled%29", "status=Ready",
+    "gpu=NVIDIA-A100-SXM4-80GB", "q=vision", "q=team%3Dvision", "q=SHARED", f"q={BRAVO[:5]}", "q=cpu",
+    f"pool={ALPHA}&status=Ready&gpu=NVIDIA-H100-80GB-HBM3", f"pool={BRAVO}",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_nodes_page_and_the_resources_api_filter_alike(client, staff, alpha_member, nodes, query):  # noqa: F811
+    for user in (staff, alpha_member):
+        client.force_login(user)
+
+        assert api_names(signed_in(user), query) == page_names(client, query), (user, query)
+
+
+def test_it_filters_by_gpu_type_and_free_text(api, nodes):
+    assert api_names(api, "gpu=NVIDIA-A100-SXM4-80GB") == ["alpha-0000", "alpha-0002", "bravo-0000", "bravo-0002",
+                                                            "shared-0000"]
+    assert api_names(api, "q=team%3Dvision") == ["bravo-0001"]
+    assert api_names(api, "q=scheduling") == ["alpha-0002"]
+    assert api_names(api, f"q={ALPHA}&status=Ready") == ["alpha-0001", "alpha-0003"]
+
+
+def test_free_text_does_not_match_through_a_pool_the_caller_may_not_see(alpha_member, nodes):  # noqa: F811
+    member = signed_in(alpha_member)
+
+    assert api_names(member, "q=bravo-0") == []
+    assert api_names(member, f"q={BRAVO}") == []
+    assert api_names(member, "q=cpu") == ["alpha-0001"]
+
+
+def test_a_value_outside_the_callers_choices_matches_no_node(alpha_member, nodes):  # noqa: F811
+    member = signed_in(alpha_member)
+
+    assert api_names(member, f"pool={BRAVO}") == []
+    assert api_names(member, "pool=no-such-pool") == []
+    assert api_names(member, f"platform={BRAVO}/h100") == []
+    assert api_names(member, "status=Sleepy") == []
+    assert api_names(member, f"pool={ALPHA}") == ["alpha-0000", "alpha-0001", "alpha-0002", "alpha-0003",
+                                                  "shared-0000"]
+
+
+def test_a_bare_platform_name_or_a_custom_reason_is_accepted(api, nodes):
+    Node.objects.filter(name="bravo-0003").update(status="Not ready (GPU fell off the bus)")
+
+    assert api_names(api, "platform=cpu") == ["alpha-0001"]
+    assert api_names(api, "status=Not+ready+%28GPU+fell+off+the+bus%29") == ["bravo-0003"]
+
+
+def test_a_list_is_one_plain_array_without_limit_or_offset(api, nodes):
+    rows = api.get("/api/resources/").json()
+    pools = api.get("/api/pools/").json()
+
+    assert isinstance(rows, list) and len(rows) == 9
+    assert isinstance(pools, list) and {pool["name"] for pool in pools} >= {ALPHA, BRAVO}
+
+
+def test_limit_and_offset_answer_one_page_with_count_and_links(api, nodes):
+    first = api.get("/api/resources/?limit=4").json()
+    second = api.get(first["next"]).json()
+    third = api.get(second["next"]).json()
+
+    assert first["count"] == second["count"] == third["count"] == 9
+    assert [row["node"] for row in first["results"]] == ["alpha-0000", "alpha-0001", "alpha-0002", "alpha-0003"]
+    assert [row["node"] for row in second["results"]] == ["bravo-0000", "bravo-0001", "bravo-0002", "bravo-0003"]
+    assert [row["node"] for row in third["results"]] == ["shared-0000"]
+    assert first["previous"] is None and third["next"] is None
+    assert api.get(third["previous"]).json() == second
+    assert "offset" not in api.get("/api/resources/?limit=4&offset=4").json()["previous"]
+
+
+def test_a_page_keeps_the_filters(api, nodes):
+    page = api.get(f"/api/resources/?pool={BRAVO}&limit=2").json()
+
+    assert page["count"] == 5
+    assert f"pool={BRAVO}" in page["next"]
+    assert [row["node"] for row in api.get(page["next"]).json()["results"]] == ["bravo-0002", "bravo-0003"]
+
+
+def test_offset_alone_answers_the_rest_as_a_page(api, nodes):
+    page = api.get("/api/resources/?offset=7").json()
+    pools = api.get("/api/pools/?offset=1").json()
+
+    assert [row["node"] for row in page["results"]] == ["bravo-0003", "shared-0000"]
+    assert page["next"] is None and "offset=0" in page["previous"]
+    assert pools["count"] == 3 and len(pools["results"]) == 2
+
+
+@pytest.mark.parametrize(("query", "field"), [("limit=0", "limit"), ("limit=x", "limit"), ("offset=-1", "offset")])
+def test_a_bad_limit_or_offset_is_refused_naming_it(api, nodes, query, field):
+    response = api.get(f"/api/resources/?{query}")
+
+    assert response.status_code == 400
+    assert response.json()["field"] == field and field in response.json()["detail"]
+
+
+@pytest.mark.parametrize("query", ["", "limit=2&offset=2", f"q=vision&pool={BRAVO}", "platform=cpu&limit=1"])
+def test_the_resource_list_is_bounded_in_queries(alpha_member, nodes, django_assert_max_num_queries, query):  # noqa: F811
+    make_nodes(40, [ALPHA], prefix="more")
+    member = signed_in(alpha_member)
+
+    with django_assert_max_num_queries(6):
+        assert member.get(f"/api/resources/?{query}").status_code == 200
+
+
+def test_the_pool_list_pages_in_a_bounded_number_of_queries(api, nodes, django_assert_max_num_queries):
+    with django_assert_max_num_queries(6):
+        page = api.get("/api/pools/?limit=2").json()
+
+    assert [pool["name"] for pool in page["results"]] == sorted([ALPHA, BRAVO, "default"])[:2]
