@@ -5,6 +5,8 @@ Every signed-in user may read them; the rows are theirs: the projects they belon
 the pools they may use (fair shares computed over everyone). Staff see everything, department rows
 included. A pool, project or department the caller may not see answers as one that does not exist.
 Units: GPUs as numbers (to hundredths), CPU in cores (decimal), memory in bytes; a limit of -1 is none.
+Lists answer every row unless `limit` / `offset` ask for a page (`pools.api.pagination`). Viewsets, routed
+by `pools.api.urls`.
 """
 
 from decimal import Decimal
@@ -15,10 +17,16 @@ from rest_framework import mixins, serializers, viewsets
 from rest_framework.response import Response
 
 from pools.access.scoping import Rule
+from pools.access.serializers import named
 from pools.models import Department, Pool, Project
 from pools.models.visibility import access_for
 from pools.quotas import listing
 from pools.quotas.documents import WEIGHTS
+
+from .pagination import OptionalLimitOffsetPagination
+
+PROJECT_NAME = named("name", "project")
+DEPARTMENT_NAME = named("name", "department")
 
 
 @extend_schema_field(OpenApiTypes.NUMBER)
@@ -94,15 +102,24 @@ class DepartmentSerializer(serializers.Serializer):
 
 
 class _ScopedViewSet(viewsets.GenericViewSet):
+    """Reads for every signed-in user, rows scoped by `visible_to`; lists whole unless limit/offset ask for a
+    page, as the inventory's."""
+
     read_access = Rule.SIGNED_IN
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
-    pagination_class = None
+    pagination_class = OptionalLimitOffsetPagination
 
     def viewer(self) -> listing.Viewer:
         if not hasattr(self, "_viewer"):
             self._viewer = listing.viewer_of(self.request)
         return self._viewer
+
+    def answer(self, items, row, serializer: type[serializers.Serializer]) -> Response:
+        """`row(item)` of every item, or of those on the requested page."""
+        page = self.paginate_queryset(items)
+        data = serializer([row(item) for item in (items if page is None else page)], many=True).data
+        return Response(data) if page is None else self.get_paginated_response(data)
 
 
 class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _ScopedViewSet):
@@ -115,10 +132,10 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _ScopedVi
 
     def list(self, request, *args, **kwargs):
         viewer = self.viewer()
-        return Response(ProjectSerializer([listing.project_row(p, viewer) for p in self.get_queryset()],
-                                          many=True).data)
+        return self.answer(self.get_queryset(), lambda project: listing.project_row(project, viewer),
+                           ProjectSerializer)
 
-    @extend_schema(responses=ProjectDetailSerializer)
+    @extend_schema(responses=ProjectDetailSerializer, parameters=[PROJECT_NAME])
     def retrieve(self, request, *args, **kwargs):
         project, viewer = self.get_object(), self.viewer()
         pools = list(Pool.objects.visible_to(request).order_by("name"))
@@ -138,9 +155,10 @@ class DepartmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _Scope
 
     def list(self, request, *args, **kwargs):
         viewer = self.viewer()
-        return Response(DepartmentSerializer([listing.department_row(d, viewer) for d in self.get_queryset()],
-                                             many=True).data)
+        return self.answer(self.get_queryset(), lambda department: listing.department_row(department, viewer),
+                           DepartmentSerializer)
 
+    @extend_schema(parameters=[DEPARTMENT_NAME])
     def retrieve(self, request, *args, **kwargs):
         return Response(DepartmentSerializer(listing.department_row(self.get_object(), self.viewer())).data)
 
@@ -167,5 +185,5 @@ class QuotaViewSet(_ScopedViewSet):
             projects = (Project.objects.all() if projects is None else projects).filter(name=params["project"])
         rows = listing.quota_rows(list(pools), None if projects is None else list(projects),
                                   department=params.get("department") or None)
-        return Response(QuotaRowSerializer(rows, many=True).data)
+        return self.answer(rows, lambda row: row, QuotaRowSerializer)
 

@@ -115,6 +115,16 @@ def test_anonymous_callers_are_refused(quota_world, client):
         assert client.get(url).status_code in (401, 403)
 
 
+def test_lists_answer_one_page_when_limit_or_offset_is_given(staff_api):
+    every = staff_api.get("/api/quotas/").json()
+    page = staff_api.get("/api/quotas/?limit=2&offset=1").json()
+    assert page["count"] == len(every) and page["results"] == every[1:3]
+    projects = staff_api.get("/api/projects/?limit=1").json()
+    assert projects["count"] == 3 and [row["name"] for row in projects["results"]] == ["default"]
+    assert staff_api.get("/api/departments/?offset=2").json()["results"][0]["name"] == "research"
+    assert staff_api.get("/api/projects/?limit=0").status_code == 400
+
+
 # ---- cost and schema --------------------------------------------------------------------------------------
 
 def _counts(client, urls):
