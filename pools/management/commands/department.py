@@ -1,4 +1,4 @@
-"""`python manage.py department list`: every department, as `GET /api/departments/` answers staff."""
+"""`./manage.py department list`: every department, as `GET /api/departments/` answers staff."""
 
 from django.core.management.base import BaseCommand
 

@@ -1,4 +1,4 @@
-"""`python manage.py project list`: every project, as `GET /api/projects/` answers staff."""
+"""`./manage.py project list`: every project, as `GET /api/projects/` answers staff."""
 
 from django.core.management.base import BaseCommand
 

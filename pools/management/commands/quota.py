@@ -1,4 +1,4 @@
-"""`python manage.py quota list`: the quota table, as `GET /api/quotas/` answers it (every row: the CLI is the
+"""`./manage.py quota list`: the quota table, as `GET /api/quotas/` answers it (every row: the CLI is the
 operator's)."""
 
 from django.core.management.base import BaseCommand
@@ -59,5 +59,4 @@ class Command(BaseCommand):
 
 def _exists(found, kind: str, name: str) -> None:
     if not found:
-        raise ConfigNotFound(f"There is no {kind} named {name!r}; `{kind} list` shows them" if kind != "pool"
-                             else f"There is no pool named {name!r}; `pool list` shows them")
+        raise ConfigNotFound(f"There is no {kind} named {name!r}; `./manage.py {kind} list` shows them")
