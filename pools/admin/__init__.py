@@ -1,6 +1,7 @@
 """The Django admin: configuration (pools, platforms, templates, validations, backends, nodes,
-revisions) and access (roles, tokens). Every form saves through `pools.config.writes`."""
+revisions), access (roles, tokens) and quotas (departments, projects). Every form saves through
+`pools.config.writes`."""
 
-from . import access, config
+from . import access, config, quotas
 
-__all__ = ["access", "config"]
+__all__ = ["access", "config", "quotas"]

@@ -308,8 +308,9 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
             self.message_user(request, "Select exactly one revision to roll back to.", messages.ERROR)
             return
         revision = queryset.get()
-        model = {ConfigKind.POOL: "pool", ConfigKind.POD_TEMPLATE: "podtemplate",
-                 ConfigKind.ROLE: "role"}.get(revision.kind, "resourcevalidation")
+        model = {ConfigKind.POOL: "pool", ConfigKind.POD_TEMPLATE: "podtemplate", ConfigKind.ROLE: "role",
+                 ConfigKind.DEPARTMENT: "department", ConfigKind.PROJECT: "project"}.get(revision.kind,
+                                                                                        "resourcevalidation")
         if not request.user.has_perm(f"pools.change_{model}"):
             self.message_user(request, f"You may not change {revision.kind} configuration.", messages.ERROR)
             return

@@ -1,15 +1,19 @@
-"""Routes under /api/. The inventory reads are viewsets on a router (basenames `api-pool`, `api-resource`,
-`api-node`); the label write keeps gpuctl's path without a trailing slash, so it is routed by hand."""
+"""Routes under /api/. The inventory and quota reads are viewsets on a router (basenames `api-pool`,
+`api-resource`, `api-node`, `api-project`, `api-department`, `api-quota`); the label write keeps gpuctl's path
+without a trailing slash, so it is routed by hand."""
 
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from pools.api import inventory, schema, views
+from pools.api import inventory, quotas, schema, views
 
 router = SimpleRouter()
 router.register("pools", inventory.PoolViewSet, basename="api-pool")
 router.register("resources", inventory.ResourceViewSet, basename="api-resource")
 router.register("nodes", inventory.NodeViewSet, basename="api-node")
+router.register("projects", quotas.ProjectViewSet, basename="api-project")
+router.register("departments", quotas.DepartmentViewSet, basename="api-department")
+router.register("quotas", quotas.QuotaViewSet, basename="api-quota")
 
 urlpatterns = [
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),

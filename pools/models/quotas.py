@@ -143,4 +143,4 @@ class Quota(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.project_id or self.department_id} in {self.pool_id}"
+        return f"{self.project or self.department} in {self.pool}"

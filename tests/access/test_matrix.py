@@ -27,7 +27,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from pools.access import tokens
-from pools.models import AccessToken, ConfigRevision, Pool, Role, RoleAssignment
+from pools.config import writes
+from pools.models import AccessToken, Backend, ConfigKind, ConfigRevision, Pod, Pool, Role, RoleAssignment
 from pools.pages import csv as pages_csv
 from tests.access.conftest import (
     HIDDEN_PLATFORM,
@@ -149,6 +150,26 @@ def names_nothing_of_the_fleet(response, principal):
 
 def lists_only_own_tokens(response, principal):
     assert "subject-token" not in {token["name"] for token in response.json()["tokens"]}
+
+
+# Projects of the matrix world (`projects_world`): team-project's members are osmo-team's holders; only staff
+# see secret-project. Each has a quota in a pool the teammate may use and in one only staff may use.
+PROJECTS_VISIBLE = {"anonymous": set(), "nobody": {"default"}, "teammate": {"default", "team-project"},
+                    "policy_user": {"default"}, "staff": {"default", "team-project", "secret-project"}}
+
+
+def only_for_project(project: str) -> dict:
+    return {who: 401 if who == "anonymous" else 200 if project in PROJECTS_VISIBLE[who] else 404
+            for who in PRINCIPALS}
+
+
+def lists_exactly_visible_projects(response, principal):
+    shows_only_visible(response, principal)
+    assert {row["name"] for row in response.json()} == PROJECTS_VISIBLE[principal]
+
+
+def lists_quota_rows_only_for_staff(response, principal):
+    assert bool(response.json()) == (principal == "staff")
 
 
 MATRIX: dict[str, list[Probe]] = {
@@ -280,6 +301,25 @@ MATRIX: dict[str, list[Probe]] = {
     "api-node-labels": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/labels",
                               ok_as(ADMIN, (200, 400, 502, 503)), body={"labels": {}})],
     "api-schema": [Probe("detail", "get", "/api/schema/", SIGNED_IN, check=names_nothing_of_the_fleet)],
+    # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
+    "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
+    "api-project-detail": [
+        Probe("detail", "get", "/api/projects/team-project/", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/projects/secret-project/", only_for_project("secret-project")),
+        Probe("detail", "get", "/api/projects/default/", SIGNED_IN, check=shows_only_visible)],
+    "api-department-list": [Probe("list", "get", "/api/departments/", SIGNED_IN, check=shows_only_visible)],
+    "api-department-detail": [
+        Probe("detail", "get", "/api/departments/team-dept/", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/departments/secret-dept/", only_for_project("secret-project"))],
+    "api-quota-list": [
+        Probe("list", "get", "/api/quotas/", SIGNED_IN, check=shows_only_visible),
+        Probe("list", "get", "/api/quotas/?pool=sim-secret", SIGNED_IN, check=lists_quota_rows_only_for_staff),
+        Probe("list", "get", f"/api/quotas/?pool={HIDDEN_POOL}&project=team-project", SIGNED_IN,
+              check=lists_quota_rows_only_for_staff),
+        Probe("list", "get", "/api/quotas/?project=secret-project", SIGNED_IN,
+              check=lists_quota_rows_only_for_staff)],
 }
 
 
@@ -323,6 +363,28 @@ def subject(world, django_user_model):
     user = give(django_user_model.objects.create_user("subject"), "osmo-team")
     tokens.create_token(user, "subject-token", timezone.now() + dt.timedelta(days=5))
     return user
+
+
+@pytest.fixture
+def projects_world(world):
+    writes.import_document(ConfigKind.DEPARTMENT, [{"name": "team-dept"}, {"name": "secret-dept"}], author="tests")
+    quotas = [{"node_pool": pool, "gpu": {"deserved": 1}} for pool in ("team-gpu-pool", "sim-secret", HIDDEN_POOL)]
+    writes.import_document(ConfigKind.PROJECT, [
+        {"name": "team-project", "department": "team-dept", "members": {"roles": ["osmo-team"]},
+         "default_node_pools": ["team-gpu-pool", "sim-secret", HIDDEN_POOL], "resources": quotas},
+        {"name": "secret-project", "department": "secret-dept", "members": {"users": ["someone-else"]},
+         "default_node_pools": ["sim-secret"], "resources": quotas}], author="tests")
+    # A pod without a pool label on the shared node counts in each of its pools, the hidden one too.
+    Pod.objects.create(backend=Backend.objects.get(name="default"), uid="team-pod", namespace="proj-team-project",
+                       name="train-0", node_name=SHARED_NODE, phase="Running", gpu=2)
+
+
+@pytest.fixture(autouse=True)
+def projects_for_their_probes(request):
+    """The probes of the department, project and quota URLs run in the projects world."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec and str(callspec.params.get("key", "")).startswith(("api-project", "api-department", "api-quota")):
+        request.getfixturevalue("projects_world")
 
 
 def snapshot() -> tuple:

@@ -7,7 +7,7 @@ from pathlib import Path
 from django.db import transaction
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, PodTemplate, Pool, ResourceValidation
+from pools.models import Backend, ConfigKind, Department, PodTemplate, Pool, Project, ResourceValidation
 
 DEFAULTS_FILE = Path(__file__).with_name("osmo-defaults.json")
 DEMO_FILE = Path(__file__).with_name("demo.json")
@@ -23,7 +23,9 @@ def init_defaults(author="config init") -> list[writes.WriteResult]:
 
 def init_demo(author="demo") -> list[writes.WriteResult]:
     """The demo's pod templates and pools (training, simulation, inference, dev) for the simulated
-    cluster of the `default` backend; loads the defaults first, as the demo builds on them."""
+    cluster of the `default` backend, and its departments and projects (their namespaces are those of the
+    simulated workload pods, so the quota table has figures); loads the defaults first, as the demo builds
+    on them."""
     return init_defaults(author) + _load_missing(json.loads(DEMO_FILE.read_text()), author, "Demo configuration")
 
 
@@ -38,6 +40,8 @@ def _load_missing(defaults: dict, author: str, description: str) -> list[writes.
             (ConfigKind.POD_TEMPLATE, PodTemplate, "pod_templates"),
             (ConfigKind.RESOURCE_VALIDATION, ResourceValidation, "resource_validations"),
             (ConfigKind.POOL, Pool, "pools"),
+            (ConfigKind.DEPARTMENT, Department, "departments"),
+            (ConfigKind.PROJECT, Project, "projects"),
         ):
             present = set(model.objects.values_list("name", flat=True))
             missing = {name: doc for name, doc in defaults.get(key, {}).items() if name not in present}
