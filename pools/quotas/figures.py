@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, Sum
 
-from pools.models import Department, NodeMembership, Pod, Pool, Project, Quota
+from pools.models import Department, Node, NodeMembership, Pod, Pool, Project, Quota
 from pools.quotas.documents import weight_name
 from pools.quotas.fairshare import UNLIMITED, PoolQuotas, Resource, gpu_hundredths, pool_fair_shares
 from pools.quotas.fairshare import Department as FairDepartment
@@ -230,3 +231,52 @@ def _figures(resource: Resource, quota: Quota | None, share) -> dict[str, Any]:
         "over_quota": shown(resource, share.over_quota),
     }
 
+
+
+def gpu_guarantees(pool_names) -> dict[str, tuple[Decimal, Decimal]]:
+    """(GPUs in use within deserved, GPUs borrowed above it) per pool, summed over every project of the pool:
+    what `PoolTable.guaranteed_gpus()` says, for any number of pools in one query (the overview's pool table
+    shows it on every live refresh). Allocated is counted as `usage()` counts it: a pod in the pool of its
+    `<prefix>pool` label, a pod without one in each pool of its node. Pools with no allocation are left out."""
+    names = list(pool_names)
+    if not names:
+        return {}
+    table = {model: connection.ops.quote_name(model._meta.db_table)
+             for model in (Pod, Project, Pool, Node, NodeMembership, Quota)}
+    marks = ", ".join(["%s"] * len(names))
+    deserved = "COALESCE(q.gpu_deserved, 0)"
+    # CASE rather than LEAST/GREATEST, which SQLite lacks.
+    sql = f"""
+        SELECT pool.name,
+               SUM(CASE WHEN a.gpu < {deserved} THEN a.gpu ELSE {deserved} END),
+               SUM(CASE WHEN a.gpu > {deserved} THEN a.gpu - {deserved} ELSE 0 END)
+        FROM (
+            SELECT u.project_id, u.pool_id, SUM(u.gpu) AS gpu FROM (
+                SELECT pr.id AS project_id, po.id AS pool_id, p.gpu AS gpu
+                FROM {table[Pod]} p
+                JOIN {table[Project]} pr ON pr.namespace = p.namespace
+                JOIN {table[Pool]} po ON po.name = p.pool
+                WHERE p.component = '' AND p.pool <> '' AND po.name IN ({marks})
+                UNION ALL
+                SELECT pr.id, m.pool_id, p.gpu
+                FROM {table[Pod]} p
+                JOIN {table[Project]} pr ON pr.namespace = p.namespace
+                JOIN {table[Node]} n ON n.backend_id = p.backend_id AND n.name = p.node_name
+                JOIN {table[NodeMembership]} m ON m.node_id = n.id
+                JOIN {table[Pool]} po ON po.id = m.pool_id
+                WHERE p.component = '' AND p.pool = '' AND po.name IN ({marks})
+            ) u
+            GROUP BY u.project_id, u.pool_id
+        ) a
+        JOIN {table[Pool]} pool ON pool.id = a.pool_id
+        LEFT JOIN {table[Quota]} q ON q.project_id = a.project_id AND q.pool_id = a.pool_id
+        GROUP BY pool.name"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, names + names)
+        return {name: (_gpus(within), _gpus(borrowed)) for name, within, borrowed in cursor.fetchall()}
+
+
+def _gpus(value) -> Decimal:
+    """8, not 8.00 (PostgreSQL's numeric keeps the scale), nor 8E+0."""
+    number = Decimal(str(value or 0))
+    return number.quantize(Decimal(1)) if number == number.to_integral_value() else number.normalize()
