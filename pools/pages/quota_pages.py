@@ -28,7 +28,7 @@ from django_htmx.http import trigger_client_event
 from pools.access.scoping import Rule, access_required
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.models import Department, Pod, Pool, Project, ProjectMember, Quota
+from pools.models import ConfigKind, Department, Pod, Pool, Project, ProjectMember, Quota
 from pools.models.visibility import access_for
 from pools.quotas import edits
 from pools.quotas.fairshare import Resource
@@ -138,8 +138,11 @@ def _cached(function):
 class QuotaFilterForm(FilterForm):
     q = forms.CharField(label="Search", required=False, max_length=200, widget=forms.TextInput(
         attrs={"type": "search", "placeholder": "Department or project", "autocomplete": "off"}))
-    pool = forms.ChoiceField(label="Pool", required=False)
-    department = forms.ChoiceField(label="Department", required=False)
+    # The refusal does not repeat the value: "no such pool" and "not yours" read the same.
+    pool = forms.ChoiceField(label="Pool", required=False, error_messages={
+        "invalid_choice": "No pool of that name among the pools you may use."})
+    department = forms.ChoiceField(label="Department", required=False, error_messages={
+        "invalid_choice": "No department of that name among yours."})
     per_page = forms.TypedChoiceField(label="Pools per page", required=False, coerce=int,
                                       choices=[(n, n) for n in POOLS_PER_PAGE], empty_value=DEFAULT_POOLS_PER_PAGE)
 
@@ -297,8 +300,11 @@ def quota_edit(request):
             messages.error(request, exc.message)
             return HttpResponseRedirect(_back(request))
         return HttpResponse(quota_html.edit_form(cell, text, edit, error=exc.message), status=422)
-    revisions = ", ".join(f"revision {revision.number}" for revision in result.revisions)
-    status = f"{cell.label}: {'saved, ' + revisions if revisions else 'unchanged'}."
+    if result.revisions:
+        written = cell.pool if result.kind == ConfigKind.POOL else cell.name
+        status = f"{cell.label}: saved, revision {result.revisions[0]} of {result.kind.lower()} {written}."
+    else:
+        status = f"{cell.label}: unchanged."
     if not request.htmx:
         messages.success(request, status)
         return HttpResponseRedirect(_back(request))
@@ -334,7 +340,8 @@ def _back(request) -> str:
 class ProjectFilterForm(FilterForm):
     q = forms.CharField(label="Search", required=False, max_length=200, widget=forms.TextInput(
         attrs={"type": "search", "placeholder": "Project, department, namespace", "autocomplete": "off"}))
-    department = forms.ChoiceField(label="Department", required=False)
+    department = forms.ChoiceField(label="Department", required=False, error_messages={
+        "invalid_choice": "No department of that name among yours."})
 
     def __init__(self, data, *, departments: list[str]):
         super().__init__(data)
