@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -42,6 +43,10 @@ class Editing:
         return EditCell("project", row["project"], row["pool"], resource, EDITABLE[suffix])
 
 
+def pool_url(name: str) -> str:
+    return reverse("pages:pool", args=[name])
+
+
 def input_text(resource: str, value) -> str:
     """A figure as its cell's input shows it, in what the edit accepts back: GPUs, cores, memory as a
     binary quantity when it is a whole one ("512Gi"), else bytes; a limit of -1 as nothing (no limit)."""
@@ -73,8 +78,9 @@ def edit_form(cell: EditCell, value: str, editing: Editing, *, error: str = "") 
         if error else ""
     return format_html(
         '<form class="quota-cell" method="post" action="{url}" hx-post="{url}" hx-swap="outerHTML" '
-        'hx-trigger="submit, change"><input type="hidden" name="csrfmiddlewaretoken" value="{csrf}">'
-        '<input type="hidden" name="cell" value="{key}">{control}<button type="submit" class="quota-save" '
+        'hx-trigger="submit, change" hx-sync="this:drop">'
+        '<input type="hidden" name="csrfmiddlewaretoken" value="{csrf}"><input type="hidden" name="cell" value="{key}">'
+        '{control}<button type="submit" class="quota-save" '
         'aria-label="Save {label}">Save</button>{message}</form>',
         url=editing.url, csrf=editing.csrf_token, key=cell.key, control=control, label=cell.label, message=message)
 
@@ -91,6 +97,8 @@ def content(column: Column, row: Mapping, ctx: RowContext, editing: Editing | No
         shared = _SHARED if row["shared_usage"] else ""
         return format_html('<span class="quota-nest" aria-hidden="true">↳</span> <a href="{}">{}</a> {}',
                            project_url(row["project"]), row["project"], shared)
+    if key == "pool":
+        return format_html('<a href="{}">{}</a>', pool_url(row["pool"]), row["pool"])
     if key == "project" and row["project"] is not None:
         return format_html('<a href="{}">{}</a>', project_url(row["project"]), row["project"])
     resource, _, suffix = key.partition("_")

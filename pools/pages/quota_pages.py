@@ -39,7 +39,7 @@ from . import csv, formatting, preferences, quota_html
 from .filters import FilterForm
 from .listing import PER_PAGE_CHOICES, Listing, Sort, order_queryset, paginate, parse_sort
 from .responses import respond, wants_csv
-from .tables import MEMBERS, PROJECTS, QUOTA_IDENTITY, QUOTAS, Column, RowContext
+from .tables import MEMBERS, PROJECTS, QUOTA_IDENTITY, QUOTA_SHARED, QUOTAS, Column, RowContext
 
 POOLS_PER_PAGE = (5, 10, 25, 50, 100)
 DEFAULT_POOLS_PER_PAGE = 10
@@ -147,6 +147,9 @@ class QuotaFilterForm(FilterForm):
                                       choices=[(n, n) for n in POOLS_PER_PAGE], empty_value=DEFAULT_POOLS_PER_PAGE)
 
     def __init__(self, data, *, pools: list[str], departments: list[str]):
+        if "per_page" not in data:  # so that the menu shows the default rather than its first choice
+            data = data.copy()
+            data["per_page"] = str(DEFAULT_POOLS_PER_PAGE)
         super().__init__(data)
         self.fields["pool"].choices = [("", "All pools"), *((name, name) for name in pools)]
         self.fields["department"].choices = [("", "All departments"), *((name, name) for name in departments)]
@@ -204,9 +207,10 @@ def _visible_projects(request) -> list[Project] | None:
 
 def csv_columns(columns: list[Column]) -> list[Column]:
     """The identity of each row first (the page's sections and nesting say it; a file must), then the rest
-    of the chosen columns in their order."""
+    of the chosen columns in their order, then whether its usage was counted in several pools."""
     return [QUOTAS.by_key[key] for key in QUOTA_IDENTITY] + [
-        column for column in columns if column.key not in ("unit", *QUOTA_IDENTITY)]
+        column for column in columns if column.key not in ("unit", QUOTA_SHARED, *QUOTA_IDENTITY)
+    ] + [QUOTAS.by_key[QUOTA_SHARED]]
 
 
 def quota_page(request, query: QueryDict, path: str, *, pools=None):

@@ -291,6 +291,7 @@ def _quota_key(row: Mapping) -> str:
 
 
 QUOTA_IDENTITY = ("pool", "department", "project")  # the CSV's first columns, whatever is chosen
+QUOTA_SHARED = "shared_usage"  # the CSV's last column, whatever is chosen (the page says it beside the name)
 QUOTAS = Table("quotas", "Quotas", key=_quota_key, default_sort="", columns=(
     Column("unit", "Department / project", lambda row, ctx: row["project"] or row["department"],
            help="Each department, then its projects"),
@@ -298,7 +299,7 @@ QUOTAS = Table("quotas", "Quotas", key=_quota_key, default_sort="", columns=(
     Column("department", "Department", _get("department"), default=False),
     Column("project", "Project", _get("project"), default=False, help="Empty on the department's own row"),
     *(column for resource in _RESOURCES for column in _quota_columns(*resource)),
-    Column("shared_usage", "Shared usage", _get("shared_usage"), kind="bool",
+    Column("shared_usage", "Shared usage", _get("shared_usage"), kind="bool", default=False,
            help="Some of its pods have no pool label and run on nodes of several pools: they count in each"),
 ))
 

@@ -89,8 +89,8 @@ def test_a_project_page_shows_its_quotas_per_pool_with_allocated_and_fair_share(
     grid = text[text.index('id="project-quotas"'):text.index('id="members-region"')]
     assert row_keys(grid) == [f"{ALPHA}/research/vision"]
     assert re.findall(r'<th scope="col" data-col="([^"]+)"', grid)[:2] == ["pool", "gpu_deserved"]
-    assert rows == [["Pool", "Department", "Project", "GPU deserved", "GPU allocated", "GPU fair share"],
-                    [ALPHA, "research", "vision", "6", "8", "8"]]
+    assert rows == [["Pool", "Department", "Project", "GPU deserved", "GPU allocated", "GPU fair share",
+                     "Shared usage"], [ALPHA, "research", "vision", "6", "8", "8", "false"]]
     assert "<form" not in grid
 
 

@@ -61,8 +61,7 @@ def test_staff_see_each_department_then_its_projects_nested_under_it(staff_clien
                                     (f"{ALPHA}/research/vision", "project")]
     assert rows_of(text, BRAVO) == [(f"{BRAVO}/product/", "department"), (f"{BRAVO}/product/secret", "project")]
     assert re.findall(r'<th scope="col" data-col="([^"]+)"', text) == [
-        "unit", "gpu_deserved", "gpu_limit", "gpu_weight", "gpu_allocated", "gpu_fair_share", "gpu_over_quota",
-        "shared_usage"] * 2
+        "unit", "gpu_deserved", "gpu_limit", "gpu_weight", "gpu_allocated", "gpu_fair_share", "gpu_over_quota"] * 2
     vision = f"{ALPHA}/research/vision"
     assert 'value="6"' in cell(text, vision, "gpu_deserved")
     assert 'value="12"' in cell(text, vision, "gpu_limit")
@@ -192,12 +191,12 @@ def test_the_csv_holds_every_row_with_its_pool_department_and_project(staff_clie
     rows = read_csv(staff_client.get("/quotas/?export=csv&cols=gpu_deserved,gpu_limit,gpu_weight,memory_limit"))
 
     assert rows[0] == ["Pool", "Department", "Project", "GPU deserved", "GPU limit", "GPU weight",
-                       "Memory limit (bytes)"]
-    assert rows[1:] == [[ALPHA, "research", "", "10", "-1", "Medium", "-1"],
-                        [ALPHA, "research", "nlp", "4", "-1", "Medium", "-1"],
-                        [ALPHA, "research", "vision", "6", "12", "High", "-1"],
-                        [BRAVO, "product", "", "8", "-1", "Medium", "-1"],
-                        [BRAVO, "product", "secret", "8", "-1", "Medium", "-1"]]
+                       "Memory limit (bytes)", "Shared usage"]
+    assert rows[1:] == [[ALPHA, "research", "", "10", "-1", "Medium", "-1", "false"],
+                        [ALPHA, "research", "nlp", "4", "-1", "Medium", "-1", "false"],
+                        [ALPHA, "research", "vision", "6", "12", "High", "-1", "false"],
+                        [BRAVO, "product", "", "8", "-1", "Medium", "-1", "false"],
+                        [BRAVO, "product", "secret", "8", "-1", "Medium", "-1", "false"]]
 
 
 def test_the_csv_of_every_page_is_every_pool_and_only_the_member_s_rows(member_client, world):
