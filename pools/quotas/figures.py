@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from pools.models import Department, Node, NodeMembership, Pod, Pool, Project, Quota
 from pools.quotas.documents import weight_name
@@ -83,11 +83,12 @@ def usage(projects: list[Project], pools: list[Pool]) -> Usage:
         else:
             unlabelled[(row["backend_id"], row["node_name"])].append(row)
     if unlabelled:
-        nodes = Q()
-        for backend_id, name in unlabelled:
-            nodes |= Q(node__backend_id=backend_id, node__name=name)
+        # The memberships of the nodes those pods run on, as a semi-join: an OR of one (backend, node) pair per
+        # node cost more to build and to plan than the query takes to run, at a few hundred nodes.
+        hosting = Pod.objects.filter(namespace__in=by_namespace, component="", pool="",
+                                     backend_id=OuterRef("node__backend_id"), node_name=OuterRef("node__name"))
         node_pools: dict[tuple[int, str], list[int]] = defaultdict(list)
-        for backend_id, name, pool_id in (NodeMembership.objects.filter(nodes, pool_id__in=pool_ids.values())
+        for backend_id, name, pool_id in (NodeMembership.objects.filter(Exists(hosting), pool_id__in=pool_ids.values())
                                           .values_list("node__backend_id", "node__name", "pool_id")):
             node_pools[(backend_id, name)].append(pool_id)
         for key, pod_rows in unlabelled.items():
@@ -155,17 +156,23 @@ def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> li
     for quota in quotas:
         rows_by[("d", quota.department_id, quota.pool_id) if quota.department_id else
                 ("p", quota.project_id, quota.pool_id)] = quota
+    # Who has a quota row or usage in each pool, read once: looking it up pool by pool over every project and
+    # every row cost pools x (projects + rows).
+    projects_in: dict[int, set[int]] = defaultdict(set)
+    departments_in: dict[int, set[int]] = defaultdict(set)
+    for kind, owner, pool_id in rows_by:
+        (projects_in if kind == "p" else departments_in)[pool_id].add(owner)
+    for project_id, pool_id in used.allocated:
+        projects_in[pool_id].add(project_id)
     wanted = None if projects is None else {p.pk for p in projects}
     tables = []
     for pool in pools:
-        members = [p for p in all_projects.values()
-                   if ("p", p.pk, pool.pk) in rows_by or (p.pk, pool.pk) in used.allocated]
+        members = [all_projects[pk] for pk in projects_in[pool.pk]]
         by_department: dict[int, list[Project]] = defaultdict(list)
         for project in sorted(members, key=lambda p: (p.created_at, p.name)):
             by_department[project.department_id].append(project)
-        for key in rows_by:
-            if key[0] == "d" and key[2] == pool.pk:
-                by_department.setdefault(key[1], [])
+        for department_id in sorted(departments_in[pool.pk]):
+            by_department.setdefault(department_id, [])
         fair_input = {}
         for resource in RESOURCES:
             fair_input[resource] = [
