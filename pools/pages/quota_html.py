@@ -80,9 +80,8 @@ def edit_form(cell: EditCell, value: str, editing: Editing, *, error: str = "") 
         '<form class="quota-cell" method="post" action="{url}" hx-post="{url}" hx-swap="outerHTML" '
         'hx-trigger="submit, change" hx-sync="this:drop">'
         '<input type="hidden" name="csrfmiddlewaretoken" value="{csrf}"><input type="hidden" name="cell" value="{key}">'
-        '{control}<button type="submit" class="quota-save" '
-        'aria-label="Save {label}">Save</button>{message}</form>',
-        url=editing.url, csrf=editing.csrf_token, key=cell.key, control=control, label=cell.label, message=message)
+        '{control}<button type="submit" class="quota-save">Save</button>{message}</form>',
+        url=editing.url, csrf=editing.csrf_token, key=cell.key, control=control, message=message)
 
 
 def _invalid(dom_id: str, error: str) -> SafeString:

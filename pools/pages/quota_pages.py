@@ -13,7 +13,7 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Count, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.middleware.csrf import get_token
@@ -28,7 +28,7 @@ from django_htmx.http import trigger_client_event
 from pools.access.scoping import Rule, access_required
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.models import ConfigKind, Department, Pod, Pool, Project, ProjectMember, Quota
+from pools.models import ConfigKind, Department, NodeMembership, Pod, Pool, Project, ProjectMember, Quota
 from pools.models.visibility import access_for
 from pools.quotas import edits
 from pools.quotas.fairshare import Resource
@@ -364,18 +364,25 @@ class ProjectFilterForm(FilterForm):
 
 
 def project_rows(request):
-    """The user's projects with their GPU figures: deserved over the pools the user may see, allocated by
-    the project's running pods (each pod once), and the number of users and roles named as members."""
+    """The user's projects with GPUs deserved over the pools the user may see and the number of users and
+    roles named as members (GPUs allocated: `with_allocated`)."""
     deserved = (Quota.objects.filter(project=OuterRef("pk"), pool__in=Pool.objects.visible_to(request))
                 .values("project").annotate(total=Sum("gpu_deserved")).values("total"))
-    allocated = (Pod.objects.filter(namespace=OuterRef("namespace"), component="").values("namespace")
-                 .annotate(total=Sum("gpu")).values("total"))
     members = ProjectMember.objects.filter(project=OuterRef("pk")).values("project").annotate(
         total=Count("pk")).values("total")
     return Project.objects.visible_to(request).annotate(
         gpu_deserved=Coalesce(Subquery(deserved), Value(Decimal(0))),
-        gpu_allocated=Coalesce(Subquery(allocated), Value(0)),
         member_count=Coalesce(Subquery(members), Value(0)))
+
+
+def with_allocated(rows, namespaces):
+    """`rows` with `gpu_allocated`: the GPUs requested by each project's running pods (each pod once), summed
+    in one grouped query over `namespaces` (a list, or a subquery of them)."""
+    allocated = dict(Pod.objects.filter(namespace__in=namespaces, component="").values("namespace")
+                     .annotate(total=Sum("gpu")).order_by().values_list("namespace", "total"))
+    for row in rows:
+        row["gpu_allocated"] = allocated.get(row["namespace"]) or 0
+        yield row
 
 
 @access_required()
@@ -386,9 +393,16 @@ def projects(request):
     columns = preferences.chosen_columns(request, PROJECTS)
     sort = parse_sort(PROJECTS, request.GET.get("sort"))
     selected = order_queryset(form.apply(project_rows(request)), sort, ("name",))
+    allocated = PROJECTS.by_key["gpu_allocated"] in columns
     if wants_csv(request):
-        return csv.queryset_response(PROJECTS, columns, selected, ctx)
+        rows = selected.values(*PROJECTS.fields(columns, export=True)).iterator(chunk_size=2000)
+        if allocated:
+            rows = with_allocated(rows, selected.order_by().values("namespace"))
+        return csv.response(PROJECTS, columns, rows, ctx)
     page = paginate(selected.values(*PROJECTS.fields(columns)), request.GET)
+    if allocated:
+        shown = list(page.object_list)
+        page.object_list = list(with_allocated(shown, [row["namespace"] for row in shown]))
     empty = "No project matches these filters." if form.active else "You belong to no project yet."
     listing = Listing(PROJECTS, path=reverse("pages:projects"), query=request.GET, columns=columns, sort=sort,
                       ctx=ctx, rows=page.object_list, total=page.paginator.count, page=page, empty_message=empty,
@@ -400,6 +414,18 @@ def projects(request):
 
 # ---- /projects/<name>/ -----------------------------------------------------------------------------------
 
+def project_pools(request, project: Project):
+    """The user's pools where the project has a quota or running pods (labelled with the pool, or unlabelled
+    on one of its nodes): those `quota_tables(..., projects=[project])` has a row for, so that a project's page
+    computes the fair shares of a few pools rather than of every pool."""
+    pods = Pod.objects.filter(namespace=project.namespace, component="")
+    hosting = pods.filter(pool="", backend_id=OuterRef("node__backend_id"), node_name=OuterRef("node__name"))
+    return Pool.objects.visible_to(request).filter(
+        Q(Exists(Quota.objects.filter(project=project, pool=OuterRef("pk"))))
+        | Q(name__in=pods.exclude(pool="").values("pool"))
+        | Q(Exists(NodeMembership.objects.filter(Exists(hosting), pool=OuterRef("pk"))))).order_by("name")
+
+
 @access_required()
 def project_detail(request, name: str):
     project = get_object_or_404(Project.objects.visible_to(request).select_related("department", "pool"), name=name)
@@ -407,7 +433,7 @@ def project_detail(request, name: str):
     members = [{"kind": m.kind, "name": m.name, "how": m.how} for m in memberships(project)]
     if wants_csv(request) and request.GET.get("table") == "members":
         return csv.response(MEMBERS, list(MEMBERS.columns), members, ctx)
-    pools = list(Pool.objects.visible_to(request).order_by("name"))
+    pools = list(project_pools(request, project))
     rows = [row for table in quota_tables(pools, projects=[project]) for row in flat_rows(table)]
     chosen = preferences.chosen_columns(request, QUOTAS)
     columns = [QUOTAS.by_key["pool"]] + [c for c in chosen if c.key not in ("unit", *QUOTA_IDENTITY)]

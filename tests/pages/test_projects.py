@@ -41,6 +41,7 @@ def test_staff_see_every_project_with_its_gpu_figures(staff_client, world):
                         ["secret", "product", "proj-secret", "8", "0", "1"],
                         ["vision", "research", "proj-vision", "6", "8", "1"]]
     assert '<a href="/projects/vision/">vision</a>' in text
+    assert re.search(r'<tr data-key="vision".*?data-col="gpu_allocated" class="num">8<', text)
 
 
 def test_a_member_sees_only_the_projects_they_belong_to(member_client, world):
@@ -54,8 +55,8 @@ def test_a_member_sees_only_the_projects_they_belong_to(member_client, world):
 
 
 def test_the_projects_table_filters_and_sorts_from_the_url(staff_client, world):
-    assert row_keys(body(staff_client.get("/projects/?sort=-gpu_allocated"))) == ["vision", "nlp", "default",
-                                                                                  "secret"]
+    assert row_keys(body(staff_client.get("/projects/?sort=-gpu_deserved"))) == ["secret", "vision", "nlp",
+                                                                                 "default"]
     assert row_keys(body(staff_client.get("/projects/?department=research"))) == ["nlp", "vision"]
     assert row_keys(body(staff_client.get("/projects/?q=proj-sec"))) == ["secret"]
 
@@ -172,3 +173,15 @@ def test_the_projects_page_makes_the_same_queries_whatever_the_number_of_project
         author="tests")
 
     assert count() == before <= 10
+
+
+def test_a_project_page_lists_every_pool_where_it_has_a_quota_or_running_pods(staff_client, world):
+    quota_world.pods("proj-nlp", "b-0001", 2)  # unlabelled, on a node of bravo-secret
+    quota_world.pods("proj-nlp", "a-0001", 1, pool=BRAVO, prefix="q")  # labelled with bravo-secret
+    quota_world.pods("proj-vision", "b-0002", 1, pool=BRAVO)
+
+    nlp = body(staff_client.get("/projects/nlp/?export=csv&cols=gpu_deserved,gpu_allocated"))
+    secret = body(staff_client.get("/projects/secret/?export=csv&cols=gpu_deserved,gpu_allocated"))
+
+    assert nlp.splitlines()[1:] == [f"{ALPHA},research,nlp,4,1,false", f"{BRAVO},research,nlp,0,3,false"]
+    assert secret.splitlines()[1:] == [f"{BRAVO},product,secret,8,0,false"]
