@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sync_cluster.py
 	$(PY) benchmarks/pages.py
 	$(PY) benchmarks/charts.py
+	$(PY) benchmarks/quotas_page.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache
