@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/pages.py
 	$(PY) benchmarks/charts.py
 	$(PY) benchmarks/fair_share.py
+	$(PY) benchmarks/quotas_page.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis

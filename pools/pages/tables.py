@@ -221,6 +221,9 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
     _figure("gpu_used", "GPU used", "gpu_used"),
     _figure("gpu_free", "GPU free", "gpu_free"),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy"),
+    _figure("gpu_guaranteed", "GPU guaranteed", "gpu_guaranteed",
+            help="In use within what the pool's projects deserve (pools.quotas.figures.gpu_guarantees)"),
+    _figure("gpu_borrowed", "GPU borrowed", "gpu_borrowed", help="In use above what the projects deserve"),
     _figure("node_count", "Nodes", "node_count"),
     Column("cpu_used", "CPU used", _get("cpu_used"), kind="cores", sort=("cpu_used",), unit="cores"),
     Column("cpu_total", "CPU total", _get("cpu_total"), kind="cores", sort=("cpu_total",), unit="cores"),
@@ -262,4 +265,85 @@ REVISIONS = Table("revisions", "Configuration revisions", key=lambda row: f"{row
     Column("description", "Description", _get("description"), fields=("description",)),
 ))
 
-TABLES = {table.name: table for table in (NODES, POOLS, PLATFORMS, REVISIONS)}
+# ---- quotas and projects (rows: pools.pages.quota_pages) ----------------------------------------------
+
+_RESOURCES = (("gpu", "GPU", "number", ""), ("cpu", "CPU", "cores", "cores"), ("memory", "Memory", "bytes", "bytes"))
+_QUOTA_FIGURES = (
+    ("deserved", "deserved", "Guaranteed to it (a department without a quota of its own: its projects' sum)"),
+    ("limit", "limit", "At most this much, borrowing included (-1, shown as none: no limit)"),
+    ("weight", "weight", "Over-quota weight: None (never above deserved), Lowest (borrows, no over-quota share), "
+                         "Low, Medium, High"),
+    ("allocated", "allocated", "Requested by its running pods in this pool"),
+    ("fair_share", "fair share", "What it would get now (deserved, then idle capacity by weight)"),
+    ("over_quota", "over quota", "Allocated above deserved: borrowed, and reclaimable"),
+)
+
+
+def _quota_columns(resource: str, label: str, kind: str, unit: str) -> tuple[Column, ...]:
+    return tuple(Column(f"{resource}_{key}", f"{label} {text}", _get(f"{resource}_{key}"),
+                        kind="text" if key == "weight" else kind, unit="" if key == "weight" else unit,
+                        default=resource == "gpu", help=help)
+                 for key, text, help in _QUOTA_FIGURES)
+
+
+def _quota_key(row: Mapping) -> str:
+    return f"{row['pool']}/{row['department']}/{row['project'] or ''}"
+
+
+QUOTA_IDENTITY = ("pool", "department", "project")  # the CSV's first columns, whatever is chosen
+QUOTA_SHARED = "shared_usage"  # the CSV's last column, whatever is chosen (the page says it beside the name)
+QUOTAS = Table("quotas", "Quotas", key=_quota_key, default_sort="", columns=(
+    Column("unit", "Department / project", lambda row, ctx: row["project"] or row["department"],
+           help="Each department, then its projects"),
+    Column("pool", "Pool", _get("pool"), default=False),
+    Column("department", "Department", _get("department"), default=False),
+    Column("project", "Project", _get("project"), default=False, help="Empty on the department's own row"),
+    *(column for resource in _RESOURCES for column in _quota_columns(*resource)),
+    Column("shared_usage", "Shared usage", _get("shared_usage"), kind="bool", default=False,
+           help="Some of its pods have no pool label and run on nodes of several pools: they count in each"),
+))
+
+
+def _gpus(name: str) -> Callable[[Mapping, RowContext], Any]:
+    """A sum of GPU quotas as a figure: 8, not 8.00."""
+    def value(row, ctx):
+        number = row[name]
+        if number is None:
+            return 0
+        number = Decimal(number)
+        return number.quantize(Decimal(1)) if number == number.to_integral_value() else number.normalize()
+    return value
+
+
+def _project_url(name: str) -> str:
+    return reverse("pages:project", args=[name])
+
+
+PROJECTS = Table("projects", "Projects", key=lambda row: row["name"], key_fields=("name",), default_sort="name",
+                 columns=(
+    Column("name", "Project", _get("name"), fields=("name",), sort=("name",),
+           href=lambda row, ctx: _project_url(row["name"])),
+    Column("department", "Department", _get("department__name"), fields=("department__name",),
+           sort=("department__name",)),
+    Column("namespace", "Namespace", _get("namespace"), fields=("namespace",), sort=("namespace",)),
+    Column("gpu_deserved", "GPU deserved", _gpus("gpu_deserved"), kind="number", fields=("gpu_deserved",),
+           sort=("gpu_deserved",), help="Over the pools you may use"),
+    # Not sortable: summed per page from the pods of the rows shown (quota_pages.with_allocated), since a sum
+    # per project in the database would read the pods once per project.
+    Column("gpu_allocated", "GPU allocated", _get("gpu_allocated"), kind="number", fields=("namespace",),
+           help="Requested by its running pods, each pod counted once"),
+    Column("members", "Members", _get("member_count"), kind="number", fields=("member_count",),
+           sort=("member_count",), help="Users and roles its document names"),
+    Column("description", "Description", _get("description"), fields=("description",), default=False),
+    Column("default_pools", "Default pools", lambda row, ctx: ctx.pools(row["default_node_pools"]), kind="list",
+           fields=("default_node_pools",), item_href=_pool_url, default=False,
+           help="Its own list (empty: its department's, then default)"),
+))
+
+MEMBERS = Table("members", "Members", key=lambda row: f"{row['kind']}:{row['name']}", default_sort="", columns=(
+    Column("member", "Member", lambda row, ctx: row["name"] or "everyone"),
+    Column("kind", "Kind", _get("kind"), help="user, role, pool (its users) or everyone"),
+    Column("how", "How", _get("how")),
+))
+
+TABLES = {table.name: table for table in (NODES, POOLS, PLATFORMS, REVISIONS, QUOTAS, PROJECTS, MEMBERS)}

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import history_pages, views
+from . import history_pages, quota_pages, views
 
 app_name = "pages"
 
@@ -10,6 +10,10 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("nodes/", views.nodes, name="nodes"),
     path("pools/<str:name>/", views.pool_detail, name="pool"),
+    path("quotas/", quota_pages.quotas, name="quotas"),
+    path("quotas/edit/", quota_pages.quota_edit, name="quota-edit"),
+    path("projects/", quota_pages.projects, name="projects"),
+    path("projects/<str:name>/", quota_pages.project_detail, name="project"),
     path("config/history/", history_pages.history_list, name="history"),
     path("config/history/diff/", history_pages.diff, name="diff"),
     path("config/history/rollback/", history_pages.rollback, name="rollback"),

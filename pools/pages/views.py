@@ -18,17 +18,21 @@ from pools.fleet.filters import NodeFilterSet, VisiblePools, gpu_types
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Node, Pool
 from pools.models.visibility import access_for
+from pools.quotas.figures import gpu_guarantees
 
 from . import charts, csv, formatting, preferences, snapshots
 from .filters import PoolFilterForm
 from .listing import PER_PAGE_CHOICES, Listing, order_queryset, order_rows, paginate, parse_sort
 from .pool_page import pool_context
+from .quota_pages import pool_quotas
 from .responses import fragment_target, is_fragment, respond, wants_csv
 from .tables import NODES, POOLS, TABLES, RowContext
 
 NODE_TIE_BREAKERS = ("name", "backend__name", "pk")
 CHARTS_INLINE = 12
-TABLE_PAGES = {"nodes": "pages:nodes", "pools": "pages:overview", "revisions": "pages:history"}
+TABLE_PAGES = {"nodes": "pages:nodes", "pools": "pages:overview", "revisions": "pages:history",
+               "quotas": "pages:quotas", "projects": "pages:projects"}
+GUARANTEE_COLUMNS = ("gpu_guaranteed", "gpu_borrowed")
 
 
 def row_context(request, *, nodes: bool = False) -> RowContext:
@@ -124,8 +128,14 @@ def overview(request):
     ctx = row_context(request)
     rows = [row for row in usage.pool_rows(form.apply(Pool.objects.visible_to(request))) if form.keep(row)]
     sort = parse_sort(POOLS, request.GET.get("sort"))
-    rows = order_rows(rows, sort, ctx)
     columns = preferences.chosen_columns(request, POOLS)
+    wanted = {column.key for column in columns} | {sort.column.key if sort.column else ""}
+    if fragment_target(request) != "pool-charts" and wanted & set(GUARANTEE_COLUMNS):
+        # Every visible pool in one query, whatever their number.
+        guarantees = gpu_guarantees([row["name"] for row in rows])
+        for row in rows:
+            row["gpu_guaranteed"], row["gpu_borrowed"] = guarantees.get(row["name"], (0, 0))
+    rows = order_rows(rows, sort, ctx)
     if wants_csv(request):
         return csv.response(POOLS, columns, rows, ctx)
     empty = "No pool matches these filters." if form.active else "You may not use any pool yet."
@@ -158,7 +168,7 @@ def pool_detail(request, name: str):
     query = QueryDict(mutable=True)
     query["pool"] = pool.name
     _form, listing, _ = node_listing(request, query, VisiblePools(request), with_gpu_types=False)
-    context.update(listing=listing, nav="overview")
+    context.update(listing=listing, nav="overview", pool_quota=pool_quotas(request, pool))
     return respond(request, "pages/pool.html", context, {listing.dom_id: "pages/_table.html"})
 
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q, Sum
 
-from pools.models import Department, NodeMembership, Pod, Pool, Project, Quota
+from pools.models import Department, Node, NodeMembership, Pod, Pool, Project, Quota
 from pools.quotas.documents import weight_name
 from pools.quotas.fairshare import UNLIMITED, PoolQuotas, Resource, gpu_hundredths, pool_fair_shares
 from pools.quotas.fairshare import Department as FairDepartment
@@ -82,11 +83,12 @@ def usage(projects: list[Project], pools: list[Pool]) -> Usage:
         else:
             unlabelled[(row["backend_id"], row["node_name"])].append(row)
     if unlabelled:
-        nodes = Q()
-        for backend_id, name in unlabelled:
-            nodes |= Q(node__backend_id=backend_id, node__name=name)
+        # The memberships of the nodes those pods run on, as a semi-join: an OR of one (backend, node) pair per
+        # node cost more to build and to plan than the query takes to run, at a few hundred nodes.
+        hosting = Pod.objects.filter(namespace__in=by_namespace, component="", pool="",
+                                     backend_id=OuterRef("node__backend_id"), node_name=OuterRef("node__name"))
         node_pools: dict[tuple[int, str], list[int]] = defaultdict(list)
-        for backend_id, name, pool_id in (NodeMembership.objects.filter(nodes, pool_id__in=pool_ids.values())
+        for backend_id, name, pool_id in (NodeMembership.objects.filter(Exists(hosting), pool_id__in=pool_ids.values())
                                           .values_list("node__backend_id", "node__name", "pool_id")):
             node_pools[(backend_id, name)].append(pool_id)
         for key, pod_rows in unlabelled.items():
@@ -154,17 +156,23 @@ def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> li
     for quota in quotas:
         rows_by[("d", quota.department_id, quota.pool_id) if quota.department_id else
                 ("p", quota.project_id, quota.pool_id)] = quota
+    # Who has a quota row or usage in each pool, read once: looking it up pool by pool over every project and
+    # every row cost pools x (projects + rows).
+    projects_in: dict[int, set[int]] = defaultdict(set)
+    departments_in: dict[int, set[int]] = defaultdict(set)
+    for kind, owner, pool_id in rows_by:
+        (projects_in if kind == "p" else departments_in)[pool_id].add(owner)
+    for project_id, pool_id in used.allocated:
+        projects_in[pool_id].add(project_id)
     wanted = None if projects is None else {p.pk for p in projects}
     tables = []
     for pool in pools:
-        members = [p for p in all_projects.values()
-                   if ("p", p.pk, pool.pk) in rows_by or (p.pk, pool.pk) in used.allocated]
+        members = [all_projects[pk] for pk in projects_in[pool.pk]]
         by_department: dict[int, list[Project]] = defaultdict(list)
         for project in sorted(members, key=lambda p: (p.created_at, p.name)):
             by_department[project.department_id].append(project)
-        for key in rows_by:
-            if key[0] == "d" and key[2] == pool.pk:
-                by_department.setdefault(key[1], [])
+        for department_id in sorted(departments_in[pool.pk]):
+            by_department.setdefault(department_id, [])
         fair_input = {}
         for resource in RESOURCES:
             fair_input[resource] = [
@@ -230,3 +238,52 @@ def _figures(resource: Resource, quota: Quota | None, share) -> dict[str, Any]:
         "over_quota": shown(resource, share.over_quota),
     }
 
+
+
+def gpu_guarantees(pool_names) -> dict[str, tuple[Decimal, Decimal]]:
+    """(GPUs in use within deserved, GPUs borrowed above it) per pool, summed over every project of the pool:
+    what `PoolTable.guaranteed_gpus()` says, for any number of pools in one query (the overview's pool table
+    shows it on every live refresh). Allocated is counted as `usage()` counts it: a pod in the pool of its
+    `<prefix>pool` label, a pod without one in each pool of its node. Pools with no allocation are left out."""
+    names = list(pool_names)
+    if not names:
+        return {}
+    table = {model: connection.ops.quote_name(model._meta.db_table)
+             for model in (Pod, Project, Pool, Node, NodeMembership, Quota)}
+    marks = ", ".join(["%s"] * len(names))
+    deserved = "COALESCE(q.gpu_deserved, 0)"
+    # CASE rather than LEAST/GREATEST, which SQLite lacks.
+    sql = f"""
+        SELECT pool.name,
+               SUM(CASE WHEN a.gpu < {deserved} THEN a.gpu ELSE {deserved} END),
+               SUM(CASE WHEN a.gpu > {deserved} THEN a.gpu - {deserved} ELSE 0 END)
+        FROM (
+            SELECT u.project_id, u.pool_id, SUM(u.gpu) AS gpu FROM (
+                SELECT pr.id AS project_id, po.id AS pool_id, p.gpu AS gpu
+                FROM {table[Pod]} p
+                JOIN {table[Project]} pr ON pr.namespace = p.namespace
+                JOIN {table[Pool]} po ON po.name = p.pool
+                WHERE p.component = '' AND p.pool <> '' AND po.name IN ({marks})
+                UNION ALL
+                SELECT pr.id, m.pool_id, p.gpu
+                FROM {table[Pod]} p
+                JOIN {table[Project]} pr ON pr.namespace = p.namespace
+                JOIN {table[Node]} n ON n.backend_id = p.backend_id AND n.name = p.node_name
+                JOIN {table[NodeMembership]} m ON m.node_id = n.id
+                JOIN {table[Pool]} po ON po.id = m.pool_id
+                WHERE p.component = '' AND p.pool = '' AND po.name IN ({marks})
+            ) u
+            GROUP BY u.project_id, u.pool_id
+        ) a
+        JOIN {table[Pool]} pool ON pool.id = a.pool_id
+        LEFT JOIN {table[Quota]} q ON q.project_id = a.project_id AND q.pool_id = a.pool_id
+        GROUP BY pool.name"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, names + names)
+        return {name: (_gpus(within), _gpus(borrowed)) for name, within, borrowed in cursor.fetchall()}
+
+
+def _gpus(value) -> Decimal:
+    """8, not 8.00 (PostgreSQL's numeric keeps the scale), nor 8E+0."""
+    number = Decimal(str(value or 0))
+    return number.quantize(Decimal(1)) if number == number.to_integral_value() else number.normalize()

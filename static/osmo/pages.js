@@ -22,3 +22,11 @@
     saved = null;
   });
 })();
+
+// A refused quota cell answers 422 with the refusal inside the cell's form: swap it in like a success.
+document.addEventListener("htmx:beforeSwap", function (event) {
+  if (event.detail.xhr.status === 422 && event.detail.elt.closest && event.detail.elt.closest(".quota-cell")) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});

@@ -68,8 +68,8 @@ def test_the_pool_csv_has_the_pool_rows_as_the_api_sums_them(staff_client, fleet
     rows = read(staff_client.get("/?export=csv&sort=-gpu_used"))
 
     assert rows[0] == ["Pool", "Description", "Status", "Backend", "GPU total", "GPU used", "GPU free",
-                       "GPU unhealthy", "Nodes", "CPU used (cores)", "CPU total (cores)", "Memory used (bytes)",
-                       "Memory total (bytes)"]
+                       "GPU unhealthy", "GPU guaranteed", "GPU borrowed", "Nodes", "CPU used (cores)",
+                       "CPU total (cores)", "Memory used (bytes)", "Memory total (bytes)"]
     api = {row["name"]: row for row in usage.pool_rows()}
     assert [row[0] for row in rows[1:]] == [ALPHA, BRAVO, "default"]
     alpha = dict(zip(rows[0], rows[1], strict=True))

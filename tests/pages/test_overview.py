@@ -25,7 +25,7 @@ def test_the_overview_lists_pools_with_their_figures(staff_client, fleet):
     assert row_keys(text) == [ALPHA, BRAVO, "default"]
     assert re.findall(r'<th scope="col" data-col="([^"]+)"', text) == [
         "name", "description", "status", "backend", "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy",
-        "node_count", "cpu_used", "cpu_total", "memory_used", "memory_total"]
+        "gpu_guaranteed", "gpu_borrowed", "node_count", "cpu_used", "cpu_total", "memory_used", "memory_total"]
     assert f'<a href="/pools/{ALPHA}/">{ALPHA}</a>' in text
     assert "Alpha &lt;b&gt;team&lt;/b&gt;" in text
     assert '<span class="status status-ok">ONLINE' in text
