@@ -1,6 +1,7 @@
 """`./manage.py quota list`: the quota table, as `GET /api/quotas/` answers it (every row: the CLI is the
-operator's)."""
+operator's; `--as-user NAME` shows what that user sees)."""
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from pools.api.quotas import QuotaRowSerializer
@@ -26,17 +27,22 @@ class Command(BaseCommand):
         listing_parser.add_argument("--pool", help="Only this pool.")
         listing_parser.add_argument("--project", help="Only this project's rows.")
         listing_parser.add_argument("--department", help="Only this department's rows (its own and its projects').")
+        listing_parser.add_argument("--as-user", metavar="USER",
+                                    help="What USER sees (as GET /api/quotas/ answers them): their projects' rows "
+                                         "in the pools they may use, with the same fair shares.")
         add_format(listing_parser)
 
     @clear_errors
-    def handle(self, *args, verb, format, pool=None, project=None, department=None, **options):
-        pools = Pool.objects.order_by("name")
+    def handle(self, *args, verb, format, pool=None, project=None, department=None, as_user=None, **options):
+        user = _user(as_user) if as_user else None
+        scoped = user is not None and not user.is_staff
+        pools = (Pool.objects.visible_to(user) if scoped else Pool.objects.all()).order_by("name")
         if pool:
             pools = pools.filter(name=pool)
             _exists(pools, "pool", pool)
-        projects = None
+        projects = list(Project.objects.visible_to(user)) if scoped else None
         if project:
-            projects = list(Project.objects.filter(name=project))
+            projects = list((Project.objects.visible_to(user) if scoped else Project.objects).filter(name=project))
             _exists(projects, "project", project)
         if department:
             _exists(Department.objects.filter(name=department), "department", department)
@@ -55,6 +61,13 @@ class Command(BaseCommand):
                 self.stdout.write(f"Pool {table.pool} is over-subscribed: its departments deserve "
                                   f"{table.over_subscribed_by[Resource.GPU]} GPUs more than its "
                                   f"{table.capacity[Resource.GPU]} usable GPUs.")
+
+
+def _user(name: str):
+    user = get_user_model().objects.filter(username=name).first()
+    if user is None:
+        raise ConfigNotFound(f"There is no user named {name!r}")
+    return user
 
 
 def _exists(found, kind: str, name: str) -> None:
