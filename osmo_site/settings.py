@@ -214,3 +214,12 @@ if not DEBUG:
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     }
+
+# Admission (scheduling): beat runs a cycle this often; submits, cancels and finishes also ask for one on
+# commit (debounced to one per second per process) unless OSMO_ADMISSION_ON_COMMIT is off.
+OSMO_ADMISSION_INTERVAL = env_int("OSMO_ADMISSION_INTERVAL", 5)
+OSMO_ADMISSION_ON_COMMIT = env_bool("OSMO_ADMISSION_ON_COMMIT", True)
+CELERY_BEAT_SCHEDULE["admission-cycle"] = {
+    "task": "scheduling.tasks.admission_cycle",
+    "schedule": float(OSMO_ADMISSION_INTERVAL),
+}

@@ -7,6 +7,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("pools.api.urls")),
     path("api/", include(access_urls.api_patterns)),
+    path("api/", include("scheduling.urls")),
     path("", include(access_urls.page_patterns)),
     path("", include("pools.pages.urls")),
 ]

@@ -322,7 +322,7 @@ def test_it_shows_the_effective_configuration_and_recent_revisions_on_the_pool_p
     assert response.status_code == 200
     page = text(response)
     assert "Effective configuration" in page
-    assert "osmo-ctrl" in page
+    assert "ephemeral-storage" in page
     assert "Recent revisions" in page
     revision = ConfigRevision.objects.get(kind=ConfigKind.POOL, name="default")
     assert f"r{revision.number} create" in page
@@ -332,7 +332,7 @@ def test_it_shows_the_effective_configuration_and_recent_revisions_on_the_pool_p
 # ---- deleting ---------------------------------------------------------------------------------------
 
 def test_it_shows_that_a_used_template_cannot_be_deleted_and_names_the_pool(admin_client):
-    template = PodTemplate.objects.get(name="default_ctrl")
+    template = PodTemplate.objects.get(name="default_user")
 
     response = admin_client.get(f"/admin/pools/podtemplate/{template.pk}/delete/")
 
@@ -343,14 +343,14 @@ def test_it_shows_that_a_used_template_cannot_be_deleted_and_names_the_pool(admi
 
 
 def test_it_does_not_delete_a_used_template_when_the_deletion_is_confirmed(admin_client):
-    template = PodTemplate.objects.get(name="default_ctrl")
+    template = PodTemplate.objects.get(name="default_user")
     before = ConfigRevision.objects.count()
 
     response = admin_client.post(f"/admin/pools/podtemplate/{template.pk}/delete/", {"post": "yes"})
 
     assert response.status_code == 200
     assert "Cannot delete" in text(response)
-    assert PodTemplate.objects.filter(name="default_ctrl").exists()
+    assert PodTemplate.objects.filter(name="default_user").exists()
     assert ConfigRevision.objects.count() == before
 
 
@@ -439,7 +439,7 @@ def test_it_refuses_a_pod_template_with_a_jinja_syntax_error(admin_client):
 
 
 def test_it_refuses_a_template_change_that_would_break_a_pool_using_it(admin_client):
-    template = PodTemplate.objects.get(name="default_ctrl")
+    template = PodTemplate.objects.get(name="default_user")
     body = {"spec": {"nodeSelector": {"team": "{{UNDEFINED_VARIABLE}}"}}}
     before = ConfigRevision.objects.count()
 

@@ -89,7 +89,8 @@ def test_it_lists_every_pool_under_a_pools_key(api, defaults):
     assert set(body) == {"pools"}
     assert set(body["pools"]) == {"default", "training"}
     assert body["pools"]["training"]["description"] == "for training"
-    assert body["pools"]["default"]["common_pod_template"] == ["default_ctrl", "default_user"]
+    # default_ctrl stays in the catalog but no pool uses it: its container has no image to run.
+    assert body["pools"]["default"]["common_pod_template"] == ["default_user"]
     assert body["pools"]["default"]["platforms"] == {"default": {
         "description": "", "host_network_allowed": False, "privileged_allowed": False, "default_variables": {},
         "resource_validations": [], "override_pod_template": [], "allowed_mounts": []}}
@@ -306,13 +307,13 @@ def test_it_refuses_to_delete_the_default_pool(api, defaults):
 
 
 def test_it_refuses_to_delete_a_template_a_pool_uses_and_names_the_pool(api, defaults):
-    response = api.delete("/api/configs/pod_template/default_ctrl/")
+    response = api.delete("/api/configs/pod_template/default_user/")
 
     assert response.status_code == 400, response.content
     detail = response.json()["detail"]
     assert "pool default" in detail
     assert "common_pod_template" in detail
-    assert PodTemplate.objects.filter(name="default_ctrl").exists()
+    assert PodTemplate.objects.filter(name="default_user").exists()
 
 
 def test_it_refuses_to_delete_a_template_a_platform_overrides_with_and_names_pool_and_platform(api, seed_pool):

@@ -16,7 +16,7 @@ from pools.access.scoping import Rule
 from pools.config import writes
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.models import AccessToken, ConfigKind, Pool, Role, RoleAssignment
+from pools.models import AccessToken, ConfigKind, Pool, Profile, Project, Role, RoleAssignment
 from pools.models.visibility import access_for
 
 
@@ -229,6 +229,7 @@ def profile(request) -> dict:
     """Who the caller is and, for each pool they may use, every role and rule that grants it."""
     access = access_for(request)
     pools = Pool.objects.visible_to(request).order_by("name").values_list("name", flat=True)
+    chosen = Profile.objects.filter(user=request.user).values_list("default_project__name", flat=True).first()
     return {
         "id": request.user.get_username(),
         "is_staff": access.is_staff,
@@ -236,14 +237,34 @@ def profile(request) -> dict:
         "roles": access.role_names,
         "pools": [{"name": name, "grants": [grant.as_dict() for grant in access.pool_grants(name)]}
                   for name in pools],
+        "default_project": chosen or Project.DEFAULT_NAME,
     }
 
 
 class ProfileView(AccessView):
     read_access = Rule.SIGNED_IN
 
+    write_access = Rule.SIGNED_IN
+
     @extend_schema(responses=bodies.ProfileSerializer)
     def get(self, request):
+        return Response(profile(request))
+
+    @extend_schema(request=bodies.ProfileUpdateSerializer, responses=bodies.ProfileSerializer)
+    def patch(self, request):
+        """Set the default project of one's submissions (a project one is a member of)."""
+        data = request.data if isinstance(request.data, dict) else {}
+        if "default_project" not in data:
+            raise ConfigError("default_project: the only setting here; give a project name or null",
+                              field="default_project")
+        name = data["default_project"]
+        project = None
+        if name is not None:
+            project = Project.objects.visible_to(request).filter(name=name).first() if isinstance(name, str) else None
+            if project is None:
+                raise ConfigError(f"default_project: {name!r} is not a project you are a member of",
+                                  field="default_project")
+        Profile.objects.update_or_create(user=request.user, defaults={"default_project": project})
         return Response(profile(request))
 
 

@@ -209,6 +209,13 @@ class ProfileSerializer(serializers.Serializer):
     token = serializers.CharField(allow_null=True, help_text="The token this request came with, if any.")
     roles = serializers.ListField(child=serializers.CharField())
     pools = ProfilePoolSerializer(many=True, help_text="Every pool the caller may use, and what grants it.")
+    default_project = serializers.CharField(help_text="The project a submission names when it names none: the one "
+                                                      "set with PATCH, else `default`.")
+
+
+class ProfileUpdateSerializer(serializers.Serializer):
+    default_project = serializers.CharField(allow_null=True, help_text="A project you are a member of; null "
+                                                                       "goes back to `default`.")
 
 
 class WriteResultSerializer(serializers.Serializer):

@@ -13,7 +13,7 @@ from pools.config.documents import PoolDoc
 from pools.engine.rules import OPERATORS
 
 # Paths OSMO writes without a trailing slash (their routes accept both).
-OSMO_PATHS = ("/api/auth/",)
+OSMO_PATHS = ("/api/auth/", "/api/workflow", "/api/pool/")
 
 
 class SchemaView(SpectacularAPIView):

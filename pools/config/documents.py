@@ -5,7 +5,7 @@ so a field rule is written once. Cross-object rules (references, backends) live 
 """
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -132,6 +132,8 @@ class PoolDoc(_Document):
     resources: dict[StrictStr, Any] = Field(default_factory=dict)
     topology_keys: list[TopologyKey] = Field(default_factory=list)
     node_selector: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    # Where admission puts a gang's replicas: the fullest nodes that fit (binpack) or the emptiest (spread).
+    placement: Literal["binpack", "spread"] = "binpack"
     platforms: dict[StrictStr, PlatformDoc] = Field(default_factory=dict)
 
     _variables = field_validator("common_default_variables")(_check_variables)

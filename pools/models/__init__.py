@@ -17,7 +17,7 @@ from .config import (
 )
 from .inventory import Node, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
 from .names import name_validator
-from .preferences import TablePreference
+from .preferences import Profile, TablePreference
 from .quotas import Department, Project, ProjectMember, Quota
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "PodTemplate",
     "Pool",
     "PoolQuerySet",
+    "Profile",
     "Project",
     "ProjectMember",
     "Quota",

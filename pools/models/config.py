@@ -108,6 +108,10 @@ class Pool(models.Model):
     node_selector = models.JSONField(
         default=dict, blank=True, help_text="Label selector for pool membership (gpuctl / Run:ai style)."
     )
+    placement = models.CharField(max_length=8, default="binpack", choices=[("binpack", "Bin-pack"),
+                                                                           ("spread", "Spread")],
+                                 help_text="Where admission places replicas: the fullest nodes that fit, or the "
+                                           "emptiest.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -17,3 +17,15 @@ class TablePreference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.table}"
+
+
+class Profile(models.Model):
+    """A user's settings beyond the pages: the project a submission names when it names none."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="osmo_profile")
+    default_project = models.ForeignKey("pools.Project", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+", help_text="Used when a submission names no project.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user_id} profile"

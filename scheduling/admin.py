@@ -1,0 +1,51 @@
+"""Workloads in the admin: read-only (they change through submission, admission and cancel), with their
+events, reasons and pod templates, for an operator looking into one."""
+
+from django.contrib import admin
+
+from pools.admin.base import pre
+
+from .models import Workload, WorkloadEvent
+
+
+class EventInline(admin.TabularInline):
+    model = WorkloadEvent
+    fields = readonly_fields = ("at", "status", "reason", "message")
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = ("name", "short_id", "project", "submitter_name", "priority", "status", "pool", "platform",
+                    "replicas", "gpu", "submitted_at")
+    list_filter = ("status", "priority", "source", "pool", "project")
+    search_fields = ("name", "workflow", "submitter_name", "id")
+    list_select_related = ("project", "pool")
+    inlines = [EventInline]
+    fields = ("id", "name", "workflow", "group", "project", "submitter_name", "source", "priority", "status",
+              "pools", "pool", "platform", "replicas", "gpu", "cpu", "memory", "storage", "exec_timeout",
+              "queue_timeout", "submitted_at", "admitted_at", "started_at", "finished_at", "reasons_shown",
+              "positions", "placement", "request_shown", "templates_shown")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Reasons")
+    def reasons_shown(self, obj):
+        return pre(obj.reasons)
+
+    @admin.display(description="Request")
+    def request_shown(self, obj):
+        return pre(obj.request)
+
+    @admin.display(description="Pod templates")
+    def templates_shown(self, obj):
+        return pre(obj.templates)

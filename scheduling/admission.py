@@ -1,0 +1,487 @@
+"""One admission cycle over a snapshot (pure: no Django; DESIGN.md section 3, "Admission").
+
+The caller loads a `Snapshot` (pools with their quotas and usage, nodes with their free capacity after
+earlier reservations, the workloads holding capacity) and the pending workloads; `decide` returns what to
+admit where, what to preempt, and for everything left pending one reason per candidate pool and its
+position in each pool's queue. Each admission is added to the snapshot before the next workload is
+checked, so one cycle can never admit beyond a quota or a node (Kueue's rule against over-admission).
+
+Amounts are (GPU, CPU, memory) triples: GPUs in hundredths (as the quotas count them), CPU in
+millicores, memory in bytes. A quota's deserved of None for a resource means "not set": CPU and memory
+quotas are enforced only where set; GPUs are always (no row deserves 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+Amounts = tuple[int, int, int]
+ZERO: Amounts = (0, 0, 0)
+UNSET = (None, None, None)
+NAMES = ("GPUs", "CPU", "memory")
+NO_LIMIT = -1
+
+
+class Code(StrEnum):
+    QUOTA = "QUOTA"  # non-preemptible over deserved
+    LIMIT = "LIMIT"
+    NO_OVER_QUOTA = "NO_OVER_QUOTA"  # preemptible, over deserved, weight None
+    CAPACITY = "CAPACITY"
+    GANG = "GANG"  # fits some replicas, not all
+    RECLAIMING = "RECLAIMING"
+    MAINTENANCE = "MAINTENANCE"
+    OFFLINE = "OFFLINE"
+    ENGINE = "ENGINE"  # the pool's backend admits in its own engine (KAI, Kueue)
+
+
+def add(a: Amounts, b: Amounts) -> Amounts:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def sub(a: Amounts, b: Amounts) -> Amounts:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def times(a: Amounts, n: int) -> Amounts:
+    return (a[0] * n, a[1] * n, a[2] * n)
+
+
+def fits(need: Amounts, free: Amounts) -> bool:
+    return need[0] <= free[0] and need[1] <= free[1] and need[2] <= free[2]
+
+
+def show(index: int, amount: int) -> str:
+    """A figure as the messages print it: GPUs whole where they are, CPU in cores, memory in GiB."""
+    if index == 0:
+        gpus = amount / 100
+        return f"{gpus:g}"
+    if index == 1:
+        return f"{amount / 1000:g}"
+    return f"{amount / 1024 ** 3:.3g}Gi"
+
+
+@dataclass(slots=True)
+class Quota:
+    """A project's or department's quota in one pool. `deserved` entries of None are not enforced."""
+
+    deserved: tuple[int | None, int | None, int | None] = (0, None, None)
+    limit: Amounts = (NO_LIMIT, NO_LIMIT, NO_LIMIT)
+    weight: tuple[int | None, int | None, int | None] = (2, 2, 2)
+    used: Amounts = ZERO  # everything allocated or reserved
+    used_guaranteed: Amounts = ZERO  # the non-preemptible part
+    fair_share: int | None = None  # GPUs (hundredths), for reclaim
+
+
+@dataclass(slots=True)
+class Node:
+    key: str  # unique across backends, e.g. "backend/node"
+    name: str
+    free: Amounts
+
+
+@dataclass(slots=True)
+class Pool:
+    name: str
+    status: str = "ONLINE"  # ONLINE, OFFLINE, MAINTENANCE, or ENGINE for KAI/Kueue backends
+    spread: bool = False
+    gpu_product: str = ""  # shown in messages ("8 of 8 guaranteed H100 GPUs")
+    platforms: dict[str, list[Node]] = field(default_factory=dict)  # Ready, schedulable nodes per platform
+    projects: dict[str, Quota] = field(default_factory=dict)
+    departments: dict[str, Quota] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Holder:
+    """A workload holding capacity in a pool (admitted, or running), as reclaim sees it."""
+
+    id: str
+    project: str
+    department: str
+    pool: str
+    per_replica: Amounts
+    placement: dict[str, int]  # node key -> replicas
+    preemptible: bool
+    submitted: float
+    preempting: bool = False
+
+
+@dataclass(slots=True)
+class Workload:
+    id: str
+    project: str
+    department: str
+    per_replica: Amounts
+    replicas: int
+    preemptible: bool
+    rank: int  # priority: higher first
+    submitted: float
+    candidates: list[tuple[str, str]]  # (pool, platform), tried in order
+
+    @property
+    def total(self) -> Amounts:
+        return times(self.per_replica, self.replicas)
+
+
+@dataclass(slots=True)
+class Snapshot:
+    pools: dict[str, Pool]
+    holders: list[Holder] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Reason:
+    pool: str
+    code: Code
+    message: str
+    details: dict
+
+    def as_dict(self) -> dict:
+        return {"pool": self.pool, "code": self.code.value, "message": self.message, "details": self.details}
+
+
+@dataclass(slots=True)
+class Admission:
+    pool: str
+    platform: str
+    placement: dict[str, int]  # node name -> replicas
+
+
+@dataclass(slots=True)
+class Decision:
+    admitted: dict[str, Admission] = field(default_factory=dict)
+    reasons: dict[str, list[Reason]] = field(default_factory=dict)
+    positions: dict[str, dict[str, int]] = field(default_factory=dict)
+    preempt: dict[str, str] = field(default_factory=dict)  # holder id -> why
+    order: list[str] = field(default_factory=list)
+
+
+# ---- quota -------------------------------------------------------------------------------------------
+
+def _over(used: Amounts, need: Amounts, bound: Sequence[int | None], skip_negative: bool) -> int | None:
+    """The first resource index where used + need exceeds bound (None bounds, and -1 with skip_negative,
+    are not enforced); None when within."""
+    for i in range(3):
+        if need[i] <= 0:
+            continue
+        b = bound[i]
+        if b is None or (skip_negative and b < 0):
+            continue
+        if used[i] + need[i] > b:
+            return i
+    return None
+
+
+def _quota_reason(pool: Pool, workload: Workload, idle_gpus: int) -> Reason | None:
+    need = workload.total
+    units = (("Project", workload.project, pool.projects.get(workload.project) or Quota()),
+             ("Department", workload.department, pool.departments.get(workload.department) or Quota(UNSET)))
+    for kind, name, quota in units:
+        i = _over(quota.used, need, quota.limit, True)
+        if i is not None:
+            return Reason(pool.name, Code.LIMIT,
+                          f"{kind} {name} has reached its limit of {show(i, quota.limit[i])} {_what(pool, i)} in "
+                          f"pool {pool.name}: {show(i, quota.used[i])} in use and the workload asks for "
+                          f"{show(i, need[i])} more.",
+                          _details(kind, name, i, quota, need, idle_gpus))
+        if workload.preemptible:
+            if any(quota.weight[j] is None for j in range(3) if need[j] > 0):
+                i = _over(quota.used, need, quota.deserved, False)
+                if i is not None and quota.weight[i] is None:
+                    return Reason(pool.name, Code.NO_OVER_QUOTA,
+                                  f"{kind} {name} may not go above its {show(i, quota.deserved[i] or 0)} guaranteed "
+                                  f"{_what(pool, i)} in pool {pool.name} (over-quota weight None): "
+                                  f"{show(i, quota.used[i])} in use, the workload asks for {show(i, need[i])}.",
+                                  _details(kind, name, i, quota, need, idle_gpus))
+            continue
+        i = _over(quota.used_guaranteed, need, quota.deserved, False)
+        if i is not None:
+            deserved = quota.deserved[i] or 0
+            borrow = f"; low priority could borrow {show(0, idle_gpus)} idle GPUs" if i == 0 else \
+                "; low priority could borrow idle capacity"
+            return Reason(pool.name, Code.QUOTA,
+                          f"{kind} {name} has {show(i, quota.used_guaranteed[i])} of {show(i, deserved)} guaranteed "
+                          f"{_what(pool, i)} in use in pool {pool.name} and asks for {show(i, need[i])} more"
+                          f"{borrow}.",
+                          _details(kind, name, i, quota, need, idle_gpus))
+    return None
+
+
+def _what(pool: Pool, i: int) -> str:
+    if i == 0:
+        return f"{pool.gpu_product} GPUs" if pool.gpu_product else "GPUs"
+    return NAMES[i]
+
+
+def _details(kind: str, name: str, i: int, quota: Quota, need: Amounts, idle_gpus: int) -> dict:
+    return {"unit": kind.lower(), "name": name, "resource": ("gpu", "cpu", "memory")[i],
+            "deserved": quota.deserved[i], "limit": quota.limit[i], "in_use": quota.used[i],
+            "in_use_guaranteed": quota.used_guaranteed[i], "requested": need[i], "idle_gpus": idle_gpus}
+
+
+def never_within_deserved(pools: dict[str, Pool], workload: Workload, pool_name: str) -> Reason | None:
+    """A non-preemptible request larger than the project's (or department's) deserved quota in a pool, as
+    a reason: it could never be admitted there, whatever else runs."""
+    pool = pools[pool_name]
+    need = workload.total
+    for kind, name, quota in (("Project", workload.project, pool.projects.get(workload.project) or Quota()),
+                              ("Department", workload.department,
+                               pool.departments.get(workload.department) or Quota(UNSET))):
+        i = _over(ZERO, need, quota.deserved, False)
+        if i is not None:
+            return Reason(pool.name, Code.QUOTA,
+                          f"{kind} {name} is guaranteed {show(i, quota.deserved[i] or 0)} {_what(pool, i)} in pool "
+                          f"{pool.name} and the workload asks for {show(i, need[i])}: non-preemptible work must fit "
+                          "within the guarantee; submit it with priority: low to borrow idle capacity.",
+                          _details(kind, name, i, quota, need, 0))
+    return None
+
+
+# ---- capacity ----------------------------------------------------------------------------------------
+
+def _place(nodes: list[Node], per: Amounts, replicas: int, spread: bool) -> dict[str, int]:
+    """Replicas placed one by one: bin-pack (the fullest node that fits) or spread (the emptiest).
+    Returns node key -> replicas; fewer than `replicas` in total when the gang does not fit. Does not
+    change the nodes."""
+    free = {node.key: node.free for node in nodes}
+    placed: dict[str, int] = {}
+    key_index = 0 if per[0] > 0 else (1 if per[1] > 0 else 2)
+    for _ in range(replicas):
+        best = None
+        for node in nodes:
+            room = free[node.key]
+            if not fits(per, room):
+                continue
+            if best is None or (room[key_index] > free[best][key_index] if spread
+                                else room[key_index] < free[best][key_index]):
+                best = node.key
+        if best is None:
+            break
+        free[best] = sub(free[best], per)
+        placed[best] = placed.get(best, 0) + 1
+    return placed
+
+
+def _capacity_reason(pool: Pool, platform: str, workload: Workload, placed: int) -> Reason:
+    nodes = pool.platforms.get(platform, [])
+    per = workload.per_replica
+    ask = " and ".join(f"{show(i, per[i])} {'free ' if i == 0 else ''}{NAMES[i]}" for i in range(3) if per[i] > 0) \
+        or "room"
+    if not nodes:
+        return Reason(pool.name, Code.CAPACITY, f"Platform {pool.name}/{platform} has no Ready, schedulable node.",
+                      {"platform": platform, "nodes": 0})
+    most = max(nodes, key=lambda node: node.free)
+    details = {"platform": platform, "nodes": len(nodes), "per_replica": list(per), "replicas": workload.replicas,
+               "placed": placed, "most_free": {"node": most.name, "gpu": most.free[0], "cpu": most.free[1],
+                                               "memory": most.free[2]}}
+    if placed:
+        return Reason(pool.name, Code.GANG,
+                      f"Only {placed} of {workload.replicas} replicas fit on platform {pool.name}/{platform} "
+                      f"({ask} each); the gang starts whole or not at all.", details)
+    return Reason(pool.name, Code.CAPACITY,
+                  f"No node of platform {pool.name}/{platform} has {ask} (most free: {show(0, most.free[0])} GPUs on "
+                  f"{most.name}).", details)
+
+
+def _idle_gpus(pool: Pool) -> int:
+    seen: dict[str, int] = {}
+    for nodes in pool.platforms.values():
+        for node in nodes:
+            seen[node.key] = node.free[0]
+    return sum(seen.values())
+
+
+# ---- reclaim -----------------------------------------------------------------------------------------
+
+def _reclaim(snapshot: Snapshot, pool: Pool, platform: str, workload: Workload) -> list[Holder] | None:
+    """The fewest preemptible holders of projects above their fair share in `pool` whose capacity lets
+    `workload` fit, those already PREEMPTING counted first; None when even all of them would not do."""
+    nodes = pool.platforms.get(platform, [])
+    keys = {node.key for node in nodes}
+    candidates = [h for h in snapshot.holders
+                  if h.pool == pool.name and h.preemptible and any(k in keys for k in h.placement)]
+    freed: dict[str, Amounts] = {}
+
+    def release(holder: Holder, sign: int = 1) -> None:
+        for key, n in holder.placement.items():
+            freed[key] = add(freed.get(key, ZERO), times(holder.per_replica, n * sign))
+
+    def fits_now() -> bool:
+        room = [Node(n.key, n.name, add(n.free, freed.get(n.key, ZERO))) for n in nodes]
+        return sum(_place(room, workload.per_replica, workload.replicas, pool.spread).values()) == workload.replicas
+
+    for holder in candidates:
+        if holder.preempting:
+            release(holder)
+    if fits_now():
+        return []
+    used = {name: quota.used[0] for name, quota in pool.projects.items()}
+
+    def above(project: str) -> int:
+        # Never below what the project deserves, nor below its fair share: no two projects take turns.
+        quota = pool.projects.get(project) or Quota()
+        return used.get(project, 0) - max(quota.fair_share or 0, quota.deserved[0] or 0)
+
+    chosen: list[Holder] = []
+    remaining = [h for h in candidates if not h.preempting]
+    while True:
+        eligible = [h for h in remaining if above(h.project) > 0]
+        if not eligible:
+            return None
+        holder = min(eligible, key=lambda h: (-above(h.project), -h.submitted, h.id))
+        remaining.remove(holder)
+        chosen.append(holder)
+        used[holder.project] = used.get(holder.project, 0) - holder.per_replica[0] * sum(holder.placement.values())
+        release(holder)
+        if fits_now():
+            break
+    # Drop any victim that turned out not to be needed (the last one chosen always is).
+    for holder in chosen[:-1]:
+        release(holder, -1)
+        if fits_now():
+            chosen.remove(holder)
+        else:
+            release(holder)
+    return chosen
+
+
+# ---- the cycle ---------------------------------------------------------------------------------------
+
+def _borrowing(snapshot: Snapshot, workload: Workload) -> bool:
+    """Whether the workload would go above its project's deserved GPUs in its first candidate pool."""
+    if not workload.candidates:
+        return True
+    pool = snapshot.pools.get(workload.candidates[0][0])
+    quota = (pool.projects.get(workload.project) if pool else None) or Quota()
+    need = workload.total
+    return _over(quota.used, need, quota.deserved, False) is not None
+
+
+def order(snapshot: Snapshot, workloads: Iterable[Workload]) -> list[Workload]:
+    """Within-deserved before borrowing, then priority, then submission time (then id, for a total order)."""
+    return sorted(workloads, key=lambda w: (_borrowing(snapshot, w), -w.rank, w.submitted, w.id))
+
+
+def _charge(pool: Pool, workload: Workload) -> None:
+    need = workload.total
+    for quota in (pool.projects.setdefault(workload.project, Quota()),
+                  pool.departments.setdefault(workload.department, Quota(UNSET))):
+        quota.used = add(quota.used, need)
+        if not workload.preemptible:
+            quota.used_guaranteed = add(quota.used_guaranteed, need)
+
+
+def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
+    """Admit what fits, in order, each admission charged to the snapshot before the next is checked.
+    Mutates the snapshot's quotas, node free capacity and holders."""
+    decision = Decision()
+    by_key = {node.key: node for pool in snapshot.pools.values()
+              for nodes in pool.platforms.values() for node in nodes}
+    queue = order(snapshot, workloads)
+    decision.order = [w.id for w in queue]
+    idle: dict[str, int] = {}
+    for workload in queue:
+        reasons: list[Reason] = []
+        short: list[int] = []  # indexes of reasons where only capacity was missing
+        for pool_name, platform in workload.candidates:
+            pool = snapshot.pools.get(pool_name)
+            if pool is None:
+                continue
+            if pool.status != "ONLINE":
+                reasons.append(_status_reason(pool))
+                continue
+            if pool_name not in idle:
+                idle[pool_name] = _idle_gpus(pool)
+            quota_reason = _quota_reason(pool, workload, idle[pool_name])
+            if quota_reason is not None:
+                reasons.append(quota_reason)
+                continue
+            placement = _place(pool.platforms.get(platform, []), workload.per_replica, workload.replicas, pool.spread)
+            placed = sum(placement.values())
+            if placed == workload.replicas:
+                for key, n in placement.items():
+                    node = by_key[key]
+                    node.free = sub(node.free, times(workload.per_replica, n))
+                _charge(pool, workload)
+                idle.clear()
+                decision.admitted[workload.id] = Admission(pool_name, platform,
+                                                           {by_key[k].name: n for k, n in placement.items()})
+                break
+            short.append(len(reasons))
+            reasons.append(_capacity_reason(pool, platform, workload, placed))
+        if workload.id in decision.admitted:
+            continue
+        if not workload.preemptible:
+            _try_reclaim(snapshot, workload, reasons, short, decision)
+        decision.reasons[workload.id] = reasons
+    _positions(decision, queue)
+    return decision
+
+
+def _try_reclaim(snapshot: Snapshot, workload: Workload, reasons: list[Reason], short: list[int],
+                 decision: Decision) -> None:
+    """Within its guarantee but short of capacity in some pools: reclaim in the first of them where
+    preempting borrowed work would make room."""
+    for index in short:
+        pool = snapshot.pools[reasons[index].pool]
+        platform = reasons[index].details.get("platform", "")
+        victims = _reclaim(snapshot, pool, platform, workload)
+        if victims is None:
+            continue
+        for victim in victims:
+            victim.preempting = True
+            decision.preempt[victim.id] = (
+                f"Preempted in pool {pool.name}: project {workload.project} reclaims capacity it is guaranteed "
+                f"for workload {workload.id}.")
+        waiting = [h.id for h in snapshot.holders if h.preempting and h.pool == pool.name]
+        gpus = sum(v.per_replica[0] * sum(v.placement.values()) for v in victims)
+        reasons[index] = Reason(
+            pool.name, Code.RECLAIMING,
+            f"Reclaiming borrowed capacity in pool {pool.name} from {len(waiting)} low-priority workload(s) of "
+            "projects above their fair share" + (f" ({show(0, gpus)} GPUs newly preempted)" if victims else "")
+            + "; admitted once it is free.",
+            {"platform": platform, "preempting": waiting})
+        return
+
+
+def _status_reason(pool: Pool) -> Reason:
+    if pool.status == "MAINTENANCE":
+        return Reason(pool.name, Code.MAINTENANCE, f"Pool {pool.name} is in maintenance; queued work waits until "
+                                                   "it ends.", {})
+    if pool.status == "OFFLINE":
+        return Reason(pool.name, Code.OFFLINE, f"Pool {pool.name}'s cluster has not reported recently; nothing is "
+                                               "admitted there until it does.", {})
+    return Reason(pool.name, Code.ENGINE, f"Pool {pool.name}'s backend schedules with its own engine ({pool.status}),"
+                                          " which admits workloads itself; that connection is not built yet.", {})
+
+
+def _positions(decision: Decision, queue: list[Workload]) -> None:
+    counters: dict[str, int] = {}
+    for workload in queue:
+        if workload.id in decision.admitted:
+            continue
+        positions = {}
+        for pool_name, _ in workload.candidates:
+            counters[pool_name] = counters.get(pool_name, 0) + 1
+            positions[pool_name] = counters[pool_name]
+        decision.positions[workload.id] = positions
+
+
+def never_fits(snapshot: Snapshot, workload: Workload, pool_name: str, platform: str,
+               allocatable: Sequence[Amounts]) -> Reason | None:
+    """Why a workload can never be admitted to (pool, platform), or None: a replica larger than the
+    allocatable of every node of the platform, or non-preemptible work above the deserved quota."""
+    per = workload.per_replica
+    if not any(fits(per, amounts) for amounts in allocatable):
+        if allocatable:
+            best = max(allocatable)
+            message = (f"A replica asks for {show(0, per[0])} GPUs, {show(1, per[1])} CPU and {show(2, per[2])} "
+                       f"memory, more than any node of platform {pool_name}/{platform} has (the largest: "
+                       f"{show(0, best[0])} GPUs, {show(1, best[1])} CPU, {show(2, best[2])}).")
+        else:
+            message = f"Platform {pool_name}/{platform} has no nodes."
+        return Reason(pool_name, Code.CAPACITY, message, {"platform": platform, "never": True})
+    if not workload.preemptible:
+        return never_within_deserved(snapshot.pools, workload, pool_name)
+    return None

@@ -1,0 +1,90 @@
+"""A workload as every door shows it: the API's body, the CLI's `describe`, the pages and the CSV all
+read these dicts. Names of pools the viewer may not use are left out (`Access.visible_pool_names`)."""
+
+from decimal import Decimal
+from typing import Any
+
+from pools.models.visibility import Access
+
+from .models import Workload
+
+COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
+           "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")
+
+
+def cores(millicores: int) -> float | int:
+    value = Decimal(millicores) / 1000
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _visible(access: Access):
+    names = access.visible_pool_names
+
+    def keep(pool: str | None) -> bool:
+        return pool is None or names is None or pool in names
+    return keep
+
+
+def first_reason(workload: Workload, keep=None) -> dict | None:
+    for reason in workload.reasons or []:
+        if keep is None or keep(reason.get("pool")):
+            return reason
+    return None
+
+
+def row(workload: Workload, access: Access) -> dict[str, Any]:
+    """One line of the lists (API list, page table, CSV)."""
+    keep = _visible(access)
+    pools = [p for p in workload.pools if keep(p)]
+    reason = first_reason(workload, keep) if workload.status == "PENDING" else None
+    positions = {p: n for p, n in (workload.positions or {}).items() if keep(p)}
+    pool_name = workload.pool.name if workload.pool_id and workload.pool and keep(workload.pool.name) else None
+    return {
+        "id": str(workload.id),
+        "name": workload.name,
+        "workflow": workload.workflow,
+        "project": workload.project.name,
+        "submitter": workload.submitter_name,
+        "source": workload.source,
+        "priority": workload.priority,
+        "status": workload.status,
+        "pool": pool_name,
+        "platform": workload.platform if pool_name else "",
+        "pools": pools,
+        "replicas": workload.replicas,
+        "gpu": workload.gpu,
+        "cpu": cores(workload.cpu),
+        "memory": workload.memory,
+        "storage": workload.storage,
+        "reason": reason,
+        "position": positions.get(pools[0]) if pools and positions else None,
+        "positions": positions,
+        "submitted_at": workload.submitted_at,
+        "admitted_at": workload.admitted_at,
+        "started_at": workload.started_at,
+        "finished_at": workload.finished_at,
+    }
+
+
+def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
+    keep = _visible(access)
+    body = row(workload, access)
+    body.update({
+        "department": workload.project.department.name,
+        "resources": {"gpu": workload.gpu, "cpu": cores(workload.cpu), "memory": workload.memory,
+                      "storage": workload.storage},
+        "preemptible": workload.preemptible,
+        "exec_timeout": workload.exec_timeout or None,
+        "queue_timeout": workload.queue_timeout or None,
+        "exit_actions": workload.exit_actions,
+        "topology": workload.topology,
+        "variables": workload.variables,
+        "request": workload.request,
+        "reasons": [r for r in workload.reasons or [] if keep(r.get("pool"))] if workload.status == "PENDING" else [],
+        "placement": workload.placement if body["pool"] else {},
+        "pod_templates": {pool: value for pool, value in (workload.templates or {}).items() if keep(pool)},
+        "attempt": workload.attempt,
+        "events": [{"at": e.at, "status": e.status, "reason": e.reason, "message": e.message}
+                   for e in (events if events is not None else workload.events.all())],
+    })
+    return body

@@ -1,0 +1,108 @@
+"""One admission cycle, one at a time across all workers: the cycle holds the lock of the one
+`AdmissionState` row (SELECT ... FOR UPDATE; on SQLite the write transaction serializes the same way),
+reads the snapshot inside that transaction, decides (pure), and writes what changed: admitted and
+preempted workloads with their events, and reasons and positions only where they differ."""
+
+import time
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from pools.models.bulk import bulk_update_changed
+
+from . import admission as pure
+from . import snapshot
+from .models import AdmissionState, Status, Workload, WorkloadEvent
+
+
+@dataclass
+class CycleResult:
+    admitted: list[dict] = field(default_factory=list)  # {"id", "name", "pool", "platform", "placement"}
+    pending: list[dict] = field(default_factory=list)  # {"id", "name", "reasons", "positions"}
+    preempted: list[dict] = field(default_factory=list)
+    considered: int = 0
+    rows_written: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> dict:
+        return {"considered": self.considered, "admitted": len(self.admitted), "pending": len(self.pending),
+                "preempted": len(self.preempted), "rows_written": self.rows_written,
+                "seconds": round(self.seconds, 3)}
+
+
+def _lock() -> AdmissionState:
+    AdmissionState.objects.get_or_create(pk=1)
+    if connection.vendor == "sqlite":
+        # Take SQLite's write lock now, so a second cycle waits here rather than reading a stale snapshot.
+        AdmissionState.objects.filter(pk=1).update(last_cycle_at=timezone.now())
+        return AdmissionState.objects.get(pk=1)
+    return AdmissionState.objects.select_for_update().get(pk=1)
+
+
+def run_cycle(now=None, *, details: bool = False) -> CycleResult:
+    """Admit what fits now. `details` also lists every pending workload (the operators' `schedule --once`)."""
+    started = time.perf_counter()
+    result = CycleResult()
+    with transaction.atomic():
+        state = _lock()
+        now = now or timezone.now()
+        loaded = snapshot.load(now)
+        queue, stored = snapshot.pending(loaded)
+        snapshot.add_fair_shares(loaded, queue)
+        result.considered = len(queue)
+        decision = pure.decide(loaded.snapshot, queue)
+        result.rows_written = _write(decision, stored, loaded.pool_names, now, result, details)
+        result.seconds = time.perf_counter() - started
+        state.last_cycle_at = now
+        state.last_cycle = result.summary()
+        state.save(update_fields=["last_cycle_at", "last_cycle"])
+    return result
+
+
+def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int, str], now, result: CycleResult,
+           details: bool) -> int:
+    ids_by_name = {name: pk for pk, name in pool_ids.items()}
+    wanted = [*decision.admitted, *decision.preempt, *(decision.reasons if details else ())]
+    names = dict(Workload.objects.filter(pk__in=wanted).values_list("id", "name"))
+    names = {str(k): v for k, v in names.items()}
+    events, written = [], 0
+    admitted = []
+    for workload_id, admission in decision.admitted.items():
+        admitted.append(Workload(id=workload_id, status=Status.ADMITTED, pool_id=ids_by_name[admission.pool],
+                                 platform=admission.platform, placement=admission.placement, admitted_at=now,
+                                 reasons=[], positions={}, updated_at=now))
+        events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.ADMITTED, reason="ADMITTED",
+                                    message=f"Admitted to pool {admission.pool}, platform {admission.platform}, "
+                                            f"on {_nodes(admission.placement)}."))
+        result.admitted.append({"id": workload_id, "name": names.get(workload_id, ""), "pool": admission.pool,
+                                "platform": admission.platform, "placement": admission.placement})
+    if admitted:
+        Workload.objects.bulk_update(admitted, ["status", "pool_id", "platform", "placement", "admitted_at",
+                                                "reasons", "positions", "updated_at"], batch_size=1000)
+        written += len(admitted)
+    if decision.preempt:
+        for workload_id, why in decision.preempt.items():
+            events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.PREEMPTING, reason="RECLAIM",
+                                        message=why))
+            result.preempted.append({"id": workload_id, "name": names.get(workload_id, ""), "why": why})
+        written += Workload.objects.filter(pk__in=list(decision.preempt), status__in=[
+            Status.ADMITTED, Status.SCHEDULING, Status.RUNNING]).update(status=Status.PREEMPTING, updated_at=now)
+    changes = []
+    for workload_id, reasons in decision.reasons.items():
+        values = {"reasons": [reason.as_dict() for reason in reasons],
+                  "positions": decision.positions.get(workload_id, {})}
+        before = stored.get(workload_id, {})
+        changed = tuple(key for key, value in values.items() if before.get(key) != value)
+        if changed:
+            changes.append((Workload(id=workload_id, **values), changed))
+        if details:
+            result.pending.append({"id": workload_id, "name": names.get(workload_id, ""), **values})
+    written += bulk_update_changed(Workload, changes)
+    WorkloadEvent.objects.bulk_create(events, batch_size=2000)
+    return written + len(events)
+
+
+def _nodes(placement: dict[str, int]) -> str:
+    return ", ".join(f"{name} ({n} replica{'s' if n > 1 else ''})" if n > 1 else name
+                     for name, n in sorted(placement.items()))

@@ -1,0 +1,82 @@
+"""`./manage.py get jobs [--pool P]`, `get labels NODE [--key KEY]` and `get pools` (gpuctl's `get`)."""
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.fleet import labels
+from pools.management.cli import add_format, clear_errors, print_json, print_table
+from scheduling import bodies
+from scheduling.cli import operator_access
+from scheduling.models import Workload
+
+# gpuctl's STATUS is the pod phase; ours is the workload's, in gpuctl's words where one fits.
+PHASES = {"PENDING": "Pending", "ADMITTED": "Admitted", "PREEMPTING": "Preempting", "SCHEDULING": "Pending",
+          "RUNNING": "Running", "COMPLETED": "Succeeded", "FAILED_IMAGE_PULL": "ImagePullBackOff"}
+
+
+def age(since, now) -> str:
+    seconds = int((now - since).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def job_rows(pool: str | None, now=None) -> list[dict]:
+    now = now or timezone.now()
+    rows = Workload.objects.select_related("project__department", "pool").order_by("-submitted_at")
+    if pool:
+        rows = rows.filter(Q(pool__name=pool) | Q(pool__isnull=True, pools__0=pool))
+    access = operator_access()
+    result = []
+    for workload in rows:
+        row = bodies.row(workload, access)
+        nodes = sorted(workload.placement) if workload.pool_id else []
+        result.append({"job_id": str(workload.id), "name": workload.name, "namespace": workload.project.namespace,
+                       "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
+                       "ready": f"0/{workload.replicas}", "node": ",".join(nodes) or "<none>", "ip": "<none>",
+                       "age": age(workload.submitted_at, now), "pool": row["pool"] or (row["pools"] or [""])[0]})
+    return result
+
+
+class Command(BaseCommand):
+    help = "get jobs [--pool P]: workloads as gpuctl lists jobs; get labels NODE [--key KEY]; get pools."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
+        jobs = sub.add_parser("jobs", help="Workloads with gpuctl's columns.")
+        jobs.add_argument("--pool", help="Admitted to this pool, or waiting with it as first choice.")
+        add_format(jobs)
+        node_labels = sub.add_parser("labels", help="A node's labels as last synced.")
+        node_labels.add_argument("node")
+        node_labels.add_argument("--key", help="Only this label.")
+        node_labels.add_argument("--backend")
+        add_format(node_labels)
+        add_format(sub.add_parser("pools", help="Pools with status and GPU counts."))
+
+    @clear_errors
+    def handle(self, *args, what, **options):
+        if what == "pools":
+            call_command("pool", "list", "--format", options["format"], stdout=self.stdout)
+            return
+        if what == "jobs":
+            rows = job_rows(options["pool"])
+            if options["format"] == "json":
+                print_json(self.stdout, rows)
+                return
+            print_table(self.stdout, ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"],
+                        [[r["job_id"][:8], r["name"], r["namespace"], r["kind"], r["status"], r["ready"], r["node"],
+                          r["ip"], r["age"]] for r in rows])
+            return
+        node = labels.find_node(options["node"], options["backend"])
+        shown = dict(sorted(node.labels.items()))
+        if options["key"]:
+            if options["key"] not in shown:
+                raise labels.LabelError(f"node {node.name} has no label {options['key']!r}", field="key")
+            shown = {options["key"]: shown[options["key"]]}
+        if options["format"] == "json":
+            print_json(self.stdout, shown)
+        else:
+            print_table(self.stdout, ["KEY", "VALUE"], [[key, value] for key, value in shown.items()])

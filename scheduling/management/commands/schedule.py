@@ -1,0 +1,52 @@
+"""`./manage.py schedule [--once]`: admission cycles in the foreground, for operators and tests. Each cycle
+holds the admission lock, so this may run beside the workers' cycles."""
+
+import time
+
+from django.core.management.base import BaseCommand
+
+from pools.management.cli import clear_errors, print_json
+from scheduling.cycle import CycleResult, run_cycle
+
+
+class Command(BaseCommand):
+    help = ("Run admission cycles: --once runs one, prints what it admitted and why the rest wait, and exits 0; "
+            "without it, one cycle every --interval seconds until Ctrl-C.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="One cycle, then exit.")
+        parser.add_argument("--interval", type=float, default=5.0, help="Seconds between cycles (default 5).")
+        parser.add_argument("--format", choices=["text", "json"], default="text")
+
+    @clear_errors
+    def handle(self, *args, once, interval, format, **options):
+        while True:
+            result = run_cycle(details=once)
+            if format == "json":
+                print_json(self.stdout, {**result.summary(), "admitted": result.admitted,
+                                         "preempted": result.preempted, "pending": result.pending})
+            else:
+                self.report(result, verbose=once)
+            if once:
+                return
+            time.sleep(max(0.1, interval))
+
+    def report(self, result: CycleResult, verbose: bool) -> None:
+        s = result.summary()
+        self.stdout.write(f"Cycle: {s['considered']} pending considered, {s['admitted']} admitted, "
+                          f"{s['preempted']} preempted, {s['pending']} still pending "
+                          f"({s['rows_written']} rows written, {s['seconds']:.3f} s).")
+        if not verbose:
+            return
+        for item in result.admitted:
+            nodes = ", ".join(f"{node}x{n}" if n > 1 else node for node, n in sorted(item["placement"].items()))
+            self.stdout.write(f"ADMITTED   {item['id'][:8]} {item['name']}: pool {item['pool']}, platform "
+                              f"{item['platform']}, on {nodes}")
+        for item in result.preempted:
+            self.stdout.write(f"PREEMPTING {item['id'][:8]} {item['name']}: {item['why']}")
+        for item in result.pending:
+            self.stdout.write(f"PENDING    {item['id'][:8]} {item['name']}:")
+            for reason in item["reasons"]:
+                position = item["positions"].get(reason["pool"])
+                where = f" (#{position} in queue)" if position else ""
+                self.stdout.write(f"    {reason['pool']}{where}: {reason['code']}: {reason['message']}")

@@ -1,0 +1,155 @@
+"""`./manage.py workload submit|list|describe|cancel`: the workload API from the CLI, in its shapes
+(`--format json` prints what the API answers). The CLI is the operator's: list, describe and cancel see every
+workload unless `--as-user USER` asks for what USER sees; submit needs a submitter (`--as-user`, else the
+user named like the account running the command, else `admin`)."""
+
+from django.core.management.base import BaseCommand
+from django.http import QueryDict
+
+from pools.engine import ConfigError
+from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.models.visibility import Access
+from scheduling import bodies, submission
+from scheduling.cli import find_user, find_workload, login, operator_access, read_document
+from scheduling.filters import WorkloadFilterSet
+from scheduling.models import Workload
+
+
+class Command(BaseCommand):
+    help = "Submit, list, describe and cancel workloads (the /api/workloads/ API from the command line)."
+
+    def add_arguments(self, parser):
+        verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+        submit = verbs.add_parser("submit", help="Submit the request in FILE (JSON or YAML, the body of "
+                                                 "POST /api/workloads/).")
+        submit.add_argument("-f", "--file", required=True)
+        submit.add_argument("--dry-run", action="store_true",
+                            help="Run the pipeline and print each candidate pool's verdict; save nothing.")
+        submit.add_argument("--as-user", metavar="USER", help="The submitter (default: the user named like this "
+                                                              "account, else admin).")
+        add_format(submit)
+        listing = verbs.add_parser("list", help="Workloads, newest first.")
+        for name in ("pool", "project", "user", "priority"):
+            listing.add_argument(f"--{name}")
+        listing.add_argument("--status", action="append", help="Repeat for several (PENDING, ADMITTED, ...).")
+        listing.add_argument("--as-user", metavar="USER", help="Only what USER may see.")
+        add_format(listing)
+        describe = verbs.add_parser("describe", help="Status, reasons per pool with queue positions, and events.")
+        describe.add_argument("id", help="Id, id prefix (4+ characters) or unique name.")
+        describe.add_argument("--as-user", metavar="USER")
+        add_format(describe)
+        cancel = verbs.add_parser("cancel", help="Cancel a pending or admitted workload.")
+        cancel.add_argument("id")
+        cancel.add_argument("--message", default="")
+        cancel.add_argument("--as-user", metavar="USER", help="Cancel as USER (the submitter or staff).")
+
+    @clear_errors
+    def handle(self, *args, verb, **options):
+        getattr(self, verb)(**options)
+
+    # ---- verbs ----
+
+    def submit(self, file, dry_run, as_user, format, **_):
+        user = find_user(as_user)
+        data = read_document(file)
+        try:
+            result = submission.submit(user, data, dry_run=dry_run)
+        except submission.SubmissionRefused as exc:
+            lines = [f"  {v.pool}: {v.message}" for v in exc.verdicts]
+            raise ConfigError("\n".join(["Refused: no candidate pool can take this workload.", *lines])) from None
+        if format == "json":
+            if dry_run:
+                print_json(self.stdout, {"candidates": [v.as_dict() for v in result.verdicts],
+                                         "admission": result.preview})
+            else:
+                print_json(self.stdout, bodies.detail(result.workload, Access(user)))
+            return
+        for verdict in result.verdicts:
+            verb = "accepts" if verdict.accepted else f"refuses ({verdict.code})"
+            where = f", platform {verdict.platform}" if verdict.platform else ""
+            detail = "" if verdict.accepted else f": {verdict.message}"
+            self.stdout.write(f"Pool {verdict.pool}{where} {verb}{detail}")
+        if dry_run:
+            preview = result.preview
+            if preview.get("would_admit"):
+                self.stdout.write(f"Dry run: would be admitted now to pool {preview['pool']}, platform "
+                                  f"{preview['platform']}. Nothing was saved.")
+            else:
+                self.stdout.write("Dry run: would wait. Nothing was saved.")
+                for reason in preview.get("reasons", []):
+                    self.stdout.write(f"  {reason['pool']}: {reason['code']}: {reason['message']}")
+            return
+        workload = result.workload
+        self.stdout.write(f"Workload {workload.id} ({workload.name}) submitted to project {workload.project.name}: "
+                          f"PENDING, candidate pools {', '.join(workload.pools)}.")
+
+    def list(self, as_user, format, status=None, **filters):
+        user = find_user(as_user) if as_user else None
+        access = Access(user) if user else operator_access()
+        rows = Workload.objects.visible_to(user) if user else Workload.objects.all()
+        params = {key: value for key, value in filters.items() if key in ("pool", "project", "user", "priority")
+                  and value}
+        query = QueryDict(mutable=True)
+        query.update(params)
+        query.setlist("status", [s.upper() for s in status or []])
+        filterset = WorkloadFilterSet(query, queryset=rows.select_related("project__department", "pool"))
+        if not filterset.is_valid():
+            field, errors = next(iter(filterset.errors.items()))
+            raise ConfigError(f"--{field}: {' '.join(errors)}")
+        data = [bodies.row(w, access) for w in filterset.qs]
+        if format == "json":
+            print_json(self.stdout, data)
+            return
+        print_table(self.stdout, ["ID", "NAME", "PROJECT", "USER", "PRIORITY", "STATUS", "POOL", "GPUS", "REPLICAS",
+                                  "POSITION", "REASON"],
+                    [[r["id"][:8], r["name"], r["project"], r["submitter"] or "-", r["priority"], r["status"],
+                      r["pool"] or ",".join(r["pools"]), r["gpu"], r["replicas"], r["position"] or "-",
+                      (r["reason"] or {}).get("code", "-")] for r in data])
+
+    def describe(self, id, as_user, format, **_):
+        user = find_user(as_user) if as_user else None
+        workload = find_workload(id, Workload.objects.visible_to(user) if user else None)
+        body = bodies.detail(workload, Access(user) if user else operator_access())
+        if format == "json":
+            print_json(self.stdout, body)
+            return
+        out = self.stdout.write
+        out(f"Workload {body['id']} ({body['name']})")
+        out(f"  Status:     {body['status']}")
+        out(f"  Project:    {body['project']} (department {body['department']}), submitted by "
+            f"{body['submitter'] or '-'} via {body['source']}")
+        out(f"  Priority:   {body['priority']}{' (preemptible)' if body['preemptible'] else ''}")
+        r = body["resources"]
+        out(f"  Resources:  {body['replicas']} replica(s) x {r['gpu']} GPU, {r['cpu']} CPU, "
+            f"{_gib(r['memory'])} memory, {_gib(r['storage'])} storage")
+        out(f"  Pools:      {', '.join(body['pools'])}")
+        if body["pool"]:
+            nodes = ", ".join(f"{n} x{k}" for n, k in sorted(body["placement"].items()))
+            out(f"  Admitted:   pool {body['pool']}, platform {body['platform']}, on {nodes} at "
+                f"{body['admitted_at']:%Y-%m-%d %H:%M:%S}")
+        if body["reasons"]:
+            out("  Waiting because:")
+            for reason in body["reasons"]:
+                position = body["positions"].get(reason["pool"])
+                where = f" (#{position} in its queue)" if position else ""
+                out(f"    {reason['pool']}{where}: {reason['code']}: {reason['message']}")
+        out("  Events:")
+        for event in body["events"]:
+            out(f"    {event['at']:%Y-%m-%d %H:%M:%S}  {event['status']:<16} {event['message']}")
+
+    def cancel(self, id, message, as_user, **_):
+        user = find_user(as_user) if as_user else None
+        workload = find_workload(id, Workload.objects.visible_to(user) if user else None)
+        try:
+            changed = submission.cancel(user, workload, message) if user else \
+                submission.cancel(None, workload, message, operator=login() or "cli")
+        except PermissionError as exc:
+            raise ConfigError(str(exc)) from None
+        if changed:
+            self.stdout.write(f"Workload {workload.id} ({workload.name}) canceled.")
+        else:
+            self.stdout.write(f"Workload {workload.id} ({workload.name}) had already ended: {workload.status}.")
+
+
+def _gib(value: int) -> str:
+    return f"{value / 1024 ** 3:g}Gi"

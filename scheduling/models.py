@@ -1,0 +1,156 @@
+"""Workloads: what a researcher asked to run, where it may run, and what became of it.
+
+A workload is one gang (all replicas or none). Its status follows OSMO's names; this half sets
+PENDING, ADMITTED and PREEMPTING, dispatch sets the rest. Every status change is also a WorkloadEvent.
+Amounts are per replica, in base units: CPU millicores, memory and storage bytes, whole GPUs.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from pools.models import Pool, Project
+from pools.models.visibility import access_for
+
+
+class Status(models.TextChoices):
+    PENDING = "PENDING"
+    ADMITTED = "ADMITTED"
+    PREEMPTING = "PREEMPTING"
+    SCHEDULING = "SCHEDULING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    FAILED_CANCELED = "FAILED_CANCELED"
+    FAILED_BACKEND_ERROR = "FAILED_BACKEND_ERROR"
+    FAILED_IMAGE_PULL = "FAILED_IMAGE_PULL"
+    FAILED_EVICTED = "FAILED_EVICTED"
+    FAILED_EXEC_TIMEOUT = "FAILED_EXEC_TIMEOUT"
+    FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
+    FAILED_PREEMPTED = "FAILED_PREEMPTED"
+
+
+# Holding quota and capacity: counted by admission until the workload's pods are seen on nodes.
+RESERVING = (Status.ADMITTED, Status.PREEMPTING, Status.SCHEDULING, Status.RUNNING)
+ALIVE = (Status.PENDING, *RESERVING)
+FINISHED = tuple(s for s in Status if s not in ALIVE)
+
+
+class Source(models.TextChoices):
+    API = "api"
+    OSMO = "osmo"
+    GPUCTL = "gpuctl"
+
+
+class Priority(models.TextChoices):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+class WorkloadQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "WorkloadQuerySet":
+        """Staff see every workload; others those of their projects and their own."""
+        access = access_for(user)
+        if access.is_staff:
+            return self
+        if not access.signed_in:
+            return self.none()
+        return self.filter(Q(project__in=Project.objects.visible_to(user)) | Q(submitter=access.user))
+
+
+class Workload(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=63)
+    # An OSMO workflow submits one workload per task group, all under the workflow's name.
+    workflow = models.CharField(max_length=128, blank=True, db_index=True)
+    group = models.CharField(max_length=128, blank=True)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="workloads")
+    submitter = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="workloads")
+    submitter_name = models.CharField(max_length=150, blank=True)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.API)
+    request = models.JSONField(help_text="The validated request, amounts in base units.")
+    priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
+    pools = models.JSONField(default=list, help_text="Candidate pools, tried in this order.")
+    replicas = models.PositiveIntegerField(default=1)
+    gpu = models.PositiveIntegerField(default=0)
+    cpu = models.BigIntegerField(default=0, help_text="Millicores per replica.")
+    memory = models.BigIntegerField(default=0, help_text="Bytes per replica.")
+    storage = models.BigIntegerField(default=0, help_text="Bytes per replica.")
+    variables = models.JSONField(default=dict, blank=True)
+    exec_timeout = models.CharField(max_length=64, blank=True)
+    queue_timeout = models.CharField(max_length=64, blank=True)
+    exit_actions = models.JSONField(default=dict, blank=True)
+    topology = models.JSONField(default=list, blank=True)
+    # Per candidate pool: {"platform", "pod_template"}, rendered at submission.
+    templates = models.JSONField(default=dict)
+    pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads")
+    platform = models.CharField(max_length=128, blank=True)
+    # Admitted: {node name: replicas} reserved on the admitted pool's backend until the pods are bound.
+    placement = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.PENDING)
+    # One entry per candidate pool while pending: {"pool", "code", "message", "details"}.
+    reasons = models.JSONField(default=list, blank=True)
+    # {pool: 1-based position in that pool's queue}, while pending.
+    positions = models.JSONField(default=dict, blank=True)
+    attempt = models.PositiveIntegerField(default=1)
+    submitted_at = models.DateTimeField(db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = WorkloadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-submitted_at", "id"]
+        indexes = [models.Index(fields=["status", "submitted_at"]), models.Index(fields=["project", "status"]),
+                   models.Index(fields=["pool", "status"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(replicas__gte=1), name="workload_replicas_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.short_id})"
+
+    @property
+    def short_id(self) -> str:
+        return str(self.id)[:8]
+
+    @property
+    def preemptible(self) -> bool:
+        return self.priority == Priority.LOW
+
+    @property
+    def alive(self) -> bool:
+        return self.status in ALIVE
+
+
+class WorkloadEvent(models.Model):
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    status = models.CharField(max_length=24, choices=Status.choices)
+    reason = models.CharField(max_length=32, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["workload", "at", "id"]
+        indexes = [models.Index(fields=["workload", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} {self.status} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class AdmissionState(models.Model):
+    """One row: its lock serializes admission cycles across workers (SELECT ... FOR UPDATE), and it
+    remembers when the last cycle ran and what it did."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    last_cycle_at = models.DateTimeField(null=True, blank=True)
+    last_cycle = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"admission (last {self.last_cycle_at})"

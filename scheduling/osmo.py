@@ -1,0 +1,185 @@
+"""OSMO's workflow endpoints, in OSMO's paths and shapes (reference/scheduling.md section 1):
+
+- `POST /api/pool/{pool}/workflow?priority=HIGH|NORMAL|LOW&dry_run=true` with `{"file": YAML,
+  "set_variables": ["K=V"]}`: each task group becomes one gang workload, all under one workflow ID
+  (`<name>-<n>`), in one transaction: every group is accepted or nothing is saved. Answers
+  `{"name", "overview", "logs", "spec", "dashboard_url", "warnings"}`. Authorized by the role policy of
+  seed 002 (`POST /api/pool/<glob>`), as OSMO does: the path is the grant.
+- `GET /api/workflow` (users, statuses, pools, priority, limit, offset, order), `GET /api/workflow/{name}`,
+  `POST /api/workflow/{name}/cancel`.
+"""
+
+from django.db import transaction
+from django.db.models import Count, Max, Min
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools.access.scoping import Rule
+from pools.engine import ConfigError
+from pools.models.visibility import access_for
+
+from . import schema, submission
+from .api import is_true, refused_response
+from .formats import workflow_requests
+from .models import ALIVE, Source, Status, Workload
+from .requests import priority_of
+
+# A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
+_FAILED = [s for s in Status if s.startswith("FAILED")]
+
+
+def workflow_status(statuses: set[str]) -> str:
+    if statuses & {Status.RUNNING, Status.SCHEDULING, Status.ADMITTED, Status.PREEMPTING}:
+        return "RUNNING" if Status.RUNNING in statuses else "PENDING"
+    if Status.PENDING in statuses:
+        return "PENDING"
+    failed = [s for s in _FAILED if s in statuses]
+    if failed:
+        return failed[0]
+    return "COMPLETED"
+
+
+def _urls(request, name: str) -> dict[str, str]:
+    base = request.build_absolute_uri("/")
+    return {"overview": f"{base}workloads/?workflow={name}", "logs": f"{base}api/workflow/{name}",
+            "dashboard_url": f"{base}workloads/?workflow={name}"}
+
+
+def next_workflow_id(name: str) -> str:
+    taken = Workload.objects.filter(workflow__startswith=f"{name}-").values_list("workflow", flat=True).distinct()
+    numbers = [int(w.rsplit("-", 1)[1]) for w in taken if w.rsplit("-", 1)[1].isdigit() and
+               w.rsplit("-", 1)[0] == name]
+    return f"{name}-{max(numbers, default=0) + 1}"
+
+
+class SubmitWorkflowView(APIView):
+    read_access = Rule.POOL
+    write_access = Rule.POOL  # may use the pool (or a role whose policy allows POST on this path)
+    pool_kwarg = "pool"
+
+    @extend_schema(request=schema.TemplateSpec, responses=schema.SubmitResponse, parameters=[
+        OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
+        OpenApiParameter("dry_run", bool), OpenApiParameter("validation_only", bool)])
+    def post(self, request, pool):
+        body = request.data if isinstance(request.data, dict) else {}
+        text = body.get("file")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("file: the workflow spec (YAML text) is required", field="file")
+        variables = body.get("set_variables") or []
+        if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
+            raise ConfigError("set_variables: expected a list of \"KEY=VALUE\" strings", field="set_variables")
+        priority = priority_of(request.query_params.get("priority", "NORMAL"))
+        dry_run = is_true(request.query_params.get("dry_run", "")) or \
+            is_true(request.query_params.get("validation_only", ""))
+        workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables)
+        access = access_for(request)
+        try:
+            evaluated = []
+            for group in workflow.groups:
+                project, verdicts = submission.evaluate(access, group.request)
+                if not any(v.accepted for v in verdicts):
+                    raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
+                evaluated.append(submission.Submitted(group.request, project, verdicts))
+        except submission.SubmissionRefused as exc:
+            return refused_response(exc)
+        warnings = list(workflow.warnings)
+        if priority.preemptible:
+            warnings.append("LOW priority workflows may be preempted to return borrowed capacity.")
+        spec = {"workflow": workflow.name, "groups": [
+            {"name": s.request.name, "replicas": s.request.replicas, "pools": [v.pool for v in s.accepted],
+             "candidates": [v.as_dict() for v in s.verdicts]} for s in evaluated]}
+        if dry_run:
+            return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
+                             "warnings": warnings, "dry_run": True})
+        with transaction.atomic():
+            name = next_workflow_id(workflow.name)
+            for item in evaluated:
+                submission.save(access, item, Source.OSMO, workflow=name)
+        return Response({"name": name, **_urls(request, name), "spec": spec, "warnings": warnings},
+                        status=status.HTTP_200_OK)
+
+
+def _workflows(request):
+    return Workload.objects.visible_to(request).exclude(workflow="")
+
+
+def _summary(request, name: str, rows: list[Workload]) -> dict:
+    first = min(rows, key=lambda w: w.submitted_at)
+    return {"name": name, "workflow_id": name, "user": first.submitter_name, "submit_time": first.submitted_at,
+            "status": workflow_status({w.status for w in rows}), "priority": first.priority.upper(),
+            "pool": first.pool.name if first.pool_id else (first.pools[0] if first.pools else None),
+            "labels": {}, **_urls(request, name)}
+
+
+class WorkflowListView(APIView):
+    read_access = Rule.SIGNED_IN
+
+    @extend_schema(responses=schema.WorkflowList, parameters=[
+        OpenApiParameter("users", str, many=True), OpenApiParameter("statuses", str, many=True),
+        OpenApiParameter("pools", str, many=True), OpenApiParameter("all_pools", bool),
+        OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]), OpenApiParameter("limit", int),
+        OpenApiParameter("offset", int), OpenApiParameter("order", str, enum=["ASC", "DESC"])])
+    def get(self, request):
+        params = request.query_params
+        rows = _workflows(request)
+        users = params.getlist("users")
+        if users:
+            rows = rows.filter(submitter_name__in=users)
+        pools = params.getlist("pools")
+        if pools and not is_true(params.get("all_pools", "")):
+            rows = rows.filter(pools__0__in=pools)
+        if params.get("priority"):
+            rows = rows.filter(priority=priority_of(params["priority"]).value)
+        names = (rows.values("workflow").annotate(first=Min("submitted_at"), last=Max("submitted_at"),
+                                                  groups=Count("id"))
+                 .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first"))
+        limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
+        offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
+        page = [row["workflow"] for row in names[offset:offset + limit]]
+        by_name: dict[str, list[Workload]] = {}
+        for workload in rows.filter(workflow__in=page).select_related("pool"):
+            by_name.setdefault(workload.workflow, []).append(workload)
+        statuses = set(params.getlist("statuses"))
+        result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
+        if statuses:
+            result = [item for item in result if item["status"] in statuses]
+        return Response({"workflows": result, "more_entries": len(names) > offset + limit})
+
+
+class WorkflowView(APIView):
+    read_access = Rule.SIGNED_IN
+
+    @extend_schema(responses=schema.WorkflowDetail)
+    def get(self, request, name):
+        rows = list(_workflows(request).filter(workflow=name).select_related("pool", "project"))
+        if not rows:
+            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        body = _summary(request, name, rows)
+        body["groups"] = [{"name": w.group or w.name, "workload": str(w.id), "status": w.status,
+                           "replicas": w.replicas, "start_time": w.started_at, "end_time": w.finished_at,
+                           "pool": w.pool.name if w.pool_id else None,
+                           "reasons": w.reasons if w.status == Status.PENDING else []}
+                          for w in sorted(rows, key=lambda w: w.submitted_at)]
+        return Response(body)
+
+
+class CancelWorkflowView(APIView):
+    read_access = Rule.SIGNED_IN
+    write_access = Rule.SIGNED_IN
+
+    @extend_schema(request=None, responses=schema.CancelAnswer,
+                   parameters=[OpenApiParameter("message", str), OpenApiParameter("force", bool)])
+    def post(self, request, name):
+        rows = list(_workflows(request).filter(workflow=name, status__in=ALIVE))
+        if not rows and not _workflows(request).filter(workflow=name).exists():
+            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        message = str(request.query_params.get("message", ""))[:500]
+        try:
+            for workload in rows:
+                submission.cancel(request, workload, message)
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from None
+        return Response({"name": name, "message": f"Cancel job for workflow {name} is submitted!"})

@@ -1,0 +1,243 @@
+"""The shapes of the workload API's bodies for the OpenAPI schema (pydantic models, as drf-spectacular reads
+them). The bodies themselves are built by `scheduling.bodies` and checked by `scheduling.requests`."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from pools.api.schema import PodTemplate
+
+from .models import Source, Status
+
+Quantity = str | int | float
+StatusName = Literal[tuple(Status.values)]  # type: ignore[valid-type]
+Code = Literal["QUOTA", "LIMIT", "NO_OVER_QUOTA", "CAPACITY", "GANG", "RECLAIMING", "MAINTENANCE", "OFFLINE", "ENGINE",
+               "SUBMITTED"]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ResourcesIn(_Shape):
+    """Per replica. CPU in cores or millicores ("8", "500m"), memory and storage as quantities ("64Gi")."""
+
+    gpu: int = 0
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    storage: Quantity | None = None
+
+
+class TopologyIn(_Shape):
+    key: str = Field(description="One of the pool's topology_keys (KAI backends only).")
+    requirement: Literal["required", "preferred"] = "required"
+    group: str = "default"
+
+
+class WorkloadSubmit(_Shape):
+    """POST /api/workloads/. `project` defaults to your profile's default project, `pools` to the project's
+    default list (then its department's, then `default`); tried in order."""
+
+    name: str
+    project: str | None = None
+    pools: list[str] | None = None
+    platform: str | None = Field(None, description="Else each pool's default_platform.")
+    image: str
+    command: list[str] = []
+    args: list[str] = []
+    env: dict[str, str] = {}
+    replicas: int = Field(1, description="A gang: all replicas start or none.")
+    resources: ResourcesIn = ResourcesIn()
+    priority: Literal["high", "normal", "low"] = Field("normal", description="Only low is preemptible and may "
+                                                                             "borrow above the project's quota.")
+    exec_timeout: str | None = Field(None, description="e.g. 4h; refused above the pool's maximum.")
+    queue_timeout: str | None = None
+    exit_actions: dict[str, str] = Field({}, description='COMPLETE, FAIL or RESCHEDULE -> exit codes, e.g. '
+                                                          '{"RESCHEDULE": "137,143"}.')
+    topology: list[TopologyIn] = []
+    variables: dict[str, str | int | float | bool] = {}
+    privileged: bool = False
+    host_network: bool = False
+    mounts: list[str] = Field([], description="Host paths (SRC or SRC:DST) the platform's allowed_mounts allow.")
+
+
+class CancelRequest(_Shape):
+    message: str = Field("", description="Recorded in the workload's events.")
+
+
+class Reason(_Shape):
+    """Why a pending workload waits in one candidate pool, with the numbers."""
+
+    pool: str
+    code: Code
+    message: str
+    details: dict[str, Any]
+
+
+class WorkloadRow(_Shape):
+    id: str
+    name: str
+    workflow: str
+    project: str
+    submitter: str
+    source: Literal[tuple(Source.values)]  # type: ignore[valid-type]
+    priority: Literal["high", "normal", "low"]
+    status: StatusName
+    pool: str | None = Field(description="Where it was admitted.")
+    platform: str
+    pools: list[str] = Field(description="Candidate pools, in order.")
+    replicas: int
+    gpu: int = Field(description="GPUs per replica.")
+    cpu: float = Field(description="CPU cores per replica.")
+    memory: int = Field(description="Bytes per replica.")
+    storage: int
+    reason: Reason | None = Field(description="The first candidate's reason, while pending.")
+    position: int | None = Field(description="Place in the first candidate pool's queue (1 is next).")
+    positions: dict[str, int]
+    submitted_at: datetime
+    admitted_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class WorkloadRows(RootModel[list[WorkloadRow]]):
+    """Every row, or with limit/offset a page {count, next, previous, results}."""
+
+
+class Event(_Shape):
+    at: datetime
+    status: StatusName
+    reason: str
+    message: str
+
+
+class CandidateTemplate(_Shape):
+    platform: str
+    pod_template: PodTemplate
+
+
+class Resources(_Shape):
+    gpu: int
+    cpu: float
+    memory: int
+    storage: int
+
+
+class WorkloadDetail(WorkloadRow):
+    department: str
+    resources: Resources
+    preemptible: bool
+    exec_timeout: str | None
+    queue_timeout: str | None
+    exit_actions: dict[str, str]
+    topology: list[TopologyIn]
+    variables: dict[str, str | int | float | bool]
+    request: dict[str, Any] = Field(description="The validated request, amounts in base units (CPU millicores, "
+                                                "memory and storage bytes).")
+    reasons: list[Reason]
+    placement: dict[str, int] = Field(description="Node name -> replicas reserved there.")
+    pod_templates: dict[str, CandidateTemplate]
+    attempt: int
+    events: list[Event]
+    refused_candidates: list["Candidate"] | None = None
+    canceled: bool | None = None
+
+
+class Candidate(_Shape):
+    pool: str
+    accepted: bool
+    platform: str | None
+    step: Literal["access", "resources", "templates", "platform", "schedule"] | None = None
+    code: str | None = None
+    message: str | None = None
+    pod_template: PodTemplate | None = None
+
+
+class AdmissionPreview(_Shape):
+    would_admit: bool
+    pool: str | None = None
+    platform: str | None = None
+    placement: dict[str, int] | None = None
+    reasons: list[Reason]
+    would_preempt: list[str] | None = None
+
+
+class DryRun(_Shape):
+    dry_run: bool
+    project: str
+    request: dict[str, Any] = Field(description="The validated request, amounts in base units.")
+    candidates: list[Candidate]
+    admission: AdmissionPreview
+
+
+# ---- OSMO's workflow endpoints ----------------------------------------------------------------------
+
+class TemplateSpec(_Shape):
+    file: str = Field(description="The workflow spec (version 2), YAML text.")
+    set_variables: list[str] = Field([], description="KEY=VALUE pairs for the spec's {{ placeholders }}.")
+    set_string_variables: list[str] = []
+
+
+class GroupSpec(_Shape):
+    name: str
+    replicas: int
+    pools: list[str]
+    candidates: list[Candidate]
+
+
+class WorkflowSpecShape(_Shape):
+    workflow: str
+    groups: list[GroupSpec]
+
+
+class SubmitResponse(_Shape):
+    name: str = Field(description="The workflow ID (<name>-<n>).")
+    overview: str
+    logs: str
+    spec: WorkflowSpecShape
+    dashboard_url: str
+    warnings: list[str]
+    dry_run: bool | None = None
+
+
+class WorkflowSummary(_Shape):
+    name: str
+    workflow_id: str
+    user: str
+    submit_time: datetime
+    status: str
+    priority: Literal["HIGH", "NORMAL", "LOW"]
+    pool: str | None
+    labels: dict[str, str]
+    overview: str
+    logs: str
+    dashboard_url: str
+
+
+class WorkflowList(_Shape):
+    workflows: list[WorkflowSummary]
+    more_entries: bool
+
+
+class WorkflowGroup(_Shape):
+    name: str
+    workload: str
+    status: StatusName
+    replicas: int
+    start_time: datetime | None
+    end_time: datetime | None
+    pool: str | None
+    reasons: list[Reason]
+
+
+class WorkflowDetail(WorkflowSummary):
+    groups: list[WorkflowGroup]
+
+
+class CancelAnswer(_Shape):
+    name: str
+    message: str
+
+
+WorkloadDetail.model_rebuild()

@@ -1,0 +1,183 @@
+"""Submitting and cancelling workloads: every door (the API, OSMO's workflow endpoint, the gpuctl file,
+the CLI) comes through here. A submission runs the pipeline for each candidate pool; it is refused
+(nothing saved) only when every candidate refuses it, and the refusal lists each one's reason.
+Accepted work is a PENDING row and an event; the admission cycle is asked to run once the row commits."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from pools.engine import ConfigError
+from pools.models import Profile, Project
+from pools.models.visibility import Access, access_for
+
+from . import admission as pure
+from . import pipeline
+from .models import ALIVE, Source, Status, Workload, WorkloadEvent
+from .requests import WorkloadRequest
+
+
+class SubmissionRefused(ConfigError):
+    """No candidate pool can ever take the workload. `forbidden`: every refusal was about access."""
+
+    def __init__(self, message: str, verdicts: list[pipeline.Verdict], field: str = "pools"):
+        super().__init__(message, field=field)
+        self.verdicts = verdicts
+        self.forbidden = bool(verdicts) and all(v.step == "access" for v in verdicts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"detail": self.message, "field": self.field, "candidates": [v.as_dict() for v in self.verdicts]}
+
+
+@dataclass
+class Submitted:
+    request: WorkloadRequest
+    project: Project
+    verdicts: list[pipeline.Verdict]
+    workload: Workload | None = None  # None for a dry run
+    preview: dict[str, Any] = field(default_factory=dict)  # dry run: what admission would do now
+
+    @property
+    def accepted(self) -> list[pipeline.Verdict]:
+        return [v for v in self.verdicts if v.accepted]
+
+
+def default_project(access: Access) -> str:
+    profile = Profile.objects.filter(user=access.user).select_related("default_project").first() \
+        if access.signed_in else None
+    if profile is not None and profile.default_project is not None:
+        return profile.default_project.name
+    return Project.DEFAULT_NAME
+
+
+def _project(access: Access, name: str | None) -> Project:
+    name = name or default_project(access)
+    project = Project.objects.visible_to(access.user).select_related("department").filter(name=name).first()
+    if project is None:
+        raise ConfigError(f"Project {name} does not exist or you are not a member of it (GET /api/projects/ lists "
+                          "yours).", field="project")
+    return project
+
+
+def candidate_pools(request: WorkloadRequest, project: Project) -> list[str]:
+    """The request's pools, else the project's default list, else its department's, else `default`."""
+    return list(request.pools or project.default_node_pools or project.department.default_node_pools
+                or ["default"])
+
+
+def evaluate(access: Access, request: WorkloadRequest) -> tuple[Project, list[pipeline.Verdict]]:
+    project = _project(access, request.project)
+    pools = candidate_pools(request, project)
+    context = pipeline.load_context(access, project, pools)
+    return project, [pipeline.run(context, request, pool) for pool in pools]
+
+
+def refusal(verdicts: list[pipeline.Verdict], prefix: str = "") -> SubmissionRefused:
+    lines = "; ".join(f"{v.pool}: {v.message}" for v in verdicts)
+    return SubmissionRefused(f"{prefix}No candidate pool can take this workload. {lines}", verdicts)
+
+
+def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False, field: str = "") -> Submitted:
+    """Validate `data` (a request body, or a WorkloadRequest) for `actor` (a request or a user) and queue it.
+    Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
+    access = access_for(actor)
+    request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
+    project, verdicts = evaluate(access, request)
+    if not any(v.accepted for v in verdicts):
+        raise refusal(verdicts)
+    result = Submitted(request, project, verdicts)
+    if dry_run:
+        result.preview = preview(result)
+        return result
+    result.workload = save(access, result, source)
+    return result
+
+
+def save(access: Access, submitted: Submitted, source: str, workflow: str = "") -> Workload:
+    request, accepted = submitted.request, submitted.accepted
+    first = accepted[0]
+    gpu, cpu, memory, storage = first.per_replica
+    now = timezone.now()
+    user = access.user if access.signed_in else None
+    workload = Workload(
+        name=request.name, workflow=workflow or request.workflow, group=request.group, project=submitted.project,
+        submitter=user, submitter_name=user.get_username() if user else "", source=source,
+        request=request.document(), priority=request.priority.value, pools=[v.pool for v in accepted],
+        replicas=request.replicas, gpu=gpu, cpu=cpu, memory=memory, storage=storage, variables=first.variables,
+        exec_timeout=first.exec_timeout, queue_timeout=first.queue_timeout, exit_actions=request.exit_actions,
+        topology=[t.model_dump() for t in request.topology],
+        templates={v.pool: {"platform": v.platform, "pod_template": v.pod_template} for v in accepted},
+        reasons=[{"pool": v.pool, "code": "SUBMITTED", "message": "Waiting for the next admission cycle.",
+                  "details": {}} for v in accepted],
+        submitted_at=now)
+    refused = [v for v in submitted.verdicts if not v.accepted]
+    with transaction.atomic():
+        workload.save(force_insert=True)
+        message = f"Submitted by {workload.submitter_name or 'an anonymous caller'} via {source}; candidate pools: " \
+                  f"{', '.join(workload.pools)}."
+        if refused:
+            message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
+        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED",
+                                     message=message)
+        transaction.on_commit(request_cycle)
+    return workload
+
+
+def preview(submitted: Submitted) -> dict[str, Any]:
+    """What a cycle run now would do with this workload alone, on top of what is already admitted."""
+    from . import snapshot
+
+    loaded = snapshot.load()
+    gpu, cpu, memory, _storage = submitted.accepted[0].per_replica
+    request = submitted.request
+    workload = pure.Workload("dry-run", submitted.project.name, submitted.project.department.name,
+                             (gpu * 100, cpu, memory), request.replicas, request.priority.preemptible,
+                             request.priority.rank, timezone.now().timestamp(),
+                             [(v.pool, v.platform) for v in submitted.accepted])
+    snapshot.add_fair_shares(loaded, [workload])
+    decision = pure.decide(loaded.snapshot, [workload])
+    admitted = decision.admitted.get("dry-run")
+    if admitted is not None:
+        return {"would_admit": True, "pool": admitted.pool, "platform": admitted.platform,
+                "placement": admitted.placement, "reasons": []}
+    return {"would_admit": False, "reasons": [r.as_dict() for r in decision.reasons.get("dry-run", [])],
+            "would_preempt": sorted(decision.preempt)}
+
+
+def request_cycle() -> None:
+    """Ask for an admission cycle soon (debounced: one message per second at most, per process)."""
+    if not settings.OSMO_ADMISSION_ON_COMMIT:
+        return
+    from django.core.cache import cache
+
+    if cache.add("osmo:admission-requested", 1, timeout=1):
+        from .tasks import admission_cycle
+
+        admission_cycle.apply_async(countdown=0.5)
+
+
+def cancel(actor, workload: Workload, message: str = "", *, operator: str = "") -> bool:
+    """Cancel a live workload: its submitter or staff (`actor`), or an operator at the CLI (`operator`, their
+    name). Returns False when it had already finished."""
+    if operator:
+        who = f"{operator} (operator)"
+    else:
+        access = access_for(actor)
+        if not (access.is_staff or (workload.submitter_id is not None and access.signed_in
+                                    and workload.submitter_id == access.user.pk)):
+            raise PermissionError("Only the workload's submitter or an admin may cancel it.")
+        who = access.user.get_username()
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Workload.objects.filter(pk=workload.pk, status__in=ALIVE).update(
+            status=Status.FAILED_CANCELED, finished_at=now, updated_at=now, positions={})
+        if not updated:
+            return False
+        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.FAILED_CANCELED, reason="CANCELED",
+                                     message=f"Canceled by {who}" + (f": {message}" if message else "."))
+        transaction.on_commit(request_cycle)
+    workload.refresh_from_db()
+    return True

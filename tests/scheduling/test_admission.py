@@ -1,0 +1,220 @@
+"""The pure admission cycle: order, quota and capacity checks, gangs, reclaim, reasons and positions."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.admission import (
+    Code,
+    Holder,
+    Node,
+    Pool,
+    Quota,
+    Snapshot,
+    Workload,
+    decide,
+    never_fits,
+)
+
+GIB = 1024 ** 3
+
+
+def node(name, gpus, cpu=64_000, memory=512 * GIB):
+    return Node(f"b/{name}", name, (gpus * 100, cpu, memory))
+
+
+def workload(wid, project="vision", gpus=1, replicas=1, low=False, rank=None, submitted=0.0, pools=("training",),
+             department="research", cpu=1000, memory=GIB):
+    return Workload(wid, project, department, (gpus * 100, cpu, memory), replicas, low,
+                    rank if rank is not None else (0 if low else 1), submitted,
+                    [(p, "h100") for p in pools])
+
+
+def pool(name="training", nodes=None, projects=None, departments=None, status="ONLINE", spread=False):
+    nodes = nodes if nodes is not None else [node("n1", 8), node("n2", 8)]
+    return Pool(name, status, spread, "H100", {"h100": nodes}, projects or {}, departments or {})
+
+
+def quota(deserved=8, limit=-1, weight=2, used=0, guaranteed=None, fair=None):
+    used_g = used if guaranteed is None else guaranteed
+    return Quota((deserved * 100, None, None), (limit * 100 if limit >= 0 else -1, -1, -1), (weight, 2, 2),
+                 (used * 100, 0, 0), (used_g * 100, 0, 0), None if fair is None else fair * 100)
+
+
+def test_it_admits_what_fits_and_charges_the_snapshot_before_the_next():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=32)})})
+    decision = decide(snapshot, [workload(f"w{i}", gpus=4, submitted=i) for i in range(5)])
+    assert sorted(decision.admitted) == ["w0", "w1", "w2", "w3"]
+    assert decision.reasons["w4"][0].code == Code.CAPACITY
+    assert snapshot.pools["training"].projects["vision"].used[0] == 1600
+
+
+def test_it_refuses_non_preemptible_work_above_deserved_with_the_numbers():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=8, used=8)},
+                                          nodes=[node("n1", 8), node("n2", 8), node("n3", 8)])})
+    decision = decide(snapshot, [workload("w", gpus=2)])
+    reason = decision.reasons["w"][0]
+    assert reason.code == Code.QUOTA
+    assert reason.message == ("Project vision has 8 of 8 guaranteed H100 GPUs in use in pool training and asks for "
+                              "2 more; low priority could borrow 24 idle GPUs.")
+
+
+def test_it_lets_preemptible_work_borrow_up_to_the_limit():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=2, limit=6)})})
+    decision = decide(snapshot, [workload("a", gpus=4, low=True), workload("b", gpus=4, low=True, submitted=1)])
+    assert list(decision.admitted) == ["a"]
+    assert decision.reasons["b"][0].code == Code.LIMIT
+    assert "limit of 6" in decision.reasons["b"][0].message
+
+
+def test_it_keeps_weight_none_within_deserved():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=2, weight=None)})})
+    decision = decide(snapshot, [workload("a", gpus=4, low=True)])
+    assert decision.reasons["a"][0].code == Code.NO_OVER_QUOTA
+
+
+def test_it_checks_the_department_as_well_as_the_project():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=8)},
+                                          departments={"research": quota(deserved=4, used=2)})})
+    decision = decide(snapshot, [workload("a", gpus=4)])
+    assert decision.reasons["a"][0].code == Code.QUOTA
+    assert decision.reasons["a"][0].message.startswith("Department research has 2 of 4")
+
+
+def test_a_gang_is_placed_whole_or_not_at_all():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=32)},
+                                          nodes=[node("n1", 8), node("n2", 2)])})
+    decision = decide(snapshot, [workload("g", gpus=4, replicas=3)])
+    reason = decision.reasons["g"][0]
+    assert reason.code == Code.GANG
+    assert reason.message.startswith("Only 2 of 3 replicas fit")
+    assert snapshot.pools["training"].platforms["h100"][0].free[0] == 800
+
+
+def test_the_capacity_message_names_the_node_with_the_most_free():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=32)},
+                                          nodes=[node("dgx-h100-001", 1), node("dgx-h100-007", 2)])})
+    reason = decide(snapshot, [workload("w", gpus=4)]).reasons["w"][0]
+    assert reason.message == ("No node of platform training/h100 has 4 free GPUs and 1 CPU and 1Gi memory "
+                              "(most free: 2 GPUs on dgx-h100-007).")
+
+
+def test_it_bin_packs_by_default_and_spreads_when_the_pool_says_so():
+    for spread, expected in ((False, {"n2": 1}), (True, {"n1": 1})):
+        snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=8)}, spread=spread,
+                                              nodes=[node("n1", 8), node("n2", 2)])})
+        assert decide(snapshot, [workload("w", gpus=1)]).admitted["w"].placement == expected
+
+
+def test_it_tries_the_pools_in_order_and_records_one_reason_per_pool():
+    snapshot = Snapshot({
+        "training": pool("training", projects={"vision": quota(deserved=0)}),
+        "dev": pool("dev", projects={"vision": quota(deserved=8)}, nodes=[node("d1", 2)]),
+        "sim": pool("sim", status="MAINTENANCE"),
+    })
+    decision = decide(snapshot, [workload("w", gpus=4, pools=("sim", "training", "dev"))])
+    assert [r.code for r in decision.reasons["w"]] == [Code.MAINTENANCE, Code.QUOTA, Code.CAPACITY]
+    decision = decide(Snapshot({"training": pool("training", projects={"vision": quota(deserved=0)}),
+                                "dev": pool("dev", projects={"vision": quota(deserved=8)})}),
+                      [workload("w", gpus=4, pools=("training", "dev"))])
+    assert decision.admitted["w"].pool == "dev"
+
+
+def test_within_deserved_goes_before_borrowing_then_priority_then_age():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=4), "nlp": quota(deserved=0)},
+                                          nodes=[node("n1", 4)])})
+    borrowing = workload("borrow", project="nlp", gpus=4, low=True, submitted=0)
+    old_normal = workload("normal", gpus=4, submitted=1)
+    high = workload("high", gpus=4, rank=2, submitted=2)
+    decision = decide(snapshot, [borrowing, old_normal, high])
+    assert decision.order == ["high", "normal", "borrow"]
+    assert list(decision.admitted) == ["high"]
+    assert decision.positions["normal"] == {"training": 1}
+    assert decision.positions["borrow"] == {"training": 2}
+
+
+def test_reclaim_preempts_the_fewest_borrowers_of_the_most_over_project():
+    nodes = [node("n1", 8)]
+    holders = [Holder("b1", "nlp", "research", "training", (200, 0, 0), {"b/n1": 1}, True, 1.0),
+               Holder("b2", "nlp", "research", "training", (400, 0, 0), {"b/n1": 1}, True, 2.0),
+               Holder("c1", "speech", "research", "training", (200, 0, 0), {"b/n1": 1}, True, 3.0)]
+    for n in nodes:
+        n.free = (0, 64_000, 512 * GIB)
+    snapshot = Snapshot({"training": pool(nodes=nodes, projects={
+        "vision": quota(deserved=4), "nlp": quota(deserved=0, used=6, guaranteed=0, fair=1),
+        "speech": quota(deserved=2, used=2, guaranteed=0, fair=2)})}, holders)
+    decision = decide(snapshot, [workload("w", gpus=4)])
+    assert "w" not in decision.admitted
+    assert list(decision.preempt) == ["b2"]
+    assert decision.reasons["w"][0].code == Code.RECLAIMING
+    # The next cycle waits for b2 rather than preempting more.
+    again = decide(snapshot, [workload("w", gpus=4)])
+    assert again.preempt == {}
+    assert again.reasons["w"][0].code == Code.RECLAIMING
+
+
+def test_reclaim_never_takes_from_a_project_at_or_below_its_deserved():
+    nodes = [node("n1", 4)]
+    nodes[0].free = (0, 64_000, 512 * GIB)
+    holders = [Holder("b1", "nlp", "research", "training", (400, 0, 0), {"b/n1": 1}, True, 1.0)]
+    snapshot = Snapshot({"training": pool(nodes=nodes, projects={
+        "vision": quota(deserved=4), "nlp": quota(deserved=4, used=4, guaranteed=0, fair=4)})}, holders)
+    decision = decide(snapshot, [workload("w", gpus=4)])
+    assert decision.preempt == {}
+    assert decision.reasons["w"][0].code == Code.CAPACITY
+
+
+def test_preemptible_work_never_reclaims():
+    nodes = [node("n1", 4)]
+    nodes[0].free = (0, 64_000, 512 * GIB)
+    holders = [Holder("b1", "nlp", "research", "training", (400, 0, 0), {"b/n1": 1}, True, 1.0)]
+    snapshot = Snapshot({"training": pool(nodes=nodes, projects={
+        "vision": quota(deserved=4), "nlp": quota(deserved=0, used=4, guaranteed=0, fair=0)})}, holders)
+    assert decide(snapshot, [workload("w", gpus=4, low=True)]).preempt == {}
+
+
+def test_never_fits_names_a_replica_larger_than_every_node_and_work_above_deserved():
+    snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=4)})})
+    big = workload("w", gpus=16)
+    assert never_fits(snapshot, big, "training", "h100", [(800, 64_000, 512 * GIB)]).code == Code.CAPACITY
+    above = workload("w", gpus=2, replicas=3)
+    reason = never_fits(snapshot, above, "training", "h100", [(800, 64_000, 512 * GIB)])
+    assert reason.code == Code.QUOTA and "priority: low" in reason.message
+    assert never_fits(snapshot, workload("w", gpus=2, replicas=3, low=True), "training", "h100",
+                      [(800, 64_000, 512 * GIB)]) is None
+
+
+def test_offline_and_engine_pools_admit_nothing():
+    for status, code in (("OFFLINE", Code.OFFLINE), ("KAI Scheduler", Code.ENGINE)):
+        snapshot = Snapshot({"training": pool(status=status, projects={"vision": quota(deserved=8)})})
+        assert decide(snapshot, [workload("w")]).reasons["w"][0].code == code
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 8), st.integers(1, 3), st.booleans()),
+                max_size=25),
+       st.lists(st.integers(0, 8), min_size=1, max_size=4), st.integers(0, 12), st.integers(0, 20))
+def test_a_cycle_never_admits_beyond_a_quota_a_limit_or_a_node(requests, node_gpus, deserved, limit):
+    nodes = [node(f"n{i}", g) for i, g in enumerate(node_gpus)]
+    projects = {name: quota(deserved=deserved, limit=limit) for name in "abc"}
+    snapshot = Snapshot({"training": pool(nodes=nodes, projects=projects,
+                                          departments={"research": quota(deserved=deserved * 2)})})
+    queue = [workload(f"w{i}", project=p, gpus=g, replicas=r, low=low, submitted=i)
+             for i, (p, g, r, low) in enumerate(requests)]
+    decision = decide(snapshot, queue)
+    by_id = {w.id: w for w in queue}
+    used = dict.fromkeys(node_gpus and [n.key for n in nodes], 0)
+    guaranteed, total = {}, {}
+    for wid, admission in decision.admitted.items():
+        w = by_id[wid]
+        for name, n in admission.placement.items():
+            used[f"b/{name}"] += w.per_replica[0] * n
+        total[w.project] = total.get(w.project, 0) + w.total[0]
+        if not w.preemptible:
+            guaranteed[w.project] = guaranteed.get(w.project, 0) + w.total[0]
+        assert sum(admission.placement.values()) == w.replicas
+    for n, g in zip(nodes, node_gpus, strict=True):
+        assert used[n.key] <= g * 100
+    for project in "abc":
+        assert guaranteed.get(project, 0) <= deserved * 100
+        assert total.get(project, 0) <= limit * 100
+    assert sum(guaranteed.values()) <= deserved * 2 * 100

@@ -1,0 +1,82 @@
+"""`manage.py workload submit|list|describe|cancel` and `manage.py schedule --once`."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from scheduling.models import Status, Workload
+from tests.scheduling.conftest import body
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def write(tmp_path, data, name="job.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_submit_schedule_describe_and_cancel_from_the_command_line(world, tmp_path):
+    output = run("workload", "submit", "-f", write(tmp_path, body()), "--as-user", "researcher")
+    assert "Pool training, platform h100 accepts" in output
+    assert "submitted to project vision: PENDING" in output
+    cycle = run("schedule", "--once")
+    assert "1 admitted" in cycle and "ADMITTED" in cycle and "train-resnet: pool training, platform h100" in cycle
+    workload = Workload.objects.get()
+    described = run("workload", "describe", str(workload.id)[:8])
+    assert "Status:     ADMITTED" in described and "Admitted:   pool training, platform h100" in described
+    assert "Canceled" not in described
+    assert "training (#" not in described
+    assert "canceled" in run("workload", "cancel", "train-resnet", "--message", "wrong data")
+    assert Workload.objects.get().status == Status.FAILED_CANCELED
+    assert "had already ended" in run("workload", "cancel", str(workload.id))
+
+
+def test_schedule_once_says_why_the_rest_wait(world, tmp_path):
+    for i in range(5):
+        run("workload", "submit", "-f", write(tmp_path, body(name=f"w{i}")), "--as-user", "researcher")
+    output = run("schedule", "--once")
+    assert "4 admitted" in output and "1 still pending" in output
+    assert "training (#1 in queue): QUOTA: Project vision has 4 of 4 guaranteed H100 GPUs in use" in output
+
+
+def test_yaml_files_and_dry_runs(world, tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: sweep\nproject: nlp\npriority: low\nimage: busybox\nresources: {gpu: 2}\n")
+    output = run("workload", "submit", "-f", str(path), "--dry-run", "--as-user", "researcher")
+    assert "would be admitted now to pool training" in output and not Workload.objects.exists()
+
+
+def test_list_filters_and_scopes(world, tmp_path):
+    run("workload", "submit", "-f", write(tmp_path, body()), "--as-user", "researcher")
+    run("workload", "submit", "-f", write(tmp_path, body(name="sweep", project="nlp", priority="low")),
+        "--as-user", "other")
+    assert "sweep" in run("workload", "list", "--project", "nlp") and "train-resnet" not in run(
+        "workload", "list", "--project", "nlp")
+    assert "train-resnet" not in run("workload", "list", "--as-user", "other")
+    rows = json.loads(run("workload", "list", "--status", "pending", "--format", "json"))
+    assert {row["name"] for row in rows} == {"train-resnet", "sweep"}
+
+
+def test_refusals_and_bad_input_are_one_paragraph(world, tmp_path):
+    with pytest.raises(CommandError, match=r"Refused: no candidate pool can take this workload\.\n  training: "):
+        run("workload", "submit", "-f", write(tmp_path, body(resources={"gpu": 64})), "--as-user", "researcher")
+    with pytest.raises(CommandError, match=r"resources\.gpu"):
+        run("workload", "submit", "-f", write(tmp_path, body(resources={"gpu": -1})), "--as-user", "researcher")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(CommandError, match="neither JSON nor YAML at line 2"):
+        run("workload", "submit", "-f", str(bad), "--as-user", "researcher")
+    with pytest.raises(CommandError, match="There is no workload 'nope'"):
+        run("workload", "describe", "nope")
+    with pytest.raises(CommandError, match="There is no user named 'ghost'"):
+        run("workload", "list", "--as-user", "ghost")
