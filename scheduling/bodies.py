@@ -12,6 +12,9 @@ COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority
            "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")
 
 
+HIDDEN_MESSAGE = "(about a pool you may not see)"
+
+
 def cores(millicores: int) -> float | int:
     value = Decimal(millicores) / 1000
     return int(value) if value == value.to_integral_value() else float(value)
@@ -66,6 +69,13 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     }
 
 
+def _request(workload: Workload, keep) -> dict:
+    request = dict(workload.request or {})
+    if request.get("pools"):
+        request["pools"] = [pool for pool in request["pools"] if keep(pool)]
+    return request
+
+
 def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
     keep = _visible(access)
     body = row(workload, access)
@@ -79,12 +89,13 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
         "exit_actions": workload.exit_actions,
         "topology": workload.topology,
         "variables": workload.variables,
-        "request": workload.request,
+        "request": _request(workload, keep),
         "reasons": [r for r in workload.reasons or [] if keep(r.get("pool"))] if workload.status == "PENDING" else [],
         "placement": workload.placement if body["pool"] else {},
         "pod_templates": {pool: value for pool, value in (workload.templates or {}).items() if keep(pool)},
         "attempt": workload.attempt,
-        "events": [{"at": e.at, "status": e.status, "reason": e.reason, "message": e.message}
+        "events": [{"at": e.at, "status": e.status, "reason": e.reason,
+                    "message": e.message if all(keep(p) for p in e.pools) else HIDDEN_MESSAGE}
                    for e in (events if events is not None else workload.events.all())],
     })
     return body

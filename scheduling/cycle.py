@@ -64,8 +64,9 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
            details: bool) -> int:
     ids_by_name = {name: pk for pk, name in pool_ids.items()}
     wanted = [*decision.admitted, *decision.preempt, *(decision.reasons if details else ())]
-    names = dict(Workload.objects.filter(pk__in=wanted).values_list("id", "name"))
-    names = {str(k): v for k, v in names.items()}
+    stored_rows = Workload.objects.filter(pk__in=wanted).values_list("id", "name", "pool__name")
+    names = {str(pk): name for pk, name, _ in stored_rows}
+    held_in = {str(pk): pool for pk, _, pool in stored_rows}
     events, written = [], 0
     admitted = []
     for workload_id, admission in decision.admitted.items():
@@ -74,7 +75,7 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
                                  reasons=[], positions={}, updated_at=now))
         events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.ADMITTED, reason="ADMITTED",
                                     message=f"Admitted to pool {admission.pool}, platform {admission.platform}, "
-                                            f"on {_nodes(admission.placement)}."))
+                                            f"on {_nodes(admission.placement)}.", pools=[admission.pool]))
         result.admitted.append({"id": workload_id, "name": names.get(workload_id, ""), "pool": admission.pool,
                                 "platform": admission.platform, "placement": admission.placement})
     if admitted:
@@ -84,7 +85,7 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
     if decision.preempt:
         for workload_id, why in decision.preempt.items():
             events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.PREEMPTING, reason="RECLAIM",
-                                        message=why))
+                                        message=why, pools=[held_in[workload_id]] if held_in.get(workload_id) else []))
             result.preempted.append({"id": workload_id, "name": names.get(workload_id, ""), "why": why})
         written += Workload.objects.filter(pk__in=list(decision.preempt), status__in=[
             Status.ADMITTED, Status.SCHEDULING, Status.RUNNING]).update(status=Status.PREEMPTING, updated_at=now)

@@ -2,7 +2,10 @@
 string means the same everywhere. Rows are scoped before filtering (`Workload.objects.visible_to`)."""
 
 import django_filters
+from django.db import connection
 from django.db.models import Q
+
+from pools.models.visibility import access_for
 
 from .models import Priority, Source, Status, Workload
 
@@ -22,9 +25,11 @@ class WorkloadFilterSet(django_filters.FilterSet):
         fields = ["pool", "project", "status", "user", "priority", "source", "workflow"]
 
     def filter_pool(self, queryset, name, value):
+        # A pool the caller may not see matches nothing, as a pool that does not exist does.
+        visible = access_for(self.request).visible_pool_names if self.request is not None else None
+        if visible is not None and value not in visible:
+            return queryset.none()
         # JSON containment on PostgreSQL; on SQLite the candidate list is matched as text.
-        from django.db import connection
-
         if connection.vendor == "postgresql":
             return queryset.filter(Q(pool__name=value) | Q(pools__contains=[value]))
         return queryset.filter(Q(pool__name=value) | Q(pools__icontains=f'"{value}"'))

@@ -135,6 +135,8 @@ class WorkloadEvent(models.Model):
     status = models.CharField(max_length=24, choices=Status.choices)
     reason = models.CharField(max_length=32, blank=True)
     message = models.TextField(blank=True)
+    # The pools the message names: it is shown only to those who may see all of them.
+    pools = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["workload", "at", "id"]

@@ -21,7 +21,7 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import schema, submission
+from . import bodies, schema, submission
 from .api import is_true, refused_response
 from .formats import workflow_requests
 from .models import ALIVE, Source, Status, Workload
@@ -107,10 +107,10 @@ def _workflows(request):
 
 
 def _summary(request, name: str, rows: list[Workload]) -> dict:
-    first = min(rows, key=lambda w: w.submitted_at)
-    return {"name": name, "workflow_id": name, "user": first.submitter_name, "submit_time": first.submitted_at,
-            "status": workflow_status({w.status for w in rows}), "priority": first.priority.upper(),
-            "pool": first.pool.name if first.pool_id else (first.pools[0] if first.pools else None),
+    first = bodies.row(min(rows, key=lambda w: w.submitted_at), access_for(request))
+    return {"name": name, "workflow_id": name, "user": first["submitter"], "submit_time": first["submitted_at"],
+            "status": workflow_status({w.status for w in rows}), "priority": first["priority"].upper(),
+            "pool": first["pool"] or (first["pools"][0] if first["pools"] else None),
             "labels": {}, **_urls(request, name)}
 
 
@@ -158,11 +158,14 @@ class WorkflowView(APIView):
         if not rows:
             raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
         body = _summary(request, name, rows)
-        body["groups"] = [{"name": w.group or w.name, "workload": str(w.id), "status": w.status,
-                           "replicas": w.replicas, "start_time": w.started_at, "end_time": w.finished_at,
-                           "pool": w.pool.name if w.pool_id else None,
-                           "reasons": w.reasons if w.status == Status.PENDING else []}
-                          for w in sorted(rows, key=lambda w: w.submitted_at)]
+        access = access_for(request)
+        body["groups"] = []
+        for workload in sorted(rows, key=lambda w: w.submitted_at):
+            shown = bodies.detail(workload, access, events=())
+            body["groups"].append({"name": workload.group or workload.name, "workload": shown["id"],
+                                   "status": shown["status"], "replicas": shown["replicas"],
+                                   "start_time": shown["started_at"], "end_time": shown["finished_at"],
+                                   "pool": shown["pool"], "reasons": shown["reasons"]})
         return Response(body)
 
 

@@ -74,6 +74,7 @@ class Migration(migrations.Migration):
                 ('status', models.CharField(choices=[('PENDING', 'Pending'), ('ADMITTED', 'Admitted'), ('PREEMPTING', 'Preempting'), ('SCHEDULING', 'Scheduling'), ('RUNNING', 'Running'), ('COMPLETED', 'Completed'), ('FAILED', 'Failed'), ('FAILED_CANCELED', 'Failed Canceled'), ('FAILED_BACKEND_ERROR', 'Failed Backend Error'), ('FAILED_IMAGE_PULL', 'Failed Image Pull'), ('FAILED_EVICTED', 'Failed Evicted'), ('FAILED_EXEC_TIMEOUT', 'Failed Exec Timeout'), ('FAILED_QUEUE_TIMEOUT', 'Failed Queue Timeout'), ('FAILED_PREEMPTED', 'Failed Preempted')], max_length=24)),
                 ('reason', models.CharField(blank=True, max_length=32)),
                 ('message', models.TextField(blank=True)),
+                ('pools', models.JSONField(blank=True, default=list)),
                 ('workload', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='scheduling.workload')),
             ],
             options={

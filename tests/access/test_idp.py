@@ -80,7 +80,8 @@ def test_the_sign_in_is_a_session_that_later_requests_reuse(world, django_assert
     client = APIClient()
     via_proxy(client, groups="osmo-team")
 
-    with django_assert_max_num_queries(4):  # session, user, roles, pools: no new sign-in
+    # session, user, roles, pools, the profile's default project: no new sign-in
+    with django_assert_max_num_queries(5):
         assert via_proxy(client, groups="osmo-team").status_code == 200
 
 

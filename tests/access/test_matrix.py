@@ -28,8 +28,20 @@ from django.utils import timezone
 
 from pools.access import tokens
 from pools.config import writes
-from pools.models import AccessToken, Backend, ConfigKind, ConfigRevision, Pod, Pool, Quota, Role, RoleAssignment
+from pools.models import (
+    AccessToken,
+    Backend,
+    ConfigKind,
+    ConfigRevision,
+    Pod,
+    Pool,
+    Project,
+    Quota,
+    Role,
+    RoleAssignment,
+)
 from pools.pages import csv as pages_csv
+from scheduling.models import Workload, WorkloadEvent
 from tests.access.conftest import (
     HIDDEN_PLATFORM,
     HIDDEN_POOL,
@@ -45,6 +57,9 @@ from tests.access.conftest import (
 )
 
 pytestmark = pytest.mark.django_db
+TEAM_WORKLOAD = "0a0a0a0a-0000-4000-8000-00000000000a"
+SECRET_WORKLOAD = "0b0b0b0b-0000-4000-8000-00000000000b"
+PROBE_WORKFLOW = "workflow:\n  name: probe\n  tasks:\n  - name: t\n    image: busybox\n    command: [\"true\"]\n"
 FUTURE = (timezone.now() + dt.timedelta(days=10)).date().isoformat()
 
 ADMIN = {"anonymous": 401, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 200}
@@ -57,6 +72,12 @@ ADMIN_SITE = {"anonymous": 302, "nobody": 302, "teammate": 302, "policy_user": 3
 def ok_as(expect: dict, status) -> dict:
     """`expect` with another answer for the principals it lets through."""
     return {who: status if code in (200, 201, 204) else code for who, code in expect.items()}
+
+
+def may_submit_to(pool: str) -> dict:
+    """A submission to a pool: refused with 403 (the same for a pool that does not exist) to those who may
+    not use it; a dry run of the others passes or is refused by the pipeline."""
+    return {who: 401 if who == "anonymous" else (200, 400) if pool in VISIBLE[who] else 403 for who in PRINCIPALS}
 
 
 def page_only_for(pool: str) -> dict:
@@ -192,6 +213,13 @@ def lists_only_own_tokens(response, principal):
 # see secret-project. Each has a quota in a pool the teammate may use and in one only staff may use.
 PROJECTS_VISIBLE = {"anonymous": set(), "nobody": {"default"}, "teammate": {"default", "team-project"},
                     "policy_user": {"default"}, "staff": {"default", "team-project", "secret-project"}}
+
+
+def lists_exactly_visible_workloads(response, principal):
+    shows_only_visible(response, principal)
+    projects = {row["project"] for row in response.json()["results"]} if isinstance(response.json(), dict) \
+        else {row["project"] for row in response.json()}
+    assert projects == VISIBLE_PROJECTS[principal] - {"default"}
 
 
 def only_for_project(project: str) -> dict:
@@ -382,6 +410,30 @@ MATRIX: dict[str, list[Probe]] = {
               check=lists_quota_rows_only_for_staff),
         Probe("list", "get", "/api/quotas/?project=secret-project", SIGNED_IN,
               check=lists_quota_rows_only_for_staff)],
+    # ---- workloads: members of the project and the submitter; names of pools they may not see are left out ---
+    "api-workload-list": [
+        Probe("list", "get", "/api/workloads/", SIGNED_IN, check=lists_exactly_visible_workloads),
+        Probe("list", "get", f"/api/workloads/?pool={HIDDEN_POOL}", SIGNED_IN, check=shows_only_visible)],
+    "api-workload-detail": [
+        Probe("detail", "get", f"/api/workloads/{TEAM_WORKLOAD}/", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", f"/api/workloads/{SECRET_WORKLOAD}/", only_for_project("secret-project"))],
+    "api-workload-cancel": [
+        Probe("write", "post", f"/api/workloads/{SECRET_WORKLOAD}/cancel/", only_for_project("secret-project"))],
+    "osmo-submit": [
+        Probe("write", "post", "/api/pool/team-gpu-pool/workflow?dry_run=true",
+              may_submit_to("team-gpu-pool"), body={"file": PROBE_WORKFLOW}, check=shows_only_visible),
+        Probe("write", "post", "/api/pool/sim-a/workflow?dry_run=true", may_submit_to("sim-a"),
+              body={"file": PROBE_WORKFLOW}, check=shows_only_visible),
+        Probe("write", "post", f"/api/pool/{HIDDEN_POOL}/workflow?dry_run=true",
+              may_submit_to(HIDDEN_POOL), body={"file": PROBE_WORKFLOW})],
+    "osmo-workflows": [Probe("list", "get", "/api/workflow", SIGNED_IN, check=shows_only_visible)],
+    "osmo-workflow": [
+        Probe("detail", "get", "/api/workflow/team-flow-1", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/workflow/secret-flow-1", only_for_project("secret-project"))],
+    "osmo-workflow-cancel": [
+        Probe("write", "post", "/api/workflow/secret-flow-1/cancel", only_for_project("secret-project"))],
 }
 
 
@@ -447,6 +499,19 @@ def projects(world):
             node_name=node_of("team-gpu-pool"), phase="Running", gpu=1, pool="team-gpu-pool"),
         Pod(backend=backend, uid="secret-pod", namespace="proj-secret-project", name="p",
             node_name=node_of("team-gpu-pool"), phase="Running", gpu=2)])
+    # Pending workloads, one per project, whose candidate pools include ones the team may not see.
+    submitted = timezone.now()
+    for pk, project, flow in ((TEAM_WORKLOAD, "team-project", "team-flow-1"),
+                              (SECRET_WORKLOAD, "secret-project", "secret-flow-1")):
+        pools = ["team-gpu-pool", "sim-secret", HIDDEN_POOL]
+        workload = Workload.objects.create(
+            id=pk, name=flow.rsplit("-", 1)[0], workflow=flow, group="train", project=Project.objects.get(name=project),
+            submitter_name="someone-else", source="osmo", request={"name": "train", "pools": pools}, pools=pools,
+            gpu=1, templates={pool: {"platform": "", "pod_template": {}} for pool in pools},
+            reasons=[{"pool": pool, "code": "CAPACITY", "message": f"No room in {pool}.", "details": {}}
+                     for pool in pools], positions=dict.fromkeys(pools, 1), submitted_at=submitted)
+        WorkloadEvent.objects.create(workload=workload, at=submitted, status="PENDING", reason="SUBMITTED",
+                                     message=f"Candidate pools: {', '.join(pools)}.", pools=pools)
 
 
 def snapshot() -> tuple:

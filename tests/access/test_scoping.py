@@ -208,8 +208,9 @@ def test_a_request_reads_the_roles_once_however_often_it_asks(world, teammate, c
     assert response.status_code == 200
     role_reads = [q for q in queries if 'FROM "pools_role"' in q["sql"]]
     assert len(role_reads) == 1
-    # session + user (authentication), roles (authorization), the visible pools (the page's data)
-    assert len(queries) <= 4
+    # session + user (authentication), roles (authorization), the visible pools and the default project
+    # (the page's data)
+    assert len(queries) <= 5
 
 
 def test_listing_costs_the_same_with_5_or_500_pools_and_1_or_50_roles(world, teammate, client):
