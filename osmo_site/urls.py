@@ -9,5 +9,6 @@ urlpatterns = [
     path("api/", include(access_urls.api_patterns)),
     path("api/", include("scheduling.urls")),
     path("", include(access_urls.page_patterns)),
+    path("workloads/", include("scheduling.page_urls")),
     path("", include("pools.pages.urls")),
 ]

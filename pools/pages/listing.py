@@ -106,7 +106,7 @@ class Listing:
 
     def __init__(self, table: Table, *, path: str, query: QueryDict, columns: list[Column], sort: Sort,
                  ctx: RowContext, rows: Iterable[Mapping], total: int, page=None, empty_message: str = "",
-                 filtered: bool = False, live: bool = True,
+                 filtered: bool = False, live: bool = True, totals: str = "",
                  actions: Callable[[Mapping], list[tuple[str, str]]] | None = None):
         self.table = table
         self.path = path
@@ -123,6 +123,7 @@ class Listing:
         self.page = page
         self.empty_message = empty_message
         self.filtered = filtered
+        self.totals = totals  # a line of sums over every filtered row (not the page), beside the count
         self.live = live
         self.has_actions = actions is not None
         self._source, self._actions = rows, actions

@@ -108,8 +108,10 @@ class Column:
 
 
 def status_css(status: str) -> str:
-    if status in ("Ready", "ONLINE"):
+    if status in ("Ready", "ONLINE", "ADMITTED", "RUNNING", "COMPLETED"):
         return "status-ok"
+    if status in ("PENDING", "SCHEDULING", "PREEMPTING"):
+        return "status-warn"
     if status in ("Unknown", "MAINTENANCE"):
         return "status-warn" if status == "MAINTENANCE" else "status-unknown"
     return "status-bad"

@@ -1,0 +1,137 @@
+"""The workload pages: the table (filters, totals, sort, CSV), a workload's page (reasons per pool with
+positions, events, templates), cancel (owner and staff, CSRF), and the queues of pool and project pages."""
+
+import csv
+import io
+
+import pytest
+from django.test import Client
+
+from scheduling.cycle import run_cycle
+from scheduling.models import Status, Workload
+from tests.scheduling.conftest import body
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(world):
+    client = Client()
+    client.force_login(world["researcher"])
+    return client
+
+
+def submit(api, **fields) -> dict:
+    response = api.post("/api/workloads/", body(**fields), format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+@pytest.fixture
+def queue(researcher_api):
+    """In training (2 nodes of 8 H100s; vision deserves 4, limit 12): big-one (8, low) borrows and is
+    admitted, big-two would pass the limit (LIMIT); wait-0 and wait-1 (2 each, normal) fill the deserved 4,
+    wait-2 would pass both the limit and the deserved (LIMIT is said first)."""
+    first = submit(researcher_api, name="big-one", resources={"gpu": 8, "cpu": "4", "memory": "16Gi"},
+                   priority="low")
+    second = submit(researcher_api, name="big-two", resources={"gpu": 8, "cpu": "4", "memory": "16Gi"},
+                    priority="low")
+    run_cycle()
+    waiting = [submit(researcher_api, name=f"wait-{i}", resources={"gpu": 2, "cpu": "1", "memory": "1Gi"},
+                      priority="normal") for i in range(3)]
+    run_cycle()
+    return {"admitted": [first, *waiting[:2]], "pending": [second, waiting[2]]}
+
+
+def test_the_table_lists_filters_and_totals_over_every_filtered_row(browser, queue):
+    page = browser.get("/workloads/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    for name in ("big-one", "big-two", "wait-0", "wait-2"):
+        assert name in text
+    assert "5 workloads: 2 pending (10 GPUs), 3 admitted or running (12 GPUs)" in text
+    assert 'id="nav-workloads"' in text and 'aria-current="page">Workloads' in text
+
+    pending = browser.get("/workloads/?status=PENDING&per_page=25").content.decode()
+    assert "big-one" not in pending and "wait-0" not in pending and "wait-2" in pending
+    assert "2 workloads: 2 pending (10 GPUs), 0 admitted or running (0 GPUs)" in pending
+
+    by_pool = browser.get("/workloads/?pool=training&priority=low").content.decode()
+    assert "big-one" in by_pool and "big-two" in by_pool and "wait-0" not in by_pool
+    unknown = browser.get("/workloads/?pool=nowhere")
+    assert "No workload matches these filters." in unknown.content.decode()
+
+
+def test_the_table_sorts_by_gpus_and_its_fragment_and_csv_agree(browser, queue):
+    fragment = browser.get("/workloads/?sort=-gpu", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workloads-table")
+    text = fragment.content.decode()
+    assert "<html" not in text and text.index("big-") < text.index("wait-")
+
+    download = browser.get("/workloads/?export=csv&status=PENDING")
+    assert download["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(download.streaming_content).decode())))
+    assert {row["Name"]: row["Why pending"].split(":")[0] for row in rows} == {"big-two": "LIMIT", "wait-2": "LIMIT"}
+
+
+def test_a_workloads_page_says_why_per_pool_with_positions_and_shows_events_and_templates(browser, queue):
+    waiting = queue["pending"][1]  # wait-2
+    page = browser.get(f"/workloads/{waiting['id']}/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert 'id="workload-reasons"' in text
+    stored = Workload.objects.get(pk=waiting["id"])
+    assert stored.reasons[0]["message"].replace("'", "&#x27;") in text
+    assert f'<td class="num">{stored.positions["training"]}</td>' in text
+    assert "Submitted by researcher via api" in text
+    assert "nvcr.io/nvidia/pytorch:24.05-py3" in text  # the pod template
+    assert 'id="cancel-form"' in text and "csrfmiddlewaretoken" in text
+
+
+def test_the_owner_cancels_from_the_page_with_the_csrf_token_and_others_may_not(world, browser, queue):
+    waiting = queue["pending"][0]
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(world["researcher"])
+    assert strict.post(f"/workloads/{waiting['id']}/cancel/").status_code == 403  # no CSRF token
+
+    other = Client()
+    other.force_login(world["other"])  # not a member of vision: the workload is not theirs to see
+    assert other.post(f"/workloads/{waiting['id']}/cancel/").status_code == 404
+
+    response = browser.post(f"/workloads/{waiting['id']}/cancel/", {"message": "wrong data"})
+    assert response.status_code == 302
+    assert Workload.objects.get(pk=waiting["id"]).status == Status.FAILED_CANCELED
+    page = browser.get(response["Location"]).content.decode()
+    assert "canceled" in page and "wrong data" in page and 'id="cancel-form"' not in page
+
+
+def test_a_member_who_did_not_submit_sees_no_cancel_button(world, researcher_api, django_user_model):
+    from pools.config import writes
+    from pools.models import ConfigKind
+
+    created = submit(researcher_api)
+    writes.import_document(ConfigKind.PROJECT, {"vision": {
+        "name": "vision", "department": "research", "members": {"users": ["researcher", "other"]},
+        "default_node_pools": ["training"], "resources": [{"node_pool": "training", "gpu": {"deserved": 4}}]}},
+        author="tests")
+    other = Client()
+    other.force_login(world["other"])
+    page = other.get(f"/workloads/{created['id']}/").content.decode()
+    assert "train-resnet" in page and 'id="cancel-form"' not in page
+    assert other.post(f"/workloads/{created['id']}/cancel/").status_code == 403
+    assert Workload.objects.get(pk=created["id"]).status == Status.PENDING
+
+
+def test_pool_and_project_pages_load_their_queues(browser, queue):
+    pool_page = browser.get("/pools/training/").content.decode()
+    assert 'hx-get="/workloads/queue/?pool=training"' in pool_page
+    fragment = browser.get("/workloads/queue/?pool=training").content.decode()
+    assert "2 pending, 3 admitted or running." in fragment
+    by_position = sorted(queue["pending"], key=lambda w: Workload.objects.get(pk=w["id"]).positions["training"])
+    order = [fragment.index(f">{w['name']}<") for w in by_position]
+    assert order == sorted(order)  # listed in queue order
+
+    project_page = browser.get("/projects/vision/").content.decode()
+    assert 'hx-get="/workloads/queue/?project=vision"' in project_page
+    assert "big-two" in browser.get("/workloads/queue/?project=vision").content.decode()
+    assert browser.get("/workloads/queue/?project=secret").status_code == 404
+    assert browser.get("/workloads/queue/").status_code == 404
