@@ -223,3 +223,9 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
     "task": "scheduling.tasks.admission_cycle",
     "schedule": float(OSMO_ADMISSION_INTERVAL),
 }
+# The demo's trickle of submissions and its stand-in for dispatch, every this many seconds (0: off; `make
+# demo` sets 15). Never turn it on in production: it submits workloads as the first superuser.
+OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)
+if OSMO_DEMO_TRICKLE > 0:
+    CELERY_BEAT_SCHEDULE["demo-trickle"] = {"task": "scheduling.tasks.demo_trickle",
+                                            "schedule": float(OSMO_DEMO_TRICKLE)}

@@ -154,9 +154,10 @@ def request_cycle() -> None:
     from django.core.cache import cache
 
     if cache.add("osmo:admission-requested", 1, timeout=1):
-        from .tasks import admission_cycle
+        from celery import current_app
 
-        admission_cycle.apply_async(countdown=0.5)
+        # By name: scheduling.tasks imports the demo, which submits through this module.
+        current_app.send_task("scheduling.tasks.admission_cycle", countdown=0.5)
 
 
 def cancel(actor, workload: Workload, message: str = "", *, operator: str = "") -> bool:

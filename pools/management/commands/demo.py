@@ -42,8 +42,10 @@ class Command(BaseCommand):
             "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
             "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
-        processes = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=os.environ.copy(),
-                                            start_new_session=True) for name, cmd in commands.items()}
+        # Beat also runs the demo's trickle of workload submissions (scheduling.demo), unless set otherwise.
+        env = {"OSMO_DEMO_TRICKLE": "15", **os.environ}
+        processes = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
+                     for name, cmd in commands.items()}
         try:
             while all(process.poll() is None for process in processes.values()):
                 time.sleep(0.5)
