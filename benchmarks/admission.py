@@ -25,10 +25,14 @@ Measured:
      writes of the same admissions: `Workload.objects.bulk_update` of status, pool, platform, placement and
      admitted_at (batches of 1000, as the cycle) and `WorkloadEvent.objects.bulk_create` of their events
      (batches of 2000); the ratio cycle / baseline. VACUUM ANALYZE runs before each, so both start alike.
+     For information, restored again: the same writes as one `UPDATE ... FROM unnest(arrays)` and a COPY of
+     the events (pools.models.bulk.copy_or_bulk_create), what such a write costs without Django's CASE WHEN.
   2. Nothing admissible: every workload restored to PENDING and made normal priority, every quota's deserved
      GPUs set to 0; one cycle settles the reasons (timed too), then a second cycle is timed: its seconds and
      the rows it wrote (CycleResult.rows_written; 0 is the target: nothing changed).
---profile also prints, for each scenario, a cProfile of one more cycle and its SQL queries with their times.
+--profile also prints, for each scenario, the reading and deciding phases timed apart (snapshot.load,
+snapshot.pending, add_fair_shares, decide; in a transaction rolled back), then a cProfile of one more cycle and
+its slowest SQL queries with their times.
 """
 
 import argparse
@@ -252,8 +256,10 @@ def baseline(admitted: list[dict]) -> float:
                                     message=f"Admitted to pool {item['pool']}, platform {item['platform']}, on "
                                             f"{', '.join(sorted(item['placement']))}.", pools=[item["pool"]]))
     with transaction.atomic():
-        Workload.objects.bulk_update(rows, ["status", "pool_id", "platform", "placement", "admitted_at"],
-                                     batch_size=1000)
+        written = Workload.objects.bulk_update(rows, ["status", "pool_id", "platform", "placement", "admitted_at"],
+                                               batch_size=1000)
+        if written != len(admitted):
+            raise SystemExit(f"the baseline's bulk_update wrote {written} rows, not {len(admitted)}")
         WorkloadEvent.objects.bulk_create(events, batch_size=2000)
     return time.perf_counter() - start
 
@@ -286,6 +292,8 @@ def floor(admitted: list[dict]) -> float:
             [Status.ADMITTED, now, [uuid.UUID(item["id"]) for item in admitted],
              [pool_ids[item["pool"]] for item in admitted], [item["platform"] for item in admitted],
              [json.dumps(item["placement"]) for item in admitted]])
+        if cursor.rowcount != len(admitted):
+            raise SystemExit(f"the UPDATE ... FROM unnest() wrote {cursor.rowcount} rows, not {len(admitted)}")
         copy_or_bulk_create(WorkloadEvent, events)
     return time.perf_counter() - start
 
