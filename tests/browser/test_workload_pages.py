@@ -1,0 +1,68 @@
+"""The workload pages in Chromium: a researcher finds why their work waits, cancels it from its page, and
+sees the pool's queue load into the pool page; the pictures for the README (`docs/screenshots/workloads.png`,
+`workload.png`, `workloads-phone.png`)."""
+
+import pytest
+from playwright.sync_api import expect
+
+from scheduling.cycle import run_cycle
+from scheduling.models import Status, Workload
+from scheduling.submission import submit
+from tests.scheduling.conftest import body, world  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def queue(world):  # noqa: F811
+    researcher = world["researcher"]
+    for name, gpu, priority in (("pretrain-a", 8, "low"), ("pretrain-b", 8, "low"), ("finetune", 2, "normal"),
+                                ("eval", 2, "normal"), ("sweep", 2, "normal")):
+        submit(researcher, body(name=name, priority=priority, resources={"gpu": gpu, "cpu": "2", "memory": "8Gi"}))
+        run_cycle()
+    return world
+
+
+def sign_in(page, live_server, path: str) -> None:
+    page.goto(f"{live_server.url}/accounts/login/?next={path}")
+    page.fill("input[name=username]", "researcher")
+    page.fill("input[name=password]", "pw-res-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}{path}")
+
+
+def test_a_researcher_sees_why_work_waits_and_cancels_it(live_server, page, queue, screenshot):
+    sign_in(page, live_server, "/workloads/")
+    table = page.locator("[data-testid=workloads-table]")
+    expect(table.locator("tbody tr")).to_have_count(5)
+    expect(page.locator("[data-testid=workloads-totals]")).to_have_text(
+        "5 workloads: 2 pending (10 GPUs), 3 admitted or running (12 GPUs)")
+    screenshot(page, "workloads", full_page=True)
+
+    page.select_option("#filter-status", "PENDING")
+    expect(table.locator("tbody tr")).to_have_count(2)
+    assert "status=PENDING" in page.url
+
+    page.click("text=sweep")
+    expect(page.locator("#workload-reasons")).to_contain_text("LIMIT")
+    screenshot(page, "workload", full_page=True)
+    page.fill("#cancel-message", "not needed")
+    page.click("#cancel-button")
+    expect(page.locator("#workload-status")).to_have_text("FAILED_CANCELED")
+    expect(page.locator("#workload-events")).to_contain_text("not needed")
+    assert Workload.objects.get(name="sweep").status == Status.FAILED_CANCELED
+
+
+def test_the_pool_page_loads_its_queue_and_the_table_fits_a_phone(live_server, page, queue, screenshot):
+    sign_in(page, live_server, "/pools/training/")
+    expect(page.locator("#queue-summary")).to_contain_text("2 pending, 3 admitted or running.")
+    expect(page.locator("#queue-pending tbody tr")).to_have_count(2)
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/workloads/")
+    expect(page.locator("[data-testid=workloads-table] tbody tr")).to_have_count(5)
+    screenshot(page, "workloads-phone", full_page=True)
+    wide = page.evaluate("""[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 400
+        && !e.closest('.table-scroll')).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 15)""")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 420, (width, wide)  # the table scrolls inside its region, the page does not
