@@ -1,6 +1,6 @@
 """Benchmark: one admission cycle (issue 12): `scheduling.cycle.run_cycle` over a large pending queue.
 
-Usage, from the project root (about 2 minutes on 2 cores with the defaults):
+Usage, from the project root (about 40 s on 2 idle cores with the defaults; --profile about doubles it):
 
     .venv/bin/python benchmarks/admission.py [--pending 10000] [--projects 200] [--departments 20] [--pools 100]
         [--nodes 5000] [--profile] [--keep]

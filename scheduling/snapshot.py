@@ -211,8 +211,10 @@ def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
     rows = Workload.objects.filter(status=Status.PENDING)
     if connection.vendor == "postgresql":
         # Locked until the cycle commits: a cancel waits for it and then cancels what it admitted, rather than
-        # being overwritten by it.
-        rows = rows.select_for_update()
+        # being overwritten by it. A row another transaction holds (a cancel, a sweep) is skipped: it waits for
+        # the next cycle, and the cycle never waits on, or deadlocks with, a writer that locks rows in another
+        # order.
+        rows = rows.select_for_update(skip_locked=True)
     for row in rows.values(
             "id", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools", "templates",
             "reasons", "positions").iterator(chunk_size=5000):

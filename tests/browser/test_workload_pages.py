@@ -62,7 +62,9 @@ def test_the_pool_page_loads_its_queue_and_the_table_fits_a_phone(live_server, p
     page.goto(f"{live_server.url}/workloads/")
     expect(page.locator("[data-testid=workloads-table] tbody tr")).to_have_count(5)
     screenshot(page, "workloads-phone", full_page=True)
-    wide = page.evaluate("""[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 400
-        && !e.closest('.table-scroll')).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 15)""")
+    # What sticks out, outside the scrolling tables (for the failure message).
+    wide = page.evaluate("""[...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > 400 && !e.closest('.table-scroll'))
+        .map(e => `${e.tagName}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`).slice(0, 15)""")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 420, (width, wide)  # the table scrolls inside its region, the page does not

@@ -80,3 +80,42 @@ def test_refusals_and_bad_input_are_one_paragraph(world, tmp_path):
         run("workload", "describe", "nope")
     with pytest.raises(CommandError, match="There is no user named 'ghost'"):
         run("workload", "list", "--as-user", "ghost")
+
+
+def test_schedule_in_the_foreground_survives_a_database_error_and_goes_on(world, monkeypatch):
+    from django.db import OperationalError
+
+    from scheduling.cycle import CycleResult
+    from scheduling.management.commands import schedule
+
+    calls = []
+
+    def flaky(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the operator's Ctrl-C ends the loop
+        return CycleResult(considered=2)
+
+    monkeypatch.setattr(schedule, "run_cycle", flaky)
+    monkeypatch.setattr(schedule.time, "sleep", lambda seconds: None)
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError, match="interrupted"):
+        call_command("schedule", "--interval", "0.1", stdout=out, stderr=err)
+    assert "Cycle failed, retrying in 0.1 s: server closed the connection unexpectedly" in err.getvalue()
+    assert "Cycle: 2 pending considered" in out.getvalue()
+    assert len(calls) == 3
+
+
+def test_schedule_once_reports_a_database_error_as_one_paragraph(world, monkeypatch):
+    from django.db import OperationalError
+
+    from scheduling.management.commands import schedule
+
+    def broken(**kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(schedule, "run_cycle", broken)
+    with pytest.raises(CommandError, match="could not connect to server"):
+        call_command("schedule", "--once", stdout=StringIO())

@@ -187,7 +187,8 @@ def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or
                 for code, body, text in answers:
                     statuses[code] += 1
                     assert code in (201, 400), (code, body, text)  # 400: never fits its deserved quota
-                assert not [p.pid for p in processes if p.poll() is not None], "a cycling process died"
+                dead = [p for p in processes if p.poll() is not None]
+                assert not dead, f"a cycling process died: {dead[0].communicate()[1][-3000:]}"
                 assert not seen, seen[:5]
                 assert not violations()
                 admitted_total += Workload.objects.filter(admitted_at__gte=started).count()

@@ -4,6 +4,7 @@ holds the admission lock, so this may run beside the workers' cycles."""
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import OperationalError, connections
 
 from pools.management.cli import clear_errors, print_json
 from scheduling.cycle import CycleResult, run_cycle
@@ -21,7 +22,16 @@ class Command(BaseCommand):
     @clear_errors
     def handle(self, *args, once, interval, format, **options):
         while True:
-            result = run_cycle(details=once)
+            try:
+                result = run_cycle(details=once)
+            except OperationalError as exc:
+                if once:
+                    raise
+                # A lost connection or a server restart: say so and try again at the next interval.
+                self.stderr.write(f"Cycle failed, retrying in {interval:g} s: {' '.join(str(exc).split())}")
+                connections.close_all()
+                time.sleep(max(0.1, interval))
+                continue
             if format == "json":
                 print_json(self.stdout, {**result.summary(), "admitted": result.admitted,
                                          "preempted": result.preempted, "pending": result.pending})
