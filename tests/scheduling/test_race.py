@@ -167,9 +167,12 @@ def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or
     watching = threading.Event()
 
     def watch():
-        while not watching.is_set():
-            seen.extend(violations())
-            time.sleep(0.1)
+        try:
+            while not watching.is_set():
+                seen.extend(violations())
+                time.sleep(0.1)
+        finally:
+            connection.close()  # this thread's own connection
 
     try:
         with ThreadPoolExecutor(CLIENTS) as pool:
