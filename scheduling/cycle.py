@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 from django.utils import timezone
 
-from pools.models.bulk import bulk_update_changed
+from pools.models.bulk import copy_or_bulk_create, update_rows
 
 from . import admission as pure
 from . import snapshot
@@ -67,21 +67,18 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
     stored_rows = Workload.objects.filter(pk__in=wanted).values_list("id", "name", "pool__name")
     names = {str(pk): name for pk, name, _ in stored_rows}
     held_in = {str(pk): pool for pk, _, pool in stored_rows}
-    events, written = [], 0
-    admitted = []
+    events, admitted = [], []
     for workload_id, admission in decision.admitted.items():
-        admitted.append(Workload(id=workload_id, status=Status.ADMITTED, pool_id=ids_by_name[admission.pool],
-                                 platform=admission.platform, placement=admission.placement, admitted_at=now,
-                                 reasons=[], positions={}, updated_at=now))
+        admitted.append({"id": workload_id, "status": Status.ADMITTED, "pool_id": ids_by_name[admission.pool],
+                         "platform": admission.platform, "placement": admission.placement, "admitted_at": now,
+                         "reasons": [], "positions": {}, "updated_at": now})
         events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.ADMITTED, reason="ADMITTED",
                                     message=f"Admitted to pool {admission.pool}, platform {admission.platform}, "
                                             f"on {_nodes(admission.placement)}.", pools=[admission.pool]))
         result.admitted.append({"id": workload_id, "name": names.get(workload_id, ""), "pool": admission.pool,
                                 "platform": admission.platform, "placement": admission.placement})
-    if admitted:
-        Workload.objects.bulk_update(admitted, ["status", "pool_id", "platform", "placement", "admitted_at",
-                                                "reasons", "positions", "updated_at"], batch_size=1000)
-        written += len(admitted)
+    written = update_rows(Workload, admitted, ["status", "pool_id", "platform", "placement", "admitted_at", "reasons",
+                                               "positions", "updated_at"])
     if decision.preempt:
         for workload_id, why in decision.preempt.items():
             events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.PREEMPTING, reason="RECLAIM",
@@ -89,18 +86,19 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
             result.preempted.append({"id": workload_id, "name": names.get(workload_id, ""), "why": why})
         written += Workload.objects.filter(pk__in=list(decision.preempt), status__in=[
             Status.ADMITTED, Status.SCHEDULING, Status.RUNNING]).update(status=Status.PREEMPTING, updated_at=now)
-    changes = []
+    changed = []
     for workload_id, reasons in decision.reasons.items():
         values = {"reasons": [reason.as_dict() for reason in reasons],
                   "positions": decision.positions.get(workload_id, {})}
         before = stored.get(workload_id, {})
-        changed = tuple(key for key, value in values.items() if before.get(key) != value)
-        if changed:
-            changes.append((Workload(id=workload_id, **values), changed))
+        if any(before.get(key) != value for key, value in values.items()):
+            changed.append({"id": workload_id, **values})
         if details:
             result.pending.append({"id": workload_id, "name": names.get(workload_id, ""), **values})
-    written += bulk_update_changed(Workload, changes)
-    WorkloadEvent.objects.bulk_create(events, batch_size=2000)
+    # Only the rows whose reasons or positions differ from what is stored: a queue that does not move
+    # writes nothing.
+    written += update_rows(Workload, changed, ["reasons", "positions"])
+    copy_or_bulk_create(WorkloadEvent, events)
     return written + len(events)
 
 
