@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/charts.py
 	$(PY) benchmarks/fair_share.py
 	$(PY) benchmarks/quotas_page.py
+	$(PY) benchmarks/admission.py
 	$(PY) benchmarks/submit.py
 
 clean:
