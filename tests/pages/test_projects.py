@@ -145,10 +145,10 @@ def test_the_default_pools_fall_back_to_the_department_s_then_default(member_cli
     assert "And 1 pool you may not use." in own and BRAVO not in own and BRAVO not in department
 
 
-def test_a_project_page_has_a_placeholder_for_its_workloads(member_client, world):
+def test_a_project_page_loads_its_queue_of_workloads(member_client, world):
     text = body(member_client.get("/projects/vision/"))
 
-    assert "once workload submission arrives" in text
+    assert 'hx-get="/workloads/queue/?project=vision"' in text
 
 
 def test_a_project_the_user_does_not_belong_to_is_not_found(member_client, world):

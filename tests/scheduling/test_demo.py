@@ -46,7 +46,8 @@ def test_it_completes_admitted_work_after_its_run_time_and_stops_preempted_work(
     demo.finish(early, demo.Round())
     assert Workload.objects.get(pk=first.pk).status == Status.ADMITTED
 
-    still = list(Workload.objects.filter(status=Status.ADMITTED).values_list("pk", flat=True))
+    still = list(Workload.objects.filter(status=Status.ADMITTED).exclude(pk=first.pk).values_list("pk", flat=True))
+    still.insert(0, first.pk)
     Workload.objects.filter(pk=still[-1]).update(status=Status.PREEMPTING)
     result = demo.Round()
     demo.finish(timezone.now() + timedelta(minutes=6), result)  # past every run time
