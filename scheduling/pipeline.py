@@ -4,7 +4,9 @@ it (`submission.submit` decides that). Reads the configuration; writes nothing."
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
+
+from django.db.models import Min
 
 from pools.config.documents import PoolDoc
 from pools.config.effective import effective_platform
@@ -49,6 +51,16 @@ class Refusal(Exception):
         self.step, self.code, self.message = step, code, message
 
 
+class Shape(NamedTuple):
+    """A node's allocatable, as the rules and the never-fits check read it."""
+
+    name: str
+    millicores: int
+    gpu: int
+    memory: int
+    storage: int
+
+
 @dataclass
 class Context:
     """What the steps read, loaded once per submission."""
@@ -59,6 +71,24 @@ class Context:
     documents: dict[str, PoolDoc]
     templates: dict[str, dict]
     validations: dict[str, list]
+    shapes: dict[str, dict[str, list["Shape"]]] = field(default_factory=dict)
+
+    def nodes(self, pool: Pool, platform: str) -> list["Shape"]:
+        """The platform's nodes, one per distinct allocatable shape (named by the first node of that shape):
+        the rules and the never-fits check answer the same for two nodes of one shape, and a pool of 5,000
+        nodes has a handful of shapes. One query per pool and submission."""
+        if pool.name not in self.shapes:
+            by_platform: dict[str, list[Shape]] = {}
+            rows = (NodeMembership.objects.filter(pool=pool).order_by()
+                    .values("platforms", "node__cpu_allocatable", "node__gpu_allocatable", "node__memory_allocatable",
+                            "node__storage_allocatable").annotate(name=Min("node__name")))
+            for row in sorted(rows, key=lambda row: row["name"]):
+                for name in row["platforms"]:
+                    by_platform.setdefault(name, []).append(Shape(
+                        row["name"], row["node__cpu_allocatable"], row["node__gpu_allocatable"],
+                        row["node__memory_allocatable"], row["node__storage_allocatable"]))
+            self.shapes[pool.name] = by_platform
+        return self.shapes[pool.name].get(platform, [])
 
 
 def load_context(access: Access, project: Project, pool_names: list[str]) -> Context:
@@ -78,7 +108,7 @@ def run(context: Context, request: WorkloadRequest, pool_name: str) -> Verdict:
         effective = _effective(document, platform, context)
         variables = _variables(document, platform, request)
         verdict.variables = variables
-        _resource_check(pool, document, platform, effective, variables, request, verdict)
+        _resource_check(context, pool, document, platform, effective, variables, request, verdict)
         verdict.pod_template = _pod_template(document, platform, effective, variables, request, context)
         verdict.per_replica = _per_replica(verdict.pod_template, request)
         _schedule(context, pool, platform, request, verdict.per_replica)
@@ -131,19 +161,11 @@ def _variables(document: PoolDoc, platform: str, request: WorkloadRequest) -> di
             **document.platforms[platform].default_variables, **given, **request.variables}
 
 
-def _node_resources(pool: Pool, platform: str) -> list[NodeResources]:
-    result = []
-    for platforms, name, cpu, gpu, memory, storage in NodeMembership.objects.filter(pool=pool).values_list(
-            "platforms", "node__name", "node__cpu_allocatable", "node__gpu_allocatable", "node__memory_allocatable",
-            "node__storage_allocatable"):
-        if platform in platforms:
-            result.append(NodeResources(name, cpu=f"{cpu}m", gpu=gpu, memory=memory, storage=storage))
-    return result
-
-
-def _resource_check(pool: Pool, document: PoolDoc, platform: str, effective: dict, variables: dict,
+def _resource_check(context: Context, pool: Pool, document: PoolDoc, platform: str, effective: dict, variables: dict,
                     request: WorkloadRequest, verdict: Verdict) -> None:
-    report = evaluate_rules(effective["resource_validations"], variables, _node_resources(pool, platform))
+    nodes = [NodeResources(node.name, cpu=f"{node.millicores}m", gpu=node.gpu, memory=node.memory,
+                           storage=node.storage) for node in context.nodes(pool, platform)]
+    report = evaluate_rules(effective["resource_validations"], variables, nodes)
     if not report.ok:
         raise Refusal("resources", "RULES", "; ".join(report.errors))
     verdict.exec_timeout = _timeout("exec_timeout", request.exec_timeout or document.default_exec_timeout,
@@ -278,9 +300,7 @@ def _schedule(context: Context, pool: Pool, platform: str, request: WorkloadRequ
               per: tuple[int, int, int, int]) -> None:
     """Refuse what could never be admitted here: a replica larger than every node of the platform, or
     non-preemptible work above the deserved quota."""
-    allocatable = [(gpu * 100, cpu, memory) for platforms, gpu, cpu, memory in NodeMembership.objects.filter(
-        pool=pool).values_list("platforms", "node__gpu_allocatable", "node__cpu_allocatable",
-                               "node__memory_allocatable") if platform in platforms]
+    allocatable = [(node.gpu * 100, node.millicores, node.memory) for node in context.nodes(pool, platform)]
     project = context.project
     quotas = {(q.project_id, q.department_id): q for q in Quota.objects.filter(pool=pool).filter(
         project=project) | Quota.objects.filter(pool=pool, department_id=project.department_id)}
