@@ -42,7 +42,7 @@ def test_it_completes_admitted_work_after_its_run_time_and_stops_preempted_work(
     admitted = list(Workload.objects.filter(status=Status.ADMITTED))
     assert admitted, list(Workload.objects.values_list("status", "reasons"))
     first = admitted[0]
-    early = first.admitted_at + timedelta(seconds=demo.run_seconds(first.id) - 1)
+    early = first.admitted_at + timedelta(seconds=demo.run_seconds(first.name) - 1)
     demo.finish(early, demo.Round())
     assert Workload.objects.get(pk=first.pk).status == Status.ADMITTED
 
