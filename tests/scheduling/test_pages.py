@@ -135,3 +135,30 @@ def test_pool_and_project_pages_load_their_queues(browser, queue):
     assert "big-two" in browser.get("/workloads/queue/?project=vision").content.decode()
     assert browser.get("/workloads/queue/?project=secret").status_code == 404
     assert browser.get("/workloads/queue/").status_code == 404
+
+
+@pytest.mark.parametrize("url", ["/workloads/", "/workloads/?export=csv", "/workloads/?status=alive&sort=-gpu",
+                                 "/api/workloads/", "/api/workloads/?limit=10", "/workloads/queue/?pool=training",
+                                 "/workloads/queue/?project=vision"])
+def test_lists_cost_the_same_queries_for_5_or_40_workloads(world, researcher_api, browser, url):
+    def queries() -> int:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        client = researcher_api if url.startswith("/api/") else browser
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url)
+            if getattr(response, "streaming", False):
+                b"".join(response.streaming_content)
+        assert response.status_code == 200
+        return len(captured)
+
+    for i in range(5):
+        submit(researcher_api, name=f"few-{i}")
+    run_cycle()
+    few = queries()
+    for i in range(35):
+        submit(researcher_api, name=f"many-{i}", priority="low")
+    run_cycle()
+    assert queries() == few, url
+    assert few <= 12, few
