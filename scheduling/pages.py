@@ -192,7 +192,7 @@ def workload_detail(request, pk):
     context = {"workload": workload, "body": body, "reasons": reasons, "nav": "workloads",
                "may_cancel": may_cancel(access, workload),
                "templates": [(pool, json.dumps(value, indent=2)) for pool, value in body["pod_templates"].items()]}
-    return render(request, "workloads/detail.html", context)
+    return respond(request, "workloads/detail.html", context, {"workload-live": "workloads/_live.html"})
 
 
 @require_POST

@@ -162,3 +162,16 @@ def test_lists_cost_the_same_queries_for_5_or_40_workloads(world, researcher_api
     run_cycle()
     assert queries() == few, url
     assert few <= 12, few
+
+
+def test_a_workloads_page_refreshes_its_status_reasons_and_events(browser, queue):
+    waiting = queue["pending"][0]
+    page = browser.get(f"/workloads/{waiting['id']}/").content.decode()
+    assert 'id="workload-live"' in page and f'hx-get="/workloads/{waiting["id"]}/"' in page
+
+    Workload.objects.filter(pk=waiting["id"]).update(status=Status.FAILED_CANCELED, reasons=[])
+    fragment = browser.get(f"/workloads/{waiting['id']}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workload-live")
+    text = fragment.content.decode()
+    assert "<html" not in text and 'id="workload-live"' in text
+    assert ">FAILED_CANCELED</span>" in text and 'id="workload-reasons"' not in text
+    assert "Pod templates" not in text  # the parts that do not move stay out of the fragment
