@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from pools.cluster import selectors
+
 REASONS = {
     400: "BadRequest",
     403: "Forbidden",
@@ -179,8 +181,8 @@ class KubeStandin:
         self.server_errors: list[str] = []
         self._cond = threading.Condition()
         self._rv = 0
-        self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList")}
-        self._jobs: dict[str, dict[str, Any]] = {}
+        self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
+                             "jobs": _Collection("Job", "JobList")}
         self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
         self._snapshot_ids = 0
         self._faults: list[_Fault] = []
@@ -307,10 +309,16 @@ class KubeStandin:
         return len(self._collections["pods"].objects)
 
     def job(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
-        return self._jobs[f"{namespace}/{name}"]
+        return json.loads(self._collections["jobs"].objects[f"{namespace}/{name}"])
 
     def jobs(self) -> list[dict[str, Any]]:
-        return list(self._jobs.values())
+        return [json.loads(data) for data in self._collections["jobs"].snapshot()]
+
+    def modify_job(
+        self, name: str, change: Callable[[dict], dict | None] | dict[str, Any], *, namespace: str = "default"
+    ) -> dict[str, Any]:
+        """As a Job controller would: a merge patch (its `status`, say) or a function editing it in place."""
+        return self._modify("jobs", f"{namespace}/{name}", change)
 
     # Faults
 
@@ -404,14 +412,14 @@ class KubeStandin:
     @staticmethod
     def _key(collection: str, obj: dict[str, Any]) -> str:
         metadata = obj["metadata"]
-        if collection == "pods":
+        if collection in ("pods", "jobs"):
             return f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
         return metadata["name"]
 
     def _prepare(self, collection: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # Copy the top level and metadata only: the caller's nested dicts are read, never written.
         metadata = dict(obj.get("metadata") or {})
-        if collection == "pods":
+        if collection in ("pods", "jobs"):
             metadata.setdefault("namespace", "default")
         if "uid" not in metadata:
             metadata["uid"] = str(uuid.uuid4())
@@ -486,6 +494,10 @@ class KubeStandin:
 
     def _list(self, name: str, query: dict[str, str]) -> tuple[int, bytes]:
         collection = self._collections[name]
+        try:
+            selected = label_selector(query.get("labelSelector", ""))
+        except ValueError as exc:
+            return 400, _dumps(status_body(400, str(exc)))
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
         with self._cond:
@@ -504,6 +516,8 @@ class KubeStandin:
                 rv, items = self._snapshots[snapshot_id]
             else:
                 snapshot_id, offset, rv, items = -1, 0, self._rv, collection.snapshot()
+                if selected is not None:
+                    items = [data for data in items if selected(data)]
             end = offset + limit if limit else len(items)
             page = items[offset:end]
             next_token = None
@@ -520,7 +534,8 @@ class KubeStandin:
         if next_token:
             metadata["continue"] = next_token
             metadata["remainingItemCount"] = len(items) - end
-        head = _dumps({"kind": collection.list_kind, "apiVersion": "v1", "metadata": metadata})
+        api_version = "batch/v1" if name == "jobs" else "v1"
+        head = _dumps({"kind": collection.list_kind, "apiVersion": api_version, "metadata": metadata})
         body = b"".join((head[:-1], b',"items":[', b",".join(page), b"]}"))
         return 200, body
 
@@ -601,7 +616,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, method: str, path: str, query: dict[str, str], body: bytes, watch: bool, fault: _Fault | None
     ) -> None:
         segments = path.strip("/").split("/")
-        if path in ("/api/v1/nodes", "/api/v1/pods") and method == "GET":
+        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/batch/v1/jobs") and method == "GET":
             name = segments[-1]
             if watch:
                 self._watch(name, query, fault)
@@ -706,43 +721,40 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_status(422, "Job.batch is invalid: metadata.name: Required value: name is required")
             return
         key = f"{namespace}/{name}"
+        jobs = state._collections["jobs"]
         with state._cond:
-            if key in state._jobs:
+            if key in jobs.objects:
                 details = {"name": name, "group": "batch", "kind": "jobs"}
                 self._send_status(409, f'jobs.batch "{name}" already exists', "AlreadyExists", details)
                 return
-            state._rv += 1
-            metadata = job["metadata"]
-            metadata.update(
-                namespace=namespace,
-                uid=str(uuid.uuid4()),
-                resourceVersion=str(state._rv),
-                generation=1,
-                creationTimestamp=_now(),
-            )
+            job["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()), generation=1,
+                                   creationTimestamp=_now())
             job.setdefault("apiVersion", "batch/v1")
             job.setdefault("kind", "Job")
             job.setdefault("status", {})
-            state._jobs[key] = job
-        self._send_json(201, _dumps(job))
+            data = state._record(jobs, b"ADDED", key, job)
+            state._cond.notify_all()
+        self._send_json(201, data)
 
     def _job(self, method: str, namespace: str, name: str, query: dict[str, str], body: bytes) -> None:
         state = self.server_state
         key = f"{namespace}/{name}"
         details = {"name": name, "group": "batch", "kind": "jobs"}
+        jobs = state._collections["jobs"]
         with state._cond:
-            job = state._jobs.get(key)
-            if job is None:
+            data = jobs.objects.get(key)
+            if data is None:
                 self._send_status(404, f'jobs.batch "{name}" not found', details=details)
                 return
             if method == "GET":
-                payload = _dumps(job)
+                payload = data
             elif method == "DELETE":
                 options = json.loads(body) if body.strip() else {}
                 policy = options.get("propagationPolicy") or query.get("propagationPolicy")
                 state.job_deletions.append(JobDeletion(namespace, name, policy))
-                del state._jobs[key]
-                state._rv += 1
+                job = json.loads(data)
+                state._record(jobs, b"DELETED", key, job)
+                state._cond.notify_all()
                 payload = _dumps({**status_body(200, "", ""), "details": {**details, "uid": job["metadata"]["uid"]}})
             else:
                 self._send_status(405, f"{method} is not supported here")
@@ -757,6 +769,11 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
         timeout = float(query.get("timeoutSeconds") or state.default_watch_timeout)
         requested = query.get("resourceVersion", "")
+        try:
+            selected = label_selector(query.get("labelSelector", ""))
+        except ValueError as exc:
+            self._send_status(400, str(exc))
+            return
         with state._cond:
             if requested not in ("", "0"):
                 try:
@@ -772,7 +789,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 # "0" or unset: the current state as synthetic ADDED events, then changes (as the server does).
                 cursor = state._rv
-                initial = [_event_line(b"ADDED", data) for data in collection.snapshot()]
+                initial = [_event_line(b"ADDED", data) for data in collection.snapshot()
+                           if selected is None or selected(data)]
             # Taken with the registration, so a bookmark() or end_watches() right after wait_for_watches() counts.
             generations = (state._bookmark_generation, state._end_generation)
             state._open_watches += 1
@@ -786,7 +804,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault and fault.action == "stall":
                 self._stall()
                 return
-            self._stream(collection, cursor, initial, bookmarks, timeout, fault, generations)
+            self._stream(collection, cursor, initial, bookmarks, timeout, fault, generations, selected)
         finally:
             with state._cond:
                 state._open_watches -= 1
@@ -809,6 +827,7 @@ class _Handler(BaseHTTPRequestHandler):
         timeout: float,
         fault: _Fault | None,
         generations: tuple[int, int],
+        selected: Callable[[bytes], bool] | None = None,
     ) -> None:
         state = self.server_state
         deadline = time.monotonic() + timeout
@@ -843,7 +862,8 @@ class _Handler(BaseHTTPRequestHandler):
                     start = bisect.bisect_right(collection.history_rvs, cursor)
                     if start < len(collection.history):
                         batch = collection.history[start : start + 1000]
-                        pending = [_event_line(kind, data) for _, kind, data in batch]
+                        pending = [_event_line(kind, data) for _, kind, data in batch
+                                   if selected is None or selected(data)]
                         cursor = batch[-1][0]
                         break
                     cursor = max(cursor, state._rv)
@@ -875,6 +895,16 @@ class _Handler(BaseHTTPRequestHandler):
         # Several events per chunk at times, as a real server under load does: clients must split lines.
         for start in range(0, len(lines), 64):
             self._write_chunk(b"".join(lines[start : start + 64]))
+
+
+def label_selector(text: str) -> Callable[[bytes], bool] | None:
+    """A predicate over stored objects for `labelSelector` (pools.cluster.selectors reads it as the API server
+    does), or None when empty. A MODIFIED event that leaves the selection is not turned into a DELETED one, as
+    the real server does."""
+    if not (text or "").strip():
+        return None
+    matches = selectors.label_selector(text)
+    return lambda data: matches((json.loads(data).get("metadata") or {}).get("labels") or {})
 
 
 def _event_line(kind: bytes, data: bytes) -> bytes:

@@ -79,4 +79,14 @@ class Cluster(Protocol):
 
     def get_job(self, namespace: str, name: str) -> dict[str, Any]: ...
 
+    def list_jobs(self, label_selector: str, *, limit: int = DEFAULT_PAGE_SIZE,
+                  continue_token: str | None = None) -> ListPage:
+        """Jobs of every namespace matching `label_selector` (`key=value,...`), paged like nodes and pods."""
+        ...
+
+    def watch_jobs(self, label_selector: str, resource_version: str, *,
+                   timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """As watch_nodes, for the Jobs matching `label_selector`."""
+        ...
+
     def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None: ...

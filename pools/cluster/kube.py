@@ -139,6 +139,16 @@ class KubeCluster:
     def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         return self._json(f"getting job {namespace}/{name}", "GET", _job_path(namespace, name))
 
+    def list_jobs(self, label_selector: str, *, limit: int = DEFAULT_PAGE_SIZE,
+                  continue_token: str | None = None) -> ListPage:
+        return self._list("listing jobs", "/apis/batch/v1/jobs", limit, continue_token,
+                          [("labelSelector", label_selector)])
+
+    def watch_jobs(self, label_selector: str, resource_version: str, *,
+                   timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        return self._watch("watching jobs", "/apis/batch/v1/jobs", resource_version, timeout_seconds,
+                           [("labelSelector", label_selector)])
+
     # Writes
 
     def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict[str, Any]:
@@ -162,8 +172,9 @@ class KubeCluster:
 
     # Transport
 
-    def _list(self, what: str, path: str, limit: int, continue_token: str | None) -> ListPage:
-        query: list[tuple[str, Any]] = [("limit", int(limit))]
+    def _list(self, what: str, path: str, limit: int, continue_token: str | None,
+              params: list[tuple[str, Any]] = ()) -> ListPage:
+        query: list[tuple[str, Any]] = [*params, ("limit", int(limit))]
         if continue_token:
             query.append(("continue", continue_token))
         payload = self._json(what, "GET", path, query=query)
@@ -174,9 +185,11 @@ class KubeCluster:
             continue_token=metadata.get("continue") or None,
         )
 
-    def _watch(self, what: str, path: str, resource_version: str, timeout_seconds: float) -> Iterator[WatchEvent]:
+    def _watch(self, what: str, path: str, resource_version: str, timeout_seconds: float,
+               params: list[tuple[str, Any]] = ()) -> Iterator[WatchEvent]:
         timeout_seconds = max(1, int(timeout_seconds))
         query = [
+            *params,
             ("watch", True),
             ("resourceVersion", resource_version),
             ("allowWatchBookmarks", True),

@@ -131,7 +131,7 @@ def test_it_implements_the_cluster_protocol(cluster):
 
     assert accepts(cluster) is cluster
     for method in ("list_nodes", "list_pods", "watch_nodes", "watch_pods", "patch_node_labels", "set_unschedulable",
-                   "create_job", "get_job", "delete_job"):
+                   "create_job", "get_job", "delete_job", "list_jobs", "watch_jobs"):
         assert callable(getattr(cluster, method))
 
 
@@ -673,3 +673,30 @@ def test_the_demo_documents_import_and_every_platform_finds_simulated_nodes(defa
             assert len(matched) >= 4, (pool_name, platform)
             claimed |= matched
     assert len(claimed) < len(nodes)  # the rest fall to the default pool
+
+
+def test_jobs_are_listed_and_watched_by_label_selector_as_their_status_moves(cluster, clock):
+    ours = {"runwhere.ai/workload": "w1"}
+    body = job_body("wl-1", **{simulated.DURATION_ANNOTATION: "30"})
+    body["metadata"]["labels"] = ours
+    start = cluster.list_jobs("runwhere.ai/workload").resource_version
+    cluster.create_job("llm-research", body)
+    cluster.create_job("llm-research", job_body("theirs"))
+
+    listed, _ = list_all(lambda **page: cluster.list_jobs("runwhere.ai/workload", **page), limit=1)
+    assert [job["metadata"]["name"] for job in listed] == ["wl-1"]
+    assert [j["metadata"]["name"] for j in cluster.list_jobs("!runwhere.ai/workload").items] == ["theirs"]
+    assert cluster.list_jobs("runwhere.ai/workload=w2").items == []
+
+    clock.advance(60)  # past its run time: the Job completes
+    events = drain(cluster.watch_jobs("runwhere.ai/workload=w1", start, timeout_seconds=0))
+    assert [event.type for event in events if event.type != "BOOKMARK"] == ["ADDED"]
+    (added,) = [event for event in events if event.type == "ADDED"]
+    assert added.object["kind"] == "Job" and added.object["status"].get("succeeded") == 1
+    version = events[-1].resource_version
+    cluster.delete_job("llm-research", "wl-1")
+    later = drain(cluster.watch_jobs("runwhere.ai/workload=w1", version, timeout_seconds=0))
+    assert [event.type for event in later if event.type != "BOOKMARK"] == ["DELETED"]
+    with pytest.raises(ClusterError) as caught:
+        cluster.list_jobs("a in (b")
+    assert caught.value.status == 400

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..interface import DEFAULT_PAGE_SIZE, ClusterError, Expired, ListPage, NotFound, WatchEvent
+from ..selectors import label_selector
 from .fleet import RV_PER_TICK, Catalog, build_catalog, node_object, trouble_at, troubled
 from .jobs import JobController
 from .randomness import bulk_loads, compact_dumps, stable_hash
@@ -36,6 +37,13 @@ _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?
 
 _CATALOGS: dict[tuple[int, float], Catalog] = {}
 _CATALOGS_LOCK = threading.Lock()
+
+
+def _selector(text: str):
+    try:
+        return label_selector(text)
+    except ValueError as exc:
+        raise ClusterError(str(exc), 400) from None
 
 
 def _catalog(seed: int, tick_seconds: float) -> Catalog:
@@ -126,6 +134,14 @@ class SimulatedCluster:
         with self._mutex:
             rv, state = self._current()
             return self._jobs.get(state, rv, namespace, name)
+
+    def list_jobs(self, label_selector: str, *, limit: int = DEFAULT_PAGE_SIZE,
+                  continue_token: str | None = None) -> ListPage:
+        return self._list("jobs", limit, continue_token, _selector(label_selector))
+
+    def watch_jobs(self, label_selector: str, resource_version: str, *,
+                   timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        return self._watch("jobs", resource_version, timeout_seconds, _selector(label_selector))
 
     def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None:
         if propagation_policy not in ("Background", "Foreground", "Orphan"):
@@ -276,7 +292,7 @@ class SimulatedCluster:
 
     # ---- list and watch -------------------------------------------------------------------------------------
 
-    def _list(self, kind: str, limit: int, continue_token: str | None) -> ListPage:
+    def _list(self, kind: str, limit: int, continue_token: str | None, selected=None) -> ListPage:
         if limit is not None and limit < 0:
             raise ClusterError("limit must be zero or positive", 400)
         with self._mutex:
@@ -287,7 +303,8 @@ class SimulatedCluster:
             else:
                 rv, start = now_rv, ""
             view = self._view(rv, state)
-            objects, keys = (view.nodes, view.node_keys) if kind == "nodes" else (view.pods, view.pod_keys)
+            objects = self._objects(kind, view, state, selected)
+            keys = view.node_keys if kind == "nodes" else view.pod_keys if kind == "pods" else sorted(objects)
             first = bisect.bisect_left(keys, start) if start else 0
             last = len(keys) if not limit else min(len(keys), first + limit)
             page = keys[first:last]
@@ -296,7 +313,7 @@ class SimulatedCluster:
         token = encode_continue(rv, page[-1]) if last < len(keys) and page else None
         return ListPage(items=items, resource_version=str(rv), continue_token=token)
 
-    def _watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[WatchEvent]:
+    def _watch(self, kind: str, resource_version: str, timeout_seconds: int, selected=None) -> Iterator[WatchEvent]:
         # Validate before the first next() so a too-old version fails where the caller asked for it.
         with self._mutex:
             now_rv, state = self._current()
@@ -309,17 +326,18 @@ class SimulatedCluster:
                 except (TypeError, ValueError):
                     raise ClusterError(f"invalid resourceVersion {resource_version!r}", 400) from None
                 self._check_fresh(start_rv, now_rv, state)
-        return self._stream(kind, start_rv, initial, timeout_seconds)
+        return self._stream(kind, start_rv, initial, timeout_seconds, selected)
 
-    def _stream(self, kind: str, start_rv: int, initial: bool, timeout_seconds: int) -> Iterator[WatchEvent]:
-        api_kind = "Node" if kind == "nodes" else "Pod"
+    def _stream(self, kind: str, start_rv: int, initial: bool, timeout_seconds: int,
+                selected=None) -> Iterator[WatchEvent]:
+        api_kind = {"nodes": "Node", "pods": "Pod", "jobs": "Job"}[kind]
         deadline = self._clock() + max(0, timeout_seconds)
         poll = min(1.0, self.tick_seconds)
         # Bounded by count too, so an injected clock that never moves cannot make the stream endless.
         polls_left = int(max(0, timeout_seconds) / poll) + 2
         with self._mutex:
             _, state = self._current()
-            previous = self._objects(kind, self._view(start_rv, state))
+            previous = self._objects(kind, self._view(start_rv, state), state, selected)
         if initial:
             yield from self._stamped([("ADDED", previous[key]) for key in sorted(previous)], "0", start_rv, api_kind)
         seen = start_rv
@@ -329,7 +347,7 @@ class SimulatedCluster:
                 now_rv, state = self._current()
                 if now_rv > seen:
                     self._check_fresh(seen, now_rv, state)
-                    current = self._objects(kind, self._view(now_rv, state))
+                    current = self._objects(kind, self._view(now_rv, state), state, selected)
                     events = self._stamped(self._diff(previous, current), str(seen), now_rv, api_kind)
                     previous, seen = current, now_rv
                 else:
@@ -346,8 +364,9 @@ class SimulatedCluster:
             next_tick = (self._tick() + 1) * self.tick_seconds - self._clock()
             self._sleep(max(0.0, min(poll, next_tick, remaining)))
 
-    @staticmethod
-    def _objects(kind: str, view: View) -> dict[str, str]:
+    def _objects(self, kind: str, view: View, state: dict[str, Any], selected=None) -> dict[str, str]:
+        if kind == "jobs":
+            return self._jobs.objects_at(state, view.rv, selected or (lambda labels: True))
         return view.nodes if kind == "nodes" else view.pods
 
     @staticmethod

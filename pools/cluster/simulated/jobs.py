@@ -169,6 +169,15 @@ class JobController:
             raise NotFound(f'jobs.batch "{name}" not found', 404)
         return self.job_object(record, rv)
 
+    def objects_at(self, state: dict[str, Any], rv: int, selected: Callable[[dict], bool]) -> dict[str, str]:
+        """The Jobs alive at `rv` whose labels `selected` accepts, as compact JSON by namespace/name."""
+        objects = {}
+        for record in state["jobs"]:
+            if record["created_rv"] <= rv and (record["deleted_rv"] is None or record["deleted_rv"] > rv) \
+                    and selected(record["job"]["metadata"].get("labels") or {}):
+                objects[f"{record['namespace']}/{record['name']}"] = compact_dumps(self.job_object(record, rv))
+        return objects
+
     # ---- what the Jobs add to a view ------------------------------------------------------------------------
 
     def with_jobs(self, base: Base, jobs: list[dict], rv: int, tick: int):
