@@ -1,12 +1,13 @@
 """`./manage.py get jobs [--pool P]`, `get labels NODE [--key KEY]` and `get pools` (gpuctl's `get`)."""
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 from django.utils import timezone
 
 from pools.fleet import labels
 from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.models import Pool
 from scheduling import bodies
 from scheduling.cli import operator_access
 from scheduling.models import Workload
@@ -62,6 +63,8 @@ class Command(BaseCommand):
             call_command("pool", "list", "--format", options["format"], stdout=self.stdout)
             return
         if what == "jobs":
+            if options["pool"] and not Pool.objects.filter(name=options["pool"]).exists():
+                raise CommandError(f"There is no pool {options['pool']!r}; `./manage.py get pools` lists them")
             rows = job_rows(options["pool"])
             if options["format"] == "json":
                 print_json(self.stdout, rows)
