@@ -223,6 +223,10 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
     "task": "scheduling.tasks.admission_cycle",
     "schedule": float(OSMO_ADMISSION_INTERVAL),
 }
+# Dispatch (scheduling.dispatch; groundwork of issue 13, not yet called by cycles or beat): a Job lives this long
+# after it finishes, and a priority may name a PriorityClass ("high=osmo-high,low=osmo-preemptible").
+OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
+OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
 # The demo's trickle of submissions and its stand-in for dispatch, every this many seconds (0: off; `make
 # demo` sets 15). Never turn it on in production: it submits workloads as the first superuser.
 OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)

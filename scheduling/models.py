@@ -97,6 +97,10 @@ class Workload(models.Model):
     # {pool: 1-based position in that pool's queue}, while pending.
     positions = models.JSONField(default=dict, blank=True)
     attempt = models.PositiveIntegerField(default=1)
+    # The Job of the current attempt, once dispatched (scheduling.dispatch).
+    job_name = models.CharField(max_length=63, blank=True)
+    namespace = models.CharField(max_length=63, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -1,0 +1,84 @@
+"""Dispatch groundwork (scheduling/dispatch.py) against the stand-in API server through the real client: one
+Job per attempt, a Job an earlier try created is accepted, a Job of that name that is not ours fails the
+workload, a server error leaves the row ADMITTED for a later try."""
+
+import pytest
+
+from pools.cluster import ClusterError
+from scheduling.cycle import run_cycle
+from scheduling.dispatch import attempt_of, dispatch
+from scheduling.jobs import job_manifest
+from scheduling.models import Status, Workload
+from tests.scheduling.conftest import body
+
+pytestmark = pytest.mark.django_db
+PREFIX = "runwhere.ai/"
+
+
+@pytest.fixture
+def kube(standin, tmp_path):
+    from pools.cluster.kube import KubeCluster
+
+    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"))
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def admitted(researcher_api) -> Workload:
+    created = researcher_api.post("/api/workloads/", body(replicas=2, exec_timeout="4h"), format="json").json()
+    run_cycle()
+    workload = Workload.objects.select_related("pool", "project").get(pk=created["id"])
+    assert workload.status == Status.ADMITTED
+    return workload
+
+
+def test_it_creates_one_job_and_the_workload_is_scheduling(standin, kube, admitted):
+    assert dispatch(admitted.pk, clusters=lambda backend: kube) == "created"
+
+    (job,) = standin.jobs()
+    namespace = admitted.project.namespace
+    assert job["metadata"]["namespace"] == namespace
+    assert job["metadata"]["labels"][f"{PREFIX}workload"] == str(admitted.pk)
+    assert (job["spec"]["parallelism"], job["spec"]["activeDeadlineSeconds"]) == (2, 4 * 3600)
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
+    admitted.refresh_from_db()
+    assert (admitted.status, admitted.job_name, admitted.namespace) == (Status.SCHEDULING, job["metadata"]["name"],
+                                                                       namespace)
+    assert admitted.events.last().reason == "DISPATCHED"
+    assert dispatch(admitted.pk, clusters=lambda backend: kube) == "skipped"  # not ADMITTED any more
+    assert len(standin.jobs()) == 1
+
+
+def test_a_job_an_earlier_try_created_is_accepted_without_a_second_one(standin, kube, admitted):
+    # The earlier try: the API server accepted the Job, then the worker died before the row was updated.
+    manifest = job_manifest(attempt_of(admitted), prefix=PREFIX, ttl_seconds=60)
+    kube.create_job(admitted.project.namespace, manifest)
+
+    assert dispatch(admitted.pk, clusters=lambda backend: kube) == "found"
+    assert len(standin.jobs()) == 1
+    admitted.refresh_from_db()
+    assert admitted.status == Status.SCHEDULING and "earlier try" in admitted.events.last().message
+
+
+def test_a_job_of_that_name_that_is_not_ours_fails_the_workload(standin, kube, admitted):
+    manifest = job_manifest(attempt_of(admitted), prefix=PREFIX, ttl_seconds=60)
+    manifest["metadata"]["labels"] = {"app": "someone-else"}
+    kube.create_job(admitted.project.namespace, manifest)
+
+    assert dispatch(admitted.pk, clusters=lambda backend: kube) == "failed"
+    admitted.refresh_from_db()
+    assert admitted.status == Status.FAILED_BACKEND_ERROR
+    assert "is not this workload's" in admitted.events.last().message
+    assert standin.jobs()[0]["metadata"]["labels"] == {"app": "someone-else"}  # theirs, untouched
+
+
+def test_a_server_error_leaves_the_workload_admitted_for_a_later_try(standin, kube, admitted):
+    standin.fail_next(1, status=500, path_prefix="/apis/batch/v1", method="POST")
+    with pytest.raises(ClusterError):
+        dispatch(admitted.pk, clusters=lambda backend: kube)
+    admitted.refresh_from_db()
+    assert admitted.status == Status.ADMITTED and standin.jobs() == []
+
+    assert dispatch(admitted.pk, clusters=lambda backend: kube) == "created"
+    assert len(standin.jobs()) == 1
