@@ -2,12 +2,12 @@
 DESIGN.md section 3, "Dispatch and lifecycle"). Groundwork: nothing calls it yet; the admission cycle's
 on-commit message, the sweep that re-drives lost messages and the status that follows the Job come next.
 
-Exactly once: the row is locked (skipped when another worker holds it) for the whole create, and the Job's
-name is fixed by the workload and attempt. A worker that dies after the API server accepted the Job leaves
-the row ADMITTED (its transaction rolls back); the next try gets 409 AlreadyExists, reads the Job back and
-accepts it when its labels name this workload. A Job of that name that is not ours fails the workload
-(FAILED_BACKEND_ERROR, saying whose it is not). Any other cluster error propagates with the row untouched,
-for the caller to retry later."""
+The project's namespace is created when missing, labelled as ours. Exactly once: the row is locked (skipped
+when another worker holds it) for the whole create, and the Job's name is fixed by the workload and attempt. A
+worker that dies after the API server accepted the Job leaves the row ADMITTED (its transaction rolls back);
+the next try gets 409 AlreadyExists, reads the Job back and accepts it when its labels name this workload. A
+Job of that name that is not ours fails the workload (FAILED_BACKEND_ERROR, saying whose it is not). Any other
+cluster error propagates with the row untouched, for the caller to retry later."""
 
 from collections.abc import Callable
 from datetime import datetime
@@ -21,7 +21,7 @@ from pools.engine import parse_timeout
 from pools.fleet.sync import cluster_for
 from pools.models import Backend
 
-from .jobs import Attempt, job_manifest, owned_by
+from .jobs import MANAGED, Attempt, job_manifest, owned_by
 from .models import Status, Workload, WorkloadEvent
 
 
@@ -53,6 +53,8 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = cluster_fo
                                 priority_classes=settings.OSMO_PRIORITY_CLASSES)
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
+        cluster.ensure_namespace(namespace, {f"{prefix}{MANAGED}": "osmo-pools",
+                                             f"{prefix}project": attempt.project})
         try:
             cluster.create_job(namespace, manifest)
             outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."

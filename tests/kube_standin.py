@@ -171,18 +171,23 @@ class KubeStandin:
         bookmark_interval: float | None = None,
         snapshot_limit: int = 32,
         default_watch_timeout: float = 60.0,
+        strict_namespaces: bool = False,
     ):
         self.history_limit = history_limit
         self.bookmark_interval = bookmark_interval
         self.snapshot_limit = snapshot_limit
         self.default_watch_timeout = default_watch_timeout
+        # As the API server: a Job in a namespace that does not exist is refused (404). Off by default, so that
+        # tests of other things need not create namespaces.
+        self.strict_namespaces = strict_namespaces
         self.requests: list[LoggedRequest] = []
         self.job_deletions: list[JobDeletion] = []
         self.server_errors: list[str] = []
         self._cond = threading.Condition()
         self._rv = 0
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
-                             "jobs": _Collection("Job", "JobList")}
+                             "jobs": _Collection("Job", "JobList"),
+                             "namespaces": _Collection("Namespace", "NamespaceList")}
         self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
         self._snapshot_ids = 0
         self._faults: list[_Fault] = []
@@ -313,6 +318,12 @@ class KubeStandin:
 
     def jobs(self) -> list[dict[str, Any]]:
         return [json.loads(data) for data in self._collections["jobs"].snapshot()]
+
+    def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+        return self._add("namespaces", {"metadata": {"name": name, "labels": labels or {}}})
+
+    def namespace(self, name: str) -> dict[str, Any]:
+        return json.loads(self._collections["namespaces"].objects[name])
 
     def modify_job(
         self, name: str, change: Callable[[dict], dict | None] | dict[str, Any], *, namespace: str = "default"
@@ -624,6 +635,9 @@ class _Handler(BaseHTTPRequestHandler):
                 status, payload = self.server_state._list(name, query)
                 self._send_json(status, payload)
             return
+        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (3, 4):
+            self._namespace(method, segments[3] if len(segments) == 4 else None, body)
+            return
         if segments[:3] == ["api", "v1", "nodes"] and len(segments) == 4:
             self._node(method, segments[3], body)
             return
@@ -709,10 +723,43 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, data)
 
+    def _namespace(self, method: str, name: str | None, body: bytes) -> None:
+        state = self.server_state
+        namespaces = state._collections["namespaces"]
+        if method == "GET" and name is not None:
+            data = namespaces.objects.get(name)
+            if data is None:
+                self._send_status(404, f'namespaces "{name}" not found', details={"name": name, "kind": "namespaces"})
+            else:
+                self._send_json(200, data)
+            return
+        if method != "POST" or name is not None:
+            self._send_status(405, f"{method} is not supported here")
+            return
+        try:
+            obj = json.loads(body)
+            name = obj["metadata"]["name"]
+        except (ValueError, KeyError, TypeError):
+            self._send_status(422, "Namespace is invalid: metadata.name: Required value")
+            return
+        key, prepared = state._prepare("namespaces", obj)
+        with state._cond:
+            if key in namespaces.objects:
+                self._send_status(409, f'namespaces "{name}" already exists', "AlreadyExists",
+                                  {"name": name, "kind": "namespaces"})
+                return
+            data = state._record(namespaces, b"ADDED", key, prepared)
+            state._cond.notify_all()
+        self._send_json(201, data)
+
     def _create_job(self, method: str, namespace: str, body: bytes) -> None:
         state = self.server_state
         if method != "POST":
             self._send_status(405, f"{method} is not supported here")
+            return
+        if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
+            self._send_status(404, f'namespaces "{namespace}" not found',
+                              details={"name": namespace, "kind": "namespaces"})
             return
         try:
             job = json.loads(body)

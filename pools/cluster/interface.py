@@ -73,6 +73,11 @@ class Cluster(Protocol):
 
     def set_unschedulable(self, name: str, unschedulable: bool) -> dict[str, Any]: ...
 
+    def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
+        """Create the namespace with `labels` unless it exists (its labels are then left alone); True when it
+        was created here."""
+        ...
+
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Raises Conflict when a Job of that name exists."""
         ...

@@ -161,6 +161,20 @@ class KubeCluster:
         what = f"{'cordoning' if unschedulable else 'uncordoning'} node {name}"
         return self._json(what, "PATCH", _node_path(name), body=patch, content=MERGE_PATCH)
 
+    def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
+        path = f"/api/v1/namespaces/{quote(name, safe='')}"
+        try:
+            self._json(f"getting namespace {name}", "GET", path)
+            return False
+        except NotFound:
+            pass
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        try:
+            self._json(f"creating namespace {name}", "POST", "/api/v1/namespaces", body=body)
+        except Conflict:  # created meanwhile by someone else
+            return False
+        return True
+
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName", "?")
         path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs"

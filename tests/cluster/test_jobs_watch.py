@@ -3,7 +3,7 @@ with continue tokens, only the selected Jobs, changes after a resourceVersion, a
 
 import pytest
 
-from pools.cluster import Expired
+from pools.cluster import Expired, NotFound
 from tests.cluster.test_kube_cluster import take
 
 OURS = "runwhere.ai/workload"
@@ -63,3 +63,13 @@ def test_a_watch_from_a_compacted_version_raises_expired(standin, jobs):
         list(jobs.watch_jobs(OURS, version, timeout_seconds=2))
     # A new list is the way back: it holds the Job created before the compaction.
     assert "wl-7" in [item["metadata"]["name"] for item in jobs.list_jobs(OURS).items]
+
+
+def test_a_namespace_is_created_once_with_its_labels_and_an_existing_one_is_left_alone(standin, kube):
+    assert kube.ensure_namespace("vision", {"runwhere.ai/managed-by": "osmo-pools"}) is True
+    assert kube.ensure_namespace("vision", {"other": "labels"}) is False
+    assert standin.namespace("vision")["metadata"]["labels"] == {"runwhere.ai/managed-by": "osmo-pools"}
+    standin.strict_namespaces = True
+    with pytest.raises(NotFound):
+        kube.create_job("nowhere", job("wl-1", "1"))
+    assert kube.create_job("vision", job("wl-1", "1"))["metadata"]["namespace"] == "vision"

@@ -34,7 +34,10 @@ def admitted(researcher_api) -> Workload:
 
 
 def test_it_creates_one_job_and_the_workload_is_scheduling(standin, kube, admitted):
+    standin.strict_namespaces = True  # as the API server: no Job in a namespace that does not exist
     assert dispatch(admitted.pk, clusters=lambda backend: kube) == "created"
+    labels = standin.namespace(admitted.project.namespace)["metadata"]["labels"]
+    assert labels == {f"{PREFIX}managed-by": "osmo-pools", f"{PREFIX}project": "vision"}
 
     (job,) = standin.jobs()
     namespace = admitted.project.namespace
@@ -71,6 +74,13 @@ def test_a_job_of_that_name_that_is_not_ours_fails_the_workload(standin, kube, a
     assert admitted.status == Status.FAILED_BACKEND_ERROR
     assert "is not this workload's" in admitted.events.last().message
     assert standin.jobs()[0]["metadata"]["labels"] == {"app": "someone-else"}  # theirs, untouched
+
+
+def test_a_namespace_that_exists_is_used_as_it_is(standin, kube, admitted):
+    standin.strict_namespaces = True
+    standin.add_namespace(admitted.project.namespace, {"team": "vision"})
+    assert dispatch(admitted.pk, clusters=lambda backend: kube) == "created"
+    assert standin.namespace(admitted.project.namespace)["metadata"]["labels"] == {"team": "vision"}
 
 
 def test_a_server_error_leaves_the_workload_admitted_for_a_later_try(standin, kube, admitted):

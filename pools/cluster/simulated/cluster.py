@@ -125,6 +125,10 @@ class SimulatedCluster:
 
         return self._change_node(name, change)
 
+    def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
+        """Every namespace exists in the simulation (Jobs are accepted in any); nothing is created."""
+        return False
+
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         job = self._jobs.normalise_job(namespace, body)
         record = self._mutate(lambda state, rv, view: self._jobs.create(state, rv, view, namespace, job))
