@@ -86,17 +86,11 @@ def submit_some(rng: random.Random, result: Round, count: int) -> None:
             gpus = rng.choice([1, 2, 4, 8]) if priority != "low" else rng.choice([1, 2, 4, 8, 8])
             replicas, pools = 1, []
         data = {"name": f"{rng.choice(NAMES)}-{rng.randrange(1000):03d}", "project": project,
-                "image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["python", "train.py"],
                 "priority": priority, "replicas": replicas,
                 "resources": {"gpu": gpus, "cpu": str(4 * gpus), "memory": f"{32 * gpus}Gi"}}
         if pools:
             data["pools"] = pools
-        try:
-            submitted = submission.submit(admin, data, source=Source.API)
-        except (ConfigError, submission.SubmissionRefused) as exc:
-            result.refused.append(f"{data['name']}: {exc}")
-            continue
-        result.submitted.append(str(submitted.workload.id))
+        _submit(admin, result, data)
 
 
 @dataclass

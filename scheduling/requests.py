@@ -24,10 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from pools.engine import ConfigError, EngineError, parse_quantity, parse_timeout
+from pools.engine import ConfigError, EngineError, check_exit_actions, parse_quantity, parse_timeout
 
-EXIT_ACTIONS = ("COMPLETE", "FAIL", "RESCHEDULE")
-_EXIT_CODES = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 # A Kubernetes label value (the workload's name becomes one on its Job and pods).
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 MAX_REPLICAS = 1000
@@ -126,15 +124,6 @@ class TopologyRequirement(BaseModel):
         return value
 
 
-def exit_code_ranges(codes: str) -> list[tuple[int, int]]:
-    """"0,1-10,137" as [(0, 0), (1, 10), (137, 137)]."""
-    ranges = []
-    for part in codes.replace(" ", "").split(","):
-        low, _, high = part.partition("-")
-        ranges.append((int(low), int(high or low)))
-    return ranges
-
-
 class WorkloadRequest(BaseModel):
     """`POST /api/workloads/`. Missing `project` and `pools` are filled in by the submission pipeline."""
 
@@ -211,17 +200,7 @@ class WorkloadRequest(BaseModel):
                 raise ValueError(str(exc)) from None
         return value or None
 
-    @field_validator("exit_actions")
-    @classmethod
-    def _exit_actions(cls, value: dict[str, str]) -> dict[str, str]:
-        for action, codes in value.items():
-            if action not in EXIT_ACTIONS:
-                raise ValueError(f"unknown exit action {action!r}; use one of {', '.join(EXIT_ACTIONS)}")
-            if not _EXIT_CODES.match(codes.replace(" ", "")):
-                raise ValueError(f"{action}: {codes!r} is not a list of exit codes or ranges such as '1-10,137'")
-            if any(high > 255 or low > high for low, high in exit_code_ranges(codes)):
-                raise ValueError(f"{action}: {codes!r}: exit codes run from 0 to 255, ranges low to high")
-        return value
+    _exit_actions = field_validator("exit_actions")(check_exit_actions)
 
     @model_validator(mode="after")
     def _topology_keys(self) -> "WorkloadRequest":

@@ -22,6 +22,7 @@ from pydantic import (
 from pools.engine import (
     ConfigError,
     EngineError,
+    check_exit_actions,
     check_name,
     check_syntax,
     parse_quantity,
@@ -31,8 +32,6 @@ from pools.engine import (
 
 # Variables that name a resource amount must be Kubernetes quantities.
 QUANTITY_VARIABLES = ("USER_CPU", "USER_GPU", "USER_MEMORY", "USER_STORAGE")
-EXIT_ACTIONS = ("COMPLETE", "FAIL", "RESCHEDULE")
-_EXIT_CODES_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 POD_TEMPLATE_KEYS = ("apiVersion", "kind", "metadata", "spec")
@@ -148,15 +147,7 @@ class PoolDoc(_Document):
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
 
-    @field_validator("default_exit_actions")
-    @classmethod
-    def _exit_actions(cls, value: dict[str, str]) -> dict[str, str]:
-        for action, codes in value.items():
-            if action not in EXIT_ACTIONS:
-                raise ValueError(f"unknown exit action {action!r}; use one of {', '.join(EXIT_ACTIONS)}")
-            if not _EXIT_CODES_RE.match(codes.replace(" ", "")):
-                raise ValueError(f"{action}: {codes!r} is not a list of exit codes or ranges such as '1-255,300'")
-        return value
+    _exit_actions = field_validator("default_exit_actions")(check_exit_actions)
 
     @field_validator("platforms")
     @classmethod

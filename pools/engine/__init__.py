@@ -2,6 +2,7 @@
 merging, resource validation rules, and access policies (`pools.engine.policies`)."""
 
 from .errors import EngineError, QuantityError, RenderError, RuleError, TimeoutFormatError
+from .exit_actions import EXIT_ACTIONS, check_exit_actions, exit_code_ranges
 from .merge import merge, merge_all
 from .names import NAME_PATTERN, ConfigError, check_name, parse_json
 from .quantity import is_quantity, parse_quantity
@@ -20,6 +21,7 @@ from .rules import (
 from .timeouts import parse_timeout
 
 __all__ = [
+    "EXIT_ACTIONS",
     "NAME_PATTERN",
     "NODE_TOKENS",
     "OPERATORS",
@@ -32,10 +34,12 @@ __all__ = [
     "RuleError",
     "RuleReport",
     "TimeoutFormatError",
+    "check_exit_actions",
     "check_name",
     "check_rule",
     "check_syntax",
     "evaluate_rules",
+    "exit_code_ranges",
     "failure_message",
     "is_quantity",
     "merge",
