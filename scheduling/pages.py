@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Case, Count, F, IntegerField, Q, Sum, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -115,17 +115,11 @@ def filtered(request, query):
     rows = _scoped(request)
     if not form.is_valid():
         return form, rows.none()
-    params = {name: value for name, value in form.cleaned_data.items() if value}
-    if params.get("status") == "alive":
-        rows = rows.filter(status__in=ALIVE)
-        params.pop("status")
-    elif "status" in params:
-        params["status"] = [params["status"]]
-    data = {name: value for name, value in params.items() if name != "status"}
-    filterset = WorkloadFilterSet(data, queryset=rows, request=request)
-    rows = filterset.qs
-    if "status" in params:
-        rows = rows.filter(status__in=params["status"])
+    data = QueryDict(mutable=True)
+    for name, value in form.cleaned_data.items():
+        if value:
+            data.setlist(name, list(ALIVE) if value == "alive" else [value])  # `alive`: several statuses
+    rows = WorkloadFilterSet(data, queryset=rows, request=request).qs
     return form, rows
 
 

@@ -152,23 +152,23 @@ def test_reclaim_preempts_the_fewest_borrowers_of_the_most_over_project():
     assert again.reasons["w"][0].code == Code.RECLAIMING
 
 
-def test_reclaim_never_takes_from_a_project_at_or_below_its_deserved():
+def full_of_nlp(nlp: Quota) -> Snapshot:
+    """One node of 4 GPUs, all held by one preemptible workload of nlp; vision deserves 4."""
     nodes = [node("n1", 4)]
     nodes[0].free = (0, 64_000, 512 * GIB)
     holders = [Holder("b1", "nlp", "research", "training", (400, 0, 0), {"b/n1": 1}, True, 1.0)]
-    snapshot = Snapshot({"training": pool(nodes=nodes, projects={
-        "vision": quota(deserved=4), "nlp": quota(deserved=4, used=4, guaranteed=0, fair=4)})}, holders)
+    return Snapshot({"training": pool(nodes=nodes, projects={"vision": quota(deserved=4), "nlp": nlp})}, holders)
+
+
+def test_reclaim_never_takes_from_a_project_at_or_below_its_deserved():
+    snapshot = full_of_nlp(quota(deserved=4, used=4, guaranteed=0, fair=4))
     decision = decide(snapshot, [workload("w", gpus=4)])
     assert decision.preempt == {}
     assert decision.reasons["w"][0].code == Code.CAPACITY
 
 
 def test_preemptible_work_never_reclaims():
-    nodes = [node("n1", 4)]
-    nodes[0].free = (0, 64_000, 512 * GIB)
-    holders = [Holder("b1", "nlp", "research", "training", (400, 0, 0), {"b/n1": 1}, True, 1.0)]
-    snapshot = Snapshot({"training": pool(nodes=nodes, projects={
-        "vision": quota(deserved=4), "nlp": quota(deserved=0, used=4, guaranteed=0, fair=0)})}, holders)
+    snapshot = full_of_nlp(quota(deserved=0, used=4, guaranteed=0, fair=0))
     assert decide(snapshot, [workload("w", gpus=4, low=True)]).preempt == {}
 
 

@@ -16,15 +16,6 @@ PREFIX = "runwhere.ai/"
 
 
 @pytest.fixture
-def kube(standin, tmp_path):
-    from pools.cluster.kube import KubeCluster
-
-    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
 def admitted(researcher_api) -> Workload:
     created = researcher_api.post("/api/workloads/", body(replicas=2, exec_timeout="4h"), format="json").json()
     run_cycle()

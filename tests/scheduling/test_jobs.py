@@ -50,15 +50,6 @@ def test_a_job_read_back_is_ours_only_when_its_labels_name_this_workload():
 
 
 @pytest.fixture
-def kube(standin, tmp_path):
-    from pools.cluster.kube import KubeCluster
-
-    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
 def simulated_cluster(tmp_path):
     from pools.cluster.simulated import SimulatedCluster
 
