@@ -118,8 +118,11 @@ def find_scene(snapshot: pure.Snapshot, departments: dict[str, str], fewest: int
         free = _free(pool)
         if pool.status != "ONLINE" or not fewest <= sum(free.values()) <= most:
             continue
-        borrowers = [name for name, quota in pool.projects.items() if quota.weight[0] and (
-            quota.limit[0] == pure.NO_LIMIT or quota.limit[0] - quota.used[0] >= sum(free.values()) * 100)]
+        # Filling the pool must take it above its deserved quota, or there is nothing to reclaim from it.
+        gpus = sum(free.values()) * 100
+        borrowers = [name for name, quota in pool.projects.items() if quota.weight[0]
+                     and quota.used[0] + gpus > (quota.deserved[0] or 0)
+                     and (quota.limit[0] == pure.NO_LIMIT or quota.limit[0] - quota.used[0] >= gpus)]
         claimants = [name for name in pool.projects if _may_claim(pool, name, departments)]
         # Projects of two departments first: fair shares split a pool between departments before projects, so
         # there a borrower that takes every free GPU is clearly above its share.

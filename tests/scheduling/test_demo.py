@@ -7,21 +7,25 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from pools.cluster.simulated import SimulatedCluster
 from pools.config.defaults import init_demo
-from pools.fleet.sync import BackendSync, cluster_for
+from pools.fleet.sync import BackendSync
 from pools.models import Backend
 from scheduling import demo
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 
 pytestmark = pytest.mark.django_db
+SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
 
 
 @pytest.fixture
-def demo_site(django_user_model):
+def demo_site(django_user_model, tmp_path):
     list(init_demo())
-    for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):  # as `manage.py demo` does
-        BackendSync(backend, cluster_for(backend)).run(seconds=0)
+    # As `manage.py demo` does, but with the simulated cluster's clock pinned: its nodes and pods move with the
+    # clock, and the reclaim scene must find the same fleet whenever the test runs.
+    for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
+        BackendSync(backend, SimulatedCluster(backend.name, tmp_path, clock=lambda: SIMULATED_AT)).run(seconds=0)
     return django_user_model.objects.create_superuser("admin", password="pw-admin-123")
 
 
