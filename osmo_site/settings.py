@@ -223,10 +223,21 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
     "task": "scheduling.tasks.admission_cycle",
     "schedule": float(OSMO_ADMISSION_INTERVAL),
 }
-# Dispatch (scheduling.dispatch; groundwork of issue 13, not yet called by cycles or beat): a Job lives this long
-# after it finishes, and a priority may name a PriorityClass ("high=osmo-high,low=osmo-preemptible").
+# Dispatch and lifecycle (scheduling.dispatch, follow, stopping, sweeps): a Job lives this long after it
+# finishes, and a priority may name a PriorityClass ("high=osmo-high,low=osmo-preemptible"). Every
+# OSMO_LIFECYCLE_INTERVAL seconds beat sweeps: ADMITTED rows older than OSMO_DISPATCH_RETRY_SECONDS are sent
+# again, stops likewise, timeouts are enforced and dispatched workloads re-read. RESCHEDULE starts at most
+# OSMO_MAX_RETRIES new attempts; an image that cannot be pulled for OSMO_IMAGE_PULL_TIMEOUT seconds fails.
 OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
+OSMO_DISPATCH_RETRY_SECONDS = env_int("OSMO_DISPATCH_RETRY_SECONDS", 30)
+OSMO_LIFECYCLE_INTERVAL = env_int("OSMO_LIFECYCLE_INTERVAL", 10)
+OSMO_MAX_RETRIES = env_int("OSMO_MAX_RETRIES", 3)
+OSMO_IMAGE_PULL_TIMEOUT = env_int("OSMO_IMAGE_PULL_TIMEOUT", 300)
+CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
+    "task": "scheduling.tasks.lifecycle_sweep",
+    "schedule": float(OSMO_LIFECYCLE_INTERVAL),
+}
 # The demo's trickle of submissions and its stand-in for dispatch, every this many seconds (0: off; `make
 # demo` sets 15). Never turn it on in production: it submits workloads as the first superuser.
 OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)

@@ -1,7 +1,8 @@
 """One admission cycle, one at a time across all workers: the cycle holds the lock of the one
 `AdmissionState` row (SELECT ... FOR UPDATE; on SQLite the write transaction serializes the same way),
 reads the snapshot inside that transaction, decides (pure), and writes what changed: admitted and
-preempted workloads with their events, and reasons and positions only where they differ."""
+preempted workloads with their events, and reasons and positions only where they differ. Once it commits, each
+admitted workload gets a dispatch message and each preempted one a stop message."""
 
 import time
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pools.models.bulk import copy_or_bulk_create, update_rows
 from . import admission as pure
 from . import snapshot
 from .models import AdmissionState, Status, Workload, WorkloadEvent
+from .outbox import dispatch_on_commit, stop_on_commit
 
 
 @dataclass
@@ -99,6 +101,8 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
     # writes nothing.
     written += update_rows(Workload, changed, ["reasons", "positions"])
     copy_or_bulk_create(WorkloadEvent, events)
+    dispatch_on_commit(decision.admitted)
+    stop_on_commit(decision.preempt)
     return written + len(events)
 
 

@@ -20,6 +20,7 @@ from pools.models import Project
 from . import admission as pure
 from . import snapshot, submission
 from .models import Source, Status, Workload, WorkloadEvent
+from .outbox import request_cycle
 
 MAX_PENDING = 40  # submit nothing while this many wait
 SMALL_POOL_SHARE = 0.5
@@ -61,7 +62,7 @@ def _end(pk, before: str, status: str, reason: str, now: datetime, message: str)
                                                                        updated_at=now)
         if changed:
             WorkloadEvent.objects.create(workload_id=pk, at=now, status=status, reason=reason, message=message)
-            transaction.on_commit(submission.request_cycle)
+            transaction.on_commit(request_cycle)
     return changed
 
 

@@ -1,13 +1,14 @@
 """Dispatch of an ADMITTED workload: create the Job of its attempt on its pool's backend, exactly once (issue 13,
-DESIGN.md section 3, "Dispatch and lifecycle"). Groundwork: nothing calls it yet; the admission cycle's
-on-commit message, the sweep that re-drives lost messages and the status that follows the Job come next.
+DESIGN.md section 3, "Dispatch and lifecycle"). Called by the `dispatch_workload` task (sent when an admission
+commits), by the sweep for rows whose message was lost, and by `manage.py schedule`.
 
 The project's namespace is created when missing, labelled as ours. Exactly once: the row is locked (skipped
 when another worker holds it) for the whole create, and the Job's name is fixed by the workload and attempt. A
 worker that dies after the API server accepted the Job leaves the row ADMITTED (its transaction rolls back);
 the next try gets 409 AlreadyExists, reads the Job back and accepts it when its labels name this workload. A
-Job of that name that is not ours fails the workload (FAILED_BACKEND_ERROR, saying whose it is not). Any other
-cluster error propagates with the row untouched, for the caller to retry later."""
+Job of that name that is not ours fails the workload (FAILED_BACKEND_ERROR, saying whose it is not), as does a
+Job the API server refuses (4xx). Any other cluster error propagates with the row untouched, for the caller to
+retry later."""
 
 from collections.abc import Callable
 from datetime import datetime
@@ -16,12 +17,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from pools.cluster import Cluster, Conflict
+from pools.cluster import Cluster, ClusterError, Conflict
 from pools.engine import parse_timeout
 from pools.fleet.sync import cluster_for
 from pools.models import Backend
 
-from .jobs import MANAGED, Attempt, job_manifest, owned_by
+from . import attempts
+from .jobs import MANAGED, MANAGED_VALUE, Attempt, job_manifest, owned_by
 from .models import Status, Workload, WorkloadEvent
 
 
@@ -53,24 +55,27 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = cluster_fo
                                 priority_classes=settings.OSMO_PRIORITY_CLASSES)
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
-        cluster.ensure_namespace(namespace, {f"{prefix}{MANAGED}": "osmo-pools",
-                                             f"{prefix}project": attempt.project})
         try:
+            cluster.ensure_namespace(namespace, {f"{prefix}{MANAGED}": MANAGED_VALUE,
+                                                 f"{prefix}project": attempt.project})
             cluster.create_job(namespace, manifest)
             outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
         except Conflict:
             existing = cluster.get_job(namespace, name)
             if not owned_by(existing, attempt.workload_id, prefix):
-                message = (f"A Job {namespace}/{name} exists on backend {backend.name} and is not this workload's "
-                           f"(its {prefix}workload label is "
-                           f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).")
-                Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED_BACKEND_ERROR, finished_at=now,
-                                                               updated_at=now)
-                WorkloadEvent.objects.create(workload=workload, at=now, status=Status.FAILED_BACKEND_ERROR,
-                                             reason="JOB_NOT_OURS", message=message, pools=[attempt.pool])
+                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
+                                f"A Job {namespace}/{name} exists on backend {backend.name} and is not this "
+                                f"workload's (its {prefix}workload label is "
+                                f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
                 return "failed"
             outcome, message = "found", (f"Job {namespace}/{name} found on backend {backend.name}, created by an "
                                          "earlier try.")
+        except ClusterError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status in (408, 429):
+                raise  # worth another try: the row stays ADMITTED
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
+                            f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}", now=now)
+            return "failed"
         Workload.objects.filter(pk=workload.pk).update(status=Status.SCHEDULING, job_name=name, namespace=namespace,
                                                        dispatched_at=now, updated_at=now)
         WorkloadEvent.objects.create(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",

@@ -8,7 +8,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-MANAGED = "managed-by"  # <prefix>managed-by=osmo-pools on the Job and its pods
+from pools.inventory.jobs import MANAGED_LABEL as MANAGED
+from pools.inventory.jobs import MANAGED_VALUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ def job_name(workload_id: str, attempt: int) -> str:
 
 
 def labels(attempt: Attempt, prefix: str) -> dict[str, str]:
-    return {f"{prefix}{MANAGED}": "osmo-pools", f"{prefix}workload": attempt.workload_id,
+    return {f"{prefix}{MANAGED}": MANAGED_VALUE, f"{prefix}workload": attempt.workload_id,
             f"{prefix}project": attempt.project, f"{prefix}pool": attempt.pool,
             f"{prefix}platform": attempt.platform, f"{prefix}priority": attempt.priority,
             f"{prefix}attempt": str(attempt.attempt)}
@@ -62,4 +63,4 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
 def owned_by(job: dict[str, Any], workload_id: str, prefix: str) -> bool:
     """Whether a Job read back after a 409 is this workload's (and ours)."""
     found = (job.get("metadata") or {}).get("labels") or {}
-    return found.get(f"{prefix}workload") == workload_id and found.get(f"{prefix}{MANAGED}") == "osmo-pools"
+    return found.get(f"{prefix}workload") == workload_id and found.get(f"{prefix}{MANAGED}") == MANAGED_VALUE

@@ -101,6 +101,17 @@ class Workload(models.Model):
     job_name = models.CharField(max_length=63, blank=True)
     namespace = models.CharField(max_length=63, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    # A stop asked for (cancel, timeout, a failure that leaves pods running): once the Job is deleted, the attempt
+    # ends as `stop_status` ("RESCHEDULE": a new attempt), with this reason, message and exit code.
+    stop_status = models.CharField(max_length=24, blank=True)
+    stop_reason = models.CharField(max_length=32, blank=True)
+    stop_message = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True, help_text="The last attempt's user exit code.")
+    # Ended attempts, oldest first: {"attempt", "job", "namespace", "pool", "status", "exit_code", "started_at",
+    # "finished_at", "message"}.
+    attempts = models.JSONField(default=list, blank=True)
+    # When the current attempt started waiting (its queue timeout counts from here); submitted_at for the first.
+    queued_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

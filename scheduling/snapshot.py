@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from pools.fleet.usage import backend_online
-from pools.models import Backend, Department, NodeMembership, Pool, Project, Quota
+from pools.models import Backend, Department, ManagedJob, NodeMembership, Pool, Project, Quota
 from pools.quotas.fairshare import Department as FairDepartment
 from pools.quotas.fairshare import Project as FairProject
 from pools.quotas.fairshare import fair_shares
@@ -105,21 +105,29 @@ def load(now=None) -> Loaded:
         _charge(states[names[pool_id]], project.name, project.department.name, amount, guaranteed=True)
 
     holders = []
-    for row in Workload.objects.filter(status__in=RESERVING, pool__isnull=False).values(
-            "id", "project_id", "pool_id", "pool__backend_id", "priority", "replicas", "gpu", "cpu", "memory",
-            "placement", "submitted_at", "status"):
+    rows = list(Workload.objects.filter(status__in=RESERVING, pool__isnull=False).values(
+        "id", "project_id", "pool_id", "pool__backend_id", "priority", "replicas", "gpu", "cpu", "memory",
+        "placement", "submitted_at", "status", "job_name"))
+    settled = _settled(rows)
+    for row in rows:
         per = (row["gpu"] * 100, row["cpu"], row["memory"])
         state = states[names[row["pool_id"]]]
         project = projects[row["project_id"]]
+        # Replicas whose pods are on nodes are counted there (node usage, project usage); the rest are reserved.
+        on_nodes = settled.get(str(row["id"]), {})
+        reserved = _unsettled(row["placement"] or {}, on_nodes, row["replicas"])
         placement = {}
-        for node_name, n in (row["placement"] or {}).items():
+        for node_name, n in reserved.items():
             key = f"{row['pool__backend_id']}/{node_name}"
             placement[key] = n
             node = by_key.get(key)
             if node is not None:
                 node.free = pure.sub(node.free, pure.times(per, n))
+        for node_name, n in on_nodes.items():
+            key = f"{row['pool__backend_id']}/{node_name}"
+            placement[key] = placement.get(key, 0) + n
         preemptible = row["priority"] == "low"
-        _charge(state, project.name, project.department.name, pure.times(per, row["replicas"]),
+        _charge(state, project.name, project.department.name, pure.times(per, sum(reserved.values())),
                 guaranteed=not preemptible)
         holders.append(pure.Holder(str(row["id"]), project.name, project.department.name, state.name, per, placement,
                                    preemptible, row["submitted_at"].timestamp(),
@@ -128,6 +136,47 @@ def load(now=None) -> Loaded:
     for project in sorted(projects.values(), key=lambda p: (p.created_at, p.name)):
         members[project.department.name].append(project.name)
     return Loaded(pure.Snapshot(states, holders), names, dict(members))
+
+
+def _settled(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Per dispatched workload, its current Job's pods that are on a node and still hold it: {node: pods}."""
+    jobs = {(str(row["id"]), row["job_name"]) for row in rows if row["job_name"]}
+    result: dict[str, dict[str, int]] = {}
+    if not jobs:
+        return result
+    for workload, name, pods in ManagedJob.objects.filter(workload__in=[w for w, _ in jobs]).values_list(
+            "workload", "name", "pods"):
+        if (workload, name) not in jobs:
+            continue
+        counts = result.setdefault(workload, {})
+        for pod in pods.values():
+            if pod.get("node") and not pod.get("deleted") and pod.get("phase") not in ("Succeeded", "Failed"):
+                counts[pod["node"]] = counts.get(pod["node"], 0) + 1
+    return result
+
+
+def _unsettled(placement: dict[str, int], on_nodes: dict[str, int], replicas: int) -> dict[str, int]:
+    """The part of an admitted placement its pods have not taken up yet: pods bound where admission put them
+    use that node's reservation, any others the largest remaining; at most the replicas not yet bound."""
+    left = dict(placement)
+    extra = 0
+    for node, n in on_nodes.items():
+        used = min(n, left.get(node, 0))
+        if used:
+            left[node] -= used
+        extra += n - used
+    for node in sorted(left, key=lambda name: -left[name]):
+        take = min(extra, left[node])
+        left[node] -= take
+        extra -= take
+    budget = max(0, replicas - sum(on_nodes.values()))
+    result = {}
+    for node in sorted(left):
+        n = min(left[node], budget)
+        if n > 0:
+            result[node] = n
+            budget -= n
+    return result
 
 
 def _short_product(product: str) -> str:

@@ -6,7 +6,6 @@ Accepted work is a PENDING row and an event; the admission cycle is asked to run
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,8 +14,9 @@ from pools.models import Profile, Project
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import pipeline
+from . import attempts, pipeline
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
+from .outbox import request_cycle
 from .requests import WorkloadRequest
 
 
@@ -147,22 +147,10 @@ def preview(submitted: Submitted) -> dict[str, Any]:
             "would_preempt": sorted(decision.preempt)}
 
 
-def request_cycle() -> None:
-    """Ask for an admission cycle soon (debounced: one message per second at most, per process)."""
-    if not settings.OSMO_ADMISSION_ON_COMMIT:
-        return
-    from django.core.cache import cache
-
-    if cache.add("osmo:admission-requested", 1, timeout=1):
-        from celery import current_app
-
-        # By name: scheduling.tasks imports the demo, which submits through this module.
-        current_app.send_task("scheduling.tasks.admission_cycle", countdown=0.5)
-
-
 def cancel(actor, workload: Workload, message: str = "", *, operator: str = "") -> bool:
     """Cancel a live workload: its submitter or staff (`actor`), or an operator at the CLI (`operator`, their
-    name). Returns False when it had already finished."""
+    name). Work not yet dispatched ends FAILED_CANCELED at once; a dispatched one once its Job is deleted (the stop
+    message, `scheduling.stopping`). Returns False when it had already finished or is already stopping."""
     if operator:
         who = f"{operator} (operator)"
     else:
@@ -173,12 +161,12 @@ def cancel(actor, workload: Workload, message: str = "", *, operator: str = "") 
         who = access.user.get_username()
     now = timezone.now()
     with transaction.atomic():
-        updated = Workload.objects.filter(pk=workload.pk, status__in=ALIVE).update(
-            status=Status.FAILED_CANCELED, finished_at=now, updated_at=now, positions={})
-        if not updated:
+        # Locked: a dispatch in flight finishes first, so a Job it created is seen here and deleted.
+        locked = Workload.objects.select_for_update(of=("self",)).select_related("pool").filter(
+            pk=workload.pk, status__in=ALIVE).first()
+        if locked is None or locked.stop_status:
             return False
-        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.FAILED_CANCELED, reason="CANCELED",
-                                     message=f"Canceled by {who}" + (f": {message}" if message else "."))
-        transaction.on_commit(request_cycle)
+        attempts.request_stop(locked, Status.FAILED_CANCELED, "CANCELED",
+                              f"Canceled by {who}" + (f": {message}" if message else "."), now=now)
     workload.refresh_from_db()
     return True

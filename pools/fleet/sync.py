@@ -23,9 +23,10 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.cluster import Cluster, ClusterError, Expired, WatchEvent
+from pools.cluster import Cluster, ClusterError, Expired, ListPage, WatchEvent
 from pools.cluster.connect import connect
 from pools.cluster.reflector import Follower, list_all
+from pools.fleet import managed_jobs
 from pools.fleet.placement import pool_selectors
 from pools.inventory.membership import Membership, compile_selectors, node_membership
 from pools.inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
@@ -286,7 +287,8 @@ class BackendSync:
         try:
             self.backend.refresh_from_db()
             if relist or seconds <= 0 or not (self.backend.nodes_resource_version
-                                               and self.backend.pods_resource_version):
+                                               and self.backend.pods_resource_version
+                                               and self.backend.jobs_resource_version):
                 self.full_sync()
             if seconds > 0:
                 self.follow(self.clock() + seconds)
@@ -309,19 +311,28 @@ class BackendSync:
         with gc_paused():
             nodes = list_all(self.cluster.list_nodes)
             pods = list_all(self.cluster.list_pods)
+            jobs = list_all(self._list_jobs)
             self.stats.relists += 1
 
             def write() -> None:
                 with transaction.atomic():
                     self._reconcile_pods(pods.items)
                     self._reconcile_nodes(nodes.items, usage=usage_from_pods(self._listed_pods))
-                    self._save_versions(nodes.resource_version, pods.resource_version)
+                    managed_jobs.reconcile(self.backend, jobs.items, pods.items)
+                    self._save_versions(nodes.resource_version, pods.resource_version, jobs.resource_version)
 
             retry_locked(write, what=f"backend {self.backend.name}: full sync", before_retry=self._counts_reset())
             self._listed_pods = []
 
+    def _list_jobs(self, **kwargs) -> ListPage:
+        return self.cluster.list_jobs(managed_jobs.selector(), **kwargs)
+
+    def _watch_jobs(self, resource_version: str, **kwargs):
+        return self.cluster.watch_jobs(managed_jobs.selector(), resource_version, **kwargs)
+
     def _relist(self, kind: str) -> str:
-        page = list_all(self.cluster.list_nodes if kind == "nodes" else self.cluster.list_pods)
+        page = list_all({"nodes": self.cluster.list_nodes, "pods": self.cluster.list_pods,
+                         "jobs": self._list_jobs}[kind])
         self.stats.relists += 1
 
         def write() -> None:
@@ -329,9 +340,13 @@ class BackendSync:
                 if kind == "nodes":
                     self._reconcile_nodes(page.items)
                     self._save_versions(nodes=page.resource_version)
+                elif kind == "jobs":
+                    managed_jobs.reconcile(self.backend, page.items, None)
+                    self._save_versions(jobs=page.resource_version)
                 else:
                     touched = self._reconcile_pods(page.items)
                     self._recompute_nodes(touched, {})
+                    managed_jobs.reconcile(self.backend, None, page.items)
                     self._save_versions(pods=page.resource_version)
 
         retry_locked(write, what=f"backend {self.backend.name}: {kind} list", before_retry=self._counts_reset())
@@ -391,12 +406,12 @@ class BackendSync:
         self.stats.nodes_written += written
         self.stats.nodes_deleted += removed
 
-    def _save_versions(self, nodes: str | None = None, pods: str | None = None) -> None:
+    def _save_versions(self, nodes: str | None = None, pods: str | None = None, jobs: str | None = None) -> None:
         values = {}
-        if nodes is not None:
-            values["nodes_resource_version"] = self.backend.nodes_resource_version = nodes
-        if pods is not None:
-            values["pods_resource_version"] = self.backend.pods_resource_version = pods
+        for kind, version in (("nodes", nodes), ("pods", pods), ("jobs", jobs)):
+            if version is not None:
+                values[f"{kind}_resource_version"] = version
+                setattr(self.backend, f"{kind}_resource_version", version)
         retry_locked(lambda: Backend.objects.filter(pk=self.backend.pk).update(**values),
                      what=f"backend {self.backend.name}: resourceVersion")
 
@@ -407,7 +422,7 @@ class BackendSync:
         events: queue.Queue = queue.Queue()
         limit = MAX_BATCH_SQLITE if connection.vendor == "sqlite" else MAX_BATCH
         running = {}
-        for kind in ("nodes", "pods"):
+        for kind in ("nodes", "pods", "jobs"):
             running[kind] = self._start(kind, getattr(self.backend, f"{kind}_resource_version"), deadline, events)
         while running:
             batch: list[tuple[str, Any]] = []
@@ -423,8 +438,9 @@ class BackendSync:
                 pass
             node_events = [item for kind, item in batch if kind == "nodes"]
             pod_events = [item for kind, item in batch if kind == "pods"]
-            if node_events or pod_events:
-                self.apply(node_events, pod_events)
+            job_events = [item for kind, item in batch if kind == "jobs"]
+            if node_events or pod_events or job_events:
+                self.apply(node_events, pod_events, job_events)
             for kind, item in batch:
                 if kind.startswith("end:"):
                     ended = kind.removeprefix("end:")
@@ -443,7 +459,7 @@ class BackendSync:
                 raise ClusterError(f"backend {self.backend.name}: lost the sync lease")
 
     def _start(self, kind: str, version: str, deadline: float, events: queue.Queue) -> Follower:
-        watch = getattr(self.cluster, f"watch_{kind}")
+        watch = self._watch_jobs if kind == "jobs" else getattr(self.cluster, f"watch_{kind}")
         follower = Follower(self._recording(watch), version, timeout_seconds=60, clock=self.clock,
                             log=log)
 
@@ -475,15 +491,18 @@ class BackendSync:
 
         return recorded
 
-    def apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent]) -> None:
+    def apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent],
+              job_events: list[WatchEvent] = ()) -> None:
         """Apply one batch of watch events in one transaction. A batch that finds the database locked is
         tried again whole (its counts too); only a lock that outlasts every try ends the run, and the next
         run resumes from the last stored resourceVersion."""
-        retry_locked(lambda: self._apply(node_events, pod_events), before_retry=self._counts_reset(),
-                     what=f"backend {self.backend.name}: batch of {len(node_events) + len(pod_events)} events")
+        count = len(node_events) + len(pod_events) + len(job_events)
+        retry_locked(lambda: self._apply(node_events, pod_events, list(job_events)),
+                     before_retry=self._counts_reset(), what=f"backend {self.backend.name}: batch of {count} events")
 
-    def _apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent]) -> None:
-        self.stats.events += len(node_events) + len(pod_events)
+    def _apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent],
+               job_events: list[WatchEvent]) -> None:
+        self.stats.events += len(node_events) + len(pod_events) + len(job_events)
         self.stats.batches += 1
         with transaction.atomic():
             touched: set[str] = set()
@@ -509,11 +528,11 @@ class BackendSync:
                     deleted.discard(node.name)
                     facts[node.name] = node
             self._recompute_nodes(touched, facts, deleted)
+            managed_jobs.apply_events(self.backend, job_events, pod_events)
             versions = {}
-            if node_events:
-                versions["nodes"] = node_events[-1].resource_version
-            if pod_events:
-                versions["pods"] = pod_events[-1].resource_version
+            for kind, kind_events in (("nodes", node_events), ("pods", pod_events), ("jobs", job_events)):
+                if kind_events:
+                    versions[kind] = kind_events[-1].resource_version
             self._save_versions(**versions)
 
     def _counts_reset(self) -> Callable[[], None]:
@@ -571,7 +590,8 @@ def mark_stale_backends(now=None) -> list[str]:
         marked = Node.objects.filter(backend=backend).exclude(status="Unknown").update(
             status="Unknown", reasons=[f"Backend {backend.name} not synced since {since}"])
         if marked:
-            Backend.objects.filter(pk=backend.pk).update(nodes_resource_version="", pods_resource_version="")
+            Backend.objects.filter(pk=backend.pk).update(nodes_resource_version="", pods_resource_version="",
+                                                            jobs_resource_version="")
             names.append(backend.name)
     return names
 

@@ -15,7 +15,7 @@ from .config import (
     ResourceValidation,
     RevisionCounter,
 )
-from .inventory import Node, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
+from .inventory import ManagedJob, Node, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
 from .names import name_validator
 from .preferences import Profile, TablePreference
 from .quotas import Department, Project, ProjectMember, Quota
@@ -26,6 +26,7 @@ __all__ = [
     "ConfigKind",
     "ConfigRevision",
     "Department",
+    "ManagedJob",
     "Node",
     "NodeMembership",
     "NodeQuerySet",

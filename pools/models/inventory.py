@@ -177,3 +177,26 @@ class UsageSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool_id} {self.at:%Y-%m-%d %H:%M} {self.gpu_used}/{self.gpu_total}"
+
+
+class ManagedJob(models.Model):
+    """One Job we created (labelled `<prefix>managed-by`), as the sync last saw it with its pods: the facts
+    `scheduling.lifecycle` moves a workload by (`pools.inventory.jobs`). `workload` is the Job's label value:
+    pools knows no workloads. A row may come from a pod before its Job's own event; `gone` once the Job is
+    deleted from the cluster."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="managed_jobs")
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    workload = models.CharField(max_length=64, db_index=True)
+    attempt = models.PositiveIntegerField(default=0)
+    job = models.JSONField(default=dict, blank=True)  # job_facts; {} until the Job's own event
+    pods = models.JSONField(default=dict, blank=True)  # pod name -> pod_run_facts (kept after the pod goes)
+    gone = models.BooleanField(default=False)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["backend", "namespace", "name"], name="managed_job_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"

@@ -1,5 +1,7 @@
-"""`./manage.py schedule [--once]`: admission cycles in the foreground, for operators and tests. Each cycle
-holds the admission lock, so this may run beside the workers' cycles."""
+"""`./manage.py schedule [--once]`: admission cycles in the foreground, for operators and tests, each followed by
+the lifecycle sweep acting in place: every ADMITTED workload dispatched, stops carried out, timeouts enforced,
+dispatched workloads re-read from the synced Jobs. Each cycle holds the admission lock and each dispatch or stop
+its row's, so this may run beside the workers."""
 
 import time
 
@@ -8,11 +10,13 @@ from django.db import OperationalError, connections
 
 from pools.management.cli import clear_errors, print_json
 from scheduling.cycle import CycleResult, run_cycle
+from scheduling.sweeps import SweepResult, sweep
 
 
 class Command(BaseCommand):
-    help = ("Run admission cycles: --once runs one, prints what it admitted and why the rest wait, and exits 0; "
-            "without it, one cycle every --interval seconds until Ctrl-C.")
+    help = ("Run admission cycles, each followed by dispatch of every ADMITTED workload and the lifecycle sweep "
+            "(stops, timeouts, status from the cluster): --once runs one, prints what it admitted, dispatched and "
+            "why the rest wait, and exits 0; without it, one every --interval seconds until Ctrl-C.")
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="One cycle, then exit.")
@@ -24,6 +28,7 @@ class Command(BaseCommand):
         while True:
             try:
                 result = run_cycle(details=once)
+                swept = sweep(act=True)
             except OperationalError as exc:
                 if once:
                     raise
@@ -34,9 +39,11 @@ class Command(BaseCommand):
                 continue
             if format == "json":
                 print_json(self.stdout, {**result.summary(), "admitted": result.admitted,
-                                         "preempted": result.preempted, "pending": result.pending})
+                                         "preempted": result.preempted, "pending": result.pending,
+                                         "sweep": swept.summary()})
             else:
                 self.report(result, verbose=once)
+                self.report_sweep(swept)
             if once:
                 return
             time.sleep(max(0.1, interval))
@@ -60,3 +67,12 @@ class Command(BaseCommand):
                 position = item["positions"].get(reason["pool"])
                 where = f" (#{position} in queue)" if position else ""
                 self.stdout.write(f"    {reason['pool']}{where}: {reason['code']}: {reason['message']}")
+
+    def report_sweep(self, swept: SweepResult) -> None:
+        def counts(values: dict[str, int]) -> str:
+            return ", ".join(f"{n} {what}" for what, n in sorted(values.items())) or "none"
+
+        self.stdout.write(f"Sweep: dispatch {counts(swept.dispatched)}; stop {counts(swept.stopped)}; "
+                          f"{len(swept.timed_out)} timed out; status moved: {counts(swept.followed)}.")
+        for error in swept.errors:
+            self.stdout.write(f"ERROR      {error}")

@@ -1,0 +1,159 @@
+"""The sync's half of following our Jobs: ManagedJob rows kept equal to what the Job watch and the pod watch say
+about the Jobs we created (labelled `<prefix>managed-by=osmo-pools`) and their pods. After each write, on
+commit, `managed_jobs_changed` names the workloads whose rows moved; `scheduling` listens and moves them (pools
+never imports scheduling)."""
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from pools.inventory.jobs import MANAGED_LABEL, MANAGED_VALUE, job_facts, job_name_of, pod_run_facts, workload_of
+from pools.models import Backend, ManagedJob
+
+# Sent on commit with `backend_id` and `workloads` (a set of workload ids, as the Jobs' labels give them).
+managed_jobs_changed = Signal()
+
+
+def selector() -> str:
+    return f"{settings.OSMO_LABEL_PREFIX}{MANAGED_LABEL}={MANAGED_VALUE}"
+
+
+def _attempt(obj: dict[str, Any], prefix: str) -> int:
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(f"{prefix}attempt")
+    return int(value) if str(value or "").isdigit() else 0
+
+
+class JobBook:
+    """The ManagedJob rows one batch touches, loaded once and written once."""
+
+    def __init__(self, backend: Backend, keys: Iterable[tuple[str, str]]):
+        self.backend = backend
+        self.prefix = settings.OSMO_LABEL_PREFIX
+        self.now = timezone.now()
+        self.seen_at = self.now.isoformat()
+        wanted = set(keys)
+        self.rows: dict[tuple[str, str], ManagedJob] = {}
+        if wanted:
+            namespaces = {ns for ns, _ in wanted}
+            names = {name for _, name in wanted}
+            for row in ManagedJob.objects.filter(backend=backend, namespace__in=namespaces, name__in=names):
+                if (row.namespace, row.name) in wanted:
+                    self.rows[(row.namespace, row.name)] = row
+        self.changed: set[tuple[str, str]] = set()
+
+    def _row(self, namespace: str, name: str, obj: dict[str, Any]) -> ManagedJob:
+        row = self.rows.get((namespace, name))
+        if row is None:
+            row = self.rows[(namespace, name)] = ManagedJob(
+                backend=self.backend, namespace=namespace, name=name, workload=workload_of(obj, self.prefix),
+                attempt=_attempt(obj, self.prefix), updated_at=self.now)
+        return row
+
+    def job(self, kind: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        if not workload_of(obj, self.prefix):
+            return
+        row = self._row(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""), obj)
+        facts = job_facts(obj)
+        gone = kind == "DELETED"
+        if row.job != facts or row.gone != gone:
+            row.job, row.gone = facts, gone
+            self.changed.add((row.namespace, row.name))
+
+    def pod(self, kind: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        job = job_name_of(obj)
+        if not job or not workload_of(obj, self.prefix):
+            return
+        row = self._row(str(metadata.get("namespace") or ""), job, obj)
+        name = str(metadata.get("name") or "")
+        before = row.pods.get(name)
+        facts = pod_run_facts(obj, seen_at=self.seen_at, before=before)
+        if kind == "DELETED":
+            facts["deleted"] = True
+        if before != facts:
+            row.pods = {**row.pods, name: facts}
+            self.changed.add((row.namespace, row.name))
+
+    def gone_unless_listed(self, listed: set[tuple[str, str]]) -> None:
+        """After a full list of Jobs: those we hold that it did not name are gone."""
+        for row in ManagedJob.objects.filter(backend=self.backend, gone=False):
+            key = (row.namespace, row.name)
+            if key not in listed:
+                row = self.rows.setdefault(key, row)
+                row.gone = True
+                self.changed.add(key)
+
+    def pods_unless_listed(self, listed: set[tuple[str, str, str]]) -> None:
+        """After a full list of pods: pods we hold that it did not name are deleted."""
+        for row in ManagedJob.objects.filter(backend=self.backend):
+            key = (row.namespace, row.name)
+            row = self.rows.setdefault(key, row)
+            pods = {name: ({**facts, "deleted": True} if (row.namespace, row.name, name) not in listed
+                           and not facts.get("deleted") else facts) for name, facts in row.pods.items()}
+            if pods != row.pods:
+                row.pods = pods
+                self.changed.add(key)
+
+    def save(self) -> set[str]:
+        """Writes the changed rows; on commit, tells the listeners. Returns the workloads whose rows moved."""
+        new, update = [], []
+        for key in self.changed:
+            row = self.rows[key]
+            row.updated_at = self.now
+            (update if row.pk else new).append(row)
+        ManagedJob.objects.bulk_create(new, batch_size=1000)
+        ManagedJob.objects.bulk_update(update, ["job", "pods", "gone", "updated_at"], batch_size=1000)
+        workloads = {self.rows[key].workload for key in self.changed}
+        if workloads:
+            backend_id = self.backend.pk
+            transaction.on_commit(lambda: managed_jobs_changed.send_robust(
+                sender=JobBook, backend_id=backend_id, workloads=workloads))
+        return workloads
+
+
+def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict]) -> set[tuple[str, str]]:
+    keys = set()
+    for obj in job_objects:
+        metadata = obj.get("metadata") or {}
+        keys.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
+    for obj in pod_objects:
+        job = job_name_of(obj)
+        if job:
+            keys.add((str((obj.get("metadata") or {}).get("namespace") or ""), job))
+    return keys
+
+
+def apply_events(backend: Backend, job_events: list, pod_events: list) -> set[str]:
+    """One batch of watch events (WatchEvent), in the caller's transaction."""
+    prefix = settings.OSMO_LABEL_PREFIX
+    pods = [e for e in pod_events if workload_of(e.object, prefix)]
+    if not job_events and not pods:
+        return set()
+    book = JobBook(backend, keys_of([e.object for e in job_events], [e.object for e in pods]))
+    for event in job_events:
+        book.job(event.type, event.object)
+    for event in pods:
+        book.pod(event.type, event.object)
+    return book.save()
+
+
+def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None) -> set[str]:
+    """After a full list of Jobs and/or pods (None: not listed this time), in the caller's transaction."""
+    prefix = settings.OSMO_LABEL_PREFIX
+    ours = [p for p in pods or [] if workload_of(p, prefix)]
+    book = JobBook(backend, keys_of(jobs or [], ours))
+    if jobs is not None:
+        for obj in jobs:
+            book.job("ADDED", obj)
+        book.gone_unless_listed(keys_of(jobs, []))
+    if pods is not None:
+        for obj in ours:
+            book.pod("ADDED", obj)
+        book.pods_unless_listed({(str(p["metadata"].get("namespace") or ""), job_name_of(p),
+                                  str(p["metadata"].get("name") or "")) for p in ours})
+    return book.save()

@@ -1,0 +1,83 @@
+"""Moving dispatched workloads by what the cluster says: the sync stores our Jobs and their pods
+(`pools.models.ManagedJob`) and, on commit, names the workloads whose Jobs moved (`managed_jobs_changed`);
+`observe` reads those rows and applies `lifecycle.observe`'s answer. The sweep calls it for every dispatched
+workload too, so a missed signal only delays a change."""
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.models import ManagedJob
+
+from . import attempts, lifecycle
+from .models import Status, Workload, WorkloadEvent
+
+log = logging.getLogger("scheduling.follow")
+
+FOLLOWED = (Status.SCHEDULING, Status.RUNNING)
+
+
+def _current(workload: Workload) -> lifecycle.Current:
+    actions = workload.exit_actions or (workload.pool.default_exit_actions if workload.pool else {}) or {}
+    return lifecycle.Current(workload.status, workload.replicas, workload.attempt, actions,
+                             settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT))
+
+
+def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]:
+    """Apply the cluster's facts to the dispatched workloads among `workload_ids` (None: all of them). Returns
+    how many moved to each status."""
+    now = now or timezone.now()
+    moved: dict[str, int] = {}
+    with transaction.atomic():
+        rows = (Workload.objects.select_for_update(skip_locked=True, of=("self",)).select_related("pool")
+                .filter(status__in=FOLLOWED, stop_status="").exclude(job_name=""))
+        if workload_ids is not None:
+            rows = rows.filter(pk__in=[str(pk) for pk in workload_ids])
+        workloads = list(rows)
+        if not workloads:
+            return moved
+        keys = Q()
+        for workload in workloads:
+            keys |= Q(backend_id=workload.pool.backend_id, namespace=workload.namespace, name=workload.job_name)
+        runs = {(row.backend_id, row.namespace, row.name): row for row in ManagedJob.objects.filter(keys)}
+        events = []
+        for workload in workloads:
+            row = runs.get((workload.pool.backend_id, workload.namespace, workload.job_name))
+            if row is None:
+                continue  # dispatched, not seen by the sync yet
+            outcome = lifecycle.observe(_current(workload), lifecycle.Run(row.job, row.pods, row.gone), now)
+            if outcome is None:
+                continue
+            if outcome.status == Status.SCHEDULING:
+                reasons = [{"pool": workload.pool.name, "code": "UNSCHEDULABLE" if "unschedulable" in text else
+                            "WAITING", "message": text, "details": {}} for text in outcome.waiting]
+                if reasons != workload.reasons:
+                    Workload.objects.filter(pk=workload.pk).update(reasons=reasons, updated_at=now)
+                continue
+            moved[outcome.status] = moved.get(outcome.status, 0) + 1
+            if outcome.status == Status.RUNNING:
+                Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING, started_at=now, reasons=[],
+                                                               updated_at=now)
+                events.append(WorkloadEvent(workload=workload, at=now, status=Status.RUNNING, reason="RUNNING",
+                                            message=outcome.message, pools=[workload.pool.name]))
+            elif outcome.stop:
+                attempts.request_stop(workload, outcome.status, outcome.reason, outcome.message,
+                                      exit_code=outcome.exit_code, now=now)
+            else:
+                attempts.finish(workload, outcome.status, outcome.reason, outcome.message,
+                                exit_code=outcome.exit_code, now=now)
+        WorkloadEvent.objects.bulk_create(events)
+    return moved
+
+
+def on_managed_jobs_changed(sender, backend_id=None, workloads=(), **kwargs) -> None:
+    """The sync's signal (connected in `SchedulingConfig.ready`): runs in the sync's process, after its commit."""
+    try:
+        observe(workloads)
+    except Exception:  # the sync must go on; the sweep applies what this missed
+        log.exception("following workloads %s failed", sorted(workloads)[:5])

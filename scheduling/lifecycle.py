@@ -1,0 +1,121 @@
+"""What a dispatched workload's Job and pods say it is now (pure: no Django; DESIGN.md section 3, "Dispatch and
+lifecycle"). `observe` reads the facts the sync stored (`pools.inventory.jobs`) and answers the change to make,
+if any: SCHEDULING with why it waits, RUNNING once every replica runs, COMPLETED, or a failure, the exit code
+going through the exit actions (COMPLETE / FAIL / RESCHEDULE, OSMO's). A change that leaves pods running
+(`stop`) first deletes the Job."""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pools.engine.exit_actions import exit_code_ranges
+
+COMPLETE, FAIL, RESCHEDULE = "COMPLETE", "FAIL", "RESCHEDULE"
+EVICTION_REASONS = frozenset({"Evicted", "NodeLost", "NodeAffinity", "Preempting", "Terminated", "Shutdown",
+                              "UnexpectedAdmissionError"})
+
+
+@dataclass(frozen=True)
+class Current:
+    status: str
+    replicas: int
+    attempt: int
+    exit_actions: dict[str, str]  # the request's, else the pool's default_exit_actions, else {}
+    max_retries: int
+    image_pull_limit: timedelta
+
+
+@dataclass(frozen=True)
+class Run:
+    job: dict[str, Any]  # job_facts ({} until its event came)
+    pods: dict[str, dict[str, Any]]  # pod name -> pod_run_facts
+    gone: bool = False
+
+
+@dataclass
+class Outcome:
+    status: str  # the new status; "RESCHEDULE" for a new attempt
+    reason: str
+    message: str
+    exit_code: int | None = None
+    stop: bool = False  # pods may still run: delete the Job first
+    waiting: list[str] = field(default_factory=list)  # why a SCHEDULING workload waits (kube-scheduler's words)
+    started: bool = False
+
+
+def action_for(code: int, actions: dict[str, str]) -> str:
+    """The exit action of `code`: the first action whose codes include it; else 0 completes, the rest fail."""
+    for action in (COMPLETE, FAIL, RESCHEDULE):
+        codes = actions.get(action)
+        if codes and any(low <= code <= high for low, high in exit_code_ranges(codes)):
+            return action
+    return COMPLETE if code == 0 else FAIL
+
+
+def after_exit(current: Current, code: int, *, job_finished: bool, why: str) -> Outcome:
+    action = action_for(code, current.exit_actions)
+    stop = not job_finished
+    if action == COMPLETE:
+        return Outcome("COMPLETED", "COMPLETED", f"{why} Exit code {code}: complete.", code, stop)
+    if action == RESCHEDULE:
+        if current.attempt <= current.max_retries:
+            return Outcome("RESCHEDULE", "RESCHEDULE", f"{why} Exit code {code}: rescheduled as attempt "
+                                                       f"{current.attempt + 1}.", code, stop)
+        return Outcome("FAILED", "RETRIES_EXHAUSTED", f"{why} Exit code {code} asks for a reschedule, but all "
+                                                      f"{current.max_retries} retries are spent.", code, stop)
+    return Outcome("FAILED", "EXIT_CODE", f"{why} Exit code {code}: failed.", code, stop)
+
+
+def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
+    """The change the facts call for, or None when the workload's status already says it."""
+    pods = run.pods
+    job = run.job
+    finished = job.get("finished", "")
+    for name, pod in sorted(pods.items()):
+        if pod.get("disrupted") or (pod.get("reason") in EVICTION_REASONS and pod.get("phase") == "Failed"):
+            why = pod.get("disrupted") or pod.get("reason")
+            return Outcome("FAILED_EVICTED", "EVICTED", f"Pod {name} was evicted from node {pod.get('node') or '?'}"
+                           f" ({why}{': ' + pod['message'] if pod.get('message') else ''}).", stop=not finished)
+    failed = [(name, pod) for name, pod in sorted(pods.items())
+              if pod.get("phase") == "Failed" and pod.get("exit_code") not in (None, 0)]
+    if finished == "Failed" and job.get("reason") == "DeadlineExceeded":
+        return Outcome("FAILED_EXEC_TIMEOUT", "EXEC_TIMEOUT", f"The Job ran past its deadline: {job.get('message')}.")
+    if failed:
+        name, pod = failed[0]
+        return after_exit(current, int(pod["exit_code"]), job_finished=bool(finished),
+                          why=f"Pod {name} on node {pod.get('node') or '?'} failed.")
+    if finished == "Complete":
+        return after_exit(current, 0, job_finished=True, why="Every replica succeeded.")
+    if finished == "Failed":
+        return Outcome("FAILED_BACKEND_ERROR", "JOB_FAILED", f"The Job failed: {job.get('reason')}: "
+                                                             f"{job.get('message')}")
+    for name, pod in sorted(pods.items()):
+        since = pod.get("image_pull_since")
+        if since and now - datetime.fromisoformat(since) >= current.image_pull_limit and not pod.get("deleted"):
+            return Outcome("FAILED_IMAGE_PULL", "IMAGE_PULL", f"Pod {name} could not pull its image for "
+                           f"{_minutes(current.image_pull_limit)} ({pod.get('waiting')}: "
+                           f"{pod.get('waiting_message') or 'no message'}).", stop=True)
+    if run.gone:
+        return Outcome("FAILED_BACKEND_ERROR", "JOB_DELETED", "The Job was deleted from the cluster by someone "
+                                                              "else before it finished.")
+    running = sum(1 for pod in pods.values() if pod.get("phase") == "Running" and not pod.get("deleted"))
+    succeeded = sum(1 for pod in pods.values() if pod.get("phase") == "Succeeded")
+    if current.status == "RUNNING":
+        return None
+    if running and running + succeeded >= current.replicas:
+        return Outcome("RUNNING", "RUNNING", f"All {current.replicas} replica(s) running.", started=True)
+    waiting = []
+    for name, pod in sorted(pods.items()):
+        if pod.get("unschedulable"):
+            waiting.append(f"Pod {name} is unschedulable: {pod['unschedulable']}")
+        elif pod.get("waiting") and pod.get("waiting") not in ("ContainerCreating", "PodInitializing"):
+            waiting.append(f"Pod {name} waits: {pod['waiting']}"
+                           + (f": {pod['waiting_message']}" if pod.get("waiting_message") else ""))
+    if not waiting:
+        return None
+    return Outcome("SCHEDULING", "WAITING", "; ".join(waiting), waiting=waiting)
+
+
+def _minutes(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 60} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds} s"

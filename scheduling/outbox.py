@@ -1,0 +1,41 @@
+"""The messages that move workloads, each sent once its row has committed (the row is the outbox: a sweep
+re-drives any whose message was lost, `scheduling.sweeps`). Sent by task name, so that this module imports no
+task (the tasks import the modules that send). Off in tests unless OSMO_ADMISSION_ON_COMMIT is on."""
+
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import transaction
+
+
+def _send(name: str, *args, **options) -> None:
+    from celery import current_app
+
+    current_app.send_task(name, args=args, **options)
+
+
+def request_cycle() -> None:
+    """Ask for an admission cycle soon (debounced: one message per second at most, per process)."""
+    if not settings.OSMO_ADMISSION_ON_COMMIT:
+        return
+    from django.core.cache import cache
+
+    if cache.add("osmo:admission-requested", 1, timeout=1):
+        _send("scheduling.tasks.admission_cycle", countdown=0.5)
+
+
+def _on_commit(task: str, ids: Iterable) -> None:
+    ids = [str(pk) for pk in ids]
+    if not ids or not settings.OSMO_ADMISSION_ON_COMMIT:
+        return
+    transaction.on_commit(lambda: [_send(task, pk) for pk in ids])
+
+
+def dispatch_on_commit(ids: Iterable) -> None:
+    """One `dispatch` message per workload admitted in this transaction."""
+    _on_commit("scheduling.tasks.dispatch_workload", ids)
+
+
+def stop_on_commit(ids: Iterable) -> None:
+    """One `stop` message per workload whose Job this transaction asked to delete."""
+    _on_commit("scheduling.tasks.stop_workload", ids)
