@@ -4,6 +4,7 @@ read these dicts. Names of pools the viewer may not use are left out (`Access.vi
 from decimal import Decimal
 from typing import Any
 
+from pools.models import ManagedJob
 from pools.models.visibility import Access
 
 from .models import Workload
@@ -13,6 +14,7 @@ COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority
 
 
 HIDDEN_MESSAGE = "(about a pool you may not see)"
+WAITING = ("PENDING", "SCHEDULING")  # statuses whose reasons say why the workload waits
 
 
 def cores(millicores: int) -> float | int:
@@ -39,7 +41,7 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     """One line of the lists (API list, page table, CSV)."""
     keep = _visible(access)
     pools = [p for p in workload.pools if keep(p)]
-    reason = first_reason(workload, keep) if workload.status == "PENDING" else None
+    reason = first_reason(workload, keep) if workload.status in WAITING else None
     positions = {p: n for p, n in (workload.positions or {}).items() if keep(p)}
     pool_name = workload.pool.name if workload.pool_id and workload.pool and keep(workload.pool.name) else None
     return {
@@ -69,6 +71,22 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     }
 
 
+def _job(workload: Workload) -> dict | None:
+    """The current attempt's Job and its pods as the sync last saw them."""
+    if not workload.job_name:
+        return None
+    run = ManagedJob.objects.filter(backend_id=workload.pool.backend_id, namespace=workload.namespace,
+                                    name=workload.job_name).first()
+    pods = []
+    for name, pod in sorted((run.pods if run else {}).items()):
+        pods.append({"name": name, "node": pod.get("node") or None, "phase": "Deleted" if pod.get("deleted")
+                     else pod.get("phase"), "exit_code": pod.get("exit_code"),
+                     "reason": pod.get("waiting") or pod.get("reason") or pod.get("disrupted") or None})
+    return {"name": workload.job_name, "namespace": workload.namespace, "dispatched_at": workload.dispatched_at,
+            "seen": run is not None, "finished": (run.job.get("finished") or None) if run else None,
+            "gone": run.gone if run else False, "pods": pods}
+
+
 def _request(workload: Workload, keep) -> dict:
     request = dict(workload.request or {})
     if request.get("pools"):
@@ -90,10 +108,14 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
         "topology": workload.topology,
         "variables": workload.variables,
         "request": _request(workload, keep),
-        "reasons": [r for r in workload.reasons or [] if keep(r.get("pool"))] if workload.status == "PENDING" else [],
+        "reasons": [r for r in workload.reasons or [] if keep(r.get("pool"))] if workload.status in WAITING else [],
         "placement": workload.placement if body["pool"] else {},
         "pod_templates": {pool: value for pool, value in (workload.templates or {}).items() if keep(pool)},
         "attempt": workload.attempt,
+        "exit_code": workload.exit_code,
+        "stopping": workload.stop_status or None,
+        "job": _job(workload) if body["pool"] else None,
+        "attempts": [a for a in workload.attempts or [] if keep(a.get("pool") or None)],
         "events": [{"at": e.at, "status": e.status, "reason": e.reason,
                     "message": e.message if all(keep(p) for p in e.pools) else HIDDEN_MESSAGE}
                    for e in (events if events is not None else workload.events.all())],

@@ -124,6 +124,36 @@ class Resources(_Shape):
     storage: int
 
 
+class JobPod(_Shape):
+    name: str
+    node: str | None
+    phase: str = Field(description="Pending, Running, Succeeded, Failed, or Deleted once the pod is gone.")
+    exit_code: int | None
+    reason: str | None = Field(description="Why it waits or failed (ErrImagePull, Evicted, ...).")
+
+
+class Job(_Shape):
+    name: str
+    namespace: str
+    dispatched_at: datetime | None
+    seen: bool = Field(description="Whether the sync has seen the Job yet.")
+    finished: str | None = Field(description="Complete or Failed, once the Job says so.")
+    gone: bool = Field(description="The Job was deleted from the cluster.")
+    pods: list[JobPod]
+
+
+class Attempt(_Shape):
+    attempt: int
+    job: str
+    namespace: str
+    pool: str
+    status: StatusName
+    exit_code: int | None
+    started_at: datetime | None
+    finished_at: datetime
+    message: str
+
+
 class WorkloadDetail(WorkloadRow):
     department: str
     resources: Resources
@@ -138,7 +168,12 @@ class WorkloadDetail(WorkloadRow):
     reasons: list[Reason]
     placement: dict[str, int] = Field(description="Node name -> replicas reserved there.")
     pod_templates: dict[str, CandidateTemplate]
-    attempt: int
+    attempt: int = Field(description="The current attempt, 1 and up; a RESCHEDULE exit action starts another.")
+    exit_code: int | None = Field(description="The user container's exit code of the last ended attempt.")
+    stopping: StatusName | Literal["RESCHEDULE"] | None = Field(
+        description="A stop is under way (its Job being deleted); the attempt then ends as this.")
+    job: Job | None = Field(description="The current attempt's Job and its pods, once dispatched.")
+    attempts: list[Attempt] = Field(description="Ended attempts, oldest first.")
     events: list[Event]
     refused_candidates: list["Candidate"] | None = None
     canceled: bool | None = None

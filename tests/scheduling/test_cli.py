@@ -31,12 +31,15 @@ def test_submit_schedule_describe_and_cancel_from_the_command_line(world, tmp_pa
     assert "submitted to project vision: PENDING" in output
     cycle = run("schedule", "--once")
     assert "1 admitted" in cycle and "ADMITTED" in cycle and "train-resnet: pool training, platform h100" in cycle
+    assert "Sweep: dispatch 1 created" in cycle
     workload = Workload.objects.get()
     described = run("workload", "describe", str(workload.id)[:8])
-    assert "Status:     ADMITTED" in described and "Admitted:   pool training, platform h100" in described
+    assert "Status:     SCHEDULING" in described and "Admitted:   pool training, platform h100" in described
+    assert f"Job:        {workload.namespace}/{workload.job_name}" in described
     assert "Canceled" not in described
     assert "training (#" not in described
-    assert "canceled" in run("workload", "cancel", "train-resnet", "--message", "wrong data")
+    canceled = run("workload", "cancel", "train-resnet", "--message", "wrong data")
+    assert f"canceled; Job {workload.namespace}/{workload.job_name} deleted" in canceled
     assert Workload.objects.get().status == Status.FAILED_CANCELED
     assert "had already ended" in run("workload", "cancel", str(workload.id))
 
@@ -87,6 +90,7 @@ def test_schedule_in_the_foreground_survives_a_database_error_and_goes_on(world,
 
     from scheduling.cycle import CycleResult
     from scheduling.management.commands import schedule
+    from scheduling.sweeps import SweepResult
 
     calls = []
 
@@ -99,12 +103,14 @@ def test_schedule_in_the_foreground_survives_a_database_error_and_goes_on(world,
         return CycleResult(considered=2)
 
     monkeypatch.setattr(schedule, "run_cycle", flaky)
+    monkeypatch.setattr(schedule, "sweep", lambda **kwargs: SweepResult(followed={"RUNNING": 1}))
     monkeypatch.setattr(schedule.time, "sleep", lambda seconds: None)
     out, err = StringIO(), StringIO()
     with pytest.raises(CommandError, match="interrupted"):
         call_command("schedule", "--interval", "0.1", stdout=out, stderr=err)
     assert "Cycle failed, retrying in 0.1 s: server closed the connection unexpectedly" in err.getvalue()
     assert "Cycle: 2 pending considered" in out.getvalue()
+    assert "status moved: 1 RUNNING" in out.getvalue()
     assert len(calls) == 3
 
 

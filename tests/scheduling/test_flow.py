@@ -1,4 +1,4 @@
-"""Whole flows: a submission wakes a real worker's admission cycle through Redis; seed 002's pool and role accept,
+"""Whole flows: a submission wakes a real worker's admission cycle and then its dispatch through Redis; seed 002's pool and role accept,
 refuse and queue; reclaim through the database."""
 
 import time
@@ -29,11 +29,14 @@ def test_a_submission_asks_a_real_worker_for_a_cycle_on_commit(world, researcher
             created = researcher_api.post("/api/workloads/", body(), format="json").json()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not Workload.objects.filter(
-                    pk=created["id"], status=Status.ADMITTED).exists():
+                    pk=created["id"], status=Status.SCHEDULING).exists():
                 time.sleep(0.2)
     finally:
         app.conf.update(broker_url=saved)
-    assert Workload.objects.get(pk=created["id"]).status == Status.ADMITTED
+    # The cycle admitted it and, once that committed, the dispatch message created its Job.
+    workload = Workload.objects.get(pk=created["id"])
+    assert workload.status == Status.SCHEDULING and workload.job_name == f"wl-{workload.id.hex[:12]}-1"
+    assert list(workload.events.values_list("status", flat=True)) == ["PENDING", "ADMITTED", "SCHEDULING"]
 
 
 @pytest.mark.django_db

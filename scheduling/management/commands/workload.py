@@ -6,10 +6,11 @@ user named like the account running the command, else `admin`)."""
 from django.core.management.base import BaseCommand
 from django.http import QueryDict
 
+from pools.cluster import ClusterError
 from pools.engine import ConfigError
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
-from scheduling import bodies, submission
+from scheduling import bodies, stopping, submission
 from scheduling.cli import find_user, find_workload, login, operator_access, read_document
 from scheduling.filters import WorkloadFilterSet
 from scheduling.models import Workload
@@ -38,7 +39,7 @@ class Command(BaseCommand):
         describe.add_argument("id", help="Id, id prefix (4+ characters) or unique name.")
         describe.add_argument("--as-user", metavar="USER")
         add_format(describe)
-        cancel = verbs.add_parser("cancel", help="Cancel a pending or admitted workload.")
+        cancel = verbs.add_parser("cancel", help="Cancel a live workload (its Job, if any, is deleted).")
         cancel.add_argument("id")
         cancel.add_argument("--message", default="")
         cancel.add_argument("--as-user", metavar="USER", help="Cancel as USER (the submitter or staff).")
@@ -127,6 +128,18 @@ class Command(BaseCommand):
             nodes = ", ".join(f"{n} x{k}" for n, k in sorted(body["placement"].items()))
             out(f"  Admitted:   pool {body['pool']}, platform {body['platform']}, on {nodes} at "
                 f"{body['admitted_at']:%Y-%m-%d %H:%M:%S}")
+        if body["job"]:
+            job = body["job"]
+            out(f"  Job:        {job['namespace']}/{job['name']} (attempt {body['attempt']}"
+                + (f", stopping to end {body['stopping']}" if body["stopping"] else "") + ")")
+            for pod in job["pods"]:
+                code = f", exit {pod['exit_code']}" if pod["exit_code"] is not None else ""
+                why = f" ({pod['reason']})" if pod["reason"] else ""
+                out(f"    pod {pod['name']} on {pod['node'] or '-'}: {pod['phase']}{code}{why}")
+        for item in body["attempts"]:
+            code = f", exit code {item['exit_code']}" if item["exit_code"] is not None else ""
+            out(f"  Attempt {item['attempt']}:  {item['status']}{code} ({item['job'] or 'not dispatched'}): "
+                f"{item['message']}")
         if body["reasons"]:
             out("  Waiting because:")
             for reason in body["reasons"]:
@@ -145,8 +158,23 @@ class Command(BaseCommand):
                 submission.cancel(None, workload, message, operator=login() or "cli")
         except PermissionError as exc:
             raise ConfigError(str(exc)) from None
-        if changed:
+        workload.refresh_from_db()
+        if changed and workload.stop_status:
+            # No worker needed: the CLI deletes the Job itself (the stop message sent on commit finds it done).
+            try:
+                stopping.stop(workload.pk)
+            except ClusterError as exc:
+                self.stdout.write(f"Workload {workload.id} ({workload.name}): cancel recorded, but deleting Job "
+                                  f"{workload.namespace}/{workload.job_name} failed ({exc.message}); the lifecycle "
+                                  "sweep tries again.")
+                return
+            self.stdout.write(f"Workload {workload.id} ({workload.name}) canceled; Job "
+                              f"{workload.namespace}/{workload.job_name} deleted.")
+        elif changed:
             self.stdout.write(f"Workload {workload.id} ({workload.name}) canceled.")
+        elif workload.stop_status:
+            self.stdout.write(f"Workload {workload.id} ({workload.name}) is already stopping (to end "
+                              f"{workload.stop_status}).")
         else:
             self.stdout.write(f"Workload {workload.id} ({workload.name}) had already ended: {workload.status}.")
 
