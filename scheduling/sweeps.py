@@ -48,6 +48,9 @@ def sweep(now=None, *, act: bool = False, clusters: Callable[[Backend], Cluster]
     (the operator's `schedule --once`, which needs no worker)."""
     now = now or timezone.now()
     result = SweepResult()
+    # Timeouts and the cluster's news first: the stops they ask for are carried out below, in this same sweep.
+    result.timed_out = timeouts(now)
+    result.followed = follow.observe(now=now)
     late = now - timedelta(seconds=settings.OSMO_DISPATCH_RETRY_SECONDS)
     admitted = Workload.objects.filter(status=Status.ADMITTED, stop_status="")
     stopping = Workload.objects.filter(Q(status=Status.PREEMPTING) | ~Q(stop_status=""), status__in=(
@@ -69,8 +72,6 @@ def sweep(now=None, *, act: bool = False, clusters: Callable[[Backend], Cluster]
             except ClusterError as exc:
                 _count(counts, "error")
                 result.errors.append(f"{label} {pk}: {exc.message}")
-    result.timed_out = timeouts(now)
-    result.followed = follow.observe(now=now)
     return result
 
 
