@@ -1,5 +1,5 @@
-"""Whole flows: a submission wakes a real worker's admission cycle and then its dispatch through Redis; seed 002's pool and role accept,
-refuse and queue; reclaim through the database."""
+"""Whole flows: a submission wakes a real worker's admission cycle and then its dispatch through Redis; seed
+002's pool and role accept, refuse and queue; reclaim through the database."""
 
 import time
 
