@@ -8,6 +8,7 @@ and every cell from `bodies.row`, which leaves out the names of pools the viewer
 """
 
 import json
+from datetime import datetime
 
 from django import forms
 from django.contrib import messages
@@ -183,7 +184,8 @@ def workload_detail(request, pk):
     body = bodies.detail(workload, access)
     positions = body["positions"]
     reasons = [{**reason, "position": positions.get(reason.get("pool"))} for reason in body["reasons"]]
-    context = {"workload": workload, "body": body, "reasons": reasons, "nav": "workloads",
+    attempts = [{**item, "finished_at": datetime.fromisoformat(item["finished_at"])} for item in body["attempts"]]
+    context = {"workload": workload, "body": body, "reasons": reasons, "attempts": attempts, "nav": "workloads",
                "may_cancel": may_cancel(access, workload),
                "templates": [(pool, json.dumps(value, indent=2)) for pool, value in body["pod_templates"].items()]}
     return respond(request, "workloads/detail.html", context, {"workload-live": "workloads/_live.html"})
@@ -197,7 +199,11 @@ def workload_cancel(request, pk):
         canceled = submission.cancel(request, workload, str(request.POST.get("message", ""))[:500])
     except PermissionError as exc:
         raise PermissionDenied(str(exc)) from None
-    if canceled:
+    workload.refresh_from_db(fields=["stop_status", "job_name", "namespace", "status"])
+    if canceled and workload.stop_status:
+        messages.success(request, f"Workload {workload.name}: cancel requested; its Job {workload.namespace}/"
+                                  f"{workload.job_name} is being deleted, then it ends FAILED_CANCELED.")
+    elif canceled:
         messages.success(request, f"Workload {workload.name} canceled.")
     else:
         messages.info(request, f"Workload {workload.name} had already ended ({workload.status}).")

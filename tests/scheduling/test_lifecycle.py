@@ -277,3 +277,25 @@ def test_a_server_error_then_a_conflict_on_create_gives_one_job(standin, kube, r
     assert sweeps.sweep(act=True, clusters=lambda backend: kube).dispatched == {"found": 1}
     assert len(standin.jobs()) == 1
     assert Workload.objects.get(pk=workload.pk).status == Status.SCHEDULING
+
+
+def test_the_workload_page_shows_its_job_pods_and_earlier_attempts(standin, kube, researcher_api, client, world):
+    workload = admit_and_dispatch(researcher_api, kube, exit_actions={"RESCHEDULE": "137"})
+    first_job = workload.job_name
+    pod(standin, workload, 0, "Failed", exit_code=137)
+    job_status(standin, workload, "Failed", "BackoffLimitExceeded")
+    workload = observe(kube, workload)
+    run_cycle()
+    dispatch(workload.pk, clusters=lambda backend: kube)
+    workload = Workload.objects.select_related("pool").get(pk=workload.pk)
+    pod(standin, workload, 0, "Running", node="training-h100-001")
+    observe(kube, workload)
+
+    client.force_login(world["researcher"])
+    page = client.get(f"/workloads/{workload.pk}/").content.decode()
+    assert "Job, attempt 2" in page and f"{workload.namespace}/{workload.job_name}" in page
+    assert f"{workload.job_name}-0-abcde</td><td>training-h100-001</td><td>Running" in page
+    assert "Earlier attempts" in page and f"<td>{first_job}</td>" in page and '<td class="num">137</td>' in page
+    fragment = client.get(f"/workloads/{workload.pk}/", HTTP_HX_REQUEST="true",
+                          HTTP_HX_TARGET="workload-live").content.decode()
+    assert "workload-pods" in fragment and "workload-attempts" in fragment
