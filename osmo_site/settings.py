@@ -238,7 +238,7 @@ CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
     "task": "scheduling.tasks.lifecycle_sweep",
     "schedule": float(OSMO_LIFECYCLE_INTERVAL),
 }
-# The demo's trickle of submissions and its stand-in for dispatch, every this many seconds (0: off; `make
+# The demo's trickle of submissions, every this many seconds (0: off; `make
 # demo` sets 15). Never turn it on in production: it submits workloads as the first superuser.
 OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)
 if OSMO_DEMO_TRICKLE > 0:

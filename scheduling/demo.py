@@ -1,26 +1,21 @@
 """The demo's trickle (`make demo`, beat every OSMO_DEMO_TRICKLE seconds when it is above 0): a few
 submissions from the demo projects each round, half of them to the last pool of the project's default list (a
-small one, which fills up), so the workload pages show pending, borrowing and reclaimed work; and a stand-in for
-dispatch until it exists: an ADMITTED workload "runs" for one to five minutes and completes, a PREEMPTING one is
-stopped at once (FAILED_PREEMPTED). Both say in their event that the demo did it. Never enabled outside the
-demo."""
+small one, which fills up), so the workload pages show pending, borrowing and reclaimed work. Admitted work is
+dispatched like any other: the simulated cluster runs each Job for one to ten minutes and the sync follows it
+to COMPLETED. Never enabled outside the demo."""
 
 import random
-import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
-from django.utils import timezone
 
 from pools.engine import ConfigError
 from pools.models import Project
 
 from . import admission as pure
 from . import snapshot, submission
-from .models import Source, Status, Workload, WorkloadEvent
-from .outbox import request_cycle
+from .models import Source, Status, Workload
 
 MAX_PENDING = 40  # submit nothing while this many wait
 SMALL_POOL_SHARE = 0.5
@@ -32,38 +27,9 @@ NAMES = ("pretrain", "finetune", "eval", "sweep", "distill", "sim-rollout", "emb
 class Round:
     submitted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
-    finished: int = 0
-    stopped: int = 0
 
     def summary(self) -> dict:
-        return {"submitted": len(self.submitted), "refused": len(self.refused), "finished": self.finished,
-                "stopped": self.stopped}
-
-
-def run_seconds(name: str) -> int:
-    """How long a demo workload "runs": one to five minutes, fixed by its name."""
-    return 60 + zlib.crc32(name.encode()) % 240
-
-
-def finish(now: datetime, result: Round) -> None:
-    for workload in Workload.objects.filter(status=Status.ADMITTED, admitted_at__isnull=False).only(
-            "id", "name", "admitted_at"):
-        if workload.admitted_at + timedelta(seconds=run_seconds(workload.name)) <= now:
-            result.finished += _end(workload.pk, Status.ADMITTED, Status.COMPLETED, "DEMO_FINISHED", now,
-                                    "The demo's stand-in for dispatch ran it and it completed.")
-    for workload in Workload.objects.filter(status=Status.PREEMPTING).only("id"):
-        result.stopped += _end(workload.pk, Status.PREEMPTING, Status.FAILED_PREEMPTED, "DEMO_PREEMPTED", now,
-                               "The demo's stand-in for dispatch stopped it to return borrowed capacity.")
-
-
-def _end(pk, before: str, status: str, reason: str, now: datetime, message: str) -> int:
-    with transaction.atomic():
-        changed = Workload.objects.filter(pk=pk, status=before).update(status=status, finished_at=now,
-                                                                       updated_at=now)
-        if changed:
-            WorkloadEvent.objects.create(workload_id=pk, at=now, status=status, reason=reason, message=message)
-            transaction.on_commit(request_cycle)
-    return changed
+        return {"submitted": len(self.submitted), "refused": len(self.refused)}
 
 
 def submit_some(rng: random.Random, result: Round, count: int) -> None:
@@ -135,16 +101,21 @@ def find_scene(snapshot: pure.Snapshot, departments: dict[str, str], fewest: int
     return Scene(name, borrower, claimant, _free(snapshot.pools[name]))
 
 
+def _room(pool: pure.Pool, project: str, departments: dict[str, str]) -> int:
+    """Whole GPUs of non-preemptible room within the project's and its department's deserved quota."""
+    quotas = [q for q in (pool.projects[project], pool.departments.get(departments.get(project, ""))) if q]
+    if any(quota.deserved[0] is None for quota in quotas):
+        return 0
+    return min((quota.deserved[0] - quota.used_guaranteed[0]) // 100 for quota in quotas) if quotas else 0
+
+
 def _may_claim(pool: pure.Pool, project: str, departments: dict[str, str]) -> bool:
-    """Room for a non-preemptible GPU within the project's and its department's deserved quota."""
-    quotas = [pool.projects[project], pool.departments.get(departments.get(project, ""))]
-    return all(quota is None or (quota.deserved[0] is not None and quota.deserved[0] - quota.used_guaranteed[0] >= 100)
-               for quota in quotas)
+    return _room(pool, project, departments) >= 1
 
 
 def stage_reclaim(admin, result: Round) -> None:
-    """Once per demo database: borrowers until the scene's pool has no free GPU (topped up each round, as other
-    work finishes), then the claimant, on the platform of the first borrower."""
+    """Once per demo database: borrowers for every free GPU of the scene's pool, then, once they are all placed,
+    the claimant, on the platform of the first borrower."""
     borrowers = Workload.objects.filter(name__startswith="borrow-")
     if Workload.objects.filter(name__startswith="claim-").exists() or borrowers.filter(status=Status.PENDING).exists():
         return  # done, or the next cycle places the borrowers first
@@ -163,17 +134,22 @@ def stage_reclaim(admin, result: Round) -> None:
     if scene is None or not scene.claimant:
         return
     count = borrowers.count()
-    if any(scene.free.values()) and count < MAX_BORROWERS:
+    # Filled once; the claim follows as soon as the borrowers are placed, before their Jobs finish and free
+    # GPUs again (the simulated cluster runs each for a minute or more).
+    if not count:
         for platform, gpus in scene.free.items():
-            for _ in range(gpus):
+            for _ in range(min(gpus, MAX_BORROWERS - count)):
                 _submit(admin, result, {"name": f"borrow-{count:02d}", "project": scene.borrower,
                                         "pools": [scene.pool], "platform": platform, "priority": "low",
                                         "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}})
                 count += 1
         return
+    # A gang of one-GPU replicas, as many as its quota has room for: more than the GPUs the simulated fleet's own
+    # churn frees between two rounds, so the claim needs the borrowers' GPUs back.
+    replicas = max(1, min(count, _room(pool, scene.claimant, departments) if pool else 1))
     _submit(admin, result, {"name": "claim-00", "project": scene.claimant, "pools": [scene.pool],
                             "platform": first.templates[scene.pool]["platform"], "priority": "normal",
-                            "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}})
+                            "replicas": replicas, "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}})
 
 
 def _submit(admin, result: Round, data: dict) -> None:
@@ -189,7 +165,6 @@ def _submit(admin, result: Round, data: dict) -> None:
 def trickle(rng: random.Random | None = None, now: datetime | None = None, count: int | None = None) -> Round:
     rng = rng or random.Random()
     result = Round()
-    finish(now or timezone.now(), result)
     admin = get_user_model().objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
     if admin is not None:
         stage_reclaim(admin, result)

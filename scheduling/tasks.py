@@ -50,7 +50,7 @@ def lifecycle_sweep() -> dict:
 
 @shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)
 def demo_trickle() -> dict:
-    """The demo's submissions and its stand-in for dispatch (scheduling.demo); beat runs it only when
+    """The demo's submissions (scheduling.demo); beat runs it only when
     OSMO_DEMO_TRICKLE is above 0, as `make demo` sets it."""
     from .demo import trickle
 
