@@ -79,3 +79,28 @@ def operator_access() -> Access:
         pk = None
 
     return Access(Operator())
+
+
+def cancel_now(actor, workload: Workload, message: str, *, operator: str = "") -> str:
+    """Cancel, and delete the Job here rather than wait for a worker (the CLI needs none). One line saying what
+    happened; PermissionError as `submission.cancel`."""
+    from pools.cluster import ClusterError
+
+    from . import stopping, submission
+
+    changed = submission.cancel(actor, workload, message, operator=operator)
+    workload.refresh_from_db()
+    label = f"Workload {workload.id} ({workload.name})"
+    if not changed:
+        if workload.stop_status:
+            return f"{label} is already stopping (to end {workload.stop_status})."
+        return f"{label} had already ended: {workload.status}."
+    if not workload.stop_status:
+        return f"{label} canceled."
+    job = f"{workload.namespace}/{workload.job_name}"
+    try:
+        stopping.stop(workload.pk)
+    except ClusterError as exc:
+        return (f"{label}: cancel recorded, but deleting Job {job} failed ({exc.message}); the lifecycle sweep "
+                "tries again.")
+    return f"{label} canceled; Job {job} deleted."

@@ -7,8 +7,7 @@ from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.fleet import poolfiles
 from pools.management.cli import author, clear_errors
-from scheduling import submission
-from scheduling.cli import login
+from scheduling.cli import cancel_now, login
 from scheduling.formats import gpuctl_request
 from scheduling.management.commands.create import JOB_KINDS, kind_of, read_file
 from scheduling.models import ALIVE, Workload
@@ -51,5 +50,5 @@ class Command(BaseCommand):
         if not live:
             raise ConfigNotFound(f"There is no live job named {name!r}; `./manage.py get jobs` lists them")
         for workload in live:
-            submission.cancel(None, workload, "deleted with `delete job`", operator=login() or "cli")
-            self.stdout.write(f"job/{name} deleted (workload {workload.short_id} canceled)")
+            line = cancel_now(None, workload, "deleted with `delete job`", operator=login() or "cli")
+            self.stdout.write(f"job/{name} deleted: {line}")

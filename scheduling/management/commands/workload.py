@@ -6,12 +6,11 @@ user named like the account running the command, else `admin`)."""
 from django.core.management.base import BaseCommand
 from django.http import QueryDict
 
-from pools.cluster import ClusterError
 from pools.engine import ConfigError
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
-from scheduling import bodies, stopping, submission
-from scheduling.cli import find_user, find_workload, login, operator_access, read_document
+from scheduling import bodies, submission
+from scheduling.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
 from scheduling.filters import WorkloadFilterSet
 from scheduling.models import Workload
 
@@ -154,30 +153,11 @@ class Command(BaseCommand):
         user = find_user(as_user) if as_user else None
         workload = find_workload(id, Workload.objects.visible_to(user) if user else None)
         try:
-            changed = submission.cancel(user, workload, message) if user else \
-                submission.cancel(None, workload, message, operator=login() or "cli")
+            line = cancel_now(user, workload, message) if user else \
+                cancel_now(None, workload, message, operator=login() or "cli")
         except PermissionError as exc:
             raise ConfigError(str(exc)) from None
-        workload.refresh_from_db()
-        if changed and workload.stop_status:
-            # No worker needed: the CLI deletes the Job itself (the stop message sent on commit finds it done).
-            try:
-                stopping.stop(workload.pk)
-            except ClusterError as exc:
-                self.stdout.write(f"Workload {workload.id} ({workload.name}): cancel recorded, but deleting Job "
-                                  f"{workload.namespace}/{workload.job_name} failed ({exc.message}); the lifecycle "
-                                  "sweep tries again.")
-                return
-            self.stdout.write(f"Workload {workload.id} ({workload.name}) canceled; Job "
-                              f"{workload.namespace}/{workload.job_name} deleted.")
-        elif changed:
-            self.stdout.write(f"Workload {workload.id} ({workload.name}) canceled.")
-        elif workload.stop_status:
-            self.stdout.write(f"Workload {workload.id} ({workload.name}) is already stopping (to end "
-                              f"{workload.stop_status}).")
-        else:
-            self.stdout.write(f"Workload {workload.id} ({workload.name}) had already ended: {workload.status}.")
-
+        self.stdout.write(line)
 
 def _gib(value: int) -> str:
     return f"{value / 1024 ** 3:g}Gi"
