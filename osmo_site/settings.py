@@ -216,7 +216,8 @@ if not DEBUG:
     }
 
 # Admission (scheduling): beat runs a cycle this often; submits, cancels and finishes also ask for one on
-# commit (debounced to one per second per process) unless OSMO_ADMISSION_ON_COMMIT is off.
+# commit (debounced to one per second per process), and admissions and stops send their dispatch and stop
+# messages on commit, unless OSMO_ADMISSION_ON_COMMIT is off.
 OSMO_ADMISSION_INTERVAL = env_int("OSMO_ADMISSION_INTERVAL", 5)
 OSMO_ADMISSION_ON_COMMIT = env_bool("OSMO_ADMISSION_ON_COMMIT", True)
 CELERY_BEAT_SCHEDULE["admission-cycle"] = {
