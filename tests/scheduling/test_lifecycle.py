@@ -299,3 +299,18 @@ def test_the_workload_page_shows_its_job_pods_and_earlier_attempts(standin, kube
     fragment = client.get(f"/workloads/{workload.pk}/", HTTP_HX_REQUEST="true",
                           HTTP_HX_TARGET="workload-live").content.decode()
     assert "workload-pods" in fragment and "workload-attempts" in fragment
+
+
+def test_the_syncs_commit_moves_the_workload_through_its_signal(standin, kube, researcher_api,
+                                                               django_capture_on_commit_callbacks):
+    """No sweep: the sync's write names the workload on commit and the follower (connected in
+    SchedulingConfig.ready) moves it in the sync's own process."""
+    from django.db import transaction
+
+    workload = admit_and_dispatch(researcher_api, kube)
+    pod(standin, workload, 0, "Running")
+    jobs = list_all(lambda **kw: kube.list_jobs(managed_jobs.selector(), **kw)).items
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+        moved = managed_jobs.reconcile(workload.pool.backend, jobs, list_all(kube.list_pods).items)
+    assert moved == {str(workload.pk)} and len(callbacks) == 1
+    assert Workload.objects.get(pk=workload.pk).status == Status.RUNNING
