@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from scheduling.submission import submit
-from tests.scheduling.conftest import body, world  # noqa: F401 (the fixture)
+from tests.scheduling.conftest import body, kube, world  # noqa: F401 (the fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,3 +68,29 @@ def test_the_pool_page_loads_its_queue_and_the_table_fits_a_phone(live_server, p
         .map(e => `${e.tagName}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`).slice(0, 15)""")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 420, (width, wide)  # the table scrolls inside its region, the page does not
+
+
+def test_a_running_workloads_page_shows_its_job_and_follows_it_live_to_completed(live_server, page, queue, standin,
+                                                                                 kube, screenshot):
+    from scheduling.dispatch import dispatch
+    from tests.scheduling.test_lifecycle import job_status, observe, pod
+
+    workload = Workload.objects.get(name="finetune")
+    assert dispatch(workload.pk, clusters=lambda backend: kube) == "created"
+    workload = Workload.objects.select_related("pool").get(pk=workload.pk)
+    pod(standin, workload, 0, "Running")
+    observe(kube, workload)
+
+    sign_in(page, live_server, f"/workloads/{workload.pk}/")
+    expect(page.locator("#workload-status")).to_have_text("RUNNING")
+    expect(page.locator("#workload-job")).to_contain_text(f"{workload.namespace}/{workload.job_name}")
+    expect(page.locator("#workload-pods tbody tr")).to_have_count(1)
+    expect(page.locator("#workload-pods")).to_contain_text("training-h100-000")
+    screenshot(page, "workload-running", full_page=True)
+
+    pod(standin, workload, 0, "Succeeded", exit_code=0)
+    job_status(standin, workload, "Complete", "CompletionsReached")
+    observe(kube, workload)
+    # No reload: the page's live region (every 5 s) picks the change up.
+    expect(page.locator("#workload-status")).to_have_text("COMPLETED", timeout=20_000)
+    expect(page.locator("#workload-events")).to_contain_text("Every replica succeeded")
