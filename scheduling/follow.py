@@ -9,7 +9,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from pools.models import ManagedJob
@@ -41,10 +40,8 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
         workloads = list(rows)
         if not workloads:
             return moved
-        keys = Q()
-        for workload in workloads:
-            keys |= Q(backend_id=workload.pool.backend_id, namespace=workload.namespace, name=workload.job_name)
-        runs = {(row.backend_id, row.namespace, row.name): row for row in ManagedJob.objects.filter(keys)}
+        runs = {(row.backend_id, row.namespace, row.name): row for row in ManagedJob.objects.filter(
+            workload__in=[str(w.pk) for w in workloads])}
         events = []
         for workload in workloads:
             row = runs.get((workload.pool.backend_id, workload.namespace, workload.job_name))

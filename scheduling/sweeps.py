@@ -2,7 +2,7 @@
 re-drives the outbox (ADMITTED rows whose dispatch message was lost, stops not carried out), enforces the queue
 and exec timeouts, reading each timeout again when it fires (OSMO's rule: a pool's changed default applies to
 work already queued), and re-reads every dispatched workload's Job (`follow.observe`), so a lost signal only
-delays a change."""
+delays a change; and forgets the Jobs the cluster deleted a day ago."""
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -16,7 +16,7 @@ from django.utils import timezone
 from pools.cluster import Cluster, ClusterError
 from pools.engine import parse_timeout
 from pools.fleet.sync import cluster_for
-from pools.models import Backend, Pool
+from pools.models import Backend, ManagedJob, Pool
 
 from . import attempts, follow
 from .dispatch import dispatch
@@ -51,6 +51,8 @@ def sweep(now=None, *, act: bool = False, clusters: Callable[[Backend], Cluster]
     # Timeouts and the cluster's news first: the stops they ask for are carried out below, in this same sweep.
     result.timed_out = timeouts(now)
     result.followed = follow.observe(now=now)
+    # What the cluster said about Jobs deleted (by their TTL) a day ago is no longer shown anywhere.
+    ManagedJob.objects.filter(gone=True, updated_at__lt=now - timedelta(days=1)).delete()
     late = now - timedelta(seconds=settings.OSMO_DISPATCH_RETRY_SECONDS)
     admitted = Workload.objects.filter(status=Status.ADMITTED, stop_status="")
     stopping = Workload.objects.filter(Q(status=Status.PREEMPTING) | ~Q(stop_status=""), status__in=(

@@ -186,6 +186,12 @@ def test_a_job_deleted_by_someone_else_fails_the_workload(standin, kube, researc
     workload = observe(kube, workload)
     assert workload.status == Status.FAILED_BACKEND_ERROR and "deleted from the cluster" in \
         workload.events.last().message
+    from pools.models import ManagedJob
+
+    sweeps.sweep(timezone.now() + timedelta(hours=23), act=True, clusters=lambda backend: kube)
+    assert ManagedJob.objects.filter(gone=True).count() == 1
+    sweeps.sweep(timezone.now() + timedelta(hours=25), act=True, clusters=lambda backend: kube)
+    assert not ManagedJob.objects.exists()  # forgotten a day after the Job went
 
 
 def test_maintenance_holds_new_admissions_and_timeouts_fire_by_the_timeout_read_when_they_fire(
