@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
 from pools.engine import parse_timeout
-from pools.fleet.sync import cluster_for
+from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 
 from . import attempts
@@ -38,7 +38,7 @@ def attempt_of(workload: Workload) -> Attempt:
                    _seconds(workload.exec_timeout))
 
 
-def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = cluster_for,
+def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
              now: datetime | None = None) -> str:
     """"created", "found" (an earlier try created it), "failed" (a Job of that name is not ours) or
     "skipped" (not ADMITTED, or another worker is dispatching it)."""

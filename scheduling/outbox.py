@@ -15,13 +15,14 @@ def _send(name: str, *args, **options) -> None:
 
 
 def request_cycle() -> None:
-    """Ask for an admission cycle soon (debounced: one message per second at most, per process)."""
+    """Ask for an admission cycle soon (debounced: one message per second at most). The cycle runs when the
+    debounce window ends, so whatever committed within the window, and sent nothing, is in it."""
     if not settings.OSMO_ADMISSION_ON_COMMIT:
         return
     from django.core.cache import cache
 
     if cache.add("osmo:admission-requested", 1, timeout=1):
-        _send("scheduling.tasks.admission_cycle", countdown=0.5)
+        _send("scheduling.tasks.admission_cycle", countdown=1)
 
 
 def _on_commit(task: str, ids: Iterable) -> None:

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from django.db import transaction
 
 from pools.cluster import Cluster, NotFound
-from pools.fleet.sync import cluster_for
+from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 
 from . import attempts
 from .models import Status, Workload
 
 
-def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = cluster_for, now=None) -> str:
+def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for, now=None) -> str:
     """"stopped", or "skipped" (nothing to stop, or another worker holds the row). Raises ClusterError."""
     with transaction.atomic():
         workload = (Workload.objects.select_for_update(skip_locked=True, of=("self",))

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError
 from pools.engine import parse_timeout
-from pools.fleet.sync import cluster_for
+from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob, Pool
 
 from . import attempts, follow
@@ -43,7 +43,8 @@ def _count(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
-def sweep(now=None, *, act: bool = False, clusters: Callable[[Backend], Cluster] = cluster_for) -> SweepResult:
+def sweep(now=None, *, act: bool = False,
+          clusters: Callable[[Backend], Cluster] = shared_cluster_for) -> SweepResult:
     """`act`: dispatch and stop here, every ADMITTED row included, instead of sending messages for the late ones
     (the operator's `schedule --once`, which needs no worker)."""
     now = now or timezone.now()

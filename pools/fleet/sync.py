@@ -60,6 +60,25 @@ def cluster_for(backend: Backend) -> Cluster:
         raise
 
 
+_SHARED: dict[tuple, Cluster] = {}
+
+
+def shared_cluster_for(backend: Backend) -> Cluster:
+    """One client per backend and process, for the many short calls of dispatch and stop (a new client costs a
+    kubeconfig read and a new connection, about half of a dispatch); a new one when the backend's connection
+    settings change."""
+    key = (backend.pk, backend.kind, backend.in_cluster, backend.kubeconfig_path, backend.kube_context,
+           str(settings.OSMO_SIMULATED_STATE_DIR))
+    cluster = _SHARED.get(key)
+    if cluster is None:
+        for old in [k for k in _SHARED if k[0] == backend.pk]:
+            close = getattr(_SHARED.pop(old), "close", None)
+            if close is not None:
+                close()
+        cluster = _SHARED[key] = cluster_for(backend)
+    return cluster
+
+
 def pool_label() -> str:
     return f"{settings.OSMO_LABEL_PREFIX}pool"
 
