@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/quotas_page.py
 	$(PY) benchmarks/admission.py
 	$(PY) benchmarks/submit.py
+	$(PY) benchmarks/dispatch.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis
