@@ -4,6 +4,7 @@ deleted first: `request_stop` records what the attempt will end as and sends the
 (`scheduling.stopping` deletes the Job and then calls `finish`)."""
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from .models import Status, Workload, WorkloadEvent
@@ -57,7 +58,7 @@ def finish(workload: Workload, status: str, reason: str, message: str, *, exit_c
     workload.updated_at = now
     workload.save(update_fields=fields)
     WorkloadEvent.objects.bulk_create(events)
-    request_cycle()
+    transaction.on_commit(request_cycle, robust=True)  # the freed capacity, or the new attempt, is in the cycle
     return events
 
 

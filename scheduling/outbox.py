@@ -2,16 +2,24 @@
 re-drives any whose message was lost, `scheduling.sweeps`). Sent by task name, so that this module imports no
 task (the tasks import the modules that send). Off in tests unless OSMO_ADMISSION_ON_COMMIT is on."""
 
+import logging
 from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import transaction
 
+log = logging.getLogger("scheduling.outbox")
+
 
 def _send(name: str, *args, **options) -> None:
+    """Best effort: the row is the outbox, so a broker that is down delays the work (the sweep sends again) and
+    never fails, or undoes, the write that asked for it."""
     from celery import current_app
 
-    current_app.send_task(name, args=args, **options)
+    try:
+        current_app.send_task(name, args=args, **options)
+    except Exception as exc:  # kombu's OperationalError, a refused connection, a DNS failure...
+        log.warning("could not send %s%s (%s); the lifecycle sweep sends it again", name, args, exc)
 
 
 def request_cycle() -> None:
@@ -29,7 +37,7 @@ def _on_commit(task: str, ids: Iterable) -> None:
     ids = [str(pk) for pk in ids]
     if not ids or not settings.OSMO_ADMISSION_ON_COMMIT:
         return
-    transaction.on_commit(lambda: [_send(task, pk) for pk in ids])
+    transaction.on_commit(lambda: [_send(task, pk) for pk in ids], robust=True)
 
 
 def dispatch_on_commit(ids: Iterable) -> None:

@@ -122,7 +122,7 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
         WorkloadEvent.objects.create(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED",
                                      message=message, pools=[v.pool for v in submitted.verdicts])
-        transaction.on_commit(request_cycle)
+        transaction.on_commit(request_cycle, robust=True)
     return workload
 
 

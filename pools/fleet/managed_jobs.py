@@ -22,6 +22,12 @@ def selector() -> str:
     return f"{settings.OSMO_LABEL_PREFIX}{MANAGED_LABEL}={MANAGED_VALUE}"
 
 
+def ours(obj: dict[str, Any], prefix: str) -> bool:
+    """Labelled as one of our Jobs (or its pod): managed by us, for a workload."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(f"{prefix}{MANAGED_LABEL}") == MANAGED_VALUE and bool(labels.get(f"{prefix}workload"))
+
+
 def _attempt(obj: dict[str, Any], prefix: str) -> int:
     value = ((obj.get("metadata") or {}).get("labels") or {}).get(f"{prefix}attempt")
     return int(value) if str(value or "").isdigit() else 0
@@ -55,7 +61,7 @@ class JobBook:
 
     def job(self, kind: str, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
-        if not workload_of(obj, self.prefix):
+        if not ours(obj, self.prefix):
             return
         row = self._row(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""), obj)
         facts = job_facts(obj)
@@ -67,7 +73,7 @@ class JobBook:
     def pod(self, kind: str, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         job = job_name_of(obj)
-        if not job or not workload_of(obj, self.prefix):
+        if not job or not ours(obj, self.prefix):
             return
         row = self._row(str(metadata.get("namespace") or ""), job, obj)
         name = str(metadata.get("name") or "")
@@ -131,7 +137,7 @@ def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict]) -> set[tup
 def apply_events(backend: Backend, job_events: list, pod_events: list) -> set[str]:
     """One batch of watch events (WatchEvent), in the caller's transaction."""
     prefix = settings.OSMO_LABEL_PREFIX
-    pods = [e for e in pod_events if workload_of(e.object, prefix)]
+    pods = [e for e in pod_events if ours(e.object, prefix)]
     if not job_events and not pods:
         return set()
     book = JobBook(backend, keys_of([e.object for e in job_events], [e.object for e in pods]))
@@ -145,15 +151,15 @@ def apply_events(backend: Backend, job_events: list, pod_events: list) -> set[st
 def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None) -> set[str]:
     """After a full list of Jobs and/or pods (None: not listed this time), in the caller's transaction."""
     prefix = settings.OSMO_LABEL_PREFIX
-    ours = [p for p in pods or [] if workload_of(p, prefix)]
-    book = JobBook(backend, keys_of(jobs or [], ours))
+    mine = [p for p in pods or [] if ours(p, prefix)]
+    book = JobBook(backend, keys_of(jobs or [], mine))
     if jobs is not None:
         for obj in jobs:
             book.job("ADDED", obj)
         book.gone_unless_listed(keys_of(jobs, []))
     if pods is not None:
-        for obj in ours:
+        for obj in mine:
             book.pod("ADDED", obj)
         book.pods_unless_listed({(str(p["metadata"].get("namespace") or ""), job_name_of(p),
-                                  str(p["metadata"].get("name") or "")) for p in ours})
+                                  str(p["metadata"].get("name") or "")) for p in mine})
     return book.save()
