@@ -24,13 +24,13 @@ from django.utils import timezone
 from pools.access.tokens import create_token
 from pools.config import writes
 from pools.models import ConfigKind, Node, Project, Quota, Role, RoleAssignment
-from scheduling.models import AdmissionState, Status, Workload
+from scheduling.models import RESERVING, AdmissionState, Status, Workload
 from tests.scheduling.conftest import SHARED, add_nodes
 
 ROUNDS = int(os.environ.get("OSMO_RACE_ROUNDS", 20))
 PER_ROUND = int(os.environ.get("OSMO_RACE_SUBMISSIONS", 500))
 CLIENTS = 24  # concurrent HTTP clients (each request is one server thread and one database connection)
-HOLDING = (Status.ADMITTED, Status.PREEMPTING)
+HOLDING = RESERVING  # admitted, preempting, dispatched (SCHEDULING) or running: each holds its reservation
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -67,11 +67,13 @@ def request_body(rng: random.Random) -> tuple[str, dict]:
     return user, body
 
 
-def workers(count: int) -> list[subprocess.Popen]:
+def workers(count: int, data_dir) -> list[subprocess.Popen]:
+    """`schedule` processes: cycles, then dispatch of what they admitted to the default backend's simulated
+    cluster (its state under `data_dir`)."""
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "osmo_site.settings", "DEBUG": "1",
-           "OSMO_ENV_FILE": "", "OSMO_ADMISSION_ON_COMMIT": "0"}
+           "OSMO_ENV_FILE": "", "OSMO_ADMISSION_ON_COMMIT": "0", "OSMO_DATA_DIR": str(data_dir)}
     return [subprocess.Popen([sys.executable, "manage.py", "schedule", "--interval", "0.05"], cwd=settings.BASE_DIR,
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             for _ in range(count)]
@@ -142,14 +144,16 @@ def gone(count: int) -> None:
 
 def end_round(rng: random.Random) -> None:
     now = timezone.now()
-    admitted = list(Workload.objects.filter(status=Status.ADMITTED).values_list("pk", flat=True))
+    admitted = list(Workload.objects.filter(status__in=[Status.ADMITTED, Status.SCHEDULING, Status.RUNNING])
+                    .values_list("pk", flat=True))
     Workload.objects.filter(pk__in=rng.sample(admitted, len(admitted) // 2)).update(
         status=Status.COMPLETED, finished_at=now)
     Workload.objects.filter(status=Status.PREEMPTING).update(status=Status.FAILED_PREEMPTED, finished_at=now)
     Workload.objects.filter(status=Status.PENDING).update(status=Status.FAILED_CANCELED, finished_at=now)
 
 
-def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or_a_node(contest, live_server):
+def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or_a_node(contest, live_server,
+                                                                                       tmp_path):
     rng = random.Random(2026)
     url = f"{live_server.url}/api/workloads/"
     sessions = threading.local()
@@ -162,7 +166,7 @@ def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or
                                       timeout=120)
         return response.status_code, body, response.text[:300]
 
-    processes = workers(2)
+    processes = workers(2, tmp_path)
     seen, admitted_total, statuses = [], 0, defaultdict(int)
     watching = threading.Event()
 
