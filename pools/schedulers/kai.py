@@ -1,0 +1,123 @@
+"""KAI Scheduler's objects from our configuration (pure: no Django; issue 14, DESIGN.md section 3, "Engines").
+
+Per pool of a KAI backend, one `scheduling.run.ai/v2` Queue per department (the parent) and one per project (a
+leaf, the only kind KAI schedules from), in KAI's units: GPUs as numbers, CPU in millicores, memory in MB (10^6
+bytes). Our quota model maps onto KAI's directly: deserved is `quota`, the limit is `limit` (-1: none; written
+always, since KAI reads an absent limit as 0), the over-quota weight is `overQuotaWeight`, except `None` (never
+above deserved), which KAI has no word for: weight 0 and the limit lowered to the quota. A CPU or memory quota we
+do not set is -1 (KAI: not limited). A department without a row deserves the sum of its projects', as in our
+admission. A pool with `topology_keys` gets a `kai.scheduler/v1alpha1` Topology, levels coarsest first.
+"""
+
+import re
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+MANAGED_LABEL, MANAGED_VALUE = "managed-by", "osmo-pools"
+QUEUE_API, TOPOLOGY_API = "scheduling.run.ai/v2", "kai.scheduler/v1alpha1"
+RESOURCES = ("gpu", "cpu", "memory")
+_NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One department's or project's quota row in one pool, our units: GPUs (Decimal), millicores, bytes; None
+    deserved: not set; -1 limit: none; weight None: never above deserved."""
+
+    deserved: tuple[Any, Any, Any] = (0, None, None)
+    limit: tuple[Any, Any, Any] = (-1, -1, -1)
+    weight: tuple[Any, Any, Any] = (2, 2, 2)
+
+
+@dataclass
+class Department:
+    name: str
+    row: Unit | None  # None: no row in this pool (deserves the sum of its projects')
+    projects: dict[str, Unit] = field(default_factory=dict)  # project name -> its row (a default Unit when none)
+
+
+def _part(text: str) -> str:
+    """A name part KAI accepts (a DNS label); a part that had to change keeps a hash of the original, so two
+    names that differ only in what was changed never collide."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
+    if cleaned != text or not _NAME_OK.match(cleaned):
+        cleaned = f"{cleaned[:40]}-{zlib.crc32(text.encode()):08x}"
+    return cleaned[:63].strip("-")
+
+
+def queue_name(pool: str, department: str, project: str | None = None) -> str:
+    """`<pool>.<department>` for a parent, `<pool>.<department>.<project>` for a leaf: predictable, and unique
+    per pool, as KAI queues are cluster-wide."""
+    return ".".join(_part(p) for p in (pool, department, *([project] if project is not None else [])))
+
+
+def _units(resource: str, value: Any) -> int | float:
+    if resource == "gpu":
+        number = Decimal(str(value))
+        return int(number) if number == number.to_integral_value() else float(number)
+    if resource == "memory" and value != -1:
+        mb = Decimal(int(value)) / 1_000_000
+        return int(mb) if mb == mb.to_integral_value() else float(mb)
+    return int(value)
+
+
+def _resources(unit: Unit) -> dict[str, dict[str, int | float]]:
+    resources = {}
+    for i, resource in enumerate(RESOURCES):
+        deserved, limit, weight = unit.deserved[i], unit.limit[i], unit.weight[i]
+        quota = -1 if deserved is None else _units(resource, deserved)
+        cap = -1 if limit is None or Decimal(str(limit)) < 0 else _units(resource, limit)
+        if weight is None:  # never above deserved
+            weight = 0
+            if quota != -1:
+                cap = quota if cap == -1 else min(cap, quota)
+        resources[resource] = {"quota": quota, "limit": cap, "overQuotaWeight": int(weight)}
+    return resources
+
+
+def _sum(units: Iterable[Unit]) -> Unit:
+    """What a department without a row deserves: the sum of its projects' (None where none of them sets one)."""
+    units = list(units)
+    deserved = tuple(None if all(u.deserved[i] is None for u in units) else sum(
+        (Decimal(str(u.deserved[i])) if i == 0 else u.deserved[i]) or 0 for u in units) for i in range(3))
+    return Unit(deserved=deserved)
+
+
+def labels(prefix: str, pool: str, **more: str) -> dict[str, str]:
+    return {f"{prefix}{MANAGED_LABEL}": MANAGED_VALUE, f"{prefix}pool": pool,
+            **{f"{prefix}{key}": value for key, value in more.items()}}
+
+
+def queues(pool: str, departments: list[Department], *, prefix: str) -> list[dict[str, Any]]:
+    """The pool's Queue objects, every parent before its leaves."""
+    parents, leaves = [], []
+    for department in sorted(departments, key=lambda d: d.name):
+        parent = queue_name(pool, department.name)
+        row = department.row or _sum(department.projects.values())
+        parents.append(_queue(parent, None, row, labels(prefix, pool, department=department.name),
+                              f"{department.name} in {pool}"))
+        for project, unit in sorted(department.projects.items()):
+            leaves.append(_queue(queue_name(pool, department.name, project), parent, unit,
+                                 labels(prefix, pool, department=department.name, project=project),
+                                 f"{project} in {pool}"))
+    return parents + leaves
+
+
+def _queue(name: str, parent: str | None, unit: Unit, object_labels: dict[str, str], display: str) -> dict:
+    spec: dict[str, Any] = {"displayName": display[:253], "resources": _resources(unit)}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": QUEUE_API, "kind": "Queue", "metadata": {"name": name, "labels": object_labels},
+            "spec": spec}
+
+
+def topology(pool: str, keys: list[dict[str, str]], *, prefix: str) -> dict[str, Any] | None:
+    """The pool's Topology (levels as `topology_keys` orders them, coarsest first), or None without keys."""
+    if not keys:
+        return None
+    return {"apiVersion": TOPOLOGY_API, "kind": "Topology",
+            "metadata": {"name": _part(pool), "labels": labels(prefix, pool)},
+            "spec": {"levels": [{"nodeLabel": key["label"]} for key in keys]}}
