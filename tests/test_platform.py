@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from osmo_site.env import env_bool, env_int, env_list
+from tests.celery_app import broker_at
 
 
 def test_env_bool_refuses_values_that_are_not_booleans(monkeypatch):
@@ -91,27 +92,22 @@ def test_a_real_worker_syncs_a_simulated_backend_through_redis(settings, tmp_pat
     """Checked by the task's effects in the database, so no result backend is involved."""
     from celery.contrib.testing.worker import start_worker
 
-    from osmo_site.celery import app
     from pools.models import Backend, Node
     from pools.tasks import sync_backend
 
     settings.OSMO_SIMULATED_STATE_DIR = tmp_path
     sim = Backend.objects.create(name="sim", kind=Backend.Kind.SIMULATED)
     real = Backend.objects.create(name="real", kind=Backend.Kind.KUBERNETES)
-    saved = app.conf.broker_url
-    app.conf.update(broker_url=settings.TEST_REDIS_URL)
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-            sync_backend.delay(sim.pk, seconds=0)
-            sync_backend.delay(real.pk, seconds=0)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not (
-                Backend.objects.filter(pk=sim.pk, last_sync_at__isnull=False).exists()
-                and Backend.objects.filter(pk=real.pk).exclude(sync_error="").exists()
-            ):
-                time.sleep(0.2)
-    finally:
-        app.conf.update(broker_url=saved)
+    with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
+                                                                 shutdown_timeout=10):
+        sync_backend.delay(sim.pk, seconds=0)
+        sync_backend.delay(real.pk, seconds=0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            Backend.objects.filter(pk=sim.pk, last_sync_at__isnull=False).exists()
+            and Backend.objects.filter(pk=real.pk).exclude(sync_error="").exists()
+        ):
+            time.sleep(0.2)
     assert Node.objects.filter(backend=sim).count() >= 200
     sim.refresh_from_db()
     real.refresh_from_db()

@@ -23,6 +23,7 @@ from pools.models import Backend
 from scheduling import sweeps
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from tests.celery_app import broker_at
 from tests.scheduling.conftest import body
 
 PREFIX = "runwhere.ai/"
@@ -168,25 +169,6 @@ class PrivateRedis:
                 self.process.kill()
                 self.process.wait(30)
         self.process = None
-
-
-@contextlib.contextmanager
-def broker_at(url: str):
-    """This process's Celery app sends to `url` (its connection pools are dropped, so none keeps the old one)."""
-    from osmo_site.celery import app
-
-    def reset() -> None:
-        app._pool = None
-        app.amqp._producer_pool = None
-
-    saved = app.conf.broker_url
-    app.conf.update(broker_url=url)
-    reset()
-    try:
-        yield app
-    finally:
-        app.conf.update(broker_url=saved)
-        reset()
 
 
 class Worker:
@@ -343,11 +325,8 @@ def test_a_broker_outage_during_dispatch_loses_no_workload_and_the_sweep_gives_e
 @contextlib.contextmanager
 def no_broker(settings):
     """Sending on, to a broker that does not answer (nothing listens on its port); the per-process debounce of
-    `request_cycle` cleared, so that the first ask for a cycle really sends."""
-    from django.core.cache import cache
-
+    `request_cycle` cleared (by `broker_at`), so that the first ask for a cycle really sends."""
     settings.OSMO_ADMISSION_ON_COMMIT = True
-    cache.delete("osmo:admission-requested")
     with broker_at(f"redis://127.0.0.1:{free_port()}/0"):
         yield
 

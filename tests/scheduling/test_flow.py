@@ -11,6 +11,7 @@ from pools.models import ConfigKind
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.submission import submit
+from tests.celery_app import broker_at
 from tests.scheduling.conftest import SHARED, body, seed_pool
 
 
@@ -19,20 +20,14 @@ from tests.scheduling.conftest import SHARED, body, seed_pool
 def test_a_submission_asks_a_real_worker_for_a_cycle_on_commit(world, researcher_api, settings):
     from celery.contrib.testing.worker import start_worker
 
-    from osmo_site.celery import app
-
     settings.OSMO_ADMISSION_ON_COMMIT = True
-    saved = app.conf.broker_url
-    app.conf.update(broker_url=settings.TEST_REDIS_URL)
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-            created = researcher_api.post("/api/workloads/", body(), format="json").json()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not Workload.objects.filter(
-                    pk=created["id"], status=Status.SCHEDULING).exists():
-                time.sleep(0.2)
-    finally:
-        app.conf.update(broker_url=saved)
+    with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
+                                                                 shutdown_timeout=10):
+        created = researcher_api.post("/api/workloads/", body(), format="json").json()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not Workload.objects.filter(
+                pk=created["id"], status=Status.SCHEDULING).exists():
+            time.sleep(0.2)
     # The cycle admitted it and, once that committed, the dispatch message created its Job.
     workload = Workload.objects.get(pk=created["id"])
     assert workload.status == Status.SCHEDULING and workload.job_name == f"wl-{workload.id.hex[:12]}-1"

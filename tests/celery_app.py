@@ -1,0 +1,27 @@
+"""This process's Celery app pointed at another broker for one test."""
+
+import contextlib
+
+
+@contextlib.contextmanager
+def broker_at(url: str):
+    """The app sends to `url`: its connection and producer pools are dropped, so that none keeps the broker an
+    earlier test used, and the per-process debounce of `request_cycle` is cleared, so that the first ask for a
+    cycle really sends (an earlier test may have asked within the last second)."""
+    from django.core.cache import cache
+
+    from osmo_site.celery import app
+
+    def reset() -> None:
+        app._pool = None
+        app.amqp._producer_pool = None
+        cache.delete("osmo:admission-requested")
+
+    saved = app.conf.broker_url
+    app.conf.update(broker_url=url)
+    reset()
+    try:
+        yield app
+    finally:
+        app.conf.update(broker_url=saved)
+        reset()
