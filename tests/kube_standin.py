@@ -3,8 +3,10 @@
 It serves the slice of the API that `pools.cluster` uses, with the semantics that matter to a list-and-watch
 client: one global resourceVersion counter, consistent paged lists (continue tokens pin a snapshot), chunked
 watch streams replaying history after a resourceVersion, bookmarks, 410 Expired once history is compacted,
-merge patches, Jobs with AlreadyExists and propagationPolicy. Faults are injected on demand, and every
-request is logged so tests can assert what the client did (for example that it did not list again).
+merge patches, Jobs with AlreadyExists and propagationPolicy, and any custom resource (KAI's, Kueue's) under
+/apis/{group}/{version}/..., cluster-scoped or namespaced, with finalizers holding deletions. Faults are
+injected on demand, and every request is logged so tests can assert what the client did (for example that it
+did not list again).
 
     server = KubeStandin()
     server.add_node(make_node("gpu-1"))
@@ -14,7 +16,7 @@ request is logged so tests can assert what the client did (for example that it d
 
 Objects are serialized once per version and list pages are joined from those bytes, so thousands of nodes
 and a hundred thousand pods page out in seconds. Objects handed to add_*() are not mutated; read the stored
-state back with node()/pod()/job().
+state back with node()/pod()/job()/object()/objects().
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
+import copy
 import itertools
 import json
 import select
@@ -41,6 +44,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pools.cluster import selectors
+from pools.cluster.interface import ObjectKind
 
 REASONS = {
     400: "BadRequest",
@@ -142,6 +146,9 @@ class _Collection:
 
     kind: str
     list_kind: str
+    api_version: str = "v1"
+    # Custom resources: whether the kind is namespaced, once a write or the test declared it (None: not yet).
+    namespaced: bool | None = None
     objects: dict[str, bytes] = field(default_factory=dict)
     history: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # (rv, type, object bytes)
     history_rvs: list[int] = field(default_factory=list)
@@ -186,7 +193,7 @@ class KubeStandin:
         self._cond = threading.Condition()
         self._rv = 0
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
-                             "jobs": _Collection("Job", "JobList"),
+                             "jobs": _Collection("Job", "JobList", "batch/v1"),
                              "namespaces": _Collection("Namespace", "NamespaceList")}
         self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
         self._snapshot_ids = 0
@@ -331,6 +338,80 @@ class KubeStandin:
         """As a Job controller would: a merge patch (its `status`, say) or a function editing it in place."""
         return self._modify("jobs", f"{namespace}/{name}", change)
 
+    # Custom objects: `kind` is an ObjectKind (which also declares its scope) or "group/version/plural".
+
+    def add_object(
+        self, kind: ObjectKind | str, obj: dict[str, Any], *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """Stores `obj` as the API server would have on create (uid, generation...), replacing any of that name."""
+        collection = self._custom_collection(kind)
+        metadata = dict(obj.get("metadata") or {})
+        namespace = namespace or metadata.get("namespace")
+        if collection.namespaced is None:
+            collection.namespaced = namespace is not None
+        if collection.namespaced and namespace is None:
+            namespace = "default"
+        if not collection.namespaced and namespace is not None:
+            raise ValueError(f"{kind} is cluster-scoped: it takes no namespace (got {namespace!r})")
+        if namespace:
+            metadata["namespace"] = namespace
+        metadata.setdefault("uid", str(uuid.uuid4()))
+        metadata.setdefault("creationTimestamp", _now())
+        metadata.setdefault("generation", 1)
+        prepared = {**obj, "metadata": metadata}
+        if isinstance(kind, ObjectKind):
+            prepared.setdefault("apiVersion", kind.api_version)
+            prepared.setdefault("kind", kind.kind)
+        key = _object_key(namespace, metadata["name"])
+        with self._cond:
+            self._record(collection, b"MODIFIED" if key in collection.objects else b"ADDED", key, prepared)
+            self._cond.notify_all()
+        return prepared
+
+    def modify_object(
+        self,
+        kind: ObjectKind | str,
+        name: str,
+        change: Callable[[dict], dict | None] | dict[str, Any],
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """As KAI or Kueue would: a merge patch (a `status`, say) or a function editing the object in place. An
+        object being deleted goes once its last finalizer is removed."""
+        collection = self._custom_collection(kind)
+        key = _object_key(_namespace_of(collection, namespace), name)
+        with self._cond:
+            if key not in collection.objects:
+                raise KeyError(f"{kind} {key} does not exist")
+            current = json.loads(collection.objects[key])
+            updated = (change(current) or current) if callable(change) else merge_patch(current, change)
+            self._record(collection, b"DELETED" if _released(updated) else b"MODIFIED", key, updated)
+            self._cond.notify_all()
+        return updated
+
+    def delete_object(self, kind: ObjectKind | str, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Removes the object at once, finalizers or not (as if they had all been honoured)."""
+        collection = self._custom_collection(kind)
+        key = _object_key(_namespace_of(collection, namespace), name)
+        with self._cond:
+            if key not in collection.objects:
+                raise KeyError(f"{kind} {key} does not exist")
+            last = json.loads(collection.objects[key])
+            self._record(collection, b"DELETED", key, last)
+            self._cond.notify_all()
+        return last
+
+    def object(self, kind: ObjectKind | str, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        collection = self._custom_collection(kind)
+        return json.loads(collection.objects[_object_key(_namespace_of(collection, namespace), name)])
+
+    def objects(self, kind: ObjectKind | str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The stored objects of `kind` (of one namespace, or all), in key order."""
+        items = [json.loads(data) for data in self._custom_collection(kind).snapshot()]
+        if namespace is not None:
+            items = [item for item in items if item["metadata"].get("namespace") == namespace]
+        return items
+
     # Faults
 
     def fail_next(
@@ -403,6 +484,23 @@ class KubeStandin:
                 self._cond.wait(remaining)
 
     # Internals: mutations
+
+    def _custom_collection(self, kind: ObjectKind | str) -> _Collection:
+        """The collection of a custom resource, made on first use; an ObjectKind also fixes its kind and scope."""
+        if isinstance(kind, ObjectKind):
+            group, version, plural = kind.group, kind.version, kind.plural
+        else:
+            group, version, plural = kind.split("/")
+        name = f"{group}/{version}/{plural}"
+        with self._cond:
+            collection = self._collections.get(name)
+            if collection is None:
+                collection = _Collection("", "List", f"{group}/{version}")
+                self._collections[name] = collection
+            if isinstance(kind, ObjectKind) and not collection.kind:
+                collection.kind, collection.list_kind = kind.kind, f"{kind.kind}List"
+                collection.namespaced = kind.namespaced
+        return collection
 
     def _add_fault(self, fault: _Fault) -> None:
         with self._cond:
@@ -503,10 +601,10 @@ class KubeStandin:
 
     # Internals: reads
 
-    def _list(self, name: str, query: dict[str, str]) -> tuple[int, bytes]:
+    def _list(self, name: str, query: dict[str, str], namespace: str | None = None) -> tuple[int, bytes]:
         collection = self._collections[name]
         try:
-            selected = label_selector(query.get("labelSelector", ""))
+            selected = selection(query.get("labelSelector", ""), namespace)
         except ValueError as exc:
             return 400, _dumps(status_body(400, str(exc)))
         limit = int(query.get("limit") or 0)
@@ -545,8 +643,7 @@ class KubeStandin:
         if next_token:
             metadata["continue"] = next_token
             metadata["remainingItemCount"] = len(items) - end
-        api_version = "batch/v1" if name == "jobs" else "v1"
-        head = _dumps({"kind": collection.list_kind, "apiVersion": api_version, "metadata": metadata})
+        head = _dumps({"kind": collection.list_kind, "apiVersion": collection.api_version, "metadata": metadata})
         body = b"".join((head[:-1], b',"items":[', b",".join(page), b"]}"))
         return 200, body
 
@@ -650,6 +747,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._create_job(method, namespace, body)
             else:
                 self._job(method, namespace, segments[6], query, body)
+            return
+        # Custom resources: their groups, unlike the built-in ones, always hold a dot.
+        if segments[0] == "apis" and len(segments) >= 4 and "." in segments[1]:
+            self._custom_resource(method, segments, query, body, watch, fault)
             return
         self._send_status(404, "the server could not find the requested resource")
 
@@ -808,16 +909,165 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         self._send_json(200, payload)
 
+    # Custom resources
+
+    def _custom_resource(
+        self, method: str, segments: list[str], query: dict[str, str], body: bytes, watch: bool, fault: _Fault | None
+    ) -> None:
+        """/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}], the all-namespaces list and watch of a
+        namespaced kind included. A path of the wrong scope for the kind is a 404, as on a real server."""
+        group, version = segments[1], segments[2]
+        rest = segments[3:]
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) in (3, 4):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) not in (1, 2):  # subresources (status, scale) are not served
+            self._send_status(404, "the server could not find the requested resource")
+            return
+        plural, name = rest[0], rest[1] if len(rest) == 2 else None
+        state = self.server_state
+        key = f"{group}/{version}/{plural}"
+        collection = state._custom_collection(key)
+        with state._cond:
+            if collection.namespaced is None and method == "POST":
+                collection.namespaced = namespace is not None
+            scoped = collection.namespaced
+        every_namespace = scoped and namespace is None and name is None and method == "GET"
+        if scoped is not None and (namespace is not None) != scoped and not every_namespace:
+            if scoped and name is None and method == "POST":
+                self._send_status(405, f"POST is not supported on the cluster-wide {plural}.{group}")
+            else:
+                self._send_status(404, "the server could not find the requested resource")
+            return
+        if name is None:
+            if method == "GET" and watch:
+                self._watch(key, query, fault, namespace)
+            elif method == "GET":
+                status, payload = state._list(key, query, namespace)
+                self._send_json(status, payload)
+            elif method == "POST":
+                self._create_object(collection, group, version, plural, namespace, body)
+            else:
+                self._send_status(405, f"{method} is not supported here")
+            return
+        self._object(method, collection, group, plural, namespace, name, body)
+
+    def _create_object(
+        self, collection: _Collection, group: str, version: str, plural: str, namespace: str | None, body: bytes
+    ) -> None:
+        state = self.server_state
+        resource = f"{plural}.{group}"
+        try:
+            obj = json.loads(body)
+            name = obj["metadata"]["name"]
+            if not isinstance(name, str) or not name:
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            self._send_status(422, f"{resource} is invalid: metadata.name: Required value: name is required")
+            return
+        if not obj.get("kind"):
+            self._send_status(400, f"Object 'Kind' is missing in '{body.decode(errors='replace')[:200]}'")
+            return
+        if obj.get("apiVersion") != f"{group}/{version}" or (collection.kind and obj["kind"] != collection.kind):
+            self._send_status(400, f"the API version in the data ({obj.get('apiVersion')}) or its kind "
+                                   f"({obj['kind']}) does not match the expected {group}/{version} {collection.kind}")
+            return
+        metadata = obj["metadata"]
+        if metadata.get("namespace", namespace) != namespace:
+            self._send_status(400, "the namespace of the provided object does not match the namespace sent on the "
+                                   "request")
+            return
+        if namespace and state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
+            self._send_status(404, f'namespaces "{namespace}" not found',
+                              details={"name": namespace, "kind": "namespaces"})
+            return
+        key = _object_key(namespace, name)
+        with state._cond:
+            if key in collection.objects:
+                self._send_status(409, f'{resource} "{name}" already exists', "AlreadyExists",
+                                  {"name": name, "group": group, "kind": plural})
+                return
+            if not collection.kind:
+                collection.kind, collection.list_kind = obj["kind"], f"{obj['kind']}List"
+            for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                metadata.pop(server_owned, None)
+            if namespace:
+                metadata["namespace"] = namespace
+            metadata.update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
+            data = state._record(collection, b"ADDED", key, obj)
+            state._cond.notify_all()
+        self._send_json(201, data)
+
+    def _object(
+        self, method: str, collection: _Collection, group: str, plural: str, namespace: str | None, name: str,
+        body: bytes,
+    ) -> None:
+        state = self.server_state
+        resource = f"{plural}.{group}"
+        key = _object_key(namespace, name)
+        if method == "PATCH":
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if content_type not in MERGE_PATCH_TYPES:
+                self._send_status(415, f"the body of the request was in an unknown format - accepted media types "
+                                       f"include: {', '.join(MERGE_PATCH_TYPES)}")
+                return
+            try:
+                patch = json.loads(body)
+            except ValueError as exc:
+                self._send_status(400, f"error decoding patch: {exc}")
+                return
+            if not isinstance(patch, dict):
+                self._send_status(400, "a merge patch must be a JSON object")
+                return
+        elif method not in ("GET", "DELETE"):
+            self._send_status(405, f"{method} is not supported here")
+            return
+        with state._cond:
+            data = collection.objects.get(key)
+            if data is None:
+                self._send_status(404, f'{resource} "{name}" not found',
+                                  details={"name": name, "group": group, "kind": plural})
+                return
+            if method == "GET":
+                payload = data
+            elif method == "PATCH":
+                current = json.loads(data)
+                wanted = (patch.get("metadata") or {}).get("resourceVersion")
+                if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+                    self._send_status(409, f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
+                                           "modified; please apply your changes to the latest version and try again",
+                                      "Conflict", {"name": name, "group": group, "kind": plural})
+                    return
+                updated = _patched(current, patch)
+                if updated == current:  # a no-op patch makes no new version, as on a real server
+                    payload = data
+                else:
+                    payload = state._record(collection, b"DELETED" if _released(updated) else b"MODIFIED", key,
+                                            updated)
+            else:
+                obj = json.loads(data)
+                if obj["metadata"].get("finalizers"):
+                    # Only marked: whoever owns the finalizers removes them, and the object goes with the last.
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        obj["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
+                        payload = state._record(collection, b"MODIFIED", key, obj)
+                    else:
+                        payload = data
+                else:
+                    payload = state._record(collection, b"DELETED", key, obj)
+            state._cond.notify_all()
+        self._send_json(200, payload)
+
     # Watches
 
-    def _watch(self, name: str, query: dict[str, str], fault: _Fault | None) -> None:
+    def _watch(self, name: str, query: dict[str, str], fault: _Fault | None, namespace: str | None = None) -> None:
         state = self.server_state
         collection = state._collections[name]
         bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
         timeout = float(query.get("timeoutSeconds") or state.default_watch_timeout)
         requested = query.get("resourceVersion", "")
         try:
-            selected = label_selector(query.get("labelSelector", ""))
+            selected = selection(query.get("labelSelector", ""), namespace)
         except ValueError as exc:
             self._send_status(400, str(exc))
             return
@@ -921,7 +1171,7 @@ class _Handler(BaseHTTPRequestHandler):
                         last_bookmark = now
                         stub = {
                             "kind": collection.kind,
-                            "apiVersion": "v1",
+                            "apiVersion": collection.api_version,
                             "metadata": {"resourceVersion": f"{cursor}"},
                         }
                         pending = [_event_line(b"BOOKMARK", _dumps(stub))]
@@ -952,6 +1202,54 @@ def label_selector(text: str) -> Callable[[bytes], bool] | None:
         return None
     matches = selectors.label_selector(text)
     return lambda data: matches((json.loads(data).get("metadata") or {}).get("labels") or {})
+
+
+def selection(labels: str, namespace: str | None) -> Callable[[bytes], bool] | None:
+    """label_selector, restricted to one namespace when `namespace` is given."""
+    matches = label_selector(labels)
+    if namespace is None:
+        return matches
+
+    def selected(data: bytes) -> bool:
+        in_namespace = (json.loads(data).get("metadata") or {}).get("namespace") == namespace
+        return in_namespace and (matches is None or matches(data))
+
+    return selected
+
+
+def _namespace_of(collection: _Collection, namespace: str | None) -> str | None:
+    """For the test helpers: a namespaced kind's objects are in "default" unless told otherwise."""
+    return namespace or ("default" if collection.namespaced else None)
+
+
+def _object_key(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _patched(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """`current` merge-patched, its identity and server-owned fields kept; generation counts changes to anything
+    but metadata and status (the rule for CRDs with a status subresource)."""
+    updated = merge_patch(copy.deepcopy(current), patch)
+    metadata = updated.setdefault("metadata", {})
+    for key in ("name", "namespace", "uid", "creationTimestamp", "resourceVersion", "generation",
+                "deletionTimestamp", "deletionGracePeriodSeconds"):
+        if key in current["metadata"]:
+            metadata[key] = current["metadata"][key]
+        else:
+            metadata.pop(key, None)
+    for key in ("apiVersion", "kind"):
+        if key in current:
+            updated[key] = current[key]
+    outside = {key for key in (*current, *updated) if key not in ("metadata", "status")}
+    if any(current.get(key) != updated.get(key) for key in outside):
+        metadata["generation"] = int(current["metadata"].get("generation") or 1) + 1
+    return updated
+
+
+def _released(obj: dict[str, Any]) -> bool:
+    """True when an object marked for deletion has lost its last finalizer: it goes now."""
+    metadata = obj.get("metadata") or {}
+    return bool(metadata.get("deletionTimestamp")) and not metadata.get("finalizers")
 
 
 def _event_line(kind: bytes, data: bytes) -> bytes:

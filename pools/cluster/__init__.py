@@ -8,6 +8,7 @@ from .interface import (
     Expired,
     ListPage,
     NotFound,
+    ObjectKind,
     Unavailable,
     WatchEvent,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "Expired",
     "ListPage",
     "NotFound",
+    "ObjectKind",
     "Unavailable",
     "WatchEvent",
 ]

@@ -36,6 +36,32 @@ class Unavailable(ClusterError):
     """Connection refused, timed out, stalled, or a 5xx: worth retrying after a back-off."""
 
 
+@dataclass(frozen=True)
+class ObjectKind:
+    """A resource the cluster serves from a CRD (KAI's and Kueue's kinds): enough to build its REST paths."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def scope(self, namespace: str | None, *, listing: bool = False) -> str | None:
+        """`namespace` checked against the kind's scope: one object of a namespaced kind needs one (a list may
+        span them all), a cluster-scoped kind takes none. A mistake here is the caller's bug, not the cluster's."""
+        if not self.namespaced:
+            if namespace is not None:
+                raise ValueError(f"{self.kind} is cluster-scoped: it has no namespace (got {namespace!r})")
+            return None
+        if namespace is None and not listing:
+            raise ValueError(f"{self.kind} is namespaced: a namespace is required")
+        return namespace
+
+
 @dataclass
 class ListPage:
     items: list[dict[str, Any]]
@@ -95,3 +121,32 @@ class Cluster(Protocol):
         ...
 
     def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None: ...
+
+    # Custom objects (ObjectKind): one generic set of calls rather than a method per KAI or Kueue kind. For a
+    # namespaced kind `namespace` is required on single objects; None on a list or watch means every namespace.
+
+    def list_objects(self, kind: ObjectKind, *, label_selector: str = "", namespace: str | None = None,
+                     limit: int = DEFAULT_PAGE_SIZE, continue_token: str | None = None) -> ListPage: ...
+
+    def watch_objects(self, kind: ObjectKind, resource_version: str, *, label_selector: str = "",
+                      namespace: str | None = None, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """As watch_nodes: Expired when `resource_version` is too old, Unavailable when the stream breaks."""
+        ...
+
+    def get_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> dict[str, Any]: ...
+
+    def create_object(self, kind: ObjectKind, body: dict[str, Any], *,
+                      namespace: str | None = None) -> dict[str, Any]:
+        """Raises Conflict when an object of that name exists. apiVersion and kind default to `kind`'s, and the
+        namespace to the body's metadata.namespace."""
+        ...
+
+    def patch_object(self, kind: ObjectKind, name: str, patch: dict[str, Any], *,
+                     namespace: str | None = None) -> dict[str, Any]:
+        """JSON merge patch (None removes a key); a metadata.resourceVersion in it makes the patch conditional
+        (Conflict if the object changed since). Returns the object as now stored."""
+        ...
+
+    def delete_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> None:
+        """An object with finalizers is only marked (deletionTimestamp) until its controller removes them."""
+        ...

@@ -26,6 +26,7 @@ from .interface import (
     Expired,
     ListPage,
     NotFound,
+    ObjectKind,
     Unavailable,
     WatchEvent,
 )
@@ -184,6 +185,45 @@ class KubeCluster:
         options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation_policy}
         self._json(f"deleting job {namespace}/{name}", "DELETE", _job_path(namespace, name), body=options)
 
+    # Custom objects
+
+    def list_objects(self, kind: ObjectKind, *, label_selector: str = "", namespace: str | None = None,
+                     limit: int = DEFAULT_PAGE_SIZE, continue_token: str | None = None) -> ListPage:
+        namespace = kind.scope(namespace, listing=True)
+        return self._list(f"listing {_plural(kind, namespace)}", _objects_path(kind, namespace), limit,
+                          continue_token, _selector_param(label_selector))
+
+    def watch_objects(self, kind: ObjectKind, resource_version: str, *, label_selector: str = "",
+                      namespace: str | None = None, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        namespace = kind.scope(namespace, listing=True)
+        return self._watch(f"watching {_plural(kind, namespace)}", _objects_path(kind, namespace), resource_version,
+                           timeout_seconds, _selector_param(label_selector))
+
+    def get_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        namespace = kind.scope(namespace)
+        return self._json(f"getting {_one(kind, namespace, name)}", "GET", _object_path(kind, namespace, name))
+
+    def create_object(self, kind: ObjectKind, body: dict[str, Any], *,
+                      namespace: str | None = None) -> dict[str, Any]:
+        metadata = body.get("metadata") or {}
+        if namespace is None and kind.namespaced:
+            namespace = metadata.get("namespace")
+        namespace = kind.scope(namespace)
+        body = {"apiVersion": kind.api_version, "kind": kind.kind, **body}
+        name = metadata.get("name") or metadata.get("generateName", "?")
+        return self._json(f"creating {_one(kind, namespace, name)}", "POST", _objects_path(kind, namespace),
+                          body=body)
+
+    def patch_object(self, kind: ObjectKind, name: str, patch: dict[str, Any], *,
+                     namespace: str | None = None) -> dict[str, Any]:
+        namespace = kind.scope(namespace)
+        return self._json(f"patching {_one(kind, namespace, name)}", "PATCH", _object_path(kind, namespace, name),
+                          body=patch, content=MERGE_PATCH)
+
+    def delete_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> None:
+        namespace = kind.scope(namespace)
+        self._json(f"deleting {_one(kind, namespace, name)}", "DELETE", _object_path(kind, namespace, name))
+
     # Transport
 
     def _list(self, what: str, path: str, limit: int, continue_token: str | None,
@@ -318,6 +358,32 @@ def _node_path(name: str) -> str:
 
 def _job_path(namespace: str, name: str) -> str:
     return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}"
+
+
+def _objects_path(kind: ObjectKind, namespace: str | None) -> str:
+    """The collection: cluster-wide (every namespace, for a namespaced kind) unless `namespace` is given."""
+    root = f"/apis/{quote(kind.group, safe='')}/{quote(kind.version, safe='')}"
+    if namespace is not None:
+        root += f"/namespaces/{quote(namespace, safe='')}"
+    return f"{root}/{quote(kind.plural, safe='')}"
+
+
+def _object_path(kind: ObjectKind, namespace: str | None, name: str) -> str:
+    if not name:
+        raise ValueError(f"a {kind.kind} needs a name")  # an empty one would address the whole collection
+    return f"{_objects_path(kind, namespace)}/{quote(name, safe='')}"
+
+
+def _plural(kind: ObjectKind, namespace: str | None) -> str:
+    return f"{kind.plural}.{kind.group}" + (f" in {namespace}" if namespace else "")
+
+
+def _one(kind: ObjectKind, namespace: str | None, name: str) -> str:
+    return f"{kind.kind} {namespace}/{name}" if namespace else f"{kind.kind} {name}"
+
+
+def _selector_param(label_selector: str) -> list[tuple[str, Any]]:
+    return [("labelSelector", label_selector)] if label_selector else []
 
 
 def _lines(response: urllib3.BaseHTTPResponse, what: str) -> Iterator[bytes]:

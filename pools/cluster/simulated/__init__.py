@@ -3,15 +3,16 @@
 The demo runs the web server, a Celery worker, Celery beat and CLI commands as separate processes, and all of
 them must see one cluster. So what the cluster holds at a moment is a pure function of (seed, tick): any process
 computes the same nodes and pods for the same tick without talking to the others. Only what users change (node
-labels, cordons, Jobs) is stored, in a small JSON file read under a shared lock and replaced atomically under an
-exclusive one.
+labels, cordons, Jobs, custom objects) is stored, in a small JSON file read under a shared lock and replaced
+atomically under an exclusive one.
 
 A resourceVersion is `tick * RV_PER_TICK + n`, where n counts user changes within the tick; the state at any
 resourceVersion can be rebuilt, which gives consistent list pages and exact watch diffs for free.
 
 Modules, each depending only on those before it: randomness (deterministic hashing, timestamps, JSON), fleet
 (hardware, nodes, troubles, Node objects), workloads (daemonset and workload pods), store (the state file, the
-overlay of user changes, views, continue tokens), jobs (the Job controller) and cluster (SimulatedCluster).
+overlay of user changes, views, continue tokens), jobs (the Job controller), objects (custom objects such as
+KAI's and Kueue's, every version kept) and cluster (SimulatedCluster).
 """
 
 from .cluster import SimulatedCluster

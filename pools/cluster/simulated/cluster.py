@@ -1,5 +1,6 @@
 """The simulated cluster itself: the Cluster interface over the fleet's nodes, the pods of the simulation and of
-users' Jobs, and the changes users make, kept in the state file (see the package's docstring for how it works)."""
+users' Jobs, custom objects, and the changes users make, kept in the state file (see the package's docstring for
+how it works)."""
 
 import bisect
 import copy
@@ -10,13 +11,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..interface import DEFAULT_PAGE_SIZE, ClusterError, Expired, ListPage, NotFound, WatchEvent
+from ..interface import DEFAULT_PAGE_SIZE, ClusterError, Expired, ListPage, NotFound, ObjectKind, WatchEvent
 from ..selectors import label_selector
 from .fleet import RV_PER_TICK, Catalog, build_catalog, node_object, trouble_at, troubled
 from .jobs import JobController
+from .objects import CustomObjects, forget_versions
 from .randomness import bulk_loads, compact_dumps, stable_hash
 from .store import (
     RETENTION_SECONDS,
@@ -46,6 +49,14 @@ def _selector(text: str):
         raise ClusterError(str(exc), 400) from None
 
 
+@dataclass(frozen=True)
+class _Custom:
+    """What a list or watch of custom objects reads: one kind, in one namespace or all."""
+
+    kind: ObjectKind
+    namespace: str | None
+
+
 def _catalog(seed: int, tick_seconds: float) -> Catalog:
     # Shared by every instance in the process: the fleet is a pure function of the seed.
     key = (seed, tick_seconds)
@@ -72,6 +83,7 @@ class SimulatedCluster:
         self._catalog = _catalog(self.seed, tick_seconds)
         self._file = StateFile(state_dir, name)
         self._jobs = JobController(self._catalog, clock)
+        self._custom = CustomObjects(self.seed, clock)
         self._mutex = threading.RLock()
         self._bases: OrderedDict[int, Base] = OrderedDict()
         self._views: OrderedDict[tuple[int, int], View] = OrderedDict()
@@ -151,6 +163,39 @@ class SimulatedCluster:
         if propagation_policy not in ("Background", "Foreground", "Orphan"):
             raise ClusterError(f"Unsupported propagationPolicy {propagation_policy!r}", 400)
         self._mutate(lambda state, rv, view: self._jobs.delete(state, rv, namespace, name, propagation_policy))
+
+    def list_objects(self, kind: ObjectKind, *, label_selector: str = "", namespace: str | None = None,
+                     limit: int = DEFAULT_PAGE_SIZE, continue_token: str | None = None) -> ListPage:
+        custom = _Custom(kind, kind.scope(namespace, listing=True))
+        return self._list(custom, limit, continue_token, _selector(label_selector))
+
+    def watch_objects(self, kind: ObjectKind, resource_version: str, *, label_selector: str = "",
+                      namespace: str | None = None, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        custom = _Custom(kind, kind.scope(namespace, listing=True))
+        return self._watch(custom, resource_version, timeout_seconds, _selector(label_selector))
+
+    def get_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        namespace = kind.scope(namespace)
+        with self._mutex:
+            rv, state = self._current()
+            return self._custom.get(state, rv, kind, namespace, name)
+
+    def create_object(self, kind: ObjectKind, body: dict[str, Any], *,
+                      namespace: str | None = None) -> dict[str, Any]:
+        if namespace is None and kind.namespaced and isinstance(body, dict):
+            namespace = (body.get("metadata") or {}).get("namespace")
+        namespace = kind.scope(namespace)
+        return self._mutate(lambda state, rv, view: self._custom.create(state, rv, kind, namespace, body))
+
+    def patch_object(self, kind: ObjectKind, name: str, patch: dict[str, Any], *,
+                     namespace: str | None = None) -> dict[str, Any]:
+        namespace = kind.scope(namespace)
+        patched = self._mutate(lambda state, rv, view: self._custom.patch(state, rv, kind, namespace, name, patch))
+        return self.get_object(kind, name, namespace=namespace) if patched is False else patched
+
+    def delete_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> None:
+        namespace = kind.scope(namespace)
+        self._mutate(lambda state, rv, view: self._custom.delete(state, rv, kind, namespace, name))
 
     # ---- for the demo and for tests -------------------------------------------------------------------------
 
@@ -296,7 +341,7 @@ class SimulatedCluster:
 
     # ---- list and watch -------------------------------------------------------------------------------------
 
-    def _list(self, kind: str, limit: int, continue_token: str | None, selected=None) -> ListPage:
+    def _list(self, kind: str | _Custom, limit: int, continue_token: str | None, selected=None) -> ListPage:
         if limit is not None and limit < 0:
             raise ClusterError("limit must be zero or positive", 400)
         with self._mutex:
@@ -317,7 +362,8 @@ class SimulatedCluster:
         token = encode_continue(rv, page[-1]) if last < len(keys) and page else None
         return ListPage(items=items, resource_version=str(rv), continue_token=token)
 
-    def _watch(self, kind: str, resource_version: str, timeout_seconds: int, selected=None) -> Iterator[WatchEvent]:
+    def _watch(self, kind: str | _Custom, resource_version: str, timeout_seconds: int,
+               selected=None) -> Iterator[WatchEvent]:
         # Validate before the first next() so a too-old version fails where the caller asked for it.
         with self._mutex:
             now_rv, state = self._current()
@@ -332,9 +378,12 @@ class SimulatedCluster:
                 self._check_fresh(start_rv, now_rv, state)
         return self._stream(kind, start_rv, initial, timeout_seconds, selected)
 
-    def _stream(self, kind: str, start_rv: int, initial: bool, timeout_seconds: int,
+    def _stream(self, kind: str | _Custom, start_rv: int, initial: bool, timeout_seconds: int,
                 selected=None) -> Iterator[WatchEvent]:
-        api_kind = {"nodes": "Node", "pods": "Pod", "jobs": "Job"}[kind]
+        if isinstance(kind, _Custom):
+            api_kind, api_version = kind.kind.kind, kind.kind.api_version
+        else:
+            api_kind, api_version = {"nodes": "Node", "pods": "Pod", "jobs": "Job"}[kind], "v1"
         deadline = self._clock() + max(0, timeout_seconds)
         poll = min(1.0, self.tick_seconds)
         # Bounded by count too, so an injected clock that never moves cannot make the stream endless.
@@ -360,7 +409,7 @@ class SimulatedCluster:
                 if events:
                     yield from events
                 else:
-                    yield WatchEvent("BOOKMARK", {"kind": api_kind, "apiVersion": "v1",
+                    yield WatchEvent("BOOKMARK", {"kind": api_kind, "apiVersion": api_version,
                                                   "metadata": {"resourceVersion": str(now_rv)}})
             remaining = deadline - self._clock()
             if remaining <= 0:
@@ -368,7 +417,9 @@ class SimulatedCluster:
             next_tick = (self._tick() + 1) * self.tick_seconds - self._clock()
             self._sleep(max(0.0, min(poll, next_tick, remaining)))
 
-    def _objects(self, kind: str, view: View, state: dict[str, Any], selected=None) -> dict[str, str]:
+    def _objects(self, kind: str | _Custom, view: View, state: dict[str, Any], selected=None) -> dict[str, str]:
+        if isinstance(kind, _Custom):
+            return self._custom.objects_at(state, view.rv, kind.kind, kind.namespace, selected or (lambda labels: True))
         if kind == "jobs":
             return self._jobs.objects_at(state, view.rv, selected or (lambda labels: True))
         return view.nodes if kind == "nodes" else view.pods
@@ -415,6 +466,7 @@ class SimulatedCluster:
                 return result
             state["last_rv"] = rv
             compact(state, tick, self.tick_seconds)
+            forget_versions(state, (tick - math.ceil(RETENTION_SECONDS / self.tick_seconds)) * RV_PER_TICK)
             self._file.replace_unlocked(state)
             self._load_unlocked()
             return result

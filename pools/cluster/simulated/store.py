@@ -1,6 +1,6 @@
-"""The state users change (node labels, cordons, Jobs), kept in a small JSON file that every process opening the
-cluster shares, and what is built from it: the overlay of user changes at a resourceVersion, the views that
-lists and watches read, and continue tokens.
+"""The state users change (node labels, cordons, Jobs, custom objects), kept in a small JSON file that every
+process opening the cluster shares, and what is built from it: the overlay of user changes at a resourceVersion,
+the views that lists and watches read, and continue tokens.
 
 The file holds a snapshot and the operations since, each stamped with the resourceVersion it made, so the
 overlay at any version still within the retention window can be rebuilt.
@@ -84,7 +84,7 @@ class StateFile:
 
 
 def empty_state() -> dict[str, Any]:
-    return {"format": 1, "last_rv": 0, "compacted_rv": 0, "ops": [], "jobs": [],
+    return {"format": 1, "last_rv": 0, "compacted_rv": 0, "ops": [], "jobs": [], "objects": {},
             "snapshot": {"labels": {}, "cordon": {}, "node_rv": {}, "cordon_rv": {}}}
 
 

@@ -1,0 +1,20 @@
+"""The custom resources of the KAI scheduler and of Kueue that the pools configure and read back.
+
+Versions are the ones those projects serve today (KAI v2 Queues and v2alpha2 PodGroups, Kueue v1beta2); moving
+to a newer one is a change here only.
+"""
+
+from .interface import ObjectKind
+
+KAI_QUEUE = ObjectKind("scheduling.run.ai", "v2", "queues", "Queue")
+KAI_TOPOLOGY = ObjectKind("kai.scheduler", "v1alpha1", "topologies", "Topology")
+KAI_PODGROUP = ObjectKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced=True)
+
+KUEUE_RESOURCE_FLAVOR = ObjectKind("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor")
+KUEUE_CLUSTER_QUEUE = ObjectKind("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue")
+KUEUE_COHORT = ObjectKind("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort")
+KUEUE_LOCAL_QUEUE = ObjectKind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", namespaced=True)
+KUEUE_WORKLOAD = ObjectKind("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
+
+ALL_KINDS = (KAI_QUEUE, KAI_TOPOLOGY, KAI_PODGROUP, KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_COHORT,
+             KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD)
