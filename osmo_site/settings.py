@@ -215,6 +215,15 @@ if not DEBUG:
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     }
 
+# Engines (pools.schedulers): the objects of KAI and Kueue backends are reconciled once a pool, department or
+# project write commits (unless OSMO_ENGINE_RECONCILE_ON_COMMIT is off) and every OSMO_ENGINE_RECONCILE_INTERVAL s.
+OSMO_ENGINE_RECONCILE_INTERVAL = env_int("OSMO_ENGINE_RECONCILE_INTERVAL", 60)
+OSMO_ENGINE_RECONCILE_ON_COMMIT = env_bool("OSMO_ENGINE_RECONCILE_ON_COMMIT", True)
+CELERY_BEAT_SCHEDULE["reconcile-engines"] = {
+    "task": "pools.tasks.reconcile_engines",
+    "schedule": float(OSMO_ENGINE_RECONCILE_INTERVAL),
+}
+
 # Admission (scheduling): beat runs a cycle this often; submits, cancels and finishes also ask for one on
 # commit (debounced to one per second per process), and admissions and stops send their dispatch and stop
 # messages on commit, unless OSMO_ADMISSION_ON_COMMIT is off.

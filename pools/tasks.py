@@ -47,3 +47,23 @@ def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
 def record_usage_snapshots() -> int:
     """One usage snapshot per pool for the pages' 24-hour charts (idempotent within half an interval)."""
     return snapshots.record()
+
+
+@shared_task(time_limit=300, soft_time_limit=270, ignore_result=True)
+def reconcile_engines() -> dict:
+    """Keep every engine backend's objects (KAI Queues and Topologies, Kueue's queues) equal to our configuration;
+    sent once a pool, department or project write commits, and run by beat to repair drift. Backends without an
+    engine are reconciled too while they still hold objects of ours (so switching engines cleans up)."""
+    from pools.fleet.sync import shared_cluster_for
+    from pools.schedulers.reconcile import run
+
+    outcome = {}
+    for backend in Backend.objects.all():
+        if backend.scheduler == Backend.Scheduler.DEFAULT and not (backend.engine_objects or {}).get("objects"):
+            continue
+        if not is_connected(backend):
+            continue
+        result = run(backend, shared_cluster_for(backend))
+        outcome[backend.name] = result.summary() if result else {"error": Backend.objects.values_list(
+            "engine_error", flat=True).get(pk=backend.pk)}
+    return outcome

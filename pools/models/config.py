@@ -59,6 +59,11 @@ class Backend(models.Model):
     # A lease, not a lock held by a connection: it expires by itself if its worker dies.
     sync_lease_owner = models.CharField(max_length=128, blank=True, editable=False)
     sync_lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The engine's objects we manage (KAI Queues and Topologies, Kueue's queues): the last reconcile, what it
+    # found ({kind: count}, with what it changed) and its failure, if any (pools.schedulers.reconcile).
+    engine_reconciled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    engine_objects = models.JSONField(default=dict, blank=True, editable=False)
+    engine_error = models.TextField(blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,22 +1,21 @@
-"""Keeping a KAI backend's Queues and Topologies equal to our configuration (issue 14; groundwork: not yet
-called by quota writes, the outbox or beat). Desired objects come from `pools.schedulers.kai`; the cluster's are
-those labelled `<prefix>managed-by=osmo-pools`, so nobody else's object is ever changed or deleted. Creates go
-parents first and deletes leaves first (KAI refuses to delete a queue that has children); an object whose spec
-and labels already match is not written, so a second run writes nothing. A 409 on create (someone made it
-meanwhile) is answered by reading it back: patched when it is ours, left alone (and reported) when it is not; a
-404 on delete is moving on; a 410 on the list lists again."""
+"""Keeping an engine backend's objects (KAI Queues and Topologies, Kueue's queues and flavors) equal to our
+configuration (DESIGN.md section 3, "Engines"). Wanted objects come from `desired`; the cluster's are those
+labelled `<prefix>managed-by=osmo-pools`, so nobody else's object is ever changed or deleted. Creates go in the
+kinds' order, parents first; deletes go afterwards in the reverse order, leaves first (KAI refuses to delete a
+queue that has children). An object whose spec and labels already match is not written, so a second run writes
+nothing. A 409 on create (made meanwhile) is answered by reading it back: patched when it is ours, left alone and
+reported when it is not; a 404 on delete is moving on; a 410 on the list lists again. A kind the cluster does not
+serve (its CRD is not installed) is skipped while we want none of it, and an error naming it otherwise."""
 
-from collections import defaultdict
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from django.conf import settings
 
-from pools.cluster import Cluster, Conflict, Expired, NotFound
-from pools.cluster.kinds import KAI_QUEUE, KAI_TOPOLOGY
-from pools.models import Backend, Department, Pool, Project, Quota
+from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, ObjectKind
+from pools.models import Backend
 
 from . import kai
+from .desired import Wanted, for_backend
 
 
 @dataclass
@@ -26,103 +25,124 @@ class Reconciled:
     deleted: list[str] = field(default_factory=list)
     unchanged: int = 0
     refused: list[str] = field(default_factory=list)  # a name taken by an object that is not ours: left alone
+    counts: dict[str, int] = field(default_factory=dict)  # kind -> our objects now in the cluster
 
     @property
     def writes(self) -> int:
         return len(self.created) + len(self.updated) + len(self.deleted)
 
-
-def _unit(row: Quota | None) -> kai.Unit:
-    if row is None:
-        return kai.Unit()
-    return kai.Unit(deserved=(row.gpu_deserved, row.cpu_deserved, row.memory_deserved),
-                    limit=(Decimal(row.gpu_limit), row.cpu_limit, row.memory_limit),
-                    weight=(row.gpu_weight, row.cpu_weight, row.memory_weight))
+    def summary(self) -> dict:
+        return {"created": len(self.created), "updated": len(self.updated), "deleted": len(self.deleted),
+                "unchanged": self.unchanged, "refused": self.refused, "objects": self.counts}
 
 
-def desired(backend: Backend) -> dict[str, dict[str, dict]]:
-    """{"queues": {name: object}, "topologies": {name: object}} for every pool of the backend, in creation
-    order (parents first)."""
-    prefix = settings.OSMO_LABEL_PREFIX
-    pools = list(Pool.objects.filter(backend=backend).order_by("name"))
-    rows = defaultdict(dict)
-    for row in Quota.objects.filter(pool__in=pools).select_related("department", "project"):
-        rows[row.pool_id][("d", row.department.name) if row.department_id else ("p", row.project.name)] = row
-    departments = list(Department.objects.order_by("name"))
-    members = defaultdict(list)
-    for project in Project.objects.select_related("department").order_by("name"):
-        members[project.department_id].append(project.name)
-    queues, topologies = {}, {}
-    for pool in pools:
-        units = [kai.Department(d.name, _unit(rows[pool.pk].get(("d", d.name))) if ("d", d.name) in rows[pool.pk]
-                                else None,
-                                {name: _unit(rows[pool.pk].get(("p", name))) for name in members[d.pk]})
-                 for d in departments if members[d.pk] or ("d", d.name) in rows[pool.pk]]
-        for obj in kai.queues(pool.name, units, prefix=prefix):
-            queues[obj["metadata"]["name"]] = obj
-        made = kai.topology(pool.name, pool.topology_keys or [], prefix=prefix)
-        if made is not None:
-            topologies[made["metadata"]["name"]] = made
-    return {"queues": queues, "topologies": topologies}
+def _label(kind: ObjectKind, key: tuple[str, str]) -> str:
+    namespace, name = key
+    return f"{kind.kind}/{namespace}/{name}" if namespace else f"{kind.kind}/{name}"
 
 
-def _ours(obj: dict) -> bool:
+def ours(obj: dict) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(f"{settings.OSMO_LABEL_PREFIX}{kai.MANAGED_LABEL}") == kai.MANAGED_VALUE
 
 
-def _listed(cluster: Cluster, kind, selector: str) -> dict[str, dict]:
+def selector() -> str:
+    return f"{settings.OSMO_LABEL_PREFIX}{kai.MANAGED_LABEL}={kai.MANAGED_VALUE}"
+
+
+def _listed(cluster: Cluster, kind: ObjectKind) -> dict[tuple[str, str], dict] | None:
+    """Ours of `kind` in the cluster, or None when the cluster does not serve the kind."""
     from pools.cluster.reflector import list_all
 
     def page(**kwargs):
-        return cluster.list_objects(kind, label_selector=selector, **kwargs)
+        return cluster.list_objects(kind, label_selector=selector(), **kwargs)
 
     try:
-        items = list_all(page).items
-    except Expired:  # compacted before the first page answered: once more, from scratch
-        items = list_all(page).items
-    return {item["metadata"]["name"]: item for item in items}
+        try:
+            items = list_all(page).items
+        except Expired:  # compacted before the first page answered: once more, from scratch
+            items = list_all(page).items
+    except NotFound:
+        return None
+    return {(item["metadata"].get("namespace", ""), item["metadata"]["name"]): item for item in items}
 
 
 def _same(existing: dict, wanted: dict) -> bool:
     labels = (existing.get("metadata") or {}).get("labels") or {}
-    return existing.get("spec") == wanted["spec"] and all(
+    return existing.get("spec") == wanted.get("spec") and all(
         labels.get(key) == value for key, value in wanted["metadata"]["labels"].items())
 
 
-def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
-    """Make the backend's KAI objects ours match `desired(backend)`. Raises ClusterError on anything but the 409s
-    and 404s it expects; what was done before stays done, and the next run finishes the job."""
+def _put(cluster: Cluster, kind: ObjectKind, key: tuple[str, str], obj: dict, existing: dict | None,
+         result: Reconciled) -> None:
+    namespace = key[0] or None
+    if existing is None:
+        try:
+            cluster.create_object(kind, obj, namespace=namespace)
+            result.created.append(_label(kind, key))
+            return
+        except Conflict:
+            existing = cluster.get_object(kind, key[1], namespace=namespace)  # made since we listed, or not ours
+            if not ours(existing):
+                result.refused.append(_label(kind, key))
+                return
+            if _same(existing, obj):
+                result.unchanged += 1
+                return
+    cluster.patch_object(kind, key[1], {"metadata": {"labels": obj["metadata"]["labels"]}, "spec": obj["spec"]},
+                         namespace=namespace)
+    result.updated.append(_label(kind, key))
+
+
+def apply(cluster: Cluster, wanted: Wanted) -> Reconciled:
+    """Make our objects in the cluster equal `wanted`. Raises ClusterError on anything but the 409s, 404s and
+    410s it expects; what was done before stays done, and the next run finishes the job."""
     result = Reconciled()
-    wanted = desired(backend)
-    selector = f"{settings.OSMO_LABEL_PREFIX}{kai.MANAGED_LABEL}={kai.MANAGED_VALUE}"
-    for kind, objects in ((KAI_QUEUE, wanted["queues"]), (KAI_TOPOLOGY, wanted["topologies"])):
-        present = _listed(cluster, kind, selector)
-        for name, obj in objects.items():  # parents first
-            existing = present.get(name)
+    present: dict[ObjectKind, dict] = {}
+    for kind, objects in wanted:
+        listed = _listed(cluster, kind)
+        if listed is None:
+            if objects:
+                raise ClusterError(f"The cluster does not serve {kind.plural}.{kind.group}/{kind.version}: is the "
+                                   "engine installed (its CRDs)?", status=404)
+            continue
+        present[kind] = listed
+        for key, obj in objects.items():
+            existing = listed.get(key)
             if existing is not None and _same(existing, obj):
                 result.unchanged += 1
-                continue
-            if existing is None:
-                try:
-                    cluster.create_object(kind, obj)
-                    result.created.append(f"{kind.kind}/{name}")
-                    continue
-                except Conflict:
-                    existing = cluster.get_object(kind, name)  # made since we listed, or somebody else's
-                    if not _ours(existing):
-                        result.refused.append(f"{kind.kind}/{name}")
-                        continue
-            cluster.patch_object(kind, name, {"metadata": {"labels": obj["metadata"]["labels"]},
-                                              "spec": obj["spec"]})
-            result.updated.append(f"{kind.kind}/{name}")
-        # Leaves before their parents: KAI refuses to delete a queue that still has children.
-        extra = sorted((name for name in present if name not in objects),
-                       key=lambda name: (not (present[name].get("spec") or {}).get("parentQueue"), name))
-        for name in extra:
+            else:
+                _put(cluster, kind, key, obj, existing, result)
+        if objects:
+            result.counts[kind.kind] = len(objects)
+    for kind, objects in reversed(wanted):
+        listed = present.get(kind, {})
+        extra = sorted((key for key in listed if key not in objects),
+                       key=lambda key: (not (listed[key].get("spec") or {}).get("parentQueue"), key))
+        for key in extra:
             try:
-                cluster.delete_object(kind, name)
+                cluster.delete_object(kind, key[1], namespace=key[0] or None)
             except NotFound:
                 continue
-            result.deleted.append(f"{kind.kind}/{name}")
+            result.deleted.append(_label(kind, key))
+    return result
+
+
+def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
+    return apply(cluster, for_backend(backend))
+
+
+def run(backend: Backend, cluster: Cluster, now=None) -> Reconciled | None:
+    """Reconcile and record the outcome on the backend row (the pages' "last reconcile"); None when it failed,
+    the error then kept on the row until a run succeeds."""
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    try:
+        result = reconcile(backend, cluster)
+    except ClusterError as exc:
+        Backend.objects.filter(pk=backend.pk).update(engine_error=exc.message[:2000])
+        return None
+    Backend.objects.filter(pk=backend.pk).update(engine_reconciled_at=now, engine_error="",
+                                                 engine_objects={**result.summary(), "at": now.isoformat()})
     return result

@@ -6,8 +6,9 @@ import pytest
 
 from pools.cluster.kinds import KAI_QUEUE, KAI_TOPOLOGY
 from pools.models import Backend, Pool
+from pools.schedulers.desired import kai_objects
 from pools.schedulers.kai import queue_name
-from pools.schedulers.reconcile import desired, reconcile
+from pools.schedulers.reconcile import reconcile
 from tests.scheduling.conftest import kube, project, world  # noqa: F401 (the fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +32,7 @@ def test_quotas_become_queues_parents_first_with_explicit_limits_and_a_second_ru
     kube.create_object(KAI_QUEUE, someone)
 
     first = reconcile(kai, kube)
-    wanted = desired(kai)["queues"]
+    wanted = {name: obj for (_, name), obj in kai_objects(kai)[0][1].items()}
     assert first.created == [f"Queue/{name}" for name in wanted] and first.refused == []
     order = {name.removeprefix("Queue/"): i for i, name in enumerate(first.created)}
     leaves = {name: obj["spec"]["parentQueue"] for name, obj in wanted.items() if "parentQueue" in obj["spec"]}
