@@ -33,7 +33,7 @@ class Code(StrEnum):
     RECLAIMING = "RECLAIMING"
     MAINTENANCE = "MAINTENANCE"
     OFFLINE = "OFFLINE"
-    ENGINE = "ENGINE"  # the pool's backend admits in its own engine (KAI, Kueue)
+    ENGINE = "ENGINE"  # dispatched to a backend whose own engine (KAI, Kueue) queues it: the engine's reason
 
 
 def add(a: Amounts, b: Amounts) -> Amounts:
@@ -90,6 +90,7 @@ class Pool:
     platforms: dict[str, list[Node]] = field(default_factory=dict)  # Ready, schedulable nodes per platform
     projects: dict[str, Quota] = field(default_factory=dict)
     departments: dict[str, Quota] = field(default_factory=dict)
+    engine: str = ""  # the engine's name when status is ENGINE ("KAI Scheduler", "Kueue")
 
 
 @dataclass(slots=True)
@@ -145,7 +146,8 @@ class Reason:
 class Admission:
     pool: str
     platform: str
-    placement: dict[str, int]  # node name -> replicas
+    placement: dict[str, int]  # node name -> replicas; {} when handed to the pool's engine
+    engine: str = ""  # the engine that queues and places it (KAI, Kueue), "" for our own admission
 
 
 @dataclass(slots=True)
@@ -388,6 +390,10 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
             pool = snapshot.pools.get(pool_name)
             if pool is None:
                 continue
+            if pool.status == Code.ENGINE:
+                # The engine owns quota and placement there: hand it over in this order, as it stands.
+                decision.admitted[workload.id] = Admission(pool_name, platform, {}, pool.engine)
+                break
             if pool.status != "ONLINE":
                 reasons.append(_status_reason(pool))
                 continue
@@ -449,11 +455,8 @@ def _status_reason(pool: Pool) -> Reason:
     if pool.status == "MAINTENANCE":
         return Reason(pool.name, Code.MAINTENANCE, f"Pool {pool.name} is in maintenance; queued work waits until "
                                                    "it ends.", {})
-    if pool.status == "OFFLINE":
-        return Reason(pool.name, Code.OFFLINE, f"Pool {pool.name}'s cluster has not reported recently; nothing is "
-                                               "admitted there until it does.", {})
-    return Reason(pool.name, Code.ENGINE, f"Pool {pool.name}'s backend schedules with its own engine ({pool.status}),"
-                                          " which admits workloads itself; that connection is not built yet.", {})
+    return Reason(pool.name, Code.OFFLINE, f"Pool {pool.name}'s cluster has not reported recently; nothing is "
+                                           "admitted there until it does.", {})
 
 
 def _positions(decision: Decision, queue: list[Workload]) -> None:

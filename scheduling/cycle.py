@@ -75,8 +75,7 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
                          "platform": admission.platform, "placement": admission.placement, "admitted_at": now,
                          "reasons": [], "positions": {}, "updated_at": now})
         events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.ADMITTED, reason="ADMITTED",
-                                    message=f"Admitted to pool {admission.pool}, platform {admission.platform}, "
-                                            f"on {_nodes(admission.placement)}.", pools=[admission.pool]))
+                                    message=_admitted(admission), pools=[admission.pool]))
         result.admitted.append({"id": workload_id, "name": names.get(workload_id, ""), "pool": admission.pool,
                                 "platform": admission.platform, "placement": admission.placement})
     written = update_rows(Workload, admitted, ["status", "pool_id", "platform", "placement", "admitted_at", "reasons",
@@ -104,6 +103,14 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
     dispatch_on_commit(decision.admitted)
     stop_on_commit(decision.preempt)
     return written + len(events)
+
+
+def _admitted(admission: pure.Admission) -> str:
+    if admission.engine:
+        return (f"Handed to {admission.engine} in pool {admission.pool}, platform {admission.platform}: the engine "
+                "queues it against the pool's quotas and places it.")
+    return (f"Admitted to pool {admission.pool}, platform {admission.platform}, on "
+            f"{_nodes(admission.placement)}.")
 
 
 def _nodes(placement: dict[str, int]) -> str:

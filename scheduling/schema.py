@@ -13,7 +13,7 @@ from .models import Source, Status
 Quantity = str | int | float
 StatusName = Literal[tuple(Status.values)]  # type: ignore[valid-type]
 Code = Literal["QUOTA", "LIMIT", "NO_OVER_QUOTA", "CAPACITY", "GANG", "RECLAIMING", "MAINTENANCE", "OFFLINE", "ENGINE",
-               "SUBMITTED"]
+               "UNSCHEDULABLE", "WAITING", "SUBMITTED"]
 
 
 class _Shape(BaseModel):

@@ -32,7 +32,7 @@ def _pool_status(pool: Pool, backend: Backend, default_backends: list[Backend], 
     if not all(backend_online(b, now) for b in backends):
         return "OFFLINE"
     if backend.scheduler != Backend.Scheduler.DEFAULT:
-        return backend.get_scheduler_display()
+        return pure.Code.ENGINE.value
     return "ONLINE"
 
 
@@ -63,9 +63,10 @@ def load(now=None) -> Loaded:
     default_backends = [backends[pk] for pk in default_backend_ids]
     states: dict[str, pure.Pool] = {}
     for pool in pools:
+        backend = backends[pool.backend_id]
         states[pool.name] = pure.Pool(
-            pool.name, _pool_status(pool, backends[pool.backend_id], default_backends, now),
-            spread=pool.placement == "spread")
+            pool.name, _pool_status(pool, backend, default_backends, now), spread=pool.placement == "spread",
+            engine=backend.get_scheduler_display() if backend.scheduler != Backend.Scheduler.DEFAULT else "")
     nodes: dict[int, pure.Node] = {}
     products: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for (pool_id, platforms, node_id, backend_id, name, gpu_free, cpu_a, cpu_r, mem_a, mem_r,

@@ -183,10 +183,23 @@ def test_never_fits_names_a_replica_larger_than_every_node_and_work_above_deserv
                       [(800, 64_000, 512 * GIB)]) is None
 
 
-def test_offline_and_engine_pools_admit_nothing():
-    for status, code in (("OFFLINE", Code.OFFLINE), ("KAI Scheduler", Code.ENGINE)):
-        snapshot = Snapshot({"training": pool(status=status, projects={"vision": quota(deserved=8)})})
-        assert decide(snapshot, [workload("w")]).reasons["w"][0].code == code
+def test_offline_pools_admit_nothing():
+    snapshot = Snapshot({"training": pool(status="OFFLINE", projects={"vision": quota(deserved=8)})})
+    assert decide(snapshot, [workload("w")]).reasons["w"][0].code == Code.OFFLINE
+
+
+def test_an_engine_pool_takes_every_workload_that_reaches_it_in_order_whatever_its_quota():
+    engine = pool(status="ENGINE", projects={"vision": quota(deserved=0, limit=0)})
+    engine.engine = "KAI Scheduler"
+    full = pool(projects={"vision": quota(deserved=0, limit=0)})  # ours first: refused there by its limit
+    snapshot = Snapshot({"ours": full, "kai": engine})
+    many = [workload(f"w{i}", gpus=8) for i in range(5)]
+    for w in many:
+        w.candidates = [("ours", "h100"), ("kai", "h100")]
+    decision = decide(snapshot, many)
+    assert {w: (a.pool, a.engine, a.placement) for w, a in decision.admitted.items()} == {
+        w.id: ("kai", "KAI Scheduler", {}) for w in many}
+    assert engine.projects["vision"].used == (0, 0, 0)  # the engine keeps its own books
 
 
 @settings(max_examples=60, deadline=None)
