@@ -240,6 +240,10 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
 # OSMO_MAX_RETRIES new attempts; an image that cannot be pulled for OSMO_IMAGE_PULL_TIMEOUT seconds fails.
 OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
+# KAI backends: the PriorityClass of KAI's for each of our priorities (KAI ships train 50 and build-preemptible
+# 75, preemptible, and build 100 and inference 125, limited to in-quota resources).
+OSMO_KAI_PRIORITY_CLASSES = {"high": "inference", "normal": "build", "low": "train", **dict(
+    item.split("=", 1) for item in env_list("OSMO_KAI_PRIORITY_CLASSES", []) if "=" in item)}
 OSMO_DISPATCH_RETRY_SECONDS = env_int("OSMO_DISPATCH_RETRY_SECONDS", 30)
 OSMO_LIFECYCLE_INTERVAL = env_int("OSMO_LIFECYCLE_INTERVAL", 10)
 OSMO_MAX_RETRIES = env_int("OSMO_MAX_RETRIES", 3)

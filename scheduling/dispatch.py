@@ -18,12 +18,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
+from pools.cluster.kinds import KAI_PODGROUP
 from pools.engine import parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
+from pools.schedulers import kai
 
 from . import attempts
-from .jobs import MANAGED, MANAGED_VALUE, Attempt, job_manifest, owned_by
+from .jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
 from .models import Status, Workload, WorkloadEvent
 
 
@@ -31,11 +33,41 @@ def _seconds(timeout: str) -> int | None:
     return int(parse_timeout(timeout).total_seconds()) if timeout else None
 
 
+def engine_of(workload: Workload) -> Engine | None:
+    """Where the workload's backend engine queues its Job (None: the default scheduler, our admission)."""
+    pool, project = workload.pool, workload.project
+    scheduler = pool.backend.scheduler
+    if scheduler == Backend.Scheduler.KAI:
+        keys = pool.topology_keys or []
+        required, preferred = kai.placement(keys, workload.topology or [])
+        return Engine("kai", kai.queue_name(pool.name, project.department.name, project.name),
+                      priority_class=settings.OSMO_KAI_PRIORITY_CLASSES.get(workload.priority, ""),
+                      preemptible=workload.priority == "low",
+                      topology=kai.topology_name(pool.name) if keys else "", required=required, preferred=preferred)
+    if scheduler == Backend.Scheduler.KUEUE:
+        from pools.schedulers import kueue
+
+        return Engine("kueue", kueue.local_queue_name(project.name))
+    return None
+
+
 def attempt_of(workload: Workload) -> Attempt:
     template = (workload.templates.get(workload.pool.name) or {}).get("pod_template") or {}
     return Attempt(str(workload.id), workload.attempt, workload.project.name, workload.project.namespace,
                    workload.pool.name, workload.platform, workload.priority, workload.replicas, template,
-                   _seconds(workload.exec_timeout))
+                   _seconds(workload.exec_timeout), engine_of(workload))
+
+
+def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str) -> str:
+    """KAI's gang for the Job (created after it, owned by it); "" when it is there, else why it is not ours."""
+    body = podgroup_manifest(attempt, job, prefix=prefix)
+    try:
+        cluster.create_object(KAI_PODGROUP, body, namespace=attempt.namespace)
+    except Conflict:
+        existing = cluster.get_object(KAI_PODGROUP, body["metadata"]["name"], namespace=attempt.namespace)
+        if not owned_by(existing, attempt.workload_id, prefix):
+            return f"A PodGroup {attempt.namespace}/{body['metadata']['name']} exists and is not this workload's."
+    return ""
 
 
 def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
@@ -46,7 +78,8 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
     prefix = settings.OSMO_LABEL_PREFIX
     with transaction.atomic():
         workload = (Workload.objects.select_for_update(skip_locked=True, of=("self",))
-                    .select_related("pool__backend", "project").filter(pk=workload_id, status=Status.ADMITTED)
+                    .select_related("pool__backend", "project__department")
+                    .filter(pk=workload_id, status=Status.ADMITTED)
                     .first())
         if workload is None or workload.pool is None:
             return "skipped"
@@ -58,10 +91,10 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
         try:
             cluster.ensure_namespace(namespace, {f"{prefix}{MANAGED}": MANAGED_VALUE,
                                                  f"{prefix}project": attempt.project})
-            cluster.create_job(namespace, manifest)
+            job = cluster.create_job(namespace, manifest)
             outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
         except Conflict:
-            existing = cluster.get_job(namespace, name)
+            existing = job = cluster.get_job(namespace, name)
             if not owned_by(existing, attempt.workload_id, prefix):
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
                                 f"A Job {namespace}/{name} exists on backend {backend.name} and is not this "
@@ -76,6 +109,15 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
             attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
                             f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}", now=now)
             return "failed"
+        if attempt.engine is not None and attempt.engine.kind == "kai":
+            not_ours = _podgroup(cluster, attempt, job, prefix)  # cluster errors propagate: the next try finds both
+            if not_ours:  # our Job would join somebody else's gang: take it back, then fail
+                cluster.delete_job(namespace, name)
+                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "PODGROUP_NOT_OURS", not_ours, now=now)
+                return "failed"
+            message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
+        elif attempt.engine is not None:
+            message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
         Workload.objects.filter(pk=workload.pk).update(status=Status.SCHEDULING, job_name=name, namespace=namespace,
                                                        dispatched_at=now, updated_at=now)
         WorkloadEvent.objects.create(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",

@@ -27,6 +27,17 @@ def _current(workload: Workload) -> lifecycle.Current:
                              settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT))
 
 
+def _reason(pool: str, text: str, engine: dict) -> dict:
+    if engine.get("code") and text == lifecycle.engine_message(engine):
+        # KAI's reason codes (OverLimit, NonPreemptibleOverQuota, QueueDoesNotExist, ...) or Kueue's (WaitingForQuota,
+        # ExceedsMaxQuota, ...) with their own message and, for KAI, the queue's figures.
+        return {"pool": pool, "code": "ENGINE", "message": text,
+                "details": {"engine": engine.get("engine"), "reason": engine.get("code"),
+                            "engine_message": engine.get("message", ""), **(engine.get("details") or {})}}
+    return {"pool": pool, "code": "UNSCHEDULABLE" if "unschedulable" in text else "WAITING", "message": text,
+            "details": {}}
+
+
 def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]:
     """Apply the cluster's facts to the dispatched workloads among `workload_ids` (None: all of them). Returns
     how many moved to each status."""
@@ -47,12 +58,12 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
             row = runs.get((workload.pool.backend_id, workload.namespace, workload.job_name))
             if row is None:
                 continue  # dispatched, not seen by the sync yet
-            outcome = lifecycle.observe(_current(workload), lifecycle.Run(row.job, row.pods, row.gone), now)
+            outcome = lifecycle.observe(_current(workload), lifecycle.Run(row.job, row.pods, row.gone, row.engine),
+                                        now)
             if outcome is None:
                 continue
             if outcome.status == Status.SCHEDULING:
-                reasons = [{"pool": workload.pool.name, "code": "UNSCHEDULABLE" if "unschedulable" in text else
-                            "WAITING", "message": text, "details": {}} for text in outcome.waiting]
+                reasons = [_reason(workload.pool.name, text, outcome.engine) for text in outcome.waiting]
                 if reasons != workload.reasons:
                     Workload.objects.filter(pk=workload.pk).update(reasons=reasons, updated_at=now)
                 continue

@@ -2,7 +2,16 @@
 lifecycle"). One Job per attempt, named `wl-<first 12 of the uuid>-<attempt>` so that a retried create finds
 its own Job (409, then read back and accepted when `<prefix>workload` names this workload); the gang is
 `parallelism` = `completions` = replicas with `completionMode: Indexed`; retries are ours (`backoffLimit: 0`);
-the exec timeout is `activeDeadlineSeconds`; Job and pods carry our labels."""
+the exec timeout is `activeDeadlineSeconds`; Job and pods carry our labels.
+
+On an engine backend (DESIGN.md section 3, "Engines") the Job is the engine's to queue:
+- KAI: `schedulerName: kai-scheduler`, the leaf queue as `kai.scheduler/queue`, KAI's priority class, and the gang
+  as our own PodGroup (`podgroup_manifest`: minMember = replicas, the topology constraint), which the pods name
+  (`pod-group-name`) while `kai.scheduler/skip-podgrouper` keeps KAI's pod-grouper away: for a batch Job the
+  pod-grouper would make a PodGroup of minMember 1, which is no gang. Topology requests are also written as
+  KAI's placement annotations.
+- Kueue: `kueue.x-k8s.io/queue-name` names the project's LocalQueue and the Job starts suspended; Kueue unsuspends
+  it once its ClusterQueue reserves the quota (Kueue's batch/Job integration gangs all `parallelism` pods)."""
 
 import copy
 from dataclasses import dataclass
@@ -10,6 +19,29 @@ from typing import Any
 
 from pools.inventory.jobs import MANAGED_LABEL as MANAGED
 from pools.inventory.jobs import MANAGED_VALUE
+
+KAI_SCHEDULER = "kai-scheduler"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KAI_POD_GROUP = "pod-group-name"
+KAI_SKIP_GROUPER = "kai.scheduler/skip-podgrouper"
+KAI_TOPOLOGY = "kai.scheduler/topology"
+KAI_REQUIRED = "kai.scheduler/topology-required-placement"
+KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
+PODGROUP_API = "scheduling.run.ai/v2alpha2"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """Where an engine backend queues the Job: KAI's leaf queue or Kueue's LocalQueue."""
+
+    kind: str  # "kai" or "kueue"
+    queue: str
+    priority_class: str = ""  # KAI: its class for our priority; "" keeps OSMO_PRIORITY_CLASSES'
+    preemptible: bool = False
+    topology: str = ""  # KAI: the pool's Topology object
+    required: str = ""  # KAI: the node label every pod must share
+    preferred: str = ""  # KAI: the node label pods should share
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +56,7 @@ class Attempt:
     replicas: int
     pod_template: dict[str, Any]  # the rendered template of the pool it was admitted to: {"spec": ...}
     exec_timeout_seconds: int | None = None
+    engine: Engine | None = None
 
 
 def job_name(workload_id: str, attempt: int) -> str:
@@ -37,27 +70,78 @@ def labels(attempt: Attempt, prefix: str) -> dict[str, str]:
             f"{prefix}attempt": str(attempt.attempt)}
 
 
+def _topology_annotations(engine: Engine) -> dict[str, str]:
+    if not engine.topology or not (engine.required or engine.preferred):
+        return {}
+    found = {KAI_TOPOLOGY: engine.topology}
+    if engine.required:
+        found[KAI_REQUIRED] = engine.required
+    if engine.preferred:
+        found[KAI_PREFERRED] = engine.preferred
+    return found
+
+
 def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
                  priority_classes: dict[str, str] | None = None) -> dict[str, Any]:
     ours = labels(attempt, prefix)
+    engine = attempt.engine
+    annotations: dict[str, str] = {}
+    if engine is not None and engine.kind == "kai":
+        ours[KAI_QUEUE_LABEL] = engine.queue
+        annotations = _topology_annotations(engine)
+    elif engine is not None and engine.kind == "kueue":
+        ours[KUEUE_QUEUE_LABEL] = engine.queue
     template = copy.deepcopy(attempt.pod_template or {})
     spec = template.setdefault("spec", {})
     spec["restartPolicy"] = "Never"
-    priority_class = (priority_classes or {}).get(attempt.priority)
+    priority_class = (engine.priority_class if engine is not None else "") or \
+        (priority_classes or {}).get(attempt.priority)
     if priority_class:
         spec["priorityClassName"] = priority_class
     metadata = template.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **ours}
+    name = job_name(attempt.workload_id, attempt.attempt)
+    if engine is not None and engine.kind == "kai":
+        spec["schedulerName"] = KAI_SCHEDULER
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations, KAI_POD_GROUP: name,
+                                   KAI_SKIP_GROUPER: "true"}
     job_spec: dict[str, Any] = {
         "parallelism": attempt.replicas, "completions": attempt.replicas, "completionMode": "Indexed",
         "backoffLimit": 0, "ttlSecondsAfterFinished": ttl_seconds, "template": template,
     }
+    if engine is not None and engine.kind == "kueue":
+        job_spec["suspend"] = True
     if attempt.exec_timeout_seconds:
         job_spec["activeDeadlineSeconds"] = attempt.exec_timeout_seconds
-    return {"apiVersion": "batch/v1", "kind": "Job",
+    job_metadata: dict[str, Any] = {"name": name, "namespace": attempt.namespace, "labels": ours}
+    if annotations:
+        job_metadata["annotations"] = annotations
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_metadata, "spec": job_spec}
+
+
+def podgroup_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> dict[str, Any]:
+    """KAI's PodGroup of a Job (KAI backends): the gang of all replicas, in the Job's queue, owned by the Job so
+    that deleting the Job deletes it."""
+    engine = attempt.engine
+    assert engine is not None and engine.kind == "kai"
+    spec: dict[str, Any] = {"minMember": attempt.replicas, "queue": engine.queue,
+                            "preemptibility": "preemptible" if engine.preemptible else "non-preemptible"}
+    if engine.priority_class:
+        spec["priorityClassName"] = engine.priority_class
+    if engine.topology and (engine.required or engine.preferred):
+        constraint = {"topology": engine.topology}
+        if engine.required:
+            constraint["requiredTopologyLevel"] = engine.required
+        if engine.preferred:
+            constraint["preferredTopologyLevel"] = engine.preferred
+        spec["topologyConstraint"] = constraint
+    metadata = job.get("metadata") or {}
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": metadata.get("name"), "uid": metadata["uid"],
+              "blockOwnerDeletion": False}] if metadata.get("uid") else []
+    return {"apiVersion": PODGROUP_API, "kind": "PodGroup",
             "metadata": {"name": job_name(attempt.workload_id, attempt.attempt), "namespace": attempt.namespace,
-                         "labels": ours},
-            "spec": job_spec}
+                         "labels": labels(attempt, prefix), **({"ownerReferences": owner} if owner else {})},
+            "spec": spec}
 
 
 def owned_by(job: dict[str, Any], workload_id: str, prefix: str) -> bool:

@@ -30,6 +30,7 @@ class Run:
     job: dict[str, Any]  # job_facts ({} until its event came)
     pods: dict[str, dict[str, Any]]  # pod name -> pod_run_facts
     gone: bool = False
+    engine: dict[str, Any] = field(default_factory=dict)  # engine_facts: why KAI or Kueue holds it back, or {}
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Outcome:
     exit_code: int | None = None
     stop: bool = False  # pods may still run: delete the Job first
     waiting: list[str] = field(default_factory=list)  # why a SCHEDULING workload waits (kube-scheduler's words)
+    engine: dict[str, Any] = field(default_factory=dict)  # the engine's reason, when it holds the workload back
     started: bool = False
 
 
@@ -105,15 +107,25 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     if running and running + succeeded >= current.replicas:
         return Outcome("RUNNING", "RUNNING", f"All {current.replicas} replica(s) running.", started=True)
     waiting = []
+    if run.engine.get("code"):  # the engine's reason comes first: the kube-scheduler never saw the pods
+        waiting.append(engine_message(run.engine))
     for name, pod in sorted(pods.items()):
         if pod.get("unschedulable"):
             waiting.append(f"Pod {name} is unschedulable: {pod['unschedulable']}")
         elif pod.get("waiting") and pod.get("waiting") not in ("ContainerCreating", "PodInitializing"):
             waiting.append(f"Pod {name} waits: {pod['waiting']}"
                            + (f": {pod['waiting_message']}" if pod.get("waiting_message") else ""))
-    if not waiting:
-        return None
-    return Outcome("SCHEDULING", "WAITING", "; ".join(waiting), waiting=waiting)
+    if not waiting:  # nothing holds it back (any more): an empty list clears the reasons shown
+        return Outcome("SCHEDULING", "WAITING", "", waiting=[]) if current.status == "SCHEDULING" else None
+    return Outcome("SCHEDULING", "WAITING", "; ".join(waiting), waiting=waiting, engine=run.engine)
+
+
+ENGINE_NAMES = {"kai": "KAI Scheduler", "kueue": "Kueue"}
+
+
+def engine_message(facts: dict[str, Any]) -> str:
+    name = ENGINE_NAMES.get(facts.get("engine", ""), facts.get("engine", ""))
+    return f"{name} holds it back ({facts.get('code')}): {facts.get('message') or 'no message'}"
 
 
 def _minutes(delta: timedelta) -> str:

@@ -11,7 +11,18 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from pools.inventory.jobs import MANAGED_LABEL, MANAGED_VALUE, job_facts, job_name_of, pod_run_facts, workload_of
+from pools.cluster import Cluster, ListPage, ObjectKind
+from pools.cluster.kinds import KAI_PODGROUP, KUEUE_WORKLOAD
+from pools.inventory.jobs import (
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    engine_facts,
+    engine_job_of,
+    job_facts,
+    job_name_of,
+    pod_run_facts,
+    workload_of,
+)
 from pools.models import Backend, ManagedJob
 
 # Sent on commit with `backend_id` and `workloads` (a set of workload ids, as the Jobs' labels give them).
@@ -20,6 +31,24 @@ managed_jobs_changed = Signal()
 
 def selector() -> str:
     return f"{settings.OSMO_LABEL_PREFIX}{MANAGED_LABEL}={MANAGED_VALUE}"
+
+
+# What an engine backend says about our Jobs: KAI on the PodGroups we create (labelled ours), Kueue on the
+# Workloads it creates for our Jobs (not labelled by us: all are read, those of Jobs we hold are kept).
+ENGINE_KINDS: dict[str, ObjectKind] = {"kai": KAI_PODGROUP, "kueue": KUEUE_WORKLOAD}
+
+
+def engine_of(backend: Backend) -> str:
+    return backend.scheduler if backend.scheduler in ENGINE_KINDS else ""
+
+
+def list_engine(cluster: Cluster, engine: str, **kwargs) -> ListPage:
+    return cluster.list_objects(ENGINE_KINDS[engine], label_selector=selector() if engine == "kai" else "", **kwargs)
+
+
+def watch_engine(cluster: Cluster, engine: str, resource_version: str, **kwargs):
+    return cluster.watch_objects(ENGINE_KINDS[engine], resource_version,
+                                 label_selector=selector() if engine == "kai" else "", **kwargs)
 
 
 def ours(obj: dict[str, Any], prefix: str) -> bool:
@@ -85,6 +114,30 @@ class JobBook:
             row.pods = {**row.pods, name: facts}
             self.changed.add((row.namespace, row.name))
 
+    def engine(self, kind: str, obj: dict[str, Any], engine: str) -> None:
+        job = engine_job_of(obj, engine)
+        if not job:
+            return
+        key = (str((obj.get("metadata") or {}).get("namespace") or ""), job)
+        row = self.rows.get(key)
+        if row is None:
+            if not ours(obj, self.prefix):
+                return  # a Kueue Workload of a Job that is not ours (or not seen yet: the Job's event makes the row)
+            row = self._row(key[0], job, obj)
+        facts = {} if kind == "DELETED" else engine_facts(obj, engine)
+        if row.engine != facts:
+            row.engine = facts
+            self.changed.add(key)
+
+    def engine_unless_listed(self, listed: set[tuple[str, str]]) -> None:
+        """After a full list of the engine's objects: what it no longer says is cleared."""
+        for row in ManagedJob.objects.filter(backend=self.backend).exclude(engine={}):
+            key = (row.namespace, row.name)
+            if key not in listed:
+                row = self.rows.setdefault(key, row)
+                row.engine = {}
+                self.changed.add(key)
+
     def gone_unless_listed(self, listed: set[tuple[str, str]]) -> None:
         """After a full list of Jobs: those we hold that it did not name are gone."""
         for row in ManagedJob.objects.filter(backend=self.backend, gone=False):
@@ -113,7 +166,7 @@ class JobBook:
             row.updated_at = self.now
             (update if row.pk else new).append(row)
         ManagedJob.objects.bulk_create(new, batch_size=1000)
-        ManagedJob.objects.bulk_update(update, ["job", "pods", "gone", "updated_at"], batch_size=1000)
+        ManagedJob.objects.bulk_update(update, ["job", "pods", "engine", "gone", "updated_at"], batch_size=1000)
         workloads = {self.rows[key].workload for key in self.changed}
         if workloads:
             backend_id = self.backend.pk
@@ -122,8 +175,13 @@ class JobBook:
         return workloads
 
 
-def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict]) -> set[tuple[str, str]]:
+def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict], engine_objects: Iterable[dict] = (),
+            engine: str = "") -> set[tuple[str, str]]:
     keys = set()
+    for obj in engine_objects:
+        job = engine_job_of(obj, engine)
+        if job:
+            keys.add((str((obj.get("metadata") or {}).get("namespace") or ""), job))
     for obj in job_objects:
         metadata = obj.get("metadata") or {}
         keys.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
@@ -134,25 +192,31 @@ def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict]) -> set[tup
     return keys
 
 
-def apply_events(backend: Backend, job_events: list, pod_events: list) -> set[str]:
+def apply_events(backend: Backend, job_events: list, pod_events: list, engine_events: list = (),
+                 engine: str = "") -> set[str]:
     """One batch of watch events (WatchEvent), in the caller's transaction."""
     prefix = settings.OSMO_LABEL_PREFIX
     pods = [e for e in pod_events if ours(e.object, prefix)]
-    if not job_events and not pods:
+    if not job_events and not pods and not engine_events:
         return set()
-    book = JobBook(backend, keys_of([e.object for e in job_events], [e.object for e in pods]))
+    book = JobBook(backend, keys_of([e.object for e in job_events], [e.object for e in pods],
+                                    [e.object for e in engine_events], engine))
     for event in job_events:
         book.job(event.type, event.object)
     for event in pods:
         book.pod(event.type, event.object)
+    for event in engine_events:
+        book.engine(event.type, event.object, engine)
     return book.save()
 
 
-def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None) -> set[str]:
-    """After a full list of Jobs and/or pods (None: not listed this time), in the caller's transaction."""
+def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None,
+              engine_objects: list[dict] | None = None, engine: str = "") -> set[str]:
+    """After a full list of Jobs, pods and/or the engine's objects (None: not listed this time), in the caller's
+    transaction."""
     prefix = settings.OSMO_LABEL_PREFIX
     mine = [p for p in pods or [] if ours(p, prefix)]
-    book = JobBook(backend, keys_of(jobs or [], mine))
+    book = JobBook(backend, keys_of(jobs or [], mine, engine_objects or [], engine))
     if jobs is not None:
         for obj in jobs:
             book.job("ADDED", obj)
@@ -162,4 +226,8 @@ def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None
             book.pod("ADDED", obj)
         book.pods_unless_listed({(str(p["metadata"].get("namespace") or ""), job_name_of(p),
                                   str(p["metadata"].get("name") or "")) for p in mine})
+    if engine_objects is not None:
+        for obj in engine_objects:
+            book.engine("ADDED", obj, engine)
+        book.engine_unless_listed(keys_of([], [], engine_objects, engine))
     return book.save()

@@ -23,7 +23,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.cluster import Cluster, ClusterError, Expired, ListPage, WatchEvent
+from pools.cluster import Cluster, ClusterError, Expired, ListPage, NotFound, WatchEvent
 from pools.cluster.connect import connect
 from pools.cluster.reflector import Follower, list_all
 from pools.fleet import managed_jobs
@@ -287,6 +287,9 @@ class BackendSync:
         self.label = pool_label()
         self._recompute: Recompute | None = None
         self._listed_pods: list[PodFacts] = []
+        # KAI's PodGroups or Kueue's Workloads too on an engine backend: why the engine holds our Jobs back.
+        self.engine = managed_jobs.engine_of(backend)
+        self.kinds = ("nodes", "pods", "jobs", "engine") if self.engine else ("nodes", "pods", "jobs")
 
     @property
     def recompute(self) -> Recompute:
@@ -305,9 +308,8 @@ class BackendSync:
         self._lease = lease
         try:
             self.backend.refresh_from_db()
-            if relist or seconds <= 0 or not (self.backend.nodes_resource_version
-                                               and self.backend.pods_resource_version
-                                               and self.backend.jobs_resource_version):
+            if relist or seconds <= 0 or not all(getattr(self.backend, f"{kind}_resource_version")
+                                                 for kind in self.kinds):
                 self.full_sync()
             if seconds > 0:
                 self.follow(self.clock() + seconds)
@@ -331,14 +333,17 @@ class BackendSync:
             nodes = list_all(self.cluster.list_nodes)
             pods = list_all(self.cluster.list_pods)
             jobs = list_all(self._list_jobs)
+            engine = self._list_engine_or_skip() if self.engine else None
             self.stats.relists += 1
 
             def write() -> None:
                 with transaction.atomic():
                     self._reconcile_pods(pods.items)
                     self._reconcile_nodes(nodes.items, usage=usage_from_pods(self._listed_pods))
-                    managed_jobs.reconcile(self.backend, jobs.items, pods.items)
-                    self._save_versions(nodes.resource_version, pods.resource_version, jobs.resource_version)
+                    managed_jobs.reconcile(self.backend, jobs.items, pods.items,
+                                           engine.items if engine else None, self.engine)
+                    self._save_versions(nodes.resource_version, pods.resource_version, jobs.resource_version,
+                                        engine.resource_version if engine else None)
 
             retry_locked(write, what=f"backend {self.backend.name}: full sync", before_retry=self._counts_reset())
             self._listed_pods = []
@@ -349,9 +354,27 @@ class BackendSync:
     def _watch_jobs(self, resource_version: str, **kwargs):
         return self.cluster.watch_jobs(managed_jobs.selector(), resource_version, **kwargs)
 
+    def _list_engine_or_skip(self) -> ListPage | None:
+        """The engine's objects; a cluster without the engine's CRDs is an error to show, not a reason to stop
+        following nodes, pods and Jobs."""
+        try:
+            return list_all(self._list_engine)
+        except NotFound:
+            kind = managed_jobs.ENGINE_KINDS[self.engine]
+            self.stats.errors.append(f"backend {self.backend.name} is scheduled by {self.engine} but the cluster does "
+                                     f"not serve {kind.plural}.{kind.group}: is the engine installed?")
+            self.kinds = ("nodes", "pods", "jobs")
+            return None
+
+    def _list_engine(self, **kwargs) -> ListPage:
+        return managed_jobs.list_engine(self.cluster, self.engine, **kwargs)
+
+    def _watch_engine(self, resource_version: str, **kwargs):
+        return managed_jobs.watch_engine(self.cluster, self.engine, resource_version, **kwargs)
+
     def _relist(self, kind: str) -> str:
         page = list_all({"nodes": self.cluster.list_nodes, "pods": self.cluster.list_pods,
-                         "jobs": self._list_jobs}[kind])
+                         "jobs": self._list_jobs, "engine": self._list_engine}[kind])
         self.stats.relists += 1
 
         def write() -> None:
@@ -362,6 +385,9 @@ class BackendSync:
                 elif kind == "jobs":
                     managed_jobs.reconcile(self.backend, page.items, None)
                     self._save_versions(jobs=page.resource_version)
+                elif kind == "engine":
+                    managed_jobs.reconcile(self.backend, None, None, page.items, self.engine)
+                    self._save_versions(engine=page.resource_version)
                 else:
                     touched = self._reconcile_pods(page.items)
                     self._recompute_nodes(touched, {})
@@ -425,9 +451,10 @@ class BackendSync:
         self.stats.nodes_written += written
         self.stats.nodes_deleted += removed
 
-    def _save_versions(self, nodes: str | None = None, pods: str | None = None, jobs: str | None = None) -> None:
+    def _save_versions(self, nodes: str | None = None, pods: str | None = None, jobs: str | None = None,
+                       engine: str | None = None) -> None:
         values = {}
-        for kind, version in (("nodes", nodes), ("pods", pods), ("jobs", jobs)):
+        for kind, version in (("nodes", nodes), ("pods", pods), ("jobs", jobs), ("engine", engine)):
             if version is not None:
                 values[f"{kind}_resource_version"] = version
                 setattr(self.backend, f"{kind}_resource_version", version)
@@ -441,7 +468,7 @@ class BackendSync:
         events: queue.Queue = queue.Queue()
         limit = MAX_BATCH_SQLITE if connection.vendor == "sqlite" else MAX_BATCH
         running = {}
-        for kind in ("nodes", "pods", "jobs"):
+        for kind in self.kinds:
             running[kind] = self._start(kind, getattr(self.backend, f"{kind}_resource_version"), deadline, events)
         while running:
             batch: list[tuple[str, Any]] = []
@@ -458,8 +485,9 @@ class BackendSync:
             node_events = [item for kind, item in batch if kind == "nodes"]
             pod_events = [item for kind, item in batch if kind == "pods"]
             job_events = [item for kind, item in batch if kind == "jobs"]
-            if node_events or pod_events or job_events:
-                self.apply(node_events, pod_events, job_events)
+            engine_events = [item for kind, item in batch if kind == "engine"]
+            if node_events or pod_events or job_events or engine_events:
+                self.apply(node_events, pod_events, job_events, engine_events)
             for kind, item in batch:
                 if kind.startswith("end:"):
                     ended = kind.removeprefix("end:")
@@ -478,7 +506,8 @@ class BackendSync:
                 raise ClusterError(f"backend {self.backend.name}: lost the sync lease")
 
     def _start(self, kind: str, version: str, deadline: float, events: queue.Queue) -> Follower:
-        watch = self._watch_jobs if kind == "jobs" else getattr(self.cluster, f"watch_{kind}")
+        watch = {"jobs": self._watch_jobs, "engine": self._watch_engine}.get(kind) or getattr(self.cluster,
+                                                                                              f"watch_{kind}")
         follower = Follower(self._recording(watch), version, timeout_seconds=60, clock=self.clock,
                             log=log)
 
@@ -511,17 +540,17 @@ class BackendSync:
         return recorded
 
     def apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent],
-              job_events: list[WatchEvent] = ()) -> None:
+              job_events: list[WatchEvent] = (), engine_events: list[WatchEvent] = ()) -> None:
         """Apply one batch of watch events in one transaction. A batch that finds the database locked is
         tried again whole (its counts too); only a lock that outlasts every try ends the run, and the next
         run resumes from the last stored resourceVersion."""
-        count = len(node_events) + len(pod_events) + len(job_events)
-        retry_locked(lambda: self._apply(node_events, pod_events, list(job_events)),
+        count = len(node_events) + len(pod_events) + len(job_events) + len(engine_events)
+        retry_locked(lambda: self._apply(node_events, pod_events, list(job_events), list(engine_events)),
                      before_retry=self._counts_reset(), what=f"backend {self.backend.name}: batch of {count} events")
 
     def _apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent],
-               job_events: list[WatchEvent]) -> None:
-        self.stats.events += len(node_events) + len(pod_events) + len(job_events)
+               job_events: list[WatchEvent], engine_events: list[WatchEvent] = ()) -> None:
+        self.stats.events += len(node_events) + len(pod_events) + len(job_events) + len(engine_events)
         self.stats.batches += 1
         with transaction.atomic():
             touched: set[str] = set()
@@ -547,9 +576,10 @@ class BackendSync:
                     deleted.discard(node.name)
                     facts[node.name] = node
             self._recompute_nodes(touched, facts, deleted)
-            managed_jobs.apply_events(self.backend, job_events, pod_events)
+            managed_jobs.apply_events(self.backend, job_events, pod_events, engine_events, self.engine)
             versions = {}
-            for kind, kind_events in (("nodes", node_events), ("pods", pod_events), ("jobs", job_events)):
+            for kind, kind_events in (("nodes", node_events), ("pods", pod_events), ("jobs", job_events),
+                                      ("engine", engine_events)):
                 if kind_events:
                     versions[kind] = kind_events[-1].resource_version
             self._save_versions(**versions)
@@ -610,7 +640,7 @@ def mark_stale_backends(now=None) -> list[str]:
             status="Unknown", reasons=[f"Backend {backend.name} not synced since {since}"])
         if marked:
             Backend.objects.filter(pk=backend.pk).update(nodes_resource_version="", pods_resource_version="",
-                                                            jobs_resource_version="")
+                                                            jobs_resource_version="", engine_resource_version="")
             names.append(backend.name)
     return names
 

@@ -77,3 +77,68 @@ def job_name_of(pod: Mapping[str, Any]) -> str:
         if owner.get("kind") == "Job" and owner.get("name"):
             return str(owner["name"])
     return ""
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str)) else None
+
+
+def _figures(details: Mapping[str, Any]) -> dict[str, Any]:
+    """KAI's queue figures (queueDetails), kept as KAI gives them (GPUs, millicores, MB)."""
+    queue = _mapping(_mapping(details).get("queueDetails"))
+    figures: dict[str, Any] = {}
+    if queue.get("name"):
+        figures["queue"] = str(queue["name"])
+    for key, value in queue.items():
+        if key.endswith("Resources") or key.endswith("Limits"):
+            figures[key] = {str(k): _number(v) for k, v in _mapping(value).items()}
+    return figures
+
+
+def podgroup_facts(podgroup: Mapping[str, Any]) -> dict[str, Any]:
+    """Why KAI Scheduler leaves a PodGroup unscheduled, from its `status.schedulingConditions` (the latest
+    transition); {} once it is scheduled or before KAI looked at it."""
+    conditions = [_mapping(c) for c in _mapping(podgroup.get("status")).get("schedulingConditions") or []]
+    if not conditions:
+        return {}
+    latest = max(conditions, key=lambda c: (str(c.get("lastTransitionTime") or ""),
+                                            int(c["transitionID"]) if str(c.get("transitionID") or "").isdigit()
+                                            else 0))
+    reasons = [_mapping(r) for r in latest.get("reasons") or []]
+    first = reasons[0] if reasons else {}
+    message = str(latest.get("message") or first.get("message") or "")
+    code = str(first.get("reason") or latest.get("reason") or latest.get("type") or "Unschedulable")
+    return {"engine": "kai", "code": code, "message": message, "node_pool": str(latest.get("nodePool") or ""),
+            "details": _figures(first.get("details") or {}),
+            "reasons": [str(r.get("reason")) for r in reasons if r.get("reason")]}
+
+
+def kueue_workload_facts(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """Why Kueue has not admitted a Workload: its `QuotaReserved=False` reason and message ({} once reserved)."""
+    for condition in _mapping(workload.get("status")).get("conditions") or []:
+        condition = _mapping(condition)
+        if condition.get("type") == "QuotaReserved":
+            if condition.get("status") == "True":
+                return {}
+            return {"engine": "kueue", "code": str(condition.get("reason") or "Pending"),
+                    "message": str(condition.get("message") or ""), "details": {}, "reasons": []}
+    return {}
+
+
+def engine_job_of(obj: Mapping[str, Any], engine: str) -> str:
+    """The Job an engine object stands for: our PodGroups (engine "kai") are named as their Job, Kueue's
+    Workloads are owned by theirs."""
+    metadata = _mapping(obj.get("metadata"))
+    if engine == "kueue":
+        for owner in metadata.get("ownerReferences") or []:
+            owner = _mapping(owner)
+            if owner.get("kind") == "Job" and owner.get("name"):
+                return str(owner["name"])
+        return ""
+    return str(metadata.get("name") or "")
+
+
+def engine_facts(obj: Mapping[str, Any], engine: str) -> dict[str, Any]:
+    if engine == "kueue":
+        return kueue_workload_facts(obj)
+    return podgroup_facts(obj)

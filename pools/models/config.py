@@ -53,6 +53,7 @@ class Backend(models.Model):
     nodes_resource_version = models.CharField(max_length=64, blank=True, editable=False)
     pods_resource_version = models.CharField(max_length=64, blank=True, editable=False)
     jobs_resource_version = models.CharField(max_length=64, blank=True, editable=False)
+    engine_resource_version = models.CharField(max_length=64, blank=True, editable=False)  # PodGroups, Workloads
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
     sync_error = models.TextField(blank=True, editable=False)
     sync_failing_since = models.DateTimeField(null=True, blank=True, editable=False)

@@ -192,6 +192,7 @@ class ManagedJob(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     job = models.JSONField(default=dict, blank=True)  # job_facts; {} until the Job's own event
     pods = models.JSONField(default=dict, blank=True)  # pod name -> pod_run_facts (kept after the pod goes)
+    engine = models.JSONField(default=dict, blank=True)  # engine_facts: why KAI or Kueue holds it back, or {}
     gone = models.BooleanField(default=False)
     updated_at = models.DateTimeField()
 

@@ -7,10 +7,18 @@ from decimal import Decimal
 from django.conf import settings
 
 from pools.cluster import ObjectKind
-from pools.cluster.kinds import KAI_QUEUE, KAI_TOPOLOGY
-from pools.models import Backend, Department, Pool, Project, Quota
+from pools.cluster.kinds import (
+    KAI_QUEUE,
+    KAI_TOPOLOGY,
+    KUEUE_CLUSTER_QUEUE,
+    KUEUE_COHORT,
+    KUEUE_LOCAL_QUEUE,
+    KUEUE_RESOURCE_FLAVOR,
+)
+from pools.engine import merge_all, render
+from pools.models import Backend, Department, Platform, PodTemplate, Pool, Project, Quota
 
-from . import kai
+from . import kai, kueue
 
 Wanted = list[tuple[ObjectKind, dict[tuple[str, str], dict]]]
 
@@ -52,12 +60,52 @@ def kai_objects(backend: Backend) -> Wanted:
     return [(KAI_QUEUE, queues), (KAI_TOPOLOGY, topologies)]
 
 
+def _platforms(pools: list[Pool]) -> list[kueue.Platform]:
+    """Each platform's node selector and tolerations as pools.config.effective.effective_platform renders them.
+    Restated rather than imported: pools.config imports this package (the outbox), and the import contracts allow
+    no cycle; tests/schedulers/test_kueue_reconcile.py holds the two equal."""
+    by_id = {pool.pk: pool for pool in pools}
+    platforms = list(Platform.objects.filter(pool__in=pools).order_by("pool__name", "position", "name"))
+    names = {name for pool in pools for name in pool.common_pod_template}
+    names |= {name for platform in platforms for name in platform.override_pod_template}
+    templates = dict(PodTemplate.objects.filter(name__in=names).values_list("name", "body"))
+    made = []
+    for platform in platforms:
+        pool = by_id[platform.pool_id]
+        order = dict.fromkeys([*pool.common_pod_template, *platform.override_pod_template])
+        spec = merge_all(templates[name] for name in order).get("spec") or {}
+        variables = {**pool.common_default_variables, **platform.default_variables}
+        path = f"platforms.{platform.name}.pod_template.spec"
+        made.append(kueue.Platform(
+            pool.name, platform.name,
+            render({**(spec.get("nodeSelector") or {}), **pool.node_selector}, variables, f"{path}.nodeSelector"),
+            render(spec.get("tolerations") or [], variables, f"{path}.tolerations")))
+    return made
+
+
+def kueue_objects(backend: Backend) -> Wanted:
+    """Flavors, cohorts, ClusterQueues and LocalQueues, in the order Kueue needs them to exist."""
+    pools = list(Pool.objects.filter(backend=backend).order_by("name"))
+    names = {pool.pk: pool.name for pool in pools}
+    department_rows, project_rows = defaultdict(dict), defaultdict(dict)
+    for row in Quota.objects.filter(pool__in=pools):
+        rows = department_rows[row.department_id] if row.department_id else project_rows[row.project_id]
+        rows[names[row.pool_id]] = _unit(row)
+    departments = [kueue.Department(d.name, department_rows[d.pk]) for d in Department.objects.order_by("name")]
+    projects = [kueue.Project(p.name, p.department.name, p.namespace, project_rows[p.pk])
+                for p in Project.objects.select_related("department").order_by("name")]
+    made = kueue.objects(_platforms(pools), departments, projects, prefix=settings.OSMO_LABEL_PREFIX)
+    kinds = (KUEUE_RESOURCE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE)
+    return [(kind, {_key(obj): obj for obj in objects}) for kind, objects in zip(kinds, made, strict=True)]
+
+
 def for_backend(backend: Backend) -> Wanted:
     """The objects the backend's engine should hold; every kind we manage is listed, empty where the backend's
     engine is another (so that switching engines deletes what we wrote for the old one)."""
-    wanted = {Backend.Scheduler.KAI: kai_objects}.get(backend.scheduler, lambda _: [])(backend)
+    builders = {Backend.Scheduler.KAI: kai_objects, Backend.Scheduler.KUEUE: kueue_objects}
+    wanted = builders.get(backend.scheduler, lambda _: [])(backend)
     present = {kind for kind, _ in wanted}
     return wanted + [(kind, {}) for kind in MANAGED_KINDS if kind not in present]
 
 
-MANAGED_KINDS = (KAI_QUEUE, KAI_TOPOLOGY)
+MANAGED_KINDS = (KAI_QUEUE, KAI_TOPOLOGY, KUEUE_RESOURCE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE)

@@ -114,10 +114,28 @@ def _queue(name: str, parent: str | None, unit: Unit, object_labels: dict[str, s
             "spec": spec}
 
 
+def topology_name(pool: str) -> str:
+    return _part(pool)
+
+
+def placement(keys: list[dict[str, str]], requests: list[dict[str, str]]) -> tuple[str, str]:
+    """A workload's topology requests as KAI's (required, preferred) node labels: per kind the finest level asked
+    for, since the pool's levels nest coarsest first and pods sharing a rack share its zone."""
+    order = {key["key"]: (i, key["label"]) for i, key in enumerate(keys)}
+    chosen = {}
+    for item in requests:
+        found = order.get(item.get("key"))
+        kind = "preferred" if item.get("requirement") == "preferred" else "required"
+        if found is not None and (kind not in chosen or found[0] > chosen[kind][0]):
+            chosen[kind] = found
+    return (chosen["required"][1] if "required" in chosen else "",
+            chosen["preferred"][1] if "preferred" in chosen else "")
+
+
 def topology(pool: str, keys: list[dict[str, str]], *, prefix: str) -> dict[str, Any] | None:
     """The pool's Topology (levels as `topology_keys` orders them, coarsest first), or None without keys."""
     if not keys:
         return None
     return {"apiVersion": TOPOLOGY_API, "kind": "Topology",
-            "metadata": {"name": _part(pool), "labels": labels(prefix, pool)},
+            "metadata": {"name": topology_name(pool), "labels": labels(prefix, pool)},
             "spec": {"levels": [{"nodeLabel": key["label"]} for key in keys]}}

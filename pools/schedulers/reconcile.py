@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, ObjectKind
+from pools.cluster.kinds import KUEUE_LOCAL_QUEUE
+from pools.engine import ConfigError
 from pools.models import Backend
 
 from . import kai
@@ -73,6 +75,15 @@ def _same(existing: dict, wanted: dict) -> bool:
         labels.get(key) == value for key, value in wanted["metadata"]["labels"].items())
 
 
+def _merge_patch(old: dict, new: dict) -> dict:
+    """The JSON merge patch from `old` to `new`: a key `new` no longer has is nulled, or the patch would keep it."""
+    patch = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        patch[key] = _merge_patch(before, value) if isinstance(value, dict) and isinstance(before, dict) else value
+    return patch
+
+
 def _put(cluster: Cluster, kind: ObjectKind, key: tuple[str, str], obj: dict, existing: dict | None,
          result: Reconciled) -> None:
     namespace = key[0] or None
@@ -89,7 +100,8 @@ def _put(cluster: Cluster, kind: ObjectKind, key: tuple[str, str], obj: dict, ex
             if _same(existing, obj):
                 result.unchanged += 1
                 return
-    cluster.patch_object(kind, key[1], {"metadata": {"labels": obj["metadata"]["labels"]}, "spec": obj["spec"]},
+    cluster.patch_object(kind, key[1], {"metadata": {"labels": obj["metadata"]["labels"]},
+                                        "spec": _merge_patch(existing.get("spec") or {}, obj["spec"])},
                          namespace=namespace)
     result.updated.append(_label(kind, key))
 
@@ -129,7 +141,19 @@ def apply(cluster: Cluster, wanted: Wanted) -> Reconciled:
 
 
 def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
-    return apply(cluster, for_backend(backend))
+    """On a Kueue backend the projects' namespaces are made first (labelled as ours, as dispatch does), since a
+    LocalQueue lives in one. A configuration Kueue cannot hold is an error kept on the backend, like a cluster's."""
+    try:
+        wanted = for_backend(backend)
+    except ConfigError as exc:
+        raise ClusterError(f"Kueue cannot hold this configuration: {exc.message}") from exc
+    if backend.scheduler == Backend.Scheduler.KUEUE:
+        prefix = settings.OSMO_LABEL_PREFIX
+        local_queues = dict(wanted)[KUEUE_LOCAL_QUEUE]
+        for (namespace, _), obj in sorted(local_queues.items()):
+            cluster.ensure_namespace(namespace, {f"{prefix}{kai.MANAGED_LABEL}": kai.MANAGED_VALUE,
+                                                 f"{prefix}project": obj["metadata"]["labels"][f"{prefix}project"]})
+    return apply(cluster, wanted)
 
 
 def run(backend: Backend, cluster: Cluster, now=None) -> Reconciled | None:
