@@ -63,7 +63,13 @@ def reconcile_engines() -> dict:
             continue
         if not is_connected(backend):
             continue
-        result = run(backend, shared_cluster_for(backend))
+        try:
+            cluster = shared_cluster_for(backend)
+        except ClusterError as exc:  # a kubeconfig gone, say: kept on the backend like any reconcile failure
+            Backend.objects.filter(pk=backend.pk).update(engine_error=exc.message[:2000])
+            outcome[backend.name] = {"error": exc.message}
+            continue
+        result = run(backend, cluster)
         outcome[backend.name] = result.summary() if result else {"error": Backend.objects.values_list(
             "engine_error", flat=True).get(pk=backend.pk)}
     return outcome

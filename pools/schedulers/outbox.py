@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger("pools.schedulers")
-ENGINE_KINDS = {"pool", "department", "project"}  # the documents KAI's and Kueue's objects are made from
+ENGINE_KINDS = {"POOL", "DEPARTMENT", "PROJECT"}  # (ConfigKind) the documents KAI's and Kueue's objects are made from
 
 
 def _send() -> None:
