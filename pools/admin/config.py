@@ -3,18 +3,24 @@ form runs the real write path in a rolled-back transaction (`writes.validate`), 
 `writes.import_document`, so every admin edit is a numbered revision too."""
 
 
+import logging
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.forms.models import BaseInlineFormSet
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince
 
 from pools.admin.base import VersionedAdmin, pre, validated
 from pools.admin.forms import JSONDocumentField, NameListField
+from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
 from pools.config import history, writes
 from pools.config.writes import pool_to_document
 from pools.engine import ConfigError
+from pools.fleet.sync import shared_cluster_for
 from pools.fleet.usage import backend_online
 from pools.models import (
     Backend,
@@ -27,6 +33,9 @@ from pools.models import (
     ResourceValidation,
     SyncLog,
 )
+from pools.schedulers import reconcile
+
+log = logging.getLogger("pools.admin")
 
 # ---- pools and platforms -----------------------------------------------------------------------------
 
@@ -224,15 +233,64 @@ class SyncLogInline(admin.TabularInline):
         return super().get_queryset(request).order_by("-at", "-id")
 
 
+def engine_object_count(backend: Backend) -> int:
+    return sum((backend.engine_objects or {}).get("objects", {}).values())
+
+
+def engine_has_nothing(backend: Backend) -> bool:
+    """A backend on the default scheduler that holds none of our engine objects: nothing to reconcile."""
+    return backend.scheduler == Backend.Scheduler.DEFAULT and not engine_object_count(backend)
+
+
+def reconcile_backend(backend: Backend) -> tuple[str, str]:
+    """(level, message) of one reconcile run, for the admin action; never raises."""
+    engine = backend.get_scheduler_display()
+    if engine_has_nothing(backend):
+        return messages.INFO, f"{backend.name}: {engine}, no engine objects of ours: nothing to reconcile."
+    if not is_connected(backend):
+        return messages.ERROR, f"{backend.name}: not connected (set its kubeconfig or in-cluster configuration)."
+    try:
+        result = reconcile.run(backend, shared_cluster_for(backend))
+    except ClusterError as exc:
+        return messages.ERROR, f"{backend.name}: {exc.message}"
+    except Exception as exc:  # a malformed kubeconfig raises the client's own errors: a message, not a 500
+        log.exception("backend %s: engine reconcile failed", backend.name)
+        return messages.ERROR, f"{backend.name}: unexpected {type(exc).__name__}: {exc}"
+    if result is None:
+        error = Backend.objects.values_list("engine_error", flat=True).get(pk=backend.pk)
+        return messages.ERROR, f"{backend.name}: reconcile failed: {error}"
+    summary = result.summary()
+    counts = ", ".join(f"{kind} {n}" for kind, n in summary["objects"].items()) or "none"
+    text = (f"{backend.name} ({engine}): created {summary['created']}, updated {summary['updated']}, "
+            f"deleted {summary['deleted']}, unchanged {summary['unchanged']}; objects now: {counts}.")
+    if result.refused:
+        return messages.WARNING, f"{text} Left alone (the name is taken by an object not ours): " \
+                                 f"{', '.join(result.refused)}."
+    return messages.SUCCESS, text
+
+
 @admin.register(Backend)
 class BackendAdmin(admin.ModelAdmin):
     form = BackendForm
-    list_display = ["name", "kind", "scheduler", "node_total", "last_sync_at", "sync_state"]
+    list_display = ["name", "kind", "engine_column", "node_total", "last_sync_at", "sync_state"]
     list_filter = ["kind", "scheduler"]
     search_fields = ["name", "description"]
-    readonly_fields = ["last_sync_at", "sync_state", "sync_error", "sync_failing_since", "nodes_resource_version",
+    readonly_fields = ["engine_state", "engine_managed", "engine_reconciled_at", "engine_error", "last_sync_at",
+                       "sync_state", "sync_error", "sync_failing_since", "nodes_resource_version",
                        "pods_resource_version"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "kind", "kubeconfig_path", "kube_context", "in_cluster"]}),
+        ("Engine (admission and placement)", {
+            "fields": ["scheduler", "engine_state", "engine_managed", "engine_reconciled_at", "engine_error"],
+            "description": "KAI Scheduler and Kueue backends: we write our quotas into the engine's objects "
+                           "(KAI Queues and Topologies, Kueue's queues) and the engine admits and places the work. "
+                           "The default scheduler: our own admission does."}),
+        ("Nodes", {"fields": ["toolkit_on_host", "node_condition_rules"]}),
+        ("Sync", {"fields": ["last_sync_at", "sync_state", "sync_error", "sync_failing_since",
+                             "nodes_resource_version", "pods_resource_version"]}),
+    ]
     inlines = [SyncLogInline]
+    actions = ["reconcile_engine"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(node_total=Count("nodes"))
@@ -248,6 +306,65 @@ class BackendAdmin(admin.ModelAdmin):
         if backend.sync_error:
             return f"failing since {backend.sync_failing_since:%Y-%m-%d %H:%M:%S}: {backend.sync_error}"
         return "ok" if backend_online(backend) else "not synced recently"
+
+    @admin.display(description="Engine", ordering="scheduler")
+    def engine_column(self, backend):
+        """"KAI Scheduler · 14 objects · 2 minutes ago", or the engine and its error."""
+        parts = [backend.get_scheduler_display()]
+        if engine_has_nothing(backend):
+            return format_html("{}", parts[0])
+        if backend.engine_error:
+            return format_html('{} · <span class="errornote">failing: {}</span>', parts[0],
+                               _short(backend.engine_error, 120))
+        count = engine_object_count(backend)
+        parts.append(f"{count} object{'' if count == 1 else 's'}")
+        parts.append(_ago(backend.engine_reconciled_at) if backend.engine_reconciled_at else "not reconciled yet")
+        return " · ".join(parts)
+
+    @admin.display(description="Engine")
+    def engine_state(self, backend):
+        if not backend or not backend.pk:
+            return "-"
+        text = self.engine_column(backend)
+        return format_html("<strong>{}</strong>", text)
+
+    @admin.display(description="Objects we manage in it")
+    def engine_managed(self, backend):
+        if not backend or not backend.pk:
+            return "-"
+        stored = backend.engine_objects or {}
+        counts = stored.get("objects") or {}
+        if not stored:
+            return "none recorded yet (no reconcile has succeeded)"
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", sorted(counts.items())) \
+            or format_html('<tr><td colspan="2">none</td></tr>')
+        changes = ", ".join(f"{key} {stored.get(key, 0)}" for key in ("created", "updated", "deleted", "unchanged"))
+        refused = stored.get("refused") or []
+        return format_html(
+            '<table class="engine-objects"><thead><tr><th scope="col">Kind</th><th scope="col">Objects</th></tr>'
+            "</thead><tbody>{}</tbody></table><p>Last run: {}.</p>{}",
+            rows, changes,
+            format_html("<p>Left alone, their names taken by objects that are not ours: {}</p>",
+                        ", ".join(refused)) if refused else "",
+        )
+
+    @admin.action(description="Reconcile engine objects now", permissions=["change"])
+    def reconcile_engine(self, request, queryset):
+        for backend in queryset:
+            level, text = reconcile_backend(backend)
+            self.message_user(request, text, level)
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _ago(moment) -> str:
+    now = timezone.now()
+    if (now - moment).total_seconds() < 60:
+        return "less than a minute ago"
+    return f"{timesince(moment, now, depth=1)} ago"
 
 
 @admin.register(Node)

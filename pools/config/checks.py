@@ -4,7 +4,7 @@ Pure Python: callers pass what the database holds as plain mappings. Field rules
 document live in `pools.documents`.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pools.config.documents import PoolDoc
@@ -91,3 +91,22 @@ def _check_rules_render(pool: PoolDoc, platform_name: str, variables: dict, cata
 def check_pools(pools: Mapping[str, PoolDoc], catalog: Catalog) -> None:
     for pool in pools.values():
         check_pool(pool, catalog)
+
+
+def check_topology_labels(pool: str, topology_keys: Sequence[Mapping[str, str]], nodes: int,
+                          carried: Callable[[str], bool]) -> str:
+    """A KAI Topology level whose node label no node of the pool carries places nothing: refuse it. `nodes` is
+    how many nodes the pool has, `carried(label)` whether one of them carries the label. A pool without nodes
+    (its backend not synced yet) cannot be checked: accepted, with the warning returned ("" otherwise)."""
+    if not nodes:
+        keys = ", ".join(f'"{item["key"]}" ({item["label"]})' for item in topology_keys)
+        return (f"Pool {pool} has no nodes yet, so its topology keys {keys} could not be checked against node "
+                "labels.")
+    for item in topology_keys:
+        if not carried(item["label"]):
+            raise ConfigError(
+                f'Pool {pool}: topology key "{item["key"]}" uses node label {item["label"]}, which no node of the '
+                f"pool carries ({nodes} node{'' if nodes == 1 else 's'} checked).",
+                field=f"{pool}.topology_keys",
+            )
+    return ""

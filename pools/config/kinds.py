@@ -17,6 +17,7 @@ class WriteResult:
     deleted: list[str] = field(default_factory=list)
     revisions: list[int] = field(default_factory=list)
     backends_created: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # accepted, but worth the writer's attention
 
     @property
     def changed(self) -> bool:
@@ -33,6 +34,8 @@ class WriteResult:
         if self.backends_created:
             text += (f". Registered backend {', '.join(self.backends_created)} (not connected yet: "
                      "set its kubeconfig in the admin)")
+        for warning in self.warnings:
+            text += f". Warning: {warning}"
         return text
 
     def as_dict(self) -> dict[str, Any]:

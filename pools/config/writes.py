@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.config import history
-from pools.config.checks import Catalog, check_pools, referenced_names
+from pools.config.checks import Catalog, check_pools, check_topology_labels, referenced_names
 from pools.config.documents import (
     PlatformDoc,
     PoolDoc,
@@ -21,7 +21,16 @@ from pools.config.effective import effective_pool
 from pools.config.history import ConfigNotFound
 from pools.config.kinds import Kind, WriteResult, get, register, run_after_write
 from pools.engine import ConfigError
-from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
+from pools.models import (
+    Backend,
+    ConfigKind,
+    ConfigRevision,
+    Node,
+    Platform,
+    PodTemplate,
+    Pool,
+    ResourceValidation,
+)
 from pools.models.bulk import assign, bulk_update_changed
 
 Action = ConfigRevision.Action
@@ -123,6 +132,9 @@ def import_document(
     with transaction.atomic():
         result = handler.write(documents, author, description)
         run_after_write(kind, result)
+        if kind == ConfigKind.POOL:
+            # After the write hooks, which place the nodes by the new configuration (pools.fleet.sync).
+            result.warnings += _check_topology_labels(result.created + result.updated)
         return result
 
 
@@ -176,6 +188,23 @@ def _write_pools(docs: dict[str, PoolDoc], author, description: str) -> WriteRes
     entries += [(p.name, Action.UPDATE, new_docs[p.name]) for p in updated]
     result.revisions = history.record(ConfigKind.POOL, entries, author, description)
     return result
+
+
+def _check_topology_labels(names: list[str]) -> list[str]:
+    """The topology keys of the pools just written, against the labels of their nodes; a refusal rolls the write
+    back. A pool without nodes yet is accepted with a warning."""
+    warnings = []
+    pools = Pool.objects.filter(name__in=names, backend__scheduler=Backend.Scheduler.KAI).only("id", "name",
+                                                                                              "topology_keys")
+    for pool in pools:
+        if not pool.topology_keys:
+            continue
+        nodes = Node.objects.filter(memberships__pool=pool)
+        warning = check_topology_labels(pool.name, pool.topology_keys, nodes.count(),
+                                        lambda label, nodes=nodes: nodes.filter(labels__has_key=label).exists())
+        if warning:
+            warnings.append(warning)
+    return warnings
 
 
 def _ensure_backends(names: set[str], result: WriteResult) -> dict[str, Backend]:

@@ -17,6 +17,7 @@ from . import charts, csv, preferences, snapshots
 from .formatting import moment
 from .history_pages import diff_url, visible_revisions
 from .listing import Listing, Sort
+from .quota_pages import enforcement
 from .responses import wants_csv
 from .tables import PLATFORMS, POOLS, RowContext, status_css
 
@@ -57,6 +58,7 @@ def pool_context(request, pool) -> dict:
         "figures": [(column, column.cell(detail, ctx)) for column in POOLS.columns if column.key in FIGURES],
         "status": status,
         "status_css": status_css(status),
+        "engine": enforcement(pool, ctx.staff, now),
         "platforms": Listing(PLATFORMS, path=request.path, query=QueryDict(), columns=columns, sort=Sort(None, False),
                              ctx=ctx, rows=rows, total=len(rows), live=False,
                              empty_message=effective_error or "This pool has no platforms."),

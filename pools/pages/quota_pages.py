@@ -28,12 +28,13 @@ from django_htmx.http import trigger_client_event
 from pools.access.scoping import Rule, access_required
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.models import ConfigKind, Department, NodeMembership, Pod, Pool, Project, ProjectMember, Quota
+from pools.models import Backend, ConfigKind, Department, NodeMembership, Pod, Pool, Project, ProjectMember, Quota
 from pools.models.visibility import access_for
 from pools.quotas import edits
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import RESOURCES, PoolTable, gpu_guarantees, quota_tables
 from pools.quotas.projects import default_pools, memberships
+from pools.schedulers.kai import queue_name
 
 from . import csv, formatting, preferences, quota_html
 from .filters import FilterForm
@@ -84,6 +85,36 @@ def _amount(resource: Resource, value) -> str:
     return formatting.size(value)
 
 
+@dataclass(frozen=True)
+class Enforcement:
+    """Who enforces a pool's quotas: our admission, or the engine of its backend (DESIGN.md section 3, "Engines").
+    `state` (the last reconcile of the engine's objects, or its failure) is filled for staff only."""
+
+    text: str
+    state: str = ""
+    when: dict | None = None  # formatting.moment of the last good reconcile
+    failing: bool = False
+
+
+def enforcement(pool: Pool, staff: bool, now=None) -> Enforcement:
+    """`pool.backend` should be selected with the pool."""
+    backend = pool.backend
+    if backend.scheduler == Backend.Scheduler.KAI:
+        prefix = queue_name(pool.name, "d").split(".")[0]  # the pool's part of its queue names, as KAI has it
+        text = f"Enforced by KAI Scheduler (Queues {prefix}.<department> and {prefix}.<department>.<project>)"
+    elif backend.scheduler == Backend.Scheduler.KUEUE:
+        text = "Enforced by Kueue (ClusterQueues <project> in Cohorts <department>)"
+    else:
+        return Enforcement("Enforced by our admission")
+    if not staff:
+        return Enforcement(text)
+    if backend.engine_error:
+        return Enforcement(text, f"last reconcile of its objects failed: {backend.engine_error}", failing=True)
+    if backend.engine_reconciled_at is None:
+        return Enforcement(text, "its objects are not reconciled yet")
+    return Enforcement(text, "objects reconciled", formatting.moment(backend.engine_reconciled_at, now))
+
+
 @dataclass
 class Section:
     """One pool's quota table with its pool-wide figures."""
@@ -95,6 +126,7 @@ class Section:
     borrowed: Decimal
     rows: list[dict]
     html: list[SafeString] = field(default_factory=list)
+    engine: Enforcement | None = None
 
 
 def section(table: PoolTable, rows: list[dict], guarantees: dict) -> Section:
@@ -215,7 +247,8 @@ def csv_columns(columns: list[Column]) -> list[Column]:
 
 def quota_page(request, query: QueryDict, path: str, *, pools=None):
     """(form, QuotaPage, None) for `query`, or (form, None, the CSV response)."""
-    visible = list(Pool.objects.visible_to(request).order_by("name")) if pools is None else pools
+    visible = list(Pool.objects.visible_to(request).select_related("backend").order_by("name")) if pools is None \
+        else pools
     departments = list(Department.objects.visible_to(request).order_by("name").values_list("name", flat=True))
     form = QuotaFilterForm(query, pools=[pool.name for pool in visible], departments=departments)
     columns = preferences.chosen_columns(request, QUOTAS)
@@ -248,8 +281,10 @@ def quota_page(request, query: QueryDict, path: str, *, pools=None):
     guarantees = gpu_guarantees([table.pool for table, _ in kept])
     sections = [section(table, rows, guarantees) for table, rows in kept]
     edit = editing(request)
+    by_name = {pool.name: pool for pool in visible}
     for item in sections:
         item.html = render_rows(item.rows, columns, ctx, edit)
+        item.engine = enforcement(by_name[item.pool], staff, ctx.now)
     listing = Listing(QUOTAS, path=path, query=query, columns=columns, sort=Sort(None, False), ctx=ctx, rows=[],
                       total=sum(len(item.rows) for item in sections), filtered=form.active, live=True)
     if form.active and not sections:

@@ -1,15 +1,40 @@
-"""`./manage.py backend add|list`: register clusters to sync."""
+"""`./manage.py backend add|list|reconcile`: register clusters to sync, list them, and write an engine backend's
+objects (KAI Queues and Topologies, Kueue's queues) now."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 from pools.cluster.connect import is_connected
 from pools.engine import ConfigError, check_name
+from pools.fleet.sync import shared_cluster_for
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Backend
+from pools.schedulers import reconcile
+
+RECONCILED_WIDTH = 40
+
+
+def object_count(backend: Backend) -> int:
+    return sum((backend.engine_objects or {}).get("objects", {}).values())
+
+
+def reconciled(backend: Backend, now) -> str:
+    """When the engine's objects were last written, or the current failure, in a table cell."""
+    if backend.engine_error:
+        text = "error: " + " ".join(backend.engine_error.split())
+        return text if len(text) <= RECONCILED_WIDTH else text[: RECONCILED_WIDTH - 1] + "…"
+    if backend.engine_reconciled_at is None:
+        return "-" if backend.scheduler == Backend.Scheduler.DEFAULT else "never"
+    if (now - backend.engine_reconciled_at).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(backend.engine_reconciled_at, now, depth=1)} ago".replace("\xa0", " ")
 
 
 class Command(BaseCommand):
-    help = "Register a cluster (kubeconfig, in-cluster, or the simulated demo cluster), or list backends."
+    help = "Register a cluster (kubeconfig, in-cluster, or the simulated demo cluster), list backends, or " \
+           "reconcile an engine backend's objects."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -24,7 +49,10 @@ class Command(BaseCommand):
         add.add_argument("--toolkit-on-host", action="store_true",
                          help="The NVIDIA Container Toolkit is installed on the hosts (no toolkit pod expected).")
         add.add_argument("--description", default=None)
-        add_format(sub.add_parser("list", help="List backends with their sync state."))
+        add_format(sub.add_parser("list", help="List backends with their sync state and their engine's objects."))
+        again = sub.add_parser("reconcile", help="Write the engine's objects (KAI Queues and Topologies, Kueue's "
+                                                 "queues) of one backend now, and say what changed.")
+        again.add_argument("name")
 
     @clear_errors
     def handle(self, *args, verb, **options):
@@ -54,13 +82,45 @@ class Command(BaseCommand):
                           f"run `./manage.py sync {name} --once` to read its nodes.")
 
     def do_list(self, options):
+        backends = list(Backend.objects.annotate(node_total=Count("nodes")))
         rows = [{"name": b.name, "kind": b.kind, "connected": is_connected(b), "scheduler": b.scheduler,
-                 "nodes": b.nodes.count(), "last_sync_at": b.last_sync_at, "sync_error": b.sync_error}
-                for b in Backend.objects.all()]
+                 "nodes": b.node_total, "last_sync_at": b.last_sync_at, "sync_error": b.sync_error,
+                 "engine": b.scheduler, "engine_objects": b.engine_objects or {},
+                 "engine_reconciled_at": b.engine_reconciled_at, "engine_error": b.engine_error}
+                for b in backends]
         if options["format"] == "json":
             print_json(self.stdout, rows)
             return
-        print_table(self.stdout, ["BACKEND", "KIND", "SCHEDULER", "NODES", "LAST SYNC", "ERROR"], [
-            [r["name"], r["kind"] if r["connected"] else "unconnected", r["scheduler"], r["nodes"],
-             r["last_sync_at"].strftime("%Y-%m-%d %H:%M:%S") if r["last_sync_at"] else "never",
-             (r["sync_error"] or "-")[:60]] for r in rows])
+        now = timezone.now()
+        print_table(self.stdout, ["BACKEND", "KIND", "ENGINE", "ENGINE OBJECTS", "RECONCILED", "NODES", "LAST SYNC",
+                                  "ERROR"], [
+            [b.name, b.kind if r["connected"] else "unconnected", b.scheduler, object_count(b), reconciled(b, now),
+             b.node_total, b.last_sync_at.strftime("%Y-%m-%d %H:%M:%S") if b.last_sync_at else "never",
+             (b.sync_error or "-")[:60]] for b, r in zip(backends, rows, strict=True)])
+
+    def do_reconcile(self, options):
+        name = options["name"]
+        backend = Backend.objects.filter(name=name).first()
+        if backend is None:
+            raise CommandError(f"There is no backend named {name!r} (see `./manage.py backend list`).")
+        engine = backend.get_scheduler_display()
+        if backend.scheduler == Backend.Scheduler.DEFAULT and not object_count(backend):
+            self.stdout.write(f"Backend {name} uses the {engine}, where our own admission enforces quotas, and "
+                              "holds no engine objects of ours: nothing to reconcile.")
+            return
+        if not is_connected(backend):
+            raise CommandError(f"Backend {name} is not connected: give it a kubeconfig path or in-cluster "
+                               f"configuration (./manage.py backend add {name} --kubeconfig PATH).")
+        result = reconcile.run(backend, shared_cluster_for(backend))
+        if result is None:
+            error = Backend.objects.values_list("engine_error", flat=True).get(pk=backend.pk)
+            raise CommandError(f"Backend {name} ({engine}): the reconcile failed, and the objects already written "
+                               f"stay (the next run finishes the job): {' '.join(error.split())}")
+        summary = result.summary()
+        counts = ", ".join(f"{kind} {count}" for kind, count in summary["objects"].items()) or "none"
+        text = (f"Backend {name} ({engine}) reconciled: created {summary['created']}, updated {summary['updated']}, "
+                f"deleted {summary['deleted']}, unchanged {summary['unchanged']}, refused {len(result.refused)}. "
+                f"Objects of ours now: {counts}.")
+        if result.refused:
+            text += (f" Left alone, their names taken by objects that are not ours: {', '.join(result.refused)}.")
+        self.stdout.write(text)
