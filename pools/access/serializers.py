@@ -229,6 +229,9 @@ class WriteResultSerializer(serializers.Serializer):
     revisions = serializers.ListField(child=serializers.IntegerField(), help_text="The new revisions' numbers.")
     backends_created = serializers.ListField(child=serializers.CharField(),
                                              help_text="Backends a pool named that did not exist yet (not connected).")
+    warnings = serializers.ListField(child=serializers.CharField(),
+                                     help_text="Accepted, but worth attention (a KAI pool's topology keys not yet "
+                                               "checkable against node labels, say).")
 
 
 @extend_schema_field(RoleDoc)
