@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/admission.py
 	$(PY) benchmarks/submit.py
 	$(PY) benchmarks/dispatch.py
+	$(PY) benchmarks/engines.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis

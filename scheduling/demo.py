@@ -2,25 +2,42 @@
 submissions from the demo projects each round, half of them to the last pool of the project's default list (a
 small one, which fills up), so the workload pages show pending, borrowing and reclaimed work. Admitted work is
 dispatched like any other: the simulated cluster runs each Job for one to ten minutes and the sync follows it
-to COMPLETED. Never enabled outside the demo."""
+to COMPLETED. Where the demo has a pool on a simulated KAI backend (kai-training, `manage.py demo`), each round
+also sends it up to two gangs (some bound to one zone or rack, some preferring one), from the projects with a
+quota there, which wait in KAI's queues (OverLimit, NonPreemptibleOverQuota, Unschedulable) until they fit.
+Never enabled outside the demo."""
 
+import operator
 import random
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import reduce
 
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from pools.engine import ConfigError
-from pools.models import Project
+from pools.models import Backend, Pool, Project, Quota
 
 from . import admission as pure
 from . import snapshot, submission
-from .models import Source, Status, Workload
+from .models import ALIVE, Source, Status, Workload
 
 MAX_PENDING = 40  # submit nothing while this many wait
 SMALL_POOL_SHARE = 0.5
 MAX_BORROWERS = 96  # the reclaim scene's
 NAMES = ("pretrain", "finetune", "eval", "sweep", "distill", "sim-rollout", "embed", "rl-policy")
+KAI_MAX_ALIVE = 14  # send the KAI pools nothing while this many of their workloads are alive
+# (priority, GPUs per replica, replicas, topology: (index into the pool's topology_keys, coarsest first; -1 the
+# finest), requirement) for the KAI pools' gangs.
+KAI_SHAPES = (
+    ("low", 8, 2, (0, "required")),
+    ("low", 4, 4, (-1, "required")),
+    ("low", 2, 2, None),
+    ("normal", 8, 1, None),
+    ("normal", 4, 2, (-1, "preferred")),
+    ("high", 2, 1, None),
+)
 
 
 @dataclass
@@ -152,6 +169,39 @@ def stage_reclaim(admin, result: Round) -> None:
                             "replicas": replicas, "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}})
 
 
+def submit_kai(rng: random.Random, result: Round, count: int | None = None) -> None:
+    """Up to `count` (else none to two) gangs to the pools of simulated KAI backends, from projects with a quota
+    there; draws nothing from `rng` where there is no such pool, so the rest of the demo goes as without them."""
+    pools = list(Pool.objects.filter(backend__kind=Backend.Kind.SIMULATED, backend__scheduler=Backend.Scheduler.KAI)
+                 .order_by("name").values_list("name", "topology_keys"))
+    if not pools:
+        return
+    admin = get_user_model().objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
+    names = [name for name, _ in pools]
+    alive = Workload.objects.filter(reduce(operator.or_, (Q(pools=[name]) for name in names)),
+                                    status__in=ALIVE).count()
+    if admin is None or alive >= KAI_MAX_ALIVE:
+        return
+    count = rng.randint(0, 2) if count is None else count
+    members: dict[str, list[str]] = {}
+    for pool, project in (Quota.objects.filter(pool__name__in=names, project__isnull=False)
+                          .exclude(project__name=Project.DEFAULT_NAME).exclude(project__pool__isnull=False)
+                          .values_list("pool__name", "project__name")):
+        members.setdefault(pool, []).append(project)
+    for _ in range(min(count, KAI_MAX_ALIVE - alive)):
+        pool, keys = rng.choice(pools)
+        if not members.get(pool):
+            continue
+        priority, gpus, replicas, topology = rng.choice(KAI_SHAPES)
+        data = {"name": f"{rng.choice(NAMES)}-{rng.randrange(1000):03d}", "project": rng.choice(sorted(members[pool])),
+                "pools": [pool], "priority": priority, "replicas": replicas,
+                "resources": {"gpu": gpus, "cpu": str(4 * gpus), "memory": f"{32 * gpus}Gi"}}
+        if topology and keys:
+            index, requirement = topology
+            data["topology"] = [{"key": keys[index]["key"], "requirement": requirement}]
+        _submit(admin, result, data)
+
+
 def _submit(admin, result: Round, data: dict) -> None:
     data = {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["python", "train.py"], **data}
     try:
@@ -169,4 +219,5 @@ def trickle(rng: random.Random | None = None, now: datetime | None = None, count
     if admin is not None:
         stage_reclaim(admin, result)
     submit_some(rng, result, rng.randint(1, 3) if count is None else count)
+    submit_kai(rng, result, count)
     return result

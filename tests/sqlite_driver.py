@@ -279,9 +279,9 @@ def burst() -> dict:
     sizes: list[int] = []
 
     class Recording(BackendSync):
-        def apply(self, node_events, pod_events, job_events=()):
-            sizes.append(len(node_events) + len(pod_events) + len(job_events))
-            super().apply(node_events, pod_events, job_events)
+        def apply(self, node_events, pod_events, job_events=(), engine_events=()):
+            sizes.append(len(node_events) + len(pod_events) + len(job_events) + len(engine_events))
+            super().apply(node_events, pod_events, job_events, engine_events)
 
     with KubeStandin() as standin, tempfile.TemporaryDirectory() as tmp:
         names = [f"burst-{i:03d}" for i in range(400)]

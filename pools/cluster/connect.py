@@ -15,7 +15,9 @@ def connect(backend: Any, *, state_dir: Path) -> Cluster:
     """`backend` needs name, kind, in_cluster, kubeconfig_path and kube_context (a Backend row will do)."""
     # Each implementation loads on first use: the kubernetes package alone takes about half a second.
     if backend.kind == "simulated":
-        return SimulatedCluster(backend.name, state_dir)
+        # A simulated backend scheduled by KAI simulates KAI's lab fleet (pools.cluster.simulated.fleet).
+        kai = getattr(backend, "scheduler", "") == "kai"
+        return SimulatedCluster(backend.name, state_dir, fleet="kai" if kai else None)
     from .kube import KubeCluster
 
     if backend.in_cluster:

@@ -150,7 +150,10 @@ def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
     if backend.scheduler == Backend.Scheduler.KUEUE:
         prefix = settings.OSMO_LABEL_PREFIX
         local_queues = dict(wanted)[KUEUE_LOCAL_QUEUE]
-        for (namespace, _), obj in sorted(local_queues.items()):
+        present = _listed(cluster, KUEUE_LOCAL_QUEUE) or {}  # a LocalQueue of ours stands in an existing namespace
+        for (namespace, name), obj in sorted(local_queues.items()):
+            if (namespace, name) in present:
+                continue
             cluster.ensure_namespace(namespace, {f"{prefix}{kai.MANAGED_LABEL}": kai.MANAGED_VALUE,
                                                  f"{prefix}project": obj["metadata"]["labels"][f"{prefix}project"]})
     return apply(cluster, wanted)

@@ -153,3 +153,52 @@ def test_ten_minutes_of_the_demo_show_pending_borrowing_running_and_completed_wo
                                                                 Status.COMPLETED]).exists()
     assert Workload.objects.filter(status=Status.RUNNING).exists()
     assert Workload.objects.filter(status=Status.COMPLETED).exists()
+
+
+def test_the_demo_has_a_kai_backend_with_a_topology_pool_quotas_and_work(demo_site, tmp_path):
+    """`manage.py demo` adds the simulated KAI backend kai-cluster (the "kai" lab fleet: zones and racks), its
+    pool kai-training with topology keys, quotas there for the demo's departments and projects, and the trickle
+    sends it gangs, which dispatch hands to KAI."""
+    from pools.cluster.kinds import KAI_PODGROUP, KAI_QUEUE
+    from pools.management.commands.demo import KAI_BACKEND, KAI_POOL, KAI_QUOTAS, init_kai_demo
+    from pools.models import Node, Pool, Quota
+    from pools.schedulers import reconcile
+
+    assert [result.kind for result in init_kai_demo()] == ["POOL", "DEPARTMENT", "PROJECT"]
+    assert init_kai_demo() == []  # rerun: everything is there
+    backend = Backend.objects.get(name=KAI_BACKEND)
+    assert (backend.kind, backend.scheduler) == (Backend.Kind.SIMULATED, Backend.Scheduler.KAI)
+    pool = Pool.objects.get(name=KAI_POOL)
+    assert pool.backend == backend
+    assert [key["label"] for key in pool.topology_keys] == ["topology.kubernetes.io/zone",
+                                                            "topology.kubernetes.io/rack"]
+    rows = {(row.department or row.project).name: (int(row.gpu_deserved), int(row.gpu_limit))
+            for row in Quota.objects.filter(pool=pool).select_related("department", "project")}
+    assert rows == {name: figures[:2] for kind in KAI_QUOTAS.values() for name, figures in kind.items()}
+
+    simulated = SimulatedTime(tmp_path / "sim")
+    BackendSync(backend, simulated.cluster(backend)).run(seconds=0)
+    assert Node.objects.filter(backend=backend).count() == 14
+    assert Node.objects.filter(backend=backend, memberships__pool=pool).count() == 12
+    done = reconcile.run(backend, simulated.cluster(backend))
+    assert done is not None and done.counts["Topology"] == 1 and done.counts["Queue"] >= 7
+
+    rng, now = random.Random(5), timezone.now()
+    for _ in range(6):
+        demo.submit_kai(rng, demo.Round(), 2)
+    sent = Workload.objects.filter(pools=[KAI_POOL])
+    assert sent.count() >= 6 and sent.exclude(topology=[]).exists()
+    run_cycle(now)
+    simulated.step(15, now)
+    cluster = simulated.cluster(backend)
+    groups = cluster.list_objects(KAI_PODGROUP).items
+    assert groups, list(sent.values_list("status", "reasons"))
+    placed = [job for job in cluster.list_jobs("").items if job["status"].get("ready") or job["status"].get(
+        "succeeded")]
+    waiting = [g for g in groups if (g.get("status") or {}).get("schedulingConditions")]
+    assert placed or waiting
+    for _ in range(4):
+        now += timedelta(seconds=15)
+        simulated.step(15, now)
+    assert sent.filter(status=Status.RUNNING).exists(), list(sent.values_list("status", flat=True))
+    assert any((q.get("status") or {}).get("requested", {}).get("gpu") for q in cluster.list_objects(KAI_QUEUE).items)

@@ -10,9 +10,11 @@ A resourceVersion is `tick * RV_PER_TICK + n`, where n counts user changes withi
 resourceVersion can be rebuilt, which gives consistent list pages and exact watch diffs for free.
 
 Modules, each depending only on those before it: randomness (deterministic hashing, timestamps, JSON), fleet
-(hardware, nodes, troubles, Node objects), workloads (daemonset and workload pods), store (the state file, the
-overlay of user changes, views, continue tokens), jobs (the Job controller), objects (custom objects such as
-KAI's and Kueue's, every version kept) and cluster (SimulatedCluster).
+(hardware, nodes, troubles, Node objects; the demo's 250-node fleet, or the 14-node "kai" lab for clusters named
+kai-...), workloads (daemonset and workload pods), store (the state file, the overlay of user changes, views,
+continue tokens), jobs (the Job controller), objects (custom objects such as KAI's and Kueue's, every version
+kept), kai (the KAI scheduler: Jobs of kai-scheduler placed whole through their PodGroups, within their Queues,
+and the status both carry) and cluster (SimulatedCluster).
 """
 
 from .cluster import SimulatedCluster

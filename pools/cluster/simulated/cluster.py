@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ..interface import DEFAULT_PAGE_SIZE, ClusterError, Expired, ListPage, NotFound, ObjectKind, WatchEvent
+from ..kinds import KAI_PODGROUP, KAI_QUEUE
 from ..selectors import label_selector
-from .fleet import RV_PER_TICK, Catalog, build_catalog, node_object, trouble_at, troubled
+from .fleet import RV_PER_TICK, Catalog, build_catalog, fleet_profile, node_object, trouble_at, troubled
 from .jobs import JobController
+from .kai import KaiScheduler
 from .objects import CustomObjects, forget_versions
 from .randomness import bulk_loads, compact_dumps, stable_hash
 from .store import (
@@ -38,7 +40,7 @@ _LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
-_CATALOGS: dict[tuple[int, float], Catalog] = {}
+_CATALOGS: dict[tuple[int, float, str], Catalog] = {}
 _CATALOGS_LOCK = threading.Lock()
 
 
@@ -57,12 +59,12 @@ class _Custom:
     namespace: str | None
 
 
-def _catalog(seed: int, tick_seconds: float) -> Catalog:
-    # Shared by every instance in the process: the fleet is a pure function of the seed.
-    key = (seed, tick_seconds)
+def _catalog(seed: int, tick_seconds: float, profile: str) -> Catalog:
+    # Shared by every instance in the process: the fleet is a pure function of the seed and profile.
+    key = (seed, tick_seconds, profile)
     with _CATALOGS_LOCK:
         if key not in _CATALOGS:
-            catalog = build_catalog(seed, tick_seconds)
+            catalog = build_catalog(seed, tick_seconds, profile)
             catalog.daemon_pods = daemon_pods(catalog)
             _CATALOGS[key] = catalog
         return _CATALOGS[key]
@@ -70,20 +72,25 @@ def _catalog(seed: int, tick_seconds: float) -> Catalog:
 
 class SimulatedCluster:
     """A 250-node GPU cluster whose nodes fall ill and recover and whose pods come and go, shared by every process
-    that opens it with the same name and state_dir."""
+    that opens it with the same name and state_dir; or, for a name that asks for the "kai" fleet
+    (fleet.fleet_profile) or with `fleet="kai"`, a 14-node lab where only users' Jobs run. Either runs the Jobs of
+    kai-scheduler as KAI would (kai.py)."""
 
     def __init__(self, name: str, state_dir: Path, *, seed: int | None = None, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep, tick_seconds: float = 5.0):
+                 sleep: Callable[[float], None] = time.sleep, tick_seconds: float = 5.0, fleet: str | None = None):
         if tick_seconds <= 0:
             raise ValueError("tick_seconds must be positive")
         self.name = name
         self.seed = stable_hash("cluster", name) if seed is None else seed
         self.tick_seconds = tick_seconds
+        self.fleet = fleet or fleet_profile(name)
         self._clock, self._sleep = clock, sleep
-        self._catalog = _catalog(self.seed, tick_seconds)
+        self._catalog = _catalog(self.seed, tick_seconds, self.fleet)
         self._file = StateFile(state_dir, name)
         self._jobs = JobController(self._catalog, clock)
         self._custom = CustomObjects(self.seed, clock)
+        self._kai = KaiScheduler(self._jobs, self._custom, clock)
+        self._kai_checked: tuple[int, int] | None = None  # (state file generation, tick) last found not due
         self._mutex = threading.RLock()
         self._bases: OrderedDict[int, Base] = OrderedDict()
         self._views: OrderedDict[tuple[int, int], View] = OrderedDict()
@@ -143,7 +150,14 @@ class SimulatedCluster:
 
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         job = self._jobs.normalise_job(namespace, body)
-        record = self._mutate(lambda state, rv, view: self._jobs.create(state, rv, view, namespace, job))
+
+        def change(state, rv, view):
+            record = self._jobs.create(state, rv, view, namespace, job)
+            if "kai" in record:
+                self._kai.run(state, rv, view)  # placed at once when it fits, as KAI answers within a second
+            return record
+
+        record = self._mutate(change)
         return self._jobs.job_object(record, record["created_rv"])
 
     def get_job(self, namespace: str, name: str) -> dict[str, Any]:
@@ -162,7 +176,18 @@ class SimulatedCluster:
     def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None:
         if propagation_policy not in ("Background", "Foreground", "Orphan"):
             raise ClusterError(f"Unsupported propagationPolicy {propagation_policy!r}", 400)
-        self._mutate(lambda state, rv, view: self._jobs.delete(state, rv, namespace, name, propagation_policy))
+
+        def change(state, rv, view):
+            uid = self._jobs.delete(state, rv, namespace, name, propagation_policy)
+            if propagation_policy != "Orphan":
+                # The garbage collector: objects the Job owned (its PodGroup) go with it.
+                for (owned_ns, owned), obj in self._custom.live(state, rv, KAI_PODGROUP).items():
+                    owners = obj["metadata"].get("ownerReferences") or []
+                    if owned_ns == namespace and any(owner.get("uid") == uid for owner in owners):
+                        self._custom.delete(state, rv, KAI_PODGROUP, namespace, owned)
+            return True
+
+        self._mutate(change)
 
     def list_objects(self, kind: ObjectKind, *, label_selector: str = "", namespace: str | None = None,
                      limit: int = DEFAULT_PAGE_SIZE, continue_token: str | None = None) -> ListPage:
@@ -185,17 +210,27 @@ class SimulatedCluster:
         if namespace is None and kind.namespaced and isinstance(body, dict):
             namespace = (body.get("metadata") or {}).get("namespace")
         namespace = kind.scope(namespace)
-        return self._mutate(lambda state, rv, view: self._custom.create(state, rv, kind, namespace, body))
+        return self._mutate(lambda state, rv, view: self._scheduled(
+            kind, state, rv, view, self._custom.create(state, rv, kind, namespace, body)))
 
     def patch_object(self, kind: ObjectKind, name: str, patch: dict[str, Any], *,
                      namespace: str | None = None) -> dict[str, Any]:
         namespace = kind.scope(namespace)
-        patched = self._mutate(lambda state, rv, view: self._custom.patch(state, rv, kind, namespace, name, patch))
+        patched = self._mutate(lambda state, rv, view: self._scheduled(
+            kind, state, rv, view, self._custom.patch(state, rv, kind, namespace, name, patch)))
         return self.get_object(kind, name, namespace=namespace) if patched is False else patched
 
     def delete_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> None:
         namespace = kind.scope(namespace)
-        self._mutate(lambda state, rv, view: self._custom.delete(state, rv, kind, namespace, name))
+        self._mutate(lambda state, rv, view: self._scheduled(
+            kind, state, rv, view, self._custom.delete(state, rv, kind, namespace, name)))
+
+    def _scheduled(self, kind: ObjectKind, state: dict[str, Any], rv: int, view: View, result: Any) -> Any:
+        """`result` of a change to a custom object, after the KAI scheduler's pass when the change may concern it
+        (a PodGroup or Queue while its work waits), made in the same change, as KAI reacts within a second."""
+        if result is not False and kind in (KAI_PODGROUP, KAI_QUEUE) and self._kai.due(state, rv // RV_PER_TICK):
+            self._kai.run(state, rv, view)
+        return result
 
     # ---- for the demo and for tests -------------------------------------------------------------------------
 
@@ -220,6 +255,13 @@ class SimulatedCluster:
         tick = self._tick()
         with self._file.locked():
             state = self._load_unlocked()
+        if self._kai_checked != (self._file.generation, tick):
+            # The KAI scheduler's pass for this tick, by whichever process reads first; the others then find it done.
+            self._kai_checked = (self._file.generation, tick)
+            if self._kai.due(state, tick):
+                self._mutate(lambda state, rv, view: self._kai.run(state, rv, view))
+                state = self._file.state
+                self._kai_checked = (self._file.generation, tick)
         return max(tick * RV_PER_TICK, state["last_rv"]), state
 
     def _check_fresh(self, rv: int, now_rv: int, state: dict[str, Any]) -> None:

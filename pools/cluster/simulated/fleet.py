@@ -1,6 +1,11 @@
 """The simulated fleet: its hardware, its 250 nodes and the work slots planned on them, the troubles nodes fall
 into and recover from, and the Node objects all this adds up to at a given tick.
 
+A fleet has a profile, chosen by the cluster's name (`fleet_profile`): "default", the demo's 250 mixed nodes with
+their own simulated workload and troubles; "kai", for clusters named `kai` or `kai-...`, a small lab that runs
+only the Jobs users create (the demo's KAI backend): 12 DGX H100 nodes in 3 zones of 2 racks of 2 nodes
+(`topology.kubernetes.io/zone` and `topology.kubernetes.io/rack`) and 2 CPU nodes, none of them falling ill.
+
 The catalog of a seed is built once per process (see cluster.py) and is the same in every process.
 """
 
@@ -68,6 +73,16 @@ _FLEET = [
 ]
 _GB200_TRAYS_PER_RACK = 18
 _ZONES = ("sjc-dc1-a", "sjc-dc1-b", "sjc-dc1-c")
+
+PROFILES = ("default", "kai")
+# The "kai" lab: (kind, node name pattern, count); H100 nodes 4 to a zone, 2 to a rack.
+_KAI_FLEET = [("h100", "dgx-h100-{n:02d}", 12), ("cpu", "cpu-{n:02d}", 2)]
+_KAI_NODES_PER_RACK, _KAI_RACKS_PER_ZONE = 2, 2
+
+
+def fleet_profile(name: str) -> str:
+    """The fleet a cluster of this name simulates: "kai" for `kai` and `kai-...`, else "default"."""
+    return "kai" if name == "kai" or name.startswith("kai-") else "default"
 A100_TAINT = {"key": "nvidia.com/gpu.product", "value": "NVIDIA-A100", "effect": "NoSchedule"}
 
 # Node troubles: each state has a few "slots"; a slot holds one node at a time, for an epoch of several ticks.
@@ -158,8 +173,12 @@ class Catalog:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def build_catalog(seed: int, tick_seconds: float) -> Catalog:
-    """The fleet of a seed, without its daemonset pods."""
+def build_catalog(seed: int, tick_seconds: float, profile: str = "default") -> Catalog:
+    """The fleet of a seed and profile, without its daemonset pods."""
+    if profile == "kai":
+        return _build_kai_catalog(seed, tick_seconds)
+    if profile != "default":
+        raise ValueError(f"unknown fleet profile {profile!r}")
     rng = stable_rng(seed, "fleet")
     nodes: dict[str, NodeSpec] = {}
     born = 1709251200 + rng.randrange(0, 90 * 86400)  # the cluster went up in spring 2024
@@ -213,6 +232,42 @@ def build_catalog(seed: int, tick_seconds: float) -> Catalog:
     trouble_slots, trouble_of = _plan_troubles(seed, names, nodes)
     work_slots, node_slots = _plan_work(seed, nodes)
     return Catalog(seed, tick_seconds, nodes, names, trouble_slots, trouble_of, work_slots, node_slots, {})
+
+
+def _build_kai_catalog(seed: int, tick_seconds: float) -> Catalog:
+    """The "kai" lab: every GPU a slot of its own for users' Jobs, no simulated workload and no troubles."""
+    rng = stable_rng(seed, "fleet")
+    born = 1709251200 + rng.randrange(0, 90 * 86400)
+    nodes: dict[str, NodeSpec] = {}
+    index = 0
+    for kind, pattern, count in _KAI_FLEET:
+        hw = HARDWARE[kind]
+        for n in range(1, count + 1):
+            name = pattern.format(n=n)
+            rack = (n - 1) // _KAI_NODES_PER_RACK
+            zone = _ZONES[rack // _KAI_RACKS_PER_ZONE % len(_ZONES)]
+            node_rng = stable_rng(seed, "node", name)
+            nodes[name] = NodeSpec(
+                name=name, index=index, hw=hw, pool=None, zone=zone,
+                rack=f"{zone}-rack{rack % _KAI_RACKS_PER_ZONE + 1}" if hw.gpus else f"{zone}-services",
+                ip=f"10.41.{index // 200}.{index % 200 + 10}",
+                created=born + index * 37 + node_rng.randrange(0, 3600),
+                gpu_allocatable=hw.gpus,
+                memory_ki=hw.memory_gib * 1048576 - node_rng.randrange(100_000, 900_000),
+                disk_ki=hw.disk_gib * 1048576 - node_rng.randrange(1_000_000, 9_000_000),
+                uid=stable_uid(seed, "node", name), machine_id=stable_hex(32, seed, "machine", name),
+                boot_id=stable_uid(seed, "boot", name), daemon_gap=None, pod_cidr=f"10.245.{index}.0/24",
+            )
+            index += 1
+    for spec in nodes.values():
+        spec.labels = _node_labels(spec, seed)
+        spec.static_status = _node_static_status(spec, seed)
+        spec.annotations = {
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        }
+    node_slots = {name: [(gpu, 1) for gpu in range(spec.gpu_allocatable)] for name, spec in nodes.items()}
+    return Catalog(seed, tick_seconds, nodes, sorted(nodes), [], {}, [], node_slots, {})
 
 
 def _plan_troubles(seed: int, names: list[str], nodes: dict[str, NodeSpec]):

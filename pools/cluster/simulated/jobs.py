@@ -19,6 +19,8 @@ from .workloads import pod_ip, qos_class
 
 DURATION_ANNOTATION = "sim.runwhere.ai/duration-seconds"
 OUTCOME_ANNOTATION = "sim.runwhere.ai/outcome"
+KAI_SCHEDULER = "kai-scheduler"
+GPU = "nvidia.com/gpu"
 
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -43,6 +45,9 @@ def _effective_gpus(pod_spec: dict) -> int:
     sidecars = sum(gpus(c) for c in init if c.get("restartPolicy") == "Always")
     largest_init = max([gpus(c) for c in init if c.get("restartPolicy") != "Always"], default=0)
     return max(largest_init, sum(gpus(c) for c in pod_spec.get("containers") or []) + sidecars)
+
+
+effective_gpus = _effective_gpus
 
 
 def _tolerates(tolerations: list[dict], taint: dict) -> bool:
@@ -75,6 +80,15 @@ def _affinity_matches(affinity: dict, labels: dict[str, str]) -> bool:
         if ok:
             return True
     return False
+
+
+def as_of(record: dict, rv: int) -> dict:
+    """The record as it stood at `rv`: a Job the KAI scheduler placed later had every pod unbound before then."""
+    kai = record.get("kai")
+    if kai is None or (kai["placed_rv"] is not None and kai["placed_rv"] <= rv):
+        return record
+    return {**record, "start_tick": kai["created_tick"],
+            "pods": [{"node": None, "slots": [], "gpus": pod["gpus"], "name": pod["name"]} for pod in record["pods"]]}
 
 
 class JobController:
@@ -149,19 +163,29 @@ class JobController:
         job["metadata"]["uid"] = uid = stable_uid(self.seed, "job", namespace, name, rv)
         job["metadata"]["creationTimestamp"] = timestamp(math.floor(self._clock()))
         self._stamp_job_uid(job, uid)
+        tick = rv // RV_PER_TICK
+        gang = self.gang_scheduled(job)
         record = {"namespace": namespace, "name": name, "uid": uid, "created_rv": rv, "deleted_rv": None,
-                  "orphaned": False, "job": job, **self._schedule_job(job, rv // RV_PER_TICK, view, state, rv)}
+                  "orphaned": False, "job": job, **self._schedule_job(job, tick, view, state, rv, place=not gang)}
+        if gang:
+            # Placed later, all pods at once, by the KAI scheduler (kai.py); until then every pod waits unbound.
+            record["kai"] = {"created_tick": tick, "placed_rv": None, "settled": False}
         state["jobs"].append(record)
         return record
 
-    def delete(self, state: dict[str, Any], rv: int, namespace: str, name: str, propagation_policy: str) -> bool:
-        """Marks the Job deleted at `rv` (a change made under SimulatedCluster._mutate)."""
+    @staticmethod
+    def gang_scheduled(job: dict) -> bool:
+        """Whether the Job's pods are left to the KAI scheduler (its pod template names kai-scheduler)."""
+        return ((job["spec"].get("template") or {}).get("spec") or {}).get("schedulerName") == KAI_SCHEDULER
+
+    def delete(self, state: dict[str, Any], rv: int, namespace: str, name: str, propagation_policy: str) -> str:
+        """Marks the Job deleted at `rv` (a change made under SimulatedCluster._mutate); its uid."""
         record = self._live_job(state, namespace, name, rv)
         if record is None:
             raise NotFound(f'jobs.batch "{name}" not found', 404)
         record["deleted_rv"] = rv
         record["orphaned"] = propagation_policy == "Orphan"
-        return True
+        return record["uid"]
 
     def get(self, state: dict[str, Any], rv: int, namespace: str, name: str) -> dict[str, Any]:
         record = self._live_job(state, namespace, name, rv)
@@ -182,6 +206,7 @@ class JobController:
 
     def with_jobs(self, base: Base, jobs: list[dict], rv: int, tick: int):
         """The pods of `base` with those of `jobs` added, and those whose GPUs the Jobs took removed."""
+        jobs = [as_of(record, rv) for record in jobs]
         reserved: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for record in jobs:
             gone_tick = record["deleted_rv"] // RV_PER_TICK if record["deleted_rv"] else None
@@ -241,8 +266,10 @@ class JobController:
         template.setdefault("metadata", {})
         template["metadata"]["labels"] = {**(template["metadata"].get("labels") or {}), **owned}
 
-    def _schedule_job(self, job: dict, tick: int, view: View, state: dict, rv: int) -> dict[str, Any]:
-        """Place each pod on a node where it fits now and reserve the simulated GPU slots it takes over."""
+    def _schedule_job(self, job: dict, tick: int, view: View, state: dict, rv: int, *,
+                      place: bool = True) -> dict[str, Any]:
+        """Place each pod on a node where it fits now and reserve the simulated GPU slots it takes over (with
+        `place` False, every pod is left unbound)."""
         spec = job["spec"]
         pod_spec = spec["template"]["spec"]
         annotations = job["metadata"].get("annotations") or {}
@@ -259,51 +286,76 @@ class JobController:
         run_ticks = max(1, math.ceil(seconds / self.tick_seconds))
         count = 0 if spec.get("suspend") else max(0, min(int(spec["parallelism"]), int(spec["completions"]), 64))
         gpus = _effective_gpus(pod_spec)
-        selector = pod_spec.get("nodeSelector") or {}
-        tolerations = pod_spec.get("tolerations") or []
-        free = self._free_slots(view, state, tick, rv)
         pods = []
-        for number in range(count):
-            candidates = []
-            for name in view.node_keys:
-                node = view.node_objs[name]
-                labels = node["metadata"]["labels"]
-                if any(labels.get(key) != value for key, value in selector.items()):
-                    continue
-                if not _affinity_matches(pod_spec.get("affinity"), labels):
-                    continue
-                taints = [t for t in node["spec"].get("taints") or [] if t.get("effect") in ("NoSchedule",
-                                                                                              "NoExecute")]
-                if not all(_tolerates(tolerations, taint) for taint in taints):
-                    continue
-                ready = next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "")
-                slots = free.get(name, [])
-                available = sum(size for _, size in slots)
-                if ready != "True" or available < gpus:
-                    continue
-                candidates.append((available - gpus, stable_hash(job["metadata"]["uid"], number, name), name))
-            if not candidates:
-                pods.append({"node": None, "slots": [], "gpus": gpus})
-                continue
-            _, _, chosen = min(candidates)
-            fitting = sorted((size, index) for index, size in free[chosen] if size >= gpus)
-            taken, total = ([fitting[0][1]], fitting[0][0]) if fitting and gpus else ([], 0)
-            for index, size in sorted(free[chosen], key=lambda item: -item[1]):
-                if total >= gpus:
-                    break
-                taken.append(index)
-                total += size
-            free[chosen] = [(index, size) for index, size in free[chosen] if index not in taken]
-            pods.append({"node": chosen, "slots": taken, "gpus": gpus})
+        if place:
+            free = self._free_slots(view, state, tick, rv)
+            eligible = self.eligible_nodes(view, pod_spec)
+            for number in range(count):
+                node, slots = self.place_pod(free, eligible, gpus, job["metadata"]["uid"], number)
+                pods.append({"node": node, "slots": slots, "gpus": gpus})
+        else:
+            pods = [{"node": None, "slots": [], "gpus": gpus} for _ in range(count)]
         for number, pod in enumerate(pods):
             pod["name"] = f"{job['metadata']['name']}-{stable_suffix(5, job['metadata']['uid'], number)}"
         return {"pods": pods, "start_tick": tick, "run_ticks": run_ticks, "outcome": outcome, "reason": reason}
+
+    # ---- placement, shared with the KAI scheduler -----------------------------------------------------------
+
+    @staticmethod
+    def node_verdict(view: View, name: str, pod_spec: dict) -> str | None:
+        """Why a pod of `pod_spec` can never go to node `name` now (kube's words), or None if it may."""
+        node = view.node_objs[name]
+        labels = node["metadata"]["labels"]
+        selector = pod_spec.get("nodeSelector") or {}
+        if any(labels.get(key) != value for key, value in selector.items()) or not _affinity_matches(
+                pod_spec.get("affinity"), labels):
+            return "node(s) didn't match Pod's node affinity/selector"
+        tolerations = pod_spec.get("tolerations") or []
+        for taint in node["spec"].get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
+                return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+        ready = next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "")
+        if ready != "True":
+            return "node(s) were not ready"
+        return None
+
+    def eligible_nodes(self, view: View, pod_spec: dict) -> list[str]:
+        """The Ready nodes whose labels and taints admit a pod of `pod_spec`, in the view's order."""
+        return [name for name in view.node_keys if self.node_verdict(view, name, pod_spec) is None]
+
+    @staticmethod
+    def place_pod(free: dict[str, list[tuple[int, int]]], eligible: list[str], gpus: int, uid: str,
+                  number: int) -> tuple[str | None, list[int]]:
+        """The node (the fullest that fits) and GPU slots for one pod, taken out of `free`; (None, []) when none
+        of `eligible` has room."""
+        candidates = []
+        for name in eligible:
+            available = sum(size for _, size in free.get(name, []))
+            if available >= gpus:
+                candidates.append((available - gpus, stable_hash(uid, number, name), name))
+        if not candidates:
+            return None, []
+        _, _, chosen = min(candidates)
+        fitting = sorted((size, index) for index, size in free[chosen] if size >= gpus)
+        taken, total = ([fitting[0][1]], fitting[0][0]) if fitting and gpus else ([], 0)
+        for index, size in sorted(free[chosen], key=lambda item: -item[1]):
+            if total >= gpus:
+                break
+            taken.append(index)
+            total += size
+        free[chosen] = [(index, size) for index, size in free[chosen] if index not in taken]
+        return chosen, taken
+
+    def free_slots(self, view: View, state: dict, tick: int, rv: int) -> dict[str, list[tuple[int, int]]]:
+        """The GPU slots of each node that no running pod of the simulation nor live Job holds at `rv`."""
+        return self._free_slots(view, state, tick, rv)
 
     def _free_slots(self, view: View, state: dict, tick: int, rv: int) -> dict[str, list[tuple[int, int]]]:
         busy = {(node, index) for _, node, index, _, _, holds in view.work if holds}
         for record in state["jobs"]:
             if record["created_rv"] > rv or (record["deleted_rv"] is not None and record["deleted_rv"] <= rv):
                 continue
+            record = as_of(record, rv)
             if tick >= record["start_tick"] + 1 + record["run_ticks"]:
                 continue
             for pod in record["pods"]:
@@ -331,15 +383,18 @@ class JobController:
         template = copy.deepcopy(job["spec"]["template"])
         t = self.tick_seconds
         start = record["start_tick"]
-        created, running = timestamp(start * t), timestamp((start + 1) * t)
+        kai = record.get("kai")
+        created, running = timestamp((kai["created_tick"] if kai else start) * t), timestamp((start + 1) * t)
         ended = timestamp((start + 1 + record["run_ticks"]) * t)
+        pending_rv = max(start * RV_PER_TICK, kai["placed_rv"] or 0) if kai else start * RV_PER_TICK
         metadata = {
             "name": pod["name"],
             "generateName": f"{record['name']}-",
             "namespace": record["namespace"],
             "uid": stable_uid(self.seed, "job-pod", record["uid"], number),
-            "resourceVersion": str({"Pending": start, "Unschedulable": start, "Running": start + 1}.get(
-                stage, start + 1 + record["run_ticks"]) * RV_PER_TICK),
+            "resourceVersion": str({"Pending": pending_rv, "Unschedulable": start * RV_PER_TICK,
+                                    "Running": (start + 1) * RV_PER_TICK}.get(
+                stage, (start + 1 + record["run_ticks"]) * RV_PER_TICK)),
             "creationTimestamp": created,
             "labels": (template.get("metadata") or {}).get("labels") or {},
             "annotations": (template.get("metadata") or {}).get("annotations") or {},
@@ -360,10 +415,15 @@ class JobController:
         containers = spec.get("containers") or []
         init = spec.get("initContainers") or []
         if stage == "Unschedulable":
+            message = (f"0/{len(self._catalog.nodes)} nodes are available: no node matches the pod's node "
+                       "selector, tolerations and nvidia.com/gpu request.")
+            if kai:
+                group = (metadata["annotations"] or {}).get("pod-group-name", record["name"])
+                message = (f"Waiting for kai-scheduler to place PodGroup {record['namespace']}/{group} whole; its "
+                           "status.schedulingConditions say why it is not placed yet.")
             status = {"phase": "Pending", "qosClass": qos_class(containers), "conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": created,
-                "message": f"0/{len(self._catalog.nodes)} nodes are available: no node matches the pod's node "
-                           "selector, tolerations and nvidia.com/gpu request."}]}
+                "message": message}]}
             return {"metadata": metadata, "spec": spec, "status": status}
         node = self._catalog.nodes[pod["node"]]
         spec["nodeName"] = node.name
@@ -380,12 +440,12 @@ class JobController:
             "phase": stage,
             "hostIP": node.ip,
             "hostIPs": [{"ip": node.ip}],
-            "startTime": created,
+            "startTime": timestamp(start * t),  # bound then (a Job of kai-scheduler waits unbound before)
             "qosClass": qos_class(init + containers),
             "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": created},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": timestamp(start * t)},
                 {"type": "Initialized", "status": "True" if stage != "Pending" or not init else "False",
-                 "lastTransitionTime": running if init else created},
+                 "lastTransitionTime": running if init else timestamp(start * t)},
                 {"type": "ContainersReady", "status": str(ready), "lastTransitionTime": running},
                 {"type": "Ready", "status": str(ready), "lastTransitionTime": running},
             ],
@@ -397,6 +457,7 @@ class JobController:
         return {"metadata": metadata, "spec": spec, "status": status}
 
     def job_object(self, record: dict, rv: int) -> dict[str, Any]:
+        record = as_of(record, rv)
         job = copy.deepcopy(record["job"])
         tick = rv // RV_PER_TICK
         t = self.tick_seconds

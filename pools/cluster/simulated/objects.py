@@ -1,8 +1,9 @@
 """Custom objects in the simulated cluster (KAI Queues, Kueue ClusterQueues...): kept in the state file as every
 version each object went through, so that lists and watches see them at any resourceVersion as they do the rest.
 
-Nothing in the simulation acts on them: no scheduler writes a status or removes a finalizer, so an object with
-finalizers stays marked for deletion, as it would on a cluster whose controller is not running.
+Only the simulated KAI scheduler (kai.py) acts on some of them: it writes the status of PodGroups and Queues, as
+new versions like any other change. Nothing removes a finalizer, so an object with finalizers stays marked for
+deletion, as it would on a cluster whose controller is not running.
 """
 
 import copy
@@ -166,6 +167,20 @@ class CustomObjects:
             obj = _at(record, rv)
             if obj is not None and selected(obj["metadata"].get("labels") or {}):
                 found[key.split("|", 1)[1].lstrip("/")] = compact_dumps(obj)
+        return found
+
+    @staticmethod
+    def live(state: dict[str, Any], rv: int, kind: ObjectKind) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every object of `kind` at `rv` by (namespace, or "" for a cluster-scoped kind, name): the stored
+        versions themselves, which are history and must not be changed."""
+        prefix = f"{_resource(kind)}|"
+        found = {}
+        for key, record in (state.get("objects") or {}).items():
+            if key.startswith(prefix):
+                obj = _at(record, rv)
+                if obj is not None:
+                    namespace, _, name = key[len(prefix):].partition("/")
+                    found[(namespace, name)] = obj
         return found
 
     @staticmethod

@@ -1,6 +1,12 @@
 """`./manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
 `make demo` migrates and runs `config init` first; this loads the demo pools and reads the simulated
-cluster once, so the pages have data before beat's first sync round."""
+cluster once, so the pages have data before beat's first sync round.
+
+Besides the `default` backend's demo (pools.config.defaults.init_demo), a second simulated backend,
+`kai-cluster`, is scheduled by KAI Scheduler (init_kai_demo): its cluster is the simulated "kai" lab (12 DGX H100
+nodes in 3 zones of 2 racks, pools/cluster/simulated/fleet.py), with the pool `kai-training` (topology keys zone
+and rack) and a quota there for every demo department and project, some small enough that work waits in KAI's
+queues with OverLimit or NonPreemptibleOverQuota. Its Queues and Topology are written once the cluster is read."""
 
 import os
 import secrets
@@ -12,13 +18,42 @@ import time
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
+from pools.config import writes
 from pools.config.defaults import init_demo
+from pools.config.kinds import WriteResult
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
 from pools.management.cli import clear_errors
-from pools.models import Backend
+from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
+from pools.quotas.writes import department_docs, project_docs
+from pools.schedulers import reconcile
 
 ADMIN_USERNAME = "admin"
+KAI_BACKEND = "kai-cluster"
+KAI_POOL = "kai-training"
+KAI_POOL_DOCUMENT = {
+    "description": "Gang training under KAI Scheduler: 12 DGX H100 nodes in 3 zones of 2 racks (topology-aware "
+                   "placement by zone and rack)",
+    "backend": KAI_BACKEND,
+    "default_platform": "h100",
+    "default_exec_timeout": "1d",
+    "max_exec_timeout": "7d",
+    "common_default_variables": {"USER_CPU": 16, "USER_GPU": 1, "USER_MEMORY": "64Gi", "USER_STORAGE": "100Gi"},
+    "common_resource_validations": ["default_cpu", "default_memory", "default_storage", "default_gpu"],
+    "common_pod_template": ["default_user", "shared_memory"],
+    "topology_keys": [{"key": "zone", "label": "topology.kubernetes.io/zone"},
+                      {"key": "rack", "label": "topology.kubernetes.io/rack"}],
+    "platforms": {"h100": {"description": "DGX H100, 8 GPUs per node", "override_pod_template": ["h100"],
+                           "default_variables": {"USER_MEMORY": "128Gi"}}},
+}
+# GPUs in kai-training (96 in all), (deserved, limit, weight): each fits one of the trickle's gangs, not two at once
+# (robotics: two 16-GPU gangs go over its limit; isaac-sim: a second non-preemptible job over its quota).
+KAI_QUOTAS = {
+    "departments": {"research": (64, 80, "Medium"), "product": (24, 32, "Medium")},
+    "projects": {"llm-research": (32, -1, "High"), "perception": (16, 24, "Medium"), "robotics": (8, 16, "Low"),
+                 "serving": (16, 24, "High"), "isaac-sim": (8, 8, "Medium")},
+}
 
 
 class Command(BaseCommand):
@@ -66,7 +101,7 @@ class Command(BaseCommand):
                     process.wait()
 
     def load_demo(self) -> None:
-        for result in init_demo():
+        for result in [*init_demo(), *init_kai_demo()]:
             self.stdout.write(result.summary())
         for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
             try:
@@ -74,6 +109,10 @@ class Command(BaseCommand):
             except SyncBusy:
                 continue
             self.stdout.write(f"Simulated backend {backend.name}: {backend.nodes.count()} nodes")
+            if backend.scheduler == Backend.Scheduler.KAI:
+                done = reconcile.run(backend, cluster_for(backend))
+                self.stdout.write(f"KAI objects of {backend.name}: "
+                                  f"{done.summary() if done else Backend.objects.get(pk=backend.pk).engine_error}")
 
     def ensure_admin(self) -> str:
         """One admin whose password is kept in .data/, so every `make demo` prints the same login."""
@@ -87,3 +126,35 @@ class Command(BaseCommand):
         user.set_password(password)
         user.save()
         return password
+
+
+def init_kai_demo(author: str = "demo") -> list[WriteResult]:
+    """The demo's KAI backend (simulated, scheduler kai), its pool kai-training, and a kai-training quota for each
+    demo department and project (KAI_QUOTAS) that has none yet; what exists is left as it is, so it is safe to
+    rerun. Needs init_demo's configuration first (the pod templates, validations, departments and projects)."""
+    results = []
+    with transaction.atomic():
+        backend, created = Backend.objects.get_or_create(
+            name=KAI_BACKEND, defaults={"kind": Backend.Kind.SIMULATED, "scheduler": Backend.Scheduler.KAI,
+                                        "description": "Simulated cluster scheduled by KAI Scheduler (demo)"})
+        if not created and (backend.kind, backend.scheduler) != (Backend.Kind.SIMULATED, Backend.Scheduler.KAI):
+            return results  # someone made the backend something else: not the demo's to change
+        if not Pool.objects.filter(name=KAI_POOL).exists():
+            results.append(writes.import_document(ConfigKind.POOL, {"pools": {KAI_POOL: KAI_POOL_DOCUMENT}},
+                                                  author=author, description="Demo configuration (KAI)"))
+        for kind, model, docs, field in ((ConfigKind.DEPARTMENT, Department, department_docs, "department"),
+                                         (ConfigKind.PROJECT, Project, project_docs, "project")):
+            wanted = KAI_QUOTAS[f"{field}s"]
+            have = set(Quota.objects.filter(pool__name=KAI_POOL, **{f"{field}__name__in": wanted})
+                       .values_list(f"{field}__name", flat=True))
+            names = set(model.objects.filter(name__in=wanted).values_list("name", flat=True)) - have
+            if not names:
+                continue
+            documents = docs(sorted(names))
+            for name, document in documents.items():
+                deserved, limit, weight = wanted[name]
+                document["resources"].append({"node_pool": KAI_POOL, "gpu": {
+                    "deserved": deserved, "limit": limit, "over_quota_weight": weight}})
+            results.append(writes.import_document(kind, documents, author=author,
+                                                  description="Demo configuration (KAI quotas)"))
+    return results
