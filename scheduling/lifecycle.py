@@ -110,6 +110,8 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     if run.engine.get("code"):  # the engine's reason comes first: the kube-scheduler never saw the pods
         waiting.append(engine_message(run.engine))
     for name, pod in sorted(pods.items()):
+        if pod.get("unschedulable") and run.engine.get("code"):
+            continue  # the engine's own reason, above, says more than its "waiting for the scheduler"
         if pod.get("unschedulable"):
             waiting.append(f"Pod {name} is unschedulable: {pod['unschedulable']}")
         elif pod.get("waiting") and pod.get("waiting") not in ("ContainerCreating", "PodInitializing"):

@@ -137,6 +137,8 @@ def test_kais_reason_on_the_podgroup_becomes_the_workloads_reason_and_goes_when_
     client.force_login(world["researcher"])
     page = client.get(f"/workloads/{workload.pk}/")
     assert page.status_code == 200 and "OverLimit" in page.content.decode()
+    text = " ".join(page.content.decode().split())
+    assert f"Queue {queue}, GPUs: deserved 4, allocated 8, limit 12, this workload asks for 8" in text  # KAI's
 
     standin.modify_object(KAI_PODGROUP, workload.job_name, {"status": {"schedulingConditions": []}},
                           namespace=workload.namespace)
@@ -208,3 +210,20 @@ def test_the_sync_watch_carries_a_new_kai_reason_to_the_workload(standin, kube, 
     assert not errors, errors
     reasons = Workload.objects.get(pk=workload.pk).reasons
     assert [r["details"].get("reason") for r in reasons] == ["QueueDoesNotExist"]
+
+
+def test_with_the_engines_reason_the_pods_waiting_for_its_scheduler_add_nothing():
+    from datetime import datetime, timedelta
+
+    from scheduling import lifecycle
+
+    current = lifecycle.Current("SCHEDULING", 2, 1, {}, 3, timedelta(minutes=5))
+    waiting = {"phase": "Pending", "unschedulable": "Waiting for kai-scheduler to place PodGroup ns/wl-1"}
+    pulling = {"phase": "Pending", "waiting": "ErrImagePull", "waiting_message": "no such image"}
+    engine = {"engine": "kai", "code": "OverLimit", "message": "Limit is 8 GPUs"}
+    outcome = lifecycle.observe(current, lifecycle.Run({}, {"p-0": waiting, "p-1": pulling}, engine=engine),
+                                datetime(2026, 11, 25))
+    assert outcome.waiting == ["KAI Scheduler holds it back (OverLimit): Limit is 8 GPUs",
+                               "Pod p-1 waits: ErrImagePull: no such image"]
+    placed = lifecycle.observe(current, lifecycle.Run({}, {"p-0": {"phase": "Pending"}}), datetime(2026, 11, 25))
+    assert placed.status == "SCHEDULING" and placed.waiting == []  # clears what was shown

@@ -101,14 +101,18 @@ class Command(BaseCommand):
                     process.wait()
 
     def load_demo(self) -> None:
-        for result in [*init_demo(), *init_kai_demo()]:
+        for result in init_demo():
             self.stdout.write(result.summary())
+        kai_backend()  # read before its pool is written, so the pool's topology keys are checked against its nodes
         for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
             try:
                 BackendSync(backend, cluster_for(backend)).run(seconds=0)
             except SyncBusy:
                 continue
             self.stdout.write(f"Simulated backend {backend.name}: {backend.nodes.count()} nodes")
+        for result in init_kai_demo():
+            self.stdout.write(result.summary())
+        for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
             if backend.scheduler == Backend.Scheduler.KAI:
                 done = reconcile.run(backend, cluster_for(backend))
                 self.stdout.write(f"KAI objects of {backend.name}: "
@@ -128,16 +132,23 @@ class Command(BaseCommand):
         return password
 
 
+def kai_backend() -> Backend | None:
+    """The demo's KAI backend, made when missing; None when a backend of that name is something else."""
+    backend, created = Backend.objects.get_or_create(
+        name=KAI_BACKEND, defaults={"kind": Backend.Kind.SIMULATED, "scheduler": Backend.Scheduler.KAI,
+                                    "description": "Simulated cluster scheduled by KAI Scheduler (demo)"})
+    if not created and (backend.kind, backend.scheduler) != (Backend.Kind.SIMULATED, Backend.Scheduler.KAI):
+        return None
+    return backend
+
+
 def init_kai_demo(author: str = "demo") -> list[WriteResult]:
     """The demo's KAI backend (simulated, scheduler kai), its pool kai-training, and a kai-training quota for each
     demo department and project (KAI_QUOTAS) that has none yet; what exists is left as it is, so it is safe to
     rerun. Needs init_demo's configuration first (the pod templates, validations, departments and projects)."""
     results = []
     with transaction.atomic():
-        backend, created = Backend.objects.get_or_create(
-            name=KAI_BACKEND, defaults={"kind": Backend.Kind.SIMULATED, "scheduler": Backend.Scheduler.KAI,
-                                        "description": "Simulated cluster scheduled by KAI Scheduler (demo)"})
-        if not created and (backend.kind, backend.scheduler) != (Backend.Kind.SIMULATED, Backend.Scheduler.KAI):
+        if kai_backend() is None:
             return results  # someone made the backend something else: not the demo's to change
         if not Pool.objects.filter(name=KAI_POOL).exists():
             results.append(writes.import_document(ConfigKind.POOL, {"pools": {KAI_POOL: KAI_POOL_DOCUMENT}},
