@@ -5,11 +5,10 @@ import getpass
 import os
 from pathlib import Path
 
-import yaml
 from django.contrib.auth import get_user_model
 
 from pools.config.history import ConfigNotFound
-from pools.engine import ConfigError
+from pools.engine import ConfigError, read_yaml
 from pools.models.visibility import Access
 
 from .models import Workload
@@ -23,12 +22,8 @@ def read_document(path: str):
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path} is neither JSON nor YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    # Depth, numbers, NUL and lone surrogates checked as the API checks JSON (pools.engine.jsonread).
+    return read_yaml(text, path, what="is neither JSON nor YAML")
 
 
 def find_user(name: str | None):

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
-import yaml
 from jinja2.sandbox import SandboxedEnvironment
 
-from pools.engine import ConfigError
+from pools.engine import ConfigError, read_yaml
 
 from .requests import WorkloadRequest, priority_of
 
@@ -44,13 +43,8 @@ class Workflow:
 
 
 def _yaml(text: str, what: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{what} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}",
-                          field="file") from None
+    # Depth, numbers, NUL and lone surrogates checked as for JSON (pools.engine.jsonread).
+    return read_yaml(text, what)
 
 
 def _mapping(value: Any, where: str, allowed: set[str], hint: str = "") -> dict:

@@ -154,7 +154,7 @@ class WorkloadRequest(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid name: 1 to 63 letters, digits, '-', '_' or '.', "
                              "starting and ending with a letter or digit")
         return value

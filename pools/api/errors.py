@@ -1,6 +1,7 @@
 """Every API error is a JSON body `{"detail", "field"}`; a refused input names its field (dotted for
 nested fields, such as `labels.runwhere.ai/pool`)."""
 
+from django.db import DataError
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -8,7 +9,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from pools.cluster import ClusterError, Unavailable
 from pools.config.history import ConfigNotFound
-from pools.engine import ConfigError
+from pools.engine import ConfigError, TooLarge
 from pools.models.dbwrites import NotRecorded
 
 
@@ -33,7 +34,24 @@ def _validation_response(exc: ValidationError) -> Response:
     return Response({"detail": message, "field": field or None}, status=status.HTTP_400_BAD_REQUEST)
 
 
+def _data_error_response(exc: DataError) -> Response:
+    """The database refused a value the checks let through (an integer out of range, a string too long): the
+    input was wrong, not the server. PostgreSQL names the column when it knows it."""
+    cause = exc.__cause__
+    diag = getattr(cause, "diag", None)
+    field = getattr(diag, "column_name", None) or None
+    reason = (getattr(diag, "message_primary", None) or str(cause or exc)).strip().splitlines()[0]
+    where = f"{field}: " if field else ""
+    return Response({"detail": f"{where}the database refused a value: {reason}", "field": field},
+                    status=status.HTTP_400_BAD_REQUEST)
+
+
 def exception_handler(exc, context):
+    if isinstance(exc, TooLarge):
+        return Response({"detail": exc.message, "field": exc.field or None},
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, DataError):
+        return _data_error_response(exc)
     if isinstance(exc, ConfigError):
         code = status.HTTP_404_NOT_FOUND if isinstance(exc, ConfigNotFound) else status.HTTP_400_BAD_REQUEST
         return Response({"detail": exc.message, "field": exc.field or None}, status=code)

@@ -44,7 +44,7 @@ NameList = list[StrictStr]
 
 def _check_variables(value: dict[str, Any]) -> dict[str, Any]:
     for key, item in value.items():
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ValueError(f"variable name {key!r} is not an identifier")
         if key in QUANTITY_VARIABLES and not (isinstance(item, str) and "{{" in item):
             try:
@@ -74,9 +74,9 @@ def _check_timeout(value: str | None) -> str | None:
 
 def _check_selector(value: dict[str, str]) -> dict[str, str]:
     for key, item in value.items():
-        if not _LABEL_KEY_RE.match(key):
+        if not _LABEL_KEY_RE.fullmatch(key):
             raise ValueError(f"{key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE_RE.match(item):
+        if not _LABEL_VALUE_RE.fullmatch(item):
             raise ValueError(f"{item!r} (for {key}) is not a valid Kubernetes label value")
     return value
 
@@ -92,7 +92,7 @@ class TopologyKey(_Document):
     @field_validator("label")
     @classmethod
     def _label_is_label_key(cls, value: str) -> str:
-        if not _LABEL_KEY_RE.match(value):
+        if not _LABEL_KEY_RE.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid Kubernetes label key")
         return value
 

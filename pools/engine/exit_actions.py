@@ -21,7 +21,7 @@ def check_exit_actions(value: dict[str, str]) -> dict[str, str]:
     for action, codes in value.items():
         if action not in EXIT_ACTIONS:
             raise ValueError(f"unknown exit action {action!r}; use one of {', '.join(EXIT_ACTIONS)}")
-        if not isinstance(codes, str) or not _EXIT_CODES.match(codes.replace(" ", "")):
+        if not isinstance(codes, str) or not _EXIT_CODES.fullmatch(codes.replace(" ", "")):
             raise ValueError(f"{action}: {codes!r} is not a list of exit codes or ranges such as '1-10,137'")
         if any(high > 255 or low > high for low, high in exit_code_ranges(codes)):
             raise ValueError(f"{action}: {codes!r}: exit codes run from 0 to 255, ranges low to high")

@@ -59,9 +59,9 @@ def check_labels(changes: dict[str, Any]) -> dict[str, str | None]:
         if not key.startswith(prefix()):
             raise LabelError(f"label {key!r} is not managed here: managed labels start with {prefix()!r}",
                              field=f"labels.{key}")
-        if not _KEY_NAME_RE.match(name):
+        if not _KEY_NAME_RE.fullmatch(name):
             raise LabelError(f"label key {key!r} is not a valid Kubernetes label name", field=f"labels.{key}")
-        if value is not None and (not isinstance(value, str) or not LABEL_VALUE_RE.match(value)):
+        if value is not None and (not isinstance(value, str) or not LABEL_VALUE_RE.fullmatch(value)):
             raise LabelError(f"label value {value!r} for {key} is not a valid Kubernetes label value (up to 63 "
                              "letters, digits, '-', '_' or '.', starting and ending with a letter or digit)",
                              field=f"labels.{key}")

@@ -6,12 +6,11 @@ pool. The cluster is written first, then the database (a cluster change that cou
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from django.db import DatabaseError, transaction
 
 from pools.cluster import ClusterError
 from pools.config import writes
-from pools.engine import ConfigError, check_name
+from pools.engine import ConfigError, check_name, read_yaml_all
 from pools.fleet.labels import LABEL_VALUE_RE, find_node, gpu_type_key, pool_key, reason_of, store_nodes
 from pools.fleet.sync import cluster_for
 from pools.models import Backend, ConfigKind, Node, Pod, Pool
@@ -27,12 +26,8 @@ class PoolFile:
 
 def parse_pool_file(text: str) -> list[PoolFile]:
     """gpuctl's pool YAML (seed 003); several documents may share a file, separated by `---`."""
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"pool file is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    # Depth, numbers, NUL and lone surrogates checked as for JSON (pools.engine.jsonread).
+    documents = [doc for doc in read_yaml_all(text, "pool file") if doc is not None]
     if not documents:
         raise ConfigError("pool file is empty")
     return [_pool_file(doc, index) for index, doc in enumerate(documents)]
@@ -65,7 +60,7 @@ def _pool_file(doc: Any, index: int) -> PoolFile:
         if not isinstance(spec, dict) or set(spec) - {"gpu-type"}:
             raise ConfigError(f"{where}nodes.{node} may only set gpu-type", field=f"nodes.{node}")
         gpu_type = spec.get("gpu-type") or ""
-        if not isinstance(gpu_type, str) or not LABEL_VALUE_RE.match(gpu_type):
+        if not isinstance(gpu_type, str) or not LABEL_VALUE_RE.fullmatch(gpu_type):
             raise ConfigError(f"{where}nodes.{node}.gpu-type {gpu_type!r} is not a valid label value",
                               field=f"nodes.{node}.gpu-type")
         listed[str(node)] = gpu_type

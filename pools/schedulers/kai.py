@@ -43,7 +43,7 @@ def _part(text: str) -> str:
     """A name part KAI accepts (a DNS label); a part that had to change keeps a hash of the original, so two
     names that differ only in what was changed never collide."""
     cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
-    if cleaned != text or not _NAME_OK.match(cleaned):
+    if cleaned != text or not _NAME_OK.fullmatch(cleaned):
         cleaned = f"{cleaned[:40]}-{zlib.crc32(text.encode()):08x}"
     return cleaned[:63].strip("-")
 

@@ -116,10 +116,10 @@ class SimulatedCluster:
         if not isinstance(labels, dict):
             raise ClusterError("labels must be a mapping", 422)
         for key, value in labels.items():
-            if not isinstance(key, str) or not _LABEL_KEY_RE.match(key) or len(key.split("/")[-1]) > 63:
+            if not isinstance(key, str) or not _LABEL_KEY_RE.fullmatch(key) or len(key.split("/")[-1]) > 63:
                 raise ClusterError(f'Node "{name}" is invalid: metadata.labels: Invalid value: "{key}": '
                                    "name part must consist of alphanumeric characters, '-', '_' or '.'", 422)
-            if value is not None and (not isinstance(value, str) or not _LABEL_VALUE_RE.match(value)):
+            if value is not None and (not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value)):
                 raise ClusterError(f'Node "{name}" is invalid: metadata.labels: Invalid value: "{value}": a valid '
                                    "label must be an empty string or consist of alphanumeric characters, '-', '_' "
                                    "or '.', and must start and end with an alphanumeric character", 422)

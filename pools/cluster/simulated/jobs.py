@@ -104,14 +104,14 @@ class JobController:
     @staticmethod
     def normalise_job(namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """A copy of `body` checked and defaulted as the API server would, or the error it would answer."""
-        if not isinstance(namespace, str) or not _DNS_LABEL_RE.match(namespace):
+        if not isinstance(namespace, str) or not _DNS_LABEL_RE.fullmatch(namespace):
             raise ClusterError(f"invalid namespace {namespace!r}", 422)
         if not isinstance(body, dict):
             raise ClusterError("a Job must be a JSON object", 400)
         job = copy.deepcopy(body)
         metadata = job.setdefault("metadata", {})
         name = metadata.get("name")
-        if not isinstance(name, str) or not _DNS_LABEL_RE.match(name):
+        if not isinstance(name, str) or not _DNS_LABEL_RE.fullmatch(name):
             raise ClusterError(f"Job.batch {name!r} is invalid: metadata.name: Invalid value: must be a lowercase "
                                "RFC 1123 label of at most 63 characters", 422)
         if metadata.get("namespace", namespace) != namespace:

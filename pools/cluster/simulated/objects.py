@@ -86,10 +86,10 @@ class CustomObjects:
         if not isinstance(metadata, dict):
             raise ClusterError(f"{kind.plural}.{kind.group} is invalid: metadata.name: Required value", 422)
         name = metadata.get("name")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN_RE.match(name):
+        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(name):
             raise ClusterError(f'{kind.kind}.{kind.group} {name!r} is invalid: metadata.name: Invalid value: must be '
                                "a lowercase RFC 1123 subdomain", 422)
-        if namespace is not None and not _DNS_LABEL_RE.match(namespace):
+        if namespace is not None and not _DNS_LABEL_RE.fullmatch(namespace):
             raise ClusterError(f"invalid namespace {namespace!r}", 422)
         if metadata.get("namespace", namespace) != namespace:
             raise ClusterError("the namespace of the provided object does not match the namespace sent on the "

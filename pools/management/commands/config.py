@@ -136,6 +136,8 @@ class Command(BaseCommand):
 
     def do_history(self, options):
         kind = history.parse_kind(options["type"]) if options["type"] else None
+        if options["limit"] < 1:
+            raise CommandError(f"--limit must be a whole number of revisions, 1 or more (not {options['limit']})")
         revisions = list(history.revisions(kind, options["name"])[: options["limit"]])
         if options["format"] == "json":
             self._print_json([history.summary(rev) for rev in revisions])

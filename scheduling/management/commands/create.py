@@ -3,10 +3,9 @@
 
 from pathlib import Path
 
-import yaml
 from django.core.management.base import BaseCommand
 
-from pools.engine import ConfigError
+from pools.engine import ConfigError, read_yaml_all
 from pools.fleet import poolfiles
 from pools.management.cli import author, clear_errors
 from scheduling import submission
@@ -33,8 +32,8 @@ def read_pool_file(path: str) -> list[poolfiles.PoolFile]:
 def kind_of(text: str) -> str | None:
     """The `kind` of the file's first document, or None when it cannot be read (the parser then says why)."""
     try:
-        first = next((doc for doc in yaml.safe_load_all(text) if doc is not None), None)
-    except yaml.YAMLError:
+        first = next((doc for doc in read_yaml_all(text) if doc is not None), None)
+    except ConfigError:
         return None
     return first.get("kind") if isinstance(first, dict) else None
 

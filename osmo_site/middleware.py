@@ -1,0 +1,36 @@
+"""Requests refused before any view reads them: a NUL character in the URL path or query string (400;
+PostgreSQL cannot store one, so a lookup would fail as a 500) and a declared body over
+`OSMO_JSON_MAX_BYTES` (413, before anything reads it). API paths answer JSON `{"detail", "field"}`."""
+
+from urllib.parse import unquote
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+
+from pools.engine import jsonread
+
+
+def _refuse(request, status: int, detail: str, field: str) -> HttpResponse:
+    if request.path_info.startswith("/api/"):
+        return JsonResponse({"detail": detail, "field": field}, status=status)
+    return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
+
+
+class InputLimitsMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" in request.path_info:
+            return _refuse(request, 400, "The URL path contains a NUL character", "path")
+        query = request.META.get("QUERY_STRING", "")
+        if "%00" in query or "\x00" in unquote(query):
+            return _refuse(request, 400, "The query string contains a NUL character", "query")
+        limit = getattr(settings, "OSMO_JSON_MAX_BYTES", jsonread.MAX_BYTES)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > limit:
+            return _refuse(request, 413, f"request body is larger than {limit} bytes", "request body")
+        return self.get_response(request)
