@@ -52,9 +52,14 @@ def _role(name: str) -> Role:
         raise ConfigNotFound(f"There is no role {name!r}", field="role_name") from None
 
 
+def _is_staff_account(user) -> bool:
+    return user.is_staff or user.is_superuser
+
+
 def _guard_staff(request, user, what: str) -> None:
-    """A role that manages users must not reach staff powers through a staff user's token or account."""
-    if user.is_staff and not access_for(request).is_staff:
+    """A role that manages users must not reach staff powers through a staff user's token or account:
+    whatever the role's policies allow, only staff act on staff users, their roles and their tokens."""
+    if _is_staff_account(user) and not access_for(request).is_staff:
         raise Problem(f"Only staff may {what} a staff user", "id", status=403)
 
 
@@ -112,6 +117,7 @@ class UserRolesView(AccessView):
                    responses={201: bodies.UserAssignedSerializer, 200: bodies.UserAssignedSerializer})
     def post(self, request, user_id):
         user = _user(user_id)
+        _guard_staff(request, user, "assign a role to")
         role = _role(bodies.validated(bodies.RoleAssignBody, request)["role_name"])
         _, created = RoleAssignment.objects.get_or_create(
             user=user, role=role, defaults={"assigned_by": request.user.get_username()})
@@ -122,7 +128,9 @@ class UserRolesView(AccessView):
 class UserRoleView(AccessView):
     @extend_schema(responses={204: None})
     def delete(self, request, user_id, role_name):
-        user, role = _user(user_id), _role(role_name)
+        user = _user(user_id)
+        _guard_staff(request, user, "remove a role from")
+        role = _role(role_name)
         deleted, _ = RoleAssignment.objects.filter(user=user, role=role).delete()
         if not deleted:
             raise ConfigNotFound(f"{user_id} does not hold role {role_name}", field="role_name")
@@ -145,6 +153,8 @@ class RoleUsersView(AccessView):
         role = _role(role_name)
         user_ids = bodies.validated(bodies.BulkAssignBody, request)["user_ids"]
         users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=user_ids)}
+        for user in users.values():
+            _guard_staff(request, user, "assign a role to")
         held = set(role.assignments.filter(user__in=users.values()).values_list("user__username", flat=True))
         result = {"role": role.name, "assigned": [], "already_assigned": [], "failed": []}
         new = []
@@ -219,7 +229,9 @@ class UserTokenView(AccessView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, user_id, name):
-        tokens.revoke_token(_user(user_id), name)
+        user = _user(user_id)
+        _guard_staff(request, user, "revoke a token of")
+        tokens.revoke_token(user, name)
         return Response(status=204)
 
 

@@ -14,9 +14,12 @@ from functools import wraps
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import HttpResponse
+from django.urls import reverse
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from pools.models import ConfigKind, ConfigRevision
 from pools.models.visibility import access_cache, access_for
 
 
@@ -107,3 +110,46 @@ class AccessRequiredMixin:
     def dispatch(self, request, *args, **kwargs):
         refusal = _check_page(request, rule_for(self, request.method), kwargs.get(self.pool_kwarg))
         return refusal or super().dispatch(request, *args, **kwargs)
+
+
+# ---- configuration revisions ------------------------------------------------------------------------
+# A revision holds an object's whole document, so history and diffs show it only to those who may read
+# that object through the normal config API: GET /api/configs/<type>/ (every object of the type) or
+# GET /api/configs/<type>/<name>/ (that one).
+
+def config_path(kind: str, name: str | None = None) -> str:
+    path = reverse("config-documents", kwargs={"kind": str(kind).lower()})
+    return path if name is None else f"{path}{name}/"
+
+
+def may_touch_config(request, method: str, kind: str, name: str | None = None) -> bool:
+    access = access_for(request)
+    if access.is_staff:
+        return True
+    return access.request_grant(method, config_path(kind)) is not None or (
+        name is not None and access.request_grant(method, config_path(kind, name)) is not None)
+
+
+def readable_revisions(request, revisions):
+    """`revisions` (a ConfigRevision queryset) narrowed to those whose documents the caller may read."""
+    access = access_for(request)
+    if access.is_staff:
+        return revisions
+    whole = [kind for kind in ConfigKind if access.request_grant("GET", config_path(kind)) is not None]
+    allowed = Q(kind__in=whole)
+    pairs = (ConfigRevision.objects.exclude(kind__in=whole).values_list("kind", "name").distinct()
+             if len(whole) < len(ConfigKind) else ())
+    names: dict[str, list[str]] = {}
+    for kind, name in pairs:
+        if access.request_grant("GET", config_path(kind, name)) is not None:
+            names.setdefault(kind, []).append(name)
+    for kind, chosen in names.items():
+        allowed |= Q(kind=kind, name__in=chosen)
+    return revisions.filter(allowed)
+
+
+def refuse_unreadable_revision(request, revision) -> None:
+    """403 when the caller may not read this revision's document through the config API."""
+    if revision is not None and not may_touch_config(request, "GET", revision.kind, revision.name):
+        raise PermissionDenied(f"{revision.kind} revision {revision.number} is not yours to read: it needs staff "
+                               f"or a role that allows GET {config_path(revision.kind)}")

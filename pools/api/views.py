@@ -2,9 +2,11 @@
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pools.access.scoping import config_path, may_touch_config, readable_revisions, refuse_unreadable_revision
 from pools.access.serializers import StrictCharField, WriteResultSerializer, named, path_parameter, validated
 from pools.config import history, writes
 from pools.engine import ConfigError
@@ -105,7 +107,8 @@ class HistoryView(APIView):
         OpenApiParameter("documents", bool, description="Add each revision's document.")])
     def get(self, request):
         kind = request.query_params.get("type")
-        revisions = history.revisions(_kind(kind.lower()) if kind else None, request.query_params.get("name"))
+        revisions = readable_revisions(
+            request, history.revisions(_kind(kind.lower()) if kind else None, request.query_params.get("name")))
         include_documents = request.query_params.get("documents") in ("1", "true")
         rows = []
         try:
@@ -133,7 +136,12 @@ class RollbackView(APIView):
     @extend_schema(request=RollbackSerializer, responses=WriteResultSerializer)
     def post(self, request):
         body = validated(RollbackSerializer, request)
-        result = writes.rollback(_kind(body["type"].lower()), body["revision"], author=request.user,
+        kind = _kind(body["type"].lower())
+        target = history.get_revision(kind, body["revision"])
+        if not may_touch_config(request, "PUT", kind, target.name):
+            raise PermissionDenied(f"Rolling back {kind} {target.name} writes it: that needs staff or a role that "
+                                   f"allows PUT {config_path(kind, target.name)}")
+        result = writes.rollback(kind, body["revision"], author=request.user,
                                   description=body["description"])
         return Response(result.as_dict())
 
@@ -153,4 +161,6 @@ class DiffView(APIView):
         except ValueError:
             raise ConfigError("revision and other must be revision numbers", field="revision") from None
         kind = _kind(params.get("type", "").lower())
+        for revision in history.diff_pair(kind, number, other):
+            refuse_unreadable_revision(request, revision)
         return Response({"diff": history.unified_diff(kind, number, other)})

@@ -3,7 +3,9 @@ within a role, OSMO's `osmo-<team>` pool rule, and the reasons shown on "effecti
 
 Globs are translated once into a regular expression that means the same in Python's `re` and in
 PostgreSQL's (and SQLite's) regex operator, so the database can filter pools with exactly the rule
-that Python applies to a single request.
+that Python applies to a single request. Python itself decides a request with `Glob`, a matcher
+that means exactly what that regular expression means but cannot backtrack: a glob like
+`/api/*a*a*a*a*b` costs time in proportion to the path, not exponential in its stars.
 """
 
 import re
@@ -44,6 +46,90 @@ def glob_regex(glob: str) -> str:
     return "".join(out)
 
 
+class Glob:
+    """A glob compiled for matching without backtracking, meaning exactly `re.fullmatch(glob_regex(glob), path,
+    re.S)`. The glob is split at its stars into segments of single-character tokens (a literal, `?` or a
+    class); the first segment must match at the start, the last at the end, and each one between at the
+    leftmost place after the one before it (leftmost is always safe when a star separates segments).
+    Each text position is tried at most once per segment, so the work is linear in the path's length
+    for a given glob."""
+
+    __slots__ = ("segments",)
+
+    def __init__(self, glob: str):
+        segments: list[list] = [[]]
+        index = 0
+        while index < len(glob):
+            char = glob[index]
+            index += 1
+            if char == "*":
+                if segments[-1] or len(segments) == 1:
+                    segments.append([])
+            elif char == "?":
+                segments[-1].append(None)
+            elif char == "[" and (end := glob.find("]", index + 1)) != -1 and _CLASS_CHARS.match(glob[index:end]):
+                body = glob[index:end]
+                negate = body.startswith("!")
+                segments[-1].append((negate, _class_ranges(body[1:] if negate else body)))
+                index = end + 1
+            else:
+                segments[-1].append(char)
+        self.segments = tuple(tuple(segment) for segment in segments)
+
+    def match(self, text: str) -> bool:
+        return self.match_counting(text)[0]
+
+    def match_counting(self, text: str) -> tuple[bool, int]:
+        """(matches, steps): steps counts token comparisons, for tests that check the work is linear."""
+        steps = 0
+        segments, size = self.segments, len(text)
+
+        def at(segment, start: int) -> bool:
+            nonlocal steps
+            for offset, token in enumerate(segment):
+                steps += 1
+                if not _token_matches(token, text[start + offset]):
+                    return False
+            return True
+
+        if len(segments) == 1:  # no star: the whole text, exactly
+            return len(segments[0]) == size and at(segments[0], 0), steps
+        first, last = segments[0], segments[-1]
+        end = size - len(last)
+        if len(first) > end or not at(first, 0) or not at(last, end):
+            return False, steps
+        position = len(first)
+        for segment in segments[1:-1]:
+            while position + len(segment) <= end and not at(segment, position):
+                position += 1
+            if position + len(segment) > end:
+                return False, steps
+            position += len(segment)
+        return True, steps
+
+
+def _class_ranges(body: str) -> tuple[tuple[str, str], ...]:
+    """A class body as the regex `[body]` reads it: `a-z` a range, a dash first or last a literal."""
+    ranges, index = [], 0
+    while index < len(body):
+        if index + 2 < len(body) and body[index + 1] == "-":
+            ranges.append((body[index], body[index + 2]))
+            index += 3
+        else:
+            ranges.append((body[index], body[index]))
+            index += 1
+    return tuple(ranges)
+
+
+def _token_matches(token, char: str) -> bool:
+    if token is None:
+        return True
+    if isinstance(token, str):
+        return token == char
+    negate, ranges = token
+    return any(low <= char <= high for low, high in ranges) is not negate
+
+
 def anchored(regexes: Iterable[str]) -> str | None:
     """One anchored alternation, or None when there is nothing to match."""
     parts = list(dict.fromkeys(regexes))
@@ -74,15 +160,15 @@ class Action:
         return cls(method=str(raw.get("method", "")).upper(), glob=glob, deny=deny, written=raw.get("path", ""))
 
     @cached_property
-    def pattern(self) -> re.Pattern:
-        return re.compile(glob_regex(self.glob), re.S)
+    def matcher(self) -> Glob:
+        return Glob(self.glob)
 
     def covers_method(self, method: str) -> bool:
         method = "GET" if method.upper() == "HEAD" else method.upper()
         return self.method in ("*", method)
 
     def covers(self, method: str, path: str) -> bool:
-        return self.covers_method(method) and self.pattern.fullmatch(path) is not None
+        return self.covers_method(method) and self.matcher.match(path)
 
     def describe(self) -> str:
         return f"{self.method} {self.written}"

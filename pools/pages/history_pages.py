@@ -1,8 +1,9 @@
 """`/config/history/`: the revision list, a side-by-side diff of any two revisions, and rollback.
 
-Who sees what: staff and holders of an admin role that may read `/api/configs/history/` see every
-revision, as the API shows them; everyone else sees the revisions of the pools they may use (the same
-documents their pool pages show) and nothing of templates, validations or roles. Rollback is for staff
+Who sees what: staff see every revision; holders of an admin role that may read `/api/configs/history/`
+see the revisions of the kinds (or objects) the config API lets them read, as the API shows them;
+everyone else sees the revisions of the pools they may use (the same documents their pool pages show)
+and nothing of templates, validations or roles. Rollback is for staff
 only, from a confirmation page, by POST with the CSRF token.
 """
 
@@ -14,7 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from pools.access.scoping import Rule, access_required
+from pools.access.scoping import Rule, access_required, readable_revisions
 from pools.config import history, writes
 from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision, Pool
@@ -36,10 +37,14 @@ def reads_all_configuration(request) -> bool:
 
 def visible_revisions(request):
     revisions = ConfigRevision.objects.all()
-    if reads_all_configuration(request):
+    if access_for(request).is_staff:
         return revisions
     pools = Pool.objects.visible_to(request).filter(name=OuterRef("name"))
-    return revisions.filter(Exists(pools), kind=ConfigKind.POOL)
+    own_pools = revisions.filter(Exists(pools), kind=ConfigKind.POOL)
+    if reads_all_configuration(request):
+        # ... of the kinds (or objects) the config API lets them read, as the API's history shows them.
+        return readable_revisions(request, revisions) | own_pools
+    return own_pools
 
 
 def _kinds(request):

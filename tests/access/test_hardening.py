@@ -1,0 +1,333 @@
+"""Issue 15, point 3: access-control fixes found by an attacker's review.
+
+- a role allowed `/api/auth/*` cannot act on staff users, their roles or their tokens;
+- history and diffs show a revision only to those who may read its kind through the config API;
+- policy globs match without backtracking (counted in steps, never timed);
+- trusted-header sign-in keeps identity-provider users apart from local accounts, reads UTF-8 and
+  refuses control characters.
+"""
+
+import datetime as dt
+import random
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from pools.access import tokens
+from pools.config import writes
+from pools.engine.policies import Action, Glob, RoleRules, glob_regex
+from pools.models import AccessToken, ConfigKind, ConfigRevision, Role, RoleAssignment
+from tests.access.conftest import give
+
+User = get_user_model()
+FAR = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
+
+
+def role(name: str, *actions: tuple[str, str]) -> None:
+    writes.import_document(ConfigKind.ROLE, {"name": name, "actions": [
+        {"base": "http", "path": path, "method": method} for method, path in actions]}, author="tests")
+
+
+# ---- staff users are for staff only ------------------------------------------------------------------
+
+@pytest.fixture
+def user_manager(world, nobody, client_as):
+    role("user-managers", ("*", "/api/auth/*"))
+    give(nobody, "user-managers")
+    return client_as("nobody")
+
+
+@pytest.fixture
+def staff_token(staff):
+    token, _ = tokens.create_token(staff, "ci", FAR, created_by="tests")
+    return token
+
+
+@pytest.mark.django_db
+def test_a_user_manager_cannot_revoke_a_staff_users_token(user_manager, staff, staff_token):
+    response = user_manager.delete("/api/auth/user/ops/access_token/ci")
+
+    assert response.status_code == 403
+    assert response.json()["detail"] == "Only staff may revoke a token of a staff user"
+    assert AccessToken.objects.filter(pk=staff_token.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_user_manager_cannot_change_a_staff_users_roles(user_manager, staff, teammate):
+    RoleAssignment.objects.create(user=staff, role=Role.objects.get(name="osmo-team"), assigned_by="tests")
+
+    removed = user_manager.delete("/api/auth/user/ops/roles/osmo-team")
+    added = user_manager.post("/api/auth/user/ops/roles", {"role_name": "sim-users"}, format="json")
+    bulk = user_manager.post("/api/auth/roles/sim-users/users", {"user_ids": ["teammate", "ops"]}, format="json")
+
+    assert removed.status_code == added.status_code == bulk.status_code == 403
+    assert removed.json()["detail"] == "Only staff may remove a role from a staff user"
+    assert added.json()["detail"] == bulk.json()["detail"] == "Only staff may assign a role to a staff user"
+    assert set(RoleAssignment.objects.filter(user=staff).values_list("role__name", flat=True)) == {"osmo-team"}
+    assert not RoleAssignment.objects.filter(user=teammate, role__name="sim-users").exists()  # all or nothing
+
+
+@pytest.mark.django_db
+def test_a_user_manager_still_manages_non_staff_users(user_manager, teammate):
+    tokens.create_token(teammate, "laptop", FAR, created_by="tests")
+
+    assert user_manager.delete("/api/auth/user/teammate/access_token/laptop").status_code == 204
+    assert user_manager.post("/api/auth/user/teammate/roles", {"role_name": "sim-users"},
+                             format="json").status_code == 201
+    assert user_manager.delete("/api/auth/user/teammate/roles/osmo-team").status_code == 204
+    assert user_manager.post("/api/auth/roles/osmo-team/users", {"user_ids": ["teammate"]},
+                             format="json").json()["assigned"] == ["teammate"]
+    assert not AccessToken.objects.filter(user=teammate).exists()
+
+
+@pytest.mark.django_db
+def test_staff_still_manage_staff_users(world, staff, staff_token, client_as):
+    client = client_as("staff")
+
+    assert client.delete("/api/auth/user/ops/access_token/ci").status_code == 204
+    assert client.post("/api/auth/user/ops/roles", {"role_name": "sim-users"}, format="json").status_code == 201
+
+
+# ---- history and diffs follow the config API's read rule ---------------------------------------------
+
+@pytest.fixture
+def no_roles_reader(world, nobody, client_as):
+    """May use every config endpoint but the roles'."""
+    role("config-but-roles", ("*", "/api/configs/*"), ("*", "!/api/configs/role/*"))
+    give(nobody, "config-but-roles")
+    writes.import_document(ConfigKind.POD_TEMPLATE, {"spec": {"hostNetwork": False}}, name="tmpl-x", author="tests")
+    return client_as("nobody")
+
+
+def role_revision() -> int:
+    return ConfigRevision.objects.filter(kind=ConfigKind.ROLE, name="sim-users").values_list("number", flat=True).get()
+
+
+@pytest.mark.django_db
+def test_a_role_denied_the_roles_api_sees_no_role_revision_in_history(no_roles_reader):
+    assert no_roles_reader.get("/api/configs/role/").status_code == 403  # the normal API refuses
+
+    every = no_roles_reader.get("/api/configs/history/?documents=1").json()["revisions"]
+    roles = no_roles_reader.get("/api/configs/history/?type=role&documents=1").json()["revisions"]
+    named = no_roles_reader.get("/api/configs/history/?type=role&name=sim-users&documents=1").json()["revisions"]
+
+    assert roles == named == []
+    assert {(row["type"], row["name"]) for row in every} == {("POD_TEMPLATE", "tmpl-x")}
+    assert every[0]["document"] == {"spec": {"hostNetwork": False}}
+    assert b"sim-secret" not in no_roles_reader.get("/api/configs/history/?documents=1").content
+
+
+@pytest.mark.django_db
+def test_a_role_denied_the_roles_api_gets_no_role_diff(no_roles_reader):
+    response = no_roles_reader.get(f"/api/configs/history/diff/?type=role&revision={role_revision()}")
+
+    assert response.status_code == 403
+    assert "sim-secret" not in response.json()["detail"]
+    assert "/api/configs/role/" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_role_denied_the_roles_api_cannot_roll_a_role_back(no_roles_reader):
+    response = no_roles_reader.post("/api/configs/history/rollback/", {"type": "role", "revision": role_revision()},
+                                    format="json")
+
+    assert response.status_code == 403
+    assert ConfigRevision.objects.filter(kind=ConfigKind.ROLE, name="sim-users").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_role_that_reads_one_role_sees_only_that_ones_revisions(world, nobody, client_as):
+    role("reads-one-role", ("GET", "/api/configs/history/*"), ("GET", "/api/configs/role/osmo-team/"))
+    give(nobody, "reads-one-role")
+    client = client_as("nobody")
+
+    rows = client.get("/api/configs/history/?documents=1").json()["revisions"]
+
+    assert {(row["type"], row["name"]) for row in rows} == {("ROLE", "osmo-team")}
+    number = ConfigRevision.objects.get(kind=ConfigKind.ROLE, name="osmo-team").number
+    assert client.get(f"/api/configs/history/diff/?type=role&revision={number}").status_code == 200
+    assert client.get(f"/api/configs/history/diff/?type=role&revision={role_revision()}").status_code == 403
+
+
+@pytest.mark.django_db
+def test_staff_still_see_role_revisions_and_diffs(world, staff, client_as):
+    client = client_as("staff")
+
+    rows = client.get("/api/configs/history/?type=role&documents=1").json()["revisions"]
+    diff = client.get(f"/api/configs/history/diff/?type=role&revision={role_revision()}")
+
+    assert {row["name"] for row in rows} >= {"sim-users", "osmo-team"}
+    assert all("document" in row for row in rows)
+    assert diff.status_code == 200 and "sim-secret" in diff.json()["diff"]
+
+
+@pytest.mark.django_db
+def test_the_history_page_hides_role_revisions_too(world, nobody):
+    from django.test import Client
+
+    role("config-but-roles", ("*", "/api/configs/*"), ("*", "!/api/configs/role/*"))
+    give(nobody, "config-but-roles")
+    client = Client()
+    client.force_login(nobody)
+
+    assert client.get(f"/config/history/diff/?type=role&revision={role_revision()}").status_code == 404
+    assert b"sim-users" not in client.get("/config/history/?type=role").content
+
+
+# ---- policy globs cannot backtrack ------------------------------------------------------------------
+
+EVIL = "/api/" + "*a" * 17 + "*b"
+
+
+@pytest.mark.parametrize("path", [
+    "/api/" + "a" * 10_000,  # every `a`, no `b`
+    "/api/" + "x" * 10_000 + "b",  # the `b`, no `a`
+    "/api/" + "a" * 16 + "x" * 10_000 + "b",  # one `a` short
+    "/api/" + "ab" * 5_000 + "c",
+])
+def test_an_evil_glob_is_decided_in_steps_linear_in_the_path(path):
+    matched, steps = Glob(EVIL).match_counting(path)
+
+    assert matched is False
+    assert steps < 10 * len(path)
+
+
+def test_an_evil_glob_still_matches_what_it_should():
+    path = "/api/" + "a" * 10_000 + "b"
+    matched, steps = Glob(EVIL).match_counting(path)
+
+    assert matched is True and steps < 10 * len(path)
+
+
+def test_a_role_with_an_evil_glob_decides_a_long_request_through_the_linear_matcher():
+    rules = RoleRules.from_policies("evil", [{"actions": [{"path": EVIL, "method": "*"}]}])
+
+    assert rules.decide("GET", "/api/" + "a" * 10_000) is None
+    assert rules.decide("GET", "/api/aaaaaaaaaaaaaaaaab") is not None
+    assert isinstance(rules.actions[0].matcher, Glob)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # `[[` in a regex: Python warns, and still means a `[`
+def test_the_matcher_means_exactly_what_the_database_regex_means():
+    rng = random.Random(15)
+    glob_chars, text_chars = "ab-/.[]!*?\n", "ab-/.[]!z\n"
+    for _ in range(20_000):
+        glob = "".join(rng.choice(glob_chars) for _ in range(rng.randint(0, 8)))
+        text = "".join(rng.choice(text_chars) for _ in range(rng.randint(0, 8)))
+        try:
+            expected = re.fullmatch(glob_regex(glob), text, re.S) is not None
+        except re.error:
+            continue
+        assert Glob(glob).match(text) is expected, (glob, text)
+
+
+@pytest.mark.parametrize(("glob", "path", "matches"), [
+    ("/api/pool/[a-c]1", "/api/pool/b1", True),
+    ("/api/pool/[a-c]1", "/api/pool/d1", False),
+    ("/api/pool/[!a-c]1", "/api/pool/d1", True),
+    ("/api/pool/[a-]1", "/api/pool/-1", True),
+    ("/api/**/x", "/api/x", False),
+    ("/api/**/x", "/api//x", True),
+    ("*", "", True),
+])
+def test_classes_and_stars_keep_their_regex_meaning(glob, path, matches):
+    assert Glob(glob).match(path) is matches
+    assert Action.parse({"path": glob, "method": "*"}).covers("GET", path) is matches
+
+
+# ---- trusted-header sign-in ----------------------------------------------------------------------------
+
+PROXY = "10.0.0.7"
+HEADER_LOGIN = override_settings(ACCESS_HEADER_LOGIN=True, ACCESS_TRUSTED_PROXIES=["10.0.0.0/24"])
+
+
+def via_proxy(client, user, groups=""):
+    return client.get("/api/profile/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_USER=user, HTTP_X_FORWARDED_GROUPS=groups)
+
+
+def as_wsgi(text: str) -> str:
+    """What a WSGI server puts in META for a header the proxy sent as UTF-8 bytes."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+@pytest.fixture
+def local_admin(db):
+    return User.objects.create_superuser("admin", password="pw-admin-123")
+
+
+@HEADER_LOGIN
+@pytest.mark.django_db
+def test_a_header_admin_does_not_become_the_local_admin(world, local_admin):
+    client = APIClient()
+    response = via_proxy(client, "admin")
+
+    assert response.status_code == 403
+    assert "local account" in response.json()["detail"]
+    assert "_auth_user_id" not in client.session
+
+
+@HEADER_LOGIN
+@pytest.mark.django_db
+def test_a_header_never_takes_over_a_local_password_account(world, nobody):
+    assert via_proxy(APIClient(), "nobody").status_code == 403
+
+
+@HEADER_LOGIN
+@override_settings(ACCESS_HEADER_USER_PREFIX="idp:")
+@pytest.mark.django_db
+def test_with_a_prefix_header_users_live_in_their_own_namespace(world, local_admin):
+    client = APIClient()
+    response = via_proxy(client, "admin")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["id"] == "idp:admin" and response.json()["is_staff"] is False
+    assert User.objects.get(username="idp:admin").has_usable_password() is False
+    assert User.objects.get(username="admin").is_superuser  # untouched
+
+
+@HEADER_LOGIN
+@override_settings(ACCESS_HEADER_USER_PREFIX="idp:")
+@pytest.mark.django_db
+def test_a_header_user_made_before_the_prefix_keeps_working(world):
+    with override_settings(ACCESS_HEADER_USER_PREFIX=""):
+        assert via_proxy(APIClient(), "carol").json()["id"] == "carol"
+
+    response = via_proxy(APIClient(), "carol")
+
+    assert response.status_code == 200 and response.json()["id"] == "carol"
+    assert not User.objects.filter(username="idp:carol").exists()
+
+
+@HEADER_LOGIN
+@pytest.mark.django_db
+def test_a_utf8_name_from_the_proxy_arrives_decoded(world):
+    response = via_proxy(APIClient(), as_wsgi("José-Łukasz"))
+
+    assert response.status_code == 200, response.content
+    assert response.json()["id"] == "José-Łukasz"
+    assert User.objects.filter(username="José-Łukasz").exists()
+    assert not User.objects.filter(username=as_wsgi("José-Łukasz")).exists()
+
+
+@HEADER_LOGIN
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["ali\x00ce", "alice\x1b[31m", "ali\nce", "ali\u202ece", "ali\x7fce"])
+def test_a_name_with_a_control_character_is_refused(world, name):
+    client = APIClient()
+    response = via_proxy(client, as_wsgi(name))
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "X-Forwarded-User"
+    assert User.objects.count() == 0
+    assert "_auth_user_id" not in client.session
+
+
+@HEADER_LOGIN
+@pytest.mark.django_db
+def test_a_name_that_is_not_utf8_is_refused(world):
+    response = via_proxy(APIClient(), "caf\xe9")  # the byte 0xE9 alone: Latin-1, not UTF-8
+
+    assert response.status_code == 400 and "UTF-8" in response.json()["detail"]
