@@ -40,6 +40,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "osmo_site.middleware.InputLimitsMiddleware",  # NUL in URLs (400) and oversized bodies (413), before all else
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -104,6 +105,9 @@ ACCESS_DEFAULT_POOL_OPEN = env_bool("ACCESS_DEFAULT_POOL_OPEN", True)
 OSMO_DEFAULT_PROJECT_OPEN = env_bool("OSMO_DEFAULT_PROJECT_OPEN", True)
 ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 365)
 ACCESS_HEADER_LOGIN = env_bool("ACCESS_HEADER_LOGIN", False)
+# The proxy's user N signs in as <prefix>N ("idp:" keeps them apart from local accounts); a header never signs
+# into a local account (one with a password, or a superuser).
+ACCESS_HEADER_USER_PREFIX = env_str("ACCESS_HEADER_USER_PREFIX", "")
 ACCESS_HEADER_USER = env_str("ACCESS_HEADER_USER", "X-Forwarded-User")
 ACCESS_HEADER_GROUPS = env_str("ACCESS_HEADER_GROUPS", "X-Forwarded-Groups")
 ACCESS_TRUSTED_PROXIES = env_list("ACCESS_TRUSTED_PROXIES", [])
@@ -258,3 +262,20 @@ OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)
 if OSMO_DEMO_TRICKLE > 0:
     CELERY_BEAT_SCHEDULE["demo-trickle"] = {"task": "scheduling.tasks.demo_trickle",
                                             "schedule": float(OSMO_DEMO_TRICKLE)}
+
+# Input limits (pools.engine.jsonread): the largest JSON body, admin JSON field or CLI file (413 above it) and
+# the deepest nesting accepted (400 deeper).
+OSMO_JSON_MAX_BYTES = env_int("OSMO_JSON_MAX_BYTES", 2 * 1024 * 1024)
+OSMO_JSON_MAX_DEPTH = env_int("OSMO_JSON_MAX_DEPTH", 64)
+
+# Health and metrics (osmo_site.health, README "Health and metrics"): /readyz waits at most OSMO_READY_TIMEOUT
+# seconds for each of the database and the broker. /metrics answers a scrape with
+# `Authorization: Bearer <OSMO_METRICS_TOKEN>` or from an address of OSMO_METRICS_ALLOWED_ADDRESSES (IPs or
+# CIDRs, against REMOTE_ADDR); with neither set it is off (404).
+OSMO_READY_TIMEOUT = env_int("OSMO_READY_TIMEOUT", 2)
+OSMO_METRICS_TOKEN = env_str("OSMO_METRICS_TOKEN", "")
+OSMO_METRICS_ALLOWED_ADDRESSES = env_list("OSMO_METRICS_ALLOWED_ADDRESSES", [])
+try:
+    [ipaddress.ip_network(_address, strict=False) for _address in OSMO_METRICS_ALLOWED_ADDRESSES]
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"OSMO_METRICS_ALLOWED_ADDRESSES: {_exc}") from None

@@ -275,6 +275,11 @@ MATRIX: dict[str, list[Probe]] = {
     "profile": [Probe("detail", "get", "/api/profile/", SIGNED_IN, check=shows_all_visible_pools)],
     # ---- pages -------------------------------------------------------------------------------------------
     "login": [Probe("page", "get", "/accounts/login/", PUBLIC)],
+    # ---- health and metrics (osmo_site.health): no sign-in; /metrics is off (404) until a scrape token or
+    # addresses are configured, and then needs one of them whoever is signed in (tests/test_health_metrics.py)
+    "healthz": [Probe("page", "get", "/healthz", PUBLIC)],
+    "readyz": [Probe("page", "get", "/readyz", PUBLIC)],
+    "metrics": [Probe("page", "get", "/metrics", dict.fromkeys(PRINCIPALS, 404))],
     "logout": [Probe("write", "post", "/accounts/logout/", dict.fromkeys(PRINCIPALS, 302))],
     "profile-permissions": [
         Probe("page", "get", "/profile/permissions/", PAGE, check=shows_all_visible_pools),
