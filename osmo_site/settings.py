@@ -219,8 +219,9 @@ if not DEBUG:
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     }
 
-# Engines (pools.schedulers): the objects of KAI and Kueue backends are reconciled once a pool, department or
-# project write commits (unless OSMO_ENGINE_RECONCILE_ON_COMMIT is off) and every OSMO_ENGINE_RECONCILE_INTERVAL s.
+# Engines (pools.schedulers): the objects of KAI and Kueue backends are reconciled once a pool, template,
+# department or project write commits (unless OSMO_ENGINE_RECONCILE_ON_COMMIT is off) and every
+# OSMO_ENGINE_RECONCILE_INTERVAL s.
 OSMO_ENGINE_RECONCILE_INTERVAL = env_int("OSMO_ENGINE_RECONCILE_INTERVAL", 60)
 OSMO_ENGINE_RECONCILE_ON_COMMIT = env_bool("OSMO_ENGINE_RECONCILE_ON_COMMIT", True)
 CELERY_BEAT_SCHEDULE["reconcile-engines"] = {

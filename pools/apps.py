@@ -10,9 +10,11 @@ class PoolsConfig(AppConfig):
         from pools.config import kinds, writes
         from pools.fleet.sync import memberships_follow_configuration
         from pools.quotas.writes import pool_projects_follow_pools, register_quota_kinds
+        from pools.schedulers.outbox import engines_follow_configuration
 
         writes.register_kinds()
         register_role_kind()
         register_quota_kinds()
         kinds.after_write(memberships_follow_configuration)
         kinds.after_write(pool_projects_follow_pools)
+        kinds.after_write(engines_follow_configuration)

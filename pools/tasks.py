@@ -52,8 +52,8 @@ def record_usage_snapshots() -> int:
 @shared_task(time_limit=300, soft_time_limit=270, ignore_result=True)
 def reconcile_engines() -> dict:
     """Keep every engine backend's objects (KAI Queues and Topologies, Kueue's queues) equal to our configuration;
-    sent once a pool, department or project write commits, and run by beat to repair drift. Backends without an
-    engine are reconciled too while they still hold objects of ours (so switching engines cleans up)."""
+    sent once a pool, template, department or project write commits, and run by beat to repair drift. Backends
+    without an engine are reconciled too while they still hold objects of ours (so switching engines cleans up)."""
     from pools.fleet.sync import shared_cluster_for
     from pools.schedulers.reconcile import run
 

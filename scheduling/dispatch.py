@@ -22,7 +22,7 @@ from pools.cluster.kinds import KAI_PODGROUP
 from pools.engine import parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
-from pools.schedulers import kai
+from pools.schedulers import kai, kueue
 
 from . import attempts
 from .jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
@@ -45,8 +45,6 @@ def engine_of(workload: Workload) -> Engine | None:
                       preemptible=workload.priority == "low",
                       topology=kai.topology_name(pool.name) if keys else "", required=required, preferred=preferred)
     if scheduler == Backend.Scheduler.KUEUE:
-        from pools.schedulers import kueue
-
         return Engine("kueue", kueue.local_queue_name(project.name))
     return None
 

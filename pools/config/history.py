@@ -8,7 +8,6 @@ from django.db.models import F
 
 from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision, RevisionCounter
-from pools.schedulers.outbox import reconcile_on_commit
 
 
 class ConfigNotFound(ConfigError):
@@ -42,7 +41,6 @@ def record(kind: str, entries: Iterable[tuple[str, str, dict]], author, descript
                        description=description, **who)
         for index, (name, action, document) in enumerate(entries)
     )
-    reconcile_on_commit(kind)  # KAI's and Kueue's objects follow pools, departments and projects
     return list(range(first, last + 1))
 
 

@@ -16,8 +16,10 @@ from pools.cluster.kinds import (
     KUEUE_LOCAL_QUEUE,
     KUEUE_RESOURCE_FLAVOR,
 )
-from pools.engine import merge_all, render
-from pools.models import Backend, Department, Platform, PodTemplate, Pool, Project, Quota
+from pools.config.documents import PoolDoc
+from pools.config.effective import effective_platform
+from pools.config.writes import catalog_for, pool_documents_from_db
+from pools.models import Backend, Department, Pool, Project, Quota
 
 from . import kai, kueue
 
@@ -77,26 +79,13 @@ def kai_objects(backend: Backend) -> Wanted:
 
 
 def _platforms(pools: list[Pool]) -> list[kueue.Platform]:
-    """Each platform's node selector and tolerations as pools.config.effective.effective_platform renders them.
-    Restated rather than imported: pools.config imports this package (the outbox), and the import contracts allow
-    no cycle; tests/schedulers/test_kueue_reconcile.py holds the two equal."""
-    by_id = {pool.pk: pool for pool in pools}
-    platforms = list(Platform.objects.filter(pool__in=pools).order_by("pool__name", "position", "name"))
-    names = {name for pool in pools for name in pool.common_pod_template}
-    names |= {name for platform in platforms for name in platform.override_pod_template}
-    templates = dict(PodTemplate.objects.filter(name__in=names).values_list("name", "body"))
-    made = []
-    for platform in platforms:
-        pool = by_id[platform.pool_id]
-        order = dict.fromkeys([*pool.common_pod_template, *platform.override_pod_template])
-        spec = merge_all(templates[name] for name in order).get("spec") or {}
-        variables = {**pool.common_default_variables, **platform.default_variables}
-        path = f"platforms.{platform.name}.pod_template.spec"
-        made.append(kueue.Platform(
-            pool.name, platform.name,
-            render({**(spec.get("nodeSelector") or {}), **pool.node_selector}, variables, f"{path}.nodeSelector"),
-            render(spec.get("tolerations") or [], variables, f"{path}.tolerations")))
-    return made
+    """Each platform's node selector and tolerations, as the pool's effective configuration has them."""
+    docs = {name: PoolDoc.model_validate(doc)
+            for name, doc in pool_documents_from_db([pool.name for pool in pools]).items()}
+    catalog = catalog_for(docs)
+    return [kueue.Platform(name, platform, made["node_selector"], made["tolerations"])
+            for name, doc in sorted(docs.items()) for platform in doc.platforms
+            for made in [effective_platform(doc, platform, catalog.templates, catalog.validations)]]
 
 
 def kueue_objects(backend: Backend) -> Wanted:

@@ -7,7 +7,8 @@ from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger("pools.schedulers")
-ENGINE_KINDS = {"POOL", "DEPARTMENT", "PROJECT"}  # (ConfigKind) the documents KAI's and Kueue's objects are made from
+# (ConfigKind) the documents KAI's and Kueue's objects are made from (templates: a Kueue flavor's node selector)
+ENGINE_KINDS = {"POOL", "POD_TEMPLATE", "DEPARTMENT", "PROJECT"}
 
 
 def _send() -> None:
@@ -22,6 +23,7 @@ def _send() -> None:
         log.warning("could not ask for an engine reconcile (%s); beat runs one soon", exc)
 
 
-def reconcile_on_commit(kind: str) -> None:
-    if kind in ENGINE_KINDS and settings.OSMO_ENGINE_RECONCILE_ON_COMMIT:
+def engines_follow_configuration(kind: str, result) -> None:
+    """A write hook (`pools.config.kinds.after_write`): a changed document asks for a reconcile once committed."""
+    if kind in ENGINE_KINDS and result.changed and settings.OSMO_ENGINE_RECONCILE_ON_COMMIT:
         transaction.on_commit(_send, robust=True)
