@@ -25,8 +25,9 @@ Measured (time.perf_counter; wall times):
      unbound Pending ones), with four bench pools (pool selectors, and platform selectors from pod
      templates) so that memberships are computed. `run(seconds=0)` into empty tables, --repeat times
      (median; fewer if --budget would be passed). The median run is broken down by wrapping the sync's
-     own functions at run time (list_all, the client's json.loads, _reconcile_pods, _write_pods,
-     node_facts, Recompute.nodes, the Pod/Node querysets it evaluates, usage_from_pods, memberships), by
+     own functions at run time (list_all or fold_pages, the client's json.loads, _replace_pods and copy_values
+     (or, in older code, _reconcile_pods and _write_pods), node_facts, Recompute.nodes, the Pod/Node querysets
+     it evaluates, usage_from_pods, memberships, bulk_update_changed and update_rows), by
      timing every SQL statement and the commit (connection.execute_wrapper), and by timing the cyclic
      GC's pauses (gc.callbacks).
      Baseline, same run, same tables emptied: the same list pages fetched with urllib.request (pages of
@@ -490,11 +491,11 @@ def gc_setting():
 @contextmanager
 def instrumented(timers: Timers):
     """Wraps the sync's own functions, only for the duration: nothing in pools/ is edited."""
-    import pools.sync as sync
     from django.db import connection
     from django.db.models.query import QuerySet
 
     import pools.cluster.kube as kube
+    import pools.fleet.sync as sync
 
     saved = []
 
@@ -522,6 +523,15 @@ def instrumented(timers: Timers):
             return original_list_all(list_page, **kwargs)
 
     patch(sync, "list_all", list_all)
+    if hasattr(sync, "fold_pages"):  # the full list folded page by page (parsing included)
+        original_fold = sync.fold_pages
+
+        def fold_pages(list_page, *args, **kwargs):
+            kind = getattr(list_page, "__name__", "list").removeprefix("list_")
+            with timers.time(f"list {kind}"):
+                return original_fold(list_page, *args, **kwargs)
+
+        patch(sync, "fold_pages", fold_pages)
 
     class TimedJson:
         @staticmethod
@@ -536,9 +546,15 @@ def instrumented(timers: Timers):
             return getattr(json, name)
 
     patch(kube, "json", TimedJson())
-    timed(sync.BackendSync, "_reconcile_pods", "reconcile pods")
-    timed(sync.BackendSync, "_write_pods", "write pods")
-    timed(sync.BackendSync, "_reconcile_nodes", "reconcile nodes")
+    if hasattr(sync.BackendSync, "_replace_pods"):
+        timers.add("paged", 0.0)  # a marker for the breakdown
+        timed(sync.BackendSync, "_replace_pods", "reconcile pods")
+        timed(sync, "copy_values", "write pods")
+        timed(sync.BackendSync, "_reconcile_node_facts", "reconcile nodes")
+    else:
+        timed(sync.BackendSync, "_reconcile_pods", "reconcile pods")
+        timed(sync.BackendSync, "_write_pods", "write pods")
+        timed(sync.BackendSync, "_reconcile_nodes", "reconcile nodes")
     timed(sync, "node_facts", "node_facts")
     inside_recompute = []
     original_nodes = sync.Recompute.nodes
@@ -569,12 +585,16 @@ def instrumented(timers: Timers):
     timed(sync, "usage_from_pods", "usage_from_pods")
     timed(sync.Recompute, "_write_memberships", "memberships")
     timed(sync, "bulk_update_changed", "bulk_update_changed")
+    if hasattr(sync, "update_rows"):
+        timed(sync, "update_rows", "update_rows")
+    if hasattr(sync, "update_rows_json"):
+        timed(sync, "update_rows_json", "update_rows_json")
     original_apply = sync.BackendSync.apply
 
-    def apply(self, node_events, pod_events):
+    def apply(self, node_events, pod_events, *more):
         start = time.perf_counter()
         try:
-            return original_apply(self, node_events, pod_events)
+            return original_apply(self, node_events, pod_events, *more)
         finally:
             seconds = time.perf_counter() - start
             timers.add("apply", seconds)
@@ -944,23 +964,31 @@ def sync_breakdown(runs: list[Timers], total: float) -> list[tuple[str, float]]:
     usage = m.get("fetch Pod rows in Recompute.nodes", 0.0) + m.get("usage_from_pods", 0.0)
     memberships = m.get("memberships", 0.0)
     node_sql = sum(v for k, v in sql.items() if k in ("SQL INSERT pools_node", "SQL UPDATE pools_node"))
+    # Paged: pod_facts and node_facts run inside the list, page by page; the Pod rows are written by copy_values.
+    paged = "paged" in runs[0].seconds
+    parse_in_reconcile = 0.0 if paged else m.get("node_facts", 0.0)
     rows = [
-        ("list nodes: HTTP + json.loads (list_all)", m.get("list nodes", 0.0)),
-        ("list pods: HTTP + json.loads (list_all)", m.get("list pods", 0.0)),
+        ("list nodes: HTTP + json.loads" + (" + node_facts, page by page" if paged else " (list_all)"),
+         m.get("list nodes", 0.0)),
+        ("list pods: HTTP + json.loads" + (" + pod_facts, page by page" if paged else " (list_all)"),
+         m.get("list pods", 0.0)),
         ("  of which json.loads, both lists", m.get("json.loads", 0.0)),
-        ("pods: parse (pod_facts) + read stored rows + diff", m.get("reconcile pods", 0.0) - m.get("write pods", 0.0)),
+        ("pods: read stored rows + diff" if paged else "pods: parse (pod_facts) + read stored rows + diff",
+         m.get("reconcile pods", 0.0) - m.get("write pods", 0.0)),
         ("  of which the stored Pod rows read (fetch)", m.get("fetch Pod rows", 0.0)),
-        ("pods: write (_write_pods: build Pod objects + INSERT)", m.get("write pods", 0.0)),
+        ("pods: write (copy_values: COPY from the facts)" if paged
+         else "pods: write (_write_pods: build Pod objects + INSERT)", m.get("write pods", 0.0)),
         ("  of which SQL INSERT/UPDATE/DELETE pools_pod", pod_write_sql),
-        ("nodes: parse (node_facts)", m.get("node_facts", 0.0)),
+        ("nodes: parse (node_facts)" + (", inside the list above" if paged else ""), m.get("node_facts", 0.0)),
         ("nodes: Recompute.nodes (all nodes)", recompute),
         ("  pods read back from the DB (fetch) + usage_from_pods", usage),
         ("  NodeMembership delete + insert", memberships),
         ("  status/figures/membership + Node objects + SQL", recompute - usage - memberships),
         ("  of which SQL INSERT/UPDATE pools_node", node_sql),
-        ("  of which bulk_update_changed (changed rows only)", m.get("bulk_update_changed", 0.0)),
+        ("  of which bulk_update_changed / update_rows(_json) (changed rows only)",
+         m.get("bulk_update_changed", 0.0) + m.get("update_rows", 0.0) + m.get("update_rows_json", 0.0)),
         ("nodes: the rest of _reconcile_nodes (stored names, last_seen UPDATE)",
-         m.get("reconcile nodes", 0.0) - recompute - m.get("node_facts", 0.0)),
+         m.get("reconcile nodes", 0.0) - recompute - parse_in_reconcile),
         ("COMMIT", m.get("SQL COMMIT", 0.0)),
     ]
     accounted = (m.get("list nodes", 0.0) + m.get("list pods", 0.0) + m.get("reconcile pods", 0.0)
@@ -1134,6 +1162,8 @@ def main() -> None:
                  ("    their pods read back", "fetch Pod rows in Recompute.nodes"),
                  ("    their Node rows read", "fetch Node rows in Recompute.nodes"),
                  ("    bulk_update_changed (UPDATE ... CASE per field)", "bulk_update_changed"),
+                 ("    update_rows (UPDATE ... FROM unnest)", "update_rows"),
+                 ("    update_rows_json (UPDATE ... FROM jsonb_to_recordset)", "update_rows_json"),
                  ("  node_facts", "node_facts"), ("  COMMIT", "SQL COMMIT")]
         print("  where the burst's apply() time went: " + "; ".join(
             f"{label.strip()} {bt.get(key, 0.0):.2f} s" for label, key in items))

@@ -40,7 +40,8 @@ def sync_backend(backend_id: int, seconds: float | None = None) -> dict:
             raise
         # Already tried again a few times; the next beat round resumes from the last stored resourceVersion.
         return {"outcome": "failed", "error": str(exc)}
-    return {"outcome": "ok", **stats.as_dict()}
+    # A watch still failing at the round's end (the API server down) is a failed round, as the backend shows.
+    return {"outcome": "failed" if stats.errors else "ok", **stats.as_dict()}
 
 
 @shared_task(time_limit=120, soft_time_limit=100)

@@ -124,7 +124,7 @@ class JobDeletion:
 
 @dataclass
 class _Fault:
-    action: str  # "status" for any request; "stall", "end" or "error" for watches
+    action: str  # "status" or "hold" for any request; "stall", "end" or "error" for watches
     count: int
     path_prefix: str | None = None
     method: str | None = None
@@ -133,7 +133,7 @@ class _Fault:
     after: int = 0
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
-        if self.action != "status" and not watch:
+        if self.action not in ("status", "hold") and not watch:
             return False
         if self.method and self.method != method:
             return False
@@ -201,17 +201,22 @@ class KubeStandin:
         self._bookmark_generation = 0
         self._end_generation = 0
         self._stall_release = threading.Event()
+        self._hold_release = threading.Event()
+        self.held = 0  # requests waiting for release_holds()
         self._open_watches = 0
         self._closing = False
         self._connections: set[socket.socket] = set()
+        self._serve(0)
 
+    def _serve(self, port: int) -> None:
         standin = self
 
         class Handler(_Handler):
             server_state = standin
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.state = self
+        self._port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="kube-standin", daemon=True
         )
@@ -221,7 +226,7 @@ class KubeStandin:
 
     @property
     def port(self) -> int:
-        return self._server.server_address[1]
+        return self._port
 
     @property
     def url(self) -> str:
@@ -241,10 +246,18 @@ class KubeStandin:
         return str(path)
 
     def close(self) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """The API server goes down: open watches end, every connection is dropped and nothing listens on the port
+        until start(). The stored objects and their history stay (as etcd keeps them)."""
+        if self._closing:
+            return
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         self._stall_release.set()
+        self._hold_release.set()
         self._server.shutdown()
         self._server.server_close()
         # Kept-alive connections would otherwise go on being served by their handler threads.
@@ -254,6 +267,19 @@ class KubeStandin:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
+
+    def start(self) -> None:
+        """The API server is back, on the same port, with the same objects."""
+        if not self._closing:
+            return
+        with self._cond:
+            self._closing = False
+            self._stall_release.clear()
+        self._serve(self._port)
+
+    @property
+    def running(self) -> bool:
+        return not self._closing
 
     def __enter__(self) -> KubeStandin:
         return self
@@ -433,6 +459,16 @@ class KubeStandin:
     def release_stalls(self) -> None:
         self._stall_release.set()
 
+    def hold_next(self, count: int = 1, *, path_prefix: str | None = None, method: str | None = None) -> None:
+        """The next `count` matching requests wait, before anything is done, until release_holds(): a client caught
+        in the middle of a call (a worker's task in flight). `held` counts those waiting."""
+        with self._cond:
+            self._hold_release.clear()
+        self._add_fault(_Fault("hold", count, path_prefix, method))
+
+    def release_holds(self) -> None:
+        self._hold_release.set()
+
     def end_next_watch_after(self, events: int, *, count: int = 1, path_prefix: str | None = None) -> None:
         """The next `count` matching watches end normally after sending `events` events (bookmarks count)."""
         self._add_fault(_Fault("end", count, path_prefix, after=events))
@@ -471,6 +507,28 @@ class KubeStandin:
                 collection.history_rvs.clear()
                 collection.compacted = self._rv
             self._snapshots.clear()
+            self._cond.notify_all()
+
+    def rewind(self) -> None:
+        """resourceVersions go backwards, as when etcd is restored from a backup or the cluster is recreated behind
+        the same address: every object is stored again under new, lower resourceVersions counting from 1, history
+        and continue tokens are gone, and open watches end (the API server restarted). As on a real kube-apiserver,
+        a watch from a resourceVersion newer than the server's answers 200 and sends nothing (no 410): changes get
+        versions lower than the client's cursor, so it never sees them."""
+        with self._cond:
+            self._rv = 0
+            self._snapshots.clear()
+            for collection in self._collections.values():
+                collection.history.clear()
+                collection.history_rvs.clear()
+                collection.compacted = collection.last_dropped = 0
+                for key in sorted(collection.objects):
+                    obj = json.loads(collection.objects[key])
+                    self._rv += 1
+                    obj["metadata"]["resourceVersion"] = str(self._rv)
+                    collection.objects[key] = _dumps(obj)
+                collection.changed, collection.sorted_at, collection.sorted_items = self._rv, -1, []
+            self._end_generation += 1
             self._cond.notify_all()
 
     def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> None:
@@ -706,6 +764,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         try:
             fault = state._take_fault(method, path, request.watch)
+            if fault and fault.action == "hold":
+                with state._cond:
+                    state.held += 1
+                    state._cond.notify_all()
+                state._hold_release.wait(120)
+                with state._cond:
+                    state.held -= 1
+                fault = None
             if fault and fault.action == "status":
                 message = fault.message or f"injected fault: HTTP {fault.status}"
                 self._send_status(fault.status, message)

@@ -12,11 +12,13 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from .interface import DEFAULT_PAGE_SIZE, Expired, ListPage, Unavailable, WatchEvent
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ListPageFn(Protocol):
@@ -28,28 +30,44 @@ class WatchFn(Protocol):
 
 
 def list_all(list_page: ListPageFn, *, limit: int = DEFAULT_PAGE_SIZE, attempts: int = 3) -> ListPage:
-    """Every page of a paged list, e.g. `list_all(cluster.list_nodes)`.
+    """Every page of a paged list, e.g. `list_all(cluster.list_nodes)`, all held at once: for small lists. A
+    large one (every pod of a cluster) is folded page by page with `fold_pages`.
 
-    A continue token expires (410) when the server compacts the snapshot the list was paging through; the
-    pages already read then belong to a snapshot that can no longer be continued, so the list starts over.
     The result carries the snapshot's resourceVersion, the one to start a watch from.
     """
+    items, resource_version = fold_pages(list_page, list, lambda into, page: into.extend(page.items),
+                                         limit=limit, attempts=attempts)
+    return ListPage(items, resource_version, None)
+
+
+def fold_pages(list_page: ListPageFn, start: Callable[[], T], add: Callable[[T, ListPage], None], *,
+               limit: int = DEFAULT_PAGE_SIZE, attempts: int = 3) -> tuple[T, str]:
+    """Folds a paged list page by page into `start()`'s result with `add(result, page)`, so that no more than
+    one decoded page is held at a time; returns (result, the list's resourceVersion: its first page's).
+
+    A continue token expires (410) when the server compacts the snapshot the list was paging through; the
+    pages already read then belong to a snapshot that can no longer be continued, so the list starts over
+    from a fresh `start()`.
+    """
     for attempt in range(1, attempts + 1):
-        items: list = []
+        result = start()
         token: str | None = None
         resource_version = ""
+        pages = 0
         try:
             while True:
                 page = list_page(limit=limit, continue_token=token)
-                items.extend(page.items)
                 resource_version = resource_version or page.resource_version
+                pages += 1
+                add(result, page)
                 if not page.continue_token:
-                    return ListPage(items, resource_version, None)
+                    return result, resource_version
                 token = page.continue_token
+                del page  # before the next one is decoded
         except Expired:
             if token is None or attempt == attempts:
                 raise
-            logger.info("continue token expired after %d items; listing again (attempt %d)", len(items), attempt + 1)
+            logger.info("continue token expired after %d pages; listing again (attempt %d)", pages, attempt + 1)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -3,6 +3,9 @@
 One `BackendSync` per backend and run: it takes the backend's lease (so at most one sync runs per
 backend, and a dead worker's lease simply expires), lists when it has no resourceVersion to resume
 from, then follows one watch on nodes and one on pods until its deadline, applying events in batches.
+It lists again when the watches cannot be trusted (BackendSync.must_list_again: the cluster's
+resourceVersions went backwards, or OSMO_RELIST_SECONDS passed); a watch that failed and resumed lost
+nothing, so only one still failing at the run's end makes it a failed sync.
 Rows are written in bulk and only when a shown value changed; a failed or partial list deletes nothing.
 """
 
@@ -13,27 +16,45 @@ import socket
 import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import OperationalError, connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from pools.cluster import Cluster, ClusterError, Expired, ListPage, NotFound, WatchEvent
+from pools.cluster import Cluster, ClusterError, Expired, ListPage, NotFound, Unavailable, WatchEvent
 from pools.cluster.connect import connect
-from pools.cluster.reflector import Follower, list_all
+from pools.cluster.reflector import Backoff, Follower, fold_pages, list_all
 from pools.fleet import managed_jobs
 from pools.fleet.placement import pool_selectors
 from pools.inventory.membership import Membership, compile_selectors, node_membership
 from pools.inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
-from pools.inventory.pods import PodFacts, counts_on_node, pod_facts
-from pools.inventory.status import NO_USAGE, StatusOptions, component_states, gpu_figures, node_status, usage_from_pods
+from pools.inventory.pods import TERMINAL_PHASES, PodFacts, counts_on_node, pod_facts
+from pools.inventory.status import (
+    NO_USAGE,
+    NodeUsage,
+    StatusOptions,
+    component_states,
+    gpu_figures,
+    node_status,
+    usage_from_pods,
+)
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, Pool, SyncLog
-from pools.models.bulk import assign, bulk_update_changed, copy_or_bulk_create, gc_paused
+from pools.models.bulk import (
+    assign,
+    bulk_update_changed,
+    copy_or_bulk_create,
+    copy_values,
+    gc_paused,
+    update_rows,
+    update_rows_json,
+)
 from pools.models.dbwrites import is_locked, retry_locked
 
 log = logging.getLogger("pools.fleet.sync")
@@ -44,6 +65,8 @@ MAX_BATCH = 5000
 # SQLite has one writer at a time: smaller batches let the site and the CLI write between them (about 0.3 s each).
 MAX_BATCH_SQLITE = 500
 SYNC_LOG_KEEP = 200
+# A long run stops its watches this often to check that they can still be trusted (see BackendSync.must_list_again).
+CHECK_SECONDS = 60.0
 
 POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool")
 
@@ -157,6 +180,16 @@ def _pod_values(facts: PodFacts) -> dict[str, Any]:
 
 
 @dataclass
+class ListedPods:
+    """A full list of pods, kept compact: the facts of those that count on a node (the Pod rows, about 200 bytes
+    each) and the objects of our Jobs' pods (managed_jobs reads those whole); every other object is dropped with
+    its page."""
+
+    facts: dict[str, PodFacts] = field(default_factory=dict)
+    ours: list[dict] = field(default_factory=list)
+
+
+@dataclass
 class Stats:
     nodes_written: int = 0
     nodes_deleted: int = 0
@@ -166,6 +199,9 @@ class Stats:
     batches: int = 0
     relists: int = 0
     errors: list[str] = field(default_factory=list)
+    # Transient errors (a broken stream, a 5xx, a refused connection) the watches backed off from: they fail the
+    # round only if the watch had not recovered by its end, when they are in `errors` too.
+    transient: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {key: value for key, value in self.__dict__.items()}
@@ -197,8 +233,7 @@ class Recompute:
             return 0, removed
         rows = {row.name: row for row in Node.objects.filter(backend=self.backend, name__in=names)}
         if usage is None:
-            pods = Pod.objects.filter(backend=self.backend, node_name__in=names).values("uid", *POD_COLUMNS)
-            usage = usage_from_pods(_pod_from_row(row) for row in pods)
+            usage = self._stored_usage(names)
         new, changes, memberships = [], [], {}
         for name in names:
             row = rows.get(name)
@@ -215,15 +250,46 @@ class Recompute:
             if changed:
                 changes.append((row, changed))
         copy_or_bulk_create(Node, new)
-        written = len(new) + bulk_update_changed(Node, changes)
-        if changes:
-            # One constant UPDATE: per-row CASE expressions for these would double the cost of a burst.
-            Node.objects.filter(id__in=[row.id for row, _ in changes]).update(last_seen=now, updated_at=now)
+        written = len(new) + self._update_changed(changes, now)
         changed_membership = {row.name for row, fields in changes if {"pool_names", "platform_names"} & set(fields)}
         changed_membership |= {node.name for node in new}
         if changed_membership:
             self._write_memberships(changed_membership, memberships)
         return written, removed
+
+    def _stored_usage(self, names: set[str]) -> dict[str, NodeUsage]:
+        """usage_from_pods over the stored pods of `names`. On PostgreSQL summed by the database, one row per node:
+        a burst of 1,000 node events would otherwise read back some 25,000 pod rows."""
+        pods = Pod.objects.filter(backend=self.backend, node_name__in=names)
+        if connection.vendor != "postgresql":
+            return usage_from_pods(_pod_from_row(row) for row in pods.values("uid", *POD_COLUMNS))
+        sums = (pods.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES).order_by().values("node_name")
+                .annotate(gpu_used=Sum("gpu"), cpu=Sum("cpu"), memory=Sum("memory"), count=Count("id"),
+                          components=ArrayAgg("component", distinct=True, filter=~Q(component=""), default=[]),
+                          pools=ArrayAgg("pool", distinct=True, filter=~Q(pool=""), default=[])))
+        # int(): PostgreSQL sums bigints as numeric.
+        return {row["node_name"]: NodeUsage(int(row["gpu_used"]), int(row["cpu"]), int(row["memory"]), row["count"],
+                                            frozenset(row["components"]), frozenset(row["pools"])) for row in sums}
+
+    @staticmethod
+    def _update_changed(changes: list[tuple[Node, tuple[str, ...]]], now) -> int:
+        """Writes the changed fields of changed rows, with last_seen and updated_at. On PostgreSQL one
+        `UPDATE ... FROM jsonb_to_recordset(...)` per distinct set of changed fields (one for a burst of label
+        changes): Django's bulk_update builds a CASE per field and row, most of the time of a burst of 1,000 events."""
+        if connection.vendor != "postgresql":
+            written = bulk_update_changed(Node, changes)
+            if changes:
+                # One constant UPDATE: per-row CASE expressions for these would double the cost of a batch.
+                Node.objects.filter(id__in=[row.id for row, _ in changes]).update(last_seen=now, updated_at=now)
+            return written
+        groups: dict[tuple[str, ...], list[Node]] = defaultdict(list)
+        for row, fields in changes:
+            groups[fields].append(row)
+        for fields, rows in groups.items():
+            update_rows_json(Node, [{"id": row.id, "last_seen": now, "updated_at": now,
+                                     **{name: getattr(row, name) for name in fields}} for row in rows],
+                             [*fields, "last_seen", "updated_at"])
+        return len(changes)
 
     def _write_memberships(self, names: set[str], memberships: dict[str, Membership]) -> None:
         ids = dict(Node.objects.filter(backend=self.backend, name__in=names).values_list("name", "id"))
@@ -276,17 +342,21 @@ class Lease:
 
 class BackendSync:
     def __init__(self, backend: Backend, cluster: Cluster, *, clock: Callable[[], float] = time.monotonic,
-                 lease_owner: str | None = None):
+                 lease_owner: str | None = None, now: Callable[[], datetime] = timezone.now):
         """`lease_owner`: the same for successive runs of one watcher, so a run whose lease could not be released
-        (the database stayed locked) does not keep the next run out until the lease expires."""
+        (the database stayed locked) does not keep the next run out until the lease expires. `clock` times the
+        run and `now` dates the full lists (OSMO_RELIST_SECONDS); tests move both."""
         self.backend = backend
         self.lease_owner = lease_owner
         self.cluster = cluster
         self.clock = clock
+        self.now = now
+        self.check_seconds = CHECK_SECONDS
+        self.backoff: Callable[[], Backoff] = Backoff  # each watch's, between tries after a failure
+        self._failing: dict[str, str] = {}  # kind: the transient error its watch has not recovered from yet
         self.stats = Stats()
         self.label = pool_label()
         self._recompute: Recompute | None = None
-        self._listed_pods: list[PodFacts] = []
         # KAI's PodGroups or Kueue's Workloads too on an engine backend: why the engine holds our Jobs back.
         self.engine = managed_jobs.engine_of(backend)
         self.kinds = ("nodes", "pods", "jobs", "engine") if self.engine else ("nodes", "pods", "jobs")
@@ -309,10 +379,18 @@ class BackendSync:
         try:
             self.backend.refresh_from_db()
             if relist or seconds <= 0 or not all(getattr(self.backend, f"{kind}_resource_version")
-                                                 for kind in self.kinds):
-                self.full_sync()
+                                                 for kind in self.kinds) or self.must_list_again():
+                self.list_everything()
             if seconds > 0:
-                self.follow(self.clock() + seconds)
+                end = self.clock() + seconds
+                while True:
+                    self.follow(min(end, self.clock() + self.check_seconds))
+                    if self.clock() >= end:
+                        break
+                    if self.must_list_again():
+                        self.list_everything()
+            # A watch that failed and then resumed lost nothing; one still failing at the end is this round's error.
+            self.stats.errors.extend(self._failing.values())
             if self.stats.errors:
                 self._failed(self.stats.errors[-1])
             else:
@@ -324,29 +402,105 @@ class BackendSync:
         finally:
             lease.release()
 
+    # ---- when to list again ----------------------------------------------------------------------------
+
+    def list_everything(self) -> None:
+        """full_sync, dated (the relist backstop counts from the start of the last complete list)."""
+        started = self.now()
+        self.full_sync()
+        retry_locked(lambda: Backend.objects.filter(pk=self.backend.pk).update(listed_at=started),
+                     what=f"backend {self.backend.name}: list time")
+        self.backend.listed_at = started
+
+    def must_list_again(self) -> bool:
+        """Whether the watches can no longer be trusted to bring every change: at the start of each run and every
+        `check_seconds` of a long one.
+
+        A watch from a resourceVersion the server has not reached yet answers 200 and sends nothing: no 410, no
+        error. That is what a cluster whose resourceVersions went backwards does (etcd restored from a backup, the
+        cluster recreated behind the same address), so watches resumed from the stored versions would miss every
+        later change, a deleted node staying and a new one never appearing, for as long as the sync runs. Hence a
+        cheap list (one item) of each kind: resourceVersions are opaque strings, but every API server issues etcd's
+        revision, an integer that only grows, and a consistent list answers the current one; when both are
+        integers and the server's is lower than ours, it went back. A rewind the numbers cannot show (the new
+        cluster already past our version), or anything else a watch missed, is caught by listing in full every
+        OSMO_RELIST_SECONDS (the backstop client-go's informers have in their resync)."""
+        # Read again: marking the backend stale (mark_stale_backends) clears it, for the run it finds still going.
+        listed_at = self.backend.listed_at = Backend.objects.values_list("listed_at", flat=True).get(pk=self.backend.pk)
+        if listed_at is None or self.now() - listed_at >= timedelta(seconds=settings.OSMO_RELIST_SECONDS):
+            log.info("backend %s: last complete list %s; listing again (OSMO_RELIST_SECONDS=%s)", self.backend.name,
+                     listed_at.isoformat(timespec="seconds") if listed_at else "never", settings.OSMO_RELIST_SECONDS)
+            return True
+        return self._went_back()
+
+    def _went_back(self) -> bool:
+        listers = {"nodes": self.cluster.list_nodes, "pods": self.cluster.list_pods, "jobs": self._list_jobs,
+                   "engine": self._list_engine}
+        for kind in self.kinds:
+            stored = getattr(self.backend, f"{kind}_resource_version")
+            if not stored.isdigit():
+                continue
+            try:
+                current = listers[kind](limit=1).resource_version
+            except ClusterError as exc:
+                # Cannot tell now: the watches meet the same error, and report it if it lasts.
+                log.info("backend %s: could not read the current %s resourceVersion: %s", self.backend.name, kind,
+                         exc.message)
+                return False
+            if current.isdigit() and int(current) < int(stored):
+                log.warning("backend %s: the cluster's %s resourceVersion %s is below ours, %s (etcd restored from a "
+                            "backup, or the cluster recreated?); listing again", self.backend.name, kind, current,
+                            stored)
+                return True
+        return False
+
     # ---- full list ----------------------------------------------------------------------------------
 
     def full_sync(self) -> None:
         """List nodes and pods completely, then make the rows match. Nothing is deleted unless both
         lists completed."""
         with gc_paused():
-            nodes = list_all(self.cluster.list_nodes)
-            pods = list_all(self.cluster.list_pods)
+            # Page by page, keeping only facts: the decoded pods of a large cluster are gigabytes.
+            nodes, nodes_version = self._list_node_facts()
+            pods, pods_version = self._list_pod_facts()
             jobs = list_all(self._list_jobs)
             engine = self._list_engine_or_skip() if self.engine else None
             self.stats.relists += 1
+            usage = usage_from_pods(pods.facts.values())
 
             def write() -> None:
                 with transaction.atomic():
-                    self._reconcile_pods(pods.items)
-                    self._reconcile_nodes(nodes.items, usage=usage_from_pods(self._listed_pods))
-                    managed_jobs.reconcile(self.backend, jobs.items, pods.items,
+                    self._replace_pods(pods.facts)
+                    self._reconcile_node_facts(nodes, usage=usage)
+                    managed_jobs.reconcile(self.backend, jobs.items, pods.ours,
                                            engine.items if engine else None, self.engine)
-                    self._save_versions(nodes.resource_version, pods.resource_version, jobs.resource_version,
+                    self._save_versions(nodes_version, pods_version, jobs.resource_version,
                                         engine.resource_version if engine else None)
 
             retry_locked(write, what=f"backend {self.backend.name}: full sync", before_retry=self._counts_reset())
-            self._listed_pods = []
+
+    def _list_node_facts(self) -> tuple[dict[str, NodeFacts], str]:
+        """Every node's facts, {name: facts}, and the list's resourceVersion."""
+        def add(facts: dict[str, NodeFacts], page: ListPage) -> None:
+            for item in page.items:
+                node = node_facts(item)
+                facts[node.name] = node
+
+        return fold_pages(self.cluster.list_nodes, dict, add)
+
+    def _list_pod_facts(self) -> tuple["ListedPods", str]:
+        """What a full list of pods leaves once each page is dropped, and the list's resourceVersion."""
+        label, prefix = self.label, settings.OSMO_LABEL_PREFIX
+
+        def add(listed: ListedPods, page: ListPage) -> None:
+            for item in page.items:
+                pod = pod_facts(item, pool_label=label)
+                if counts_on_node(pod):
+                    listed.facts[pod.uid] = pod
+                if managed_jobs.ours(item, prefix):
+                    listed.ours.append(item)
+
+        return fold_pages(self.cluster.list_pods, ListedPods, add)
 
     def _list_jobs(self, **kwargs) -> ListPage:
         return self.cluster.list_jobs(managed_jobs.selector(), **kwargs)
@@ -373,50 +527,85 @@ class BackendSync:
         return managed_jobs.watch_engine(self.cluster, self.engine, resource_version, **kwargs)
 
     def _relist(self, kind: str) -> str:
-        page = list_all({"nodes": self.cluster.list_nodes, "pods": self.cluster.list_pods,
-                         "jobs": self._list_jobs, "engine": self._list_engine}[kind])
+        if kind == "nodes":
+            listed, version = self._list_node_facts()
+        elif kind == "pods":
+            listed, version = self._list_pod_facts()
+        else:
+            page = list_all({"jobs": self._list_jobs, "engine": self._list_engine}[kind])
+            listed, version = page.items, page.resource_version
         self.stats.relists += 1
 
         def write() -> None:
             with transaction.atomic():
                 if kind == "nodes":
-                    self._reconcile_nodes(page.items)
-                    self._save_versions(nodes=page.resource_version)
+                    self._reconcile_node_facts(listed)
+                    self._save_versions(nodes=version)
                 elif kind == "jobs":
-                    managed_jobs.reconcile(self.backend, page.items, None)
-                    self._save_versions(jobs=page.resource_version)
+                    managed_jobs.reconcile(self.backend, listed, None)
+                    self._save_versions(jobs=version)
                 elif kind == "engine":
-                    managed_jobs.reconcile(self.backend, None, None, page.items, self.engine)
-                    self._save_versions(engine=page.resource_version)
+                    managed_jobs.reconcile(self.backend, None, None, listed, self.engine)
+                    self._save_versions(engine=version)
                 else:
-                    touched = self._reconcile_pods(page.items)
+                    touched = self._replace_pods(listed.facts)
                     self._recompute_nodes(touched, {})
-                    managed_jobs.reconcile(self.backend, None, page.items)
-                    self._save_versions(pods=page.resource_version)
+                    managed_jobs.reconcile(self.backend, None, listed.ours)
+                    self._save_versions(pods=version)
 
         retry_locked(write, what=f"backend {self.backend.name}: {kind} list", before_retry=self._counts_reset())
-        return page.resource_version
+        return version
 
-    def _reconcile_nodes(self, items: list[dict], usage: dict | None = None) -> None:
-        facts = {}
-        for item in items:
-            node = node_facts(item)
-            facts[node.name] = node
+    def _reconcile_node_facts(self, facts: dict[str, NodeFacts], usage: dict | None = None) -> None:
+        """A full list's nodes replace the stored ones."""
         stored = set(Node.objects.filter(backend=self.backend).values_list("name", flat=True))
         # Nodes whose facts did not change may still change status or usage: recompute every node.
         self._recompute_nodes(stored | set(facts), facts, deleted=stored - set(facts), usage=usage)
         Node.objects.filter(backend=self.backend).update(last_seen=timezone.now())
 
-    def _reconcile_pods(self, items: list[dict]) -> set[str]:
-        wanted = {}
-        for item in items:
-            pod = pod_facts(item, pool_label=self.label)
-            if counts_on_node(pod):
-                wanted[pod.uid] = pod
-        self._listed_pods = list(wanted.values())
-        stored = {row["uid"]: row for row in Pod.objects.filter(backend=self.backend).values("id", "uid",
-                                                                                           *POD_COLUMNS)}
-        return self._write_pods(wanted, set(stored) - set(wanted), stored)
+    def _replace_pods(self, wanted: dict[str, PodFacts]) -> set[str]:
+        """A full list's pods (those that count on a node) replace the stored ones: the stored rows are streamed
+        and compared one by one, new ones copied in, changed ones updated, unlisted ones deleted. `wanted` is
+        left as it was (a retried write starts again from it). Returns the names of nodes whose pods changed."""
+        touched: set[str] = set()
+        seen: set[str] = set()
+        gone: list[int] = []
+        update: list[dict[str, Any]] = []
+        node_at = 1 + POD_COLUMNS.index("node_name")
+        rows = (Pod.objects.filter(backend=self.backend).values_list("id", "uid", *POD_COLUMNS)
+                .iterator(chunk_size=5000))
+        for row in rows:
+            pod = wanted.get(row[1])
+            if pod is None:
+                gone.append(row[0])
+                touched.add(row[node_at])
+                continue
+            seen.add(pod.uid)
+            values = (pod.namespace, pod.name, pod.node_name, pod.phase, pod.gpu, pod.cpu_m, pod.memory,
+                      pod.component, pod.pool)
+            if row[2:] != values:
+                update.append({"id": row[0], **dict(zip(POD_COLUMNS, values, strict=True))})
+                touched |= {pod.node_name, row[node_at]}
+        for start in range(0, len(gone), 5000):
+            Pod.objects.filter(id__in=gone[start:start + 5000]).delete()
+        created = 0
+        backend_id = self.backend.pk
+
+        def new_rows():
+            nonlocal created
+            for uid, pod in wanted.items():
+                if uid not in seen:
+                    created += 1
+                    touched.add(pod.node_name)
+                    yield (backend_id, uid, pod.namespace, pod.name, pod.node_name, pod.phase, pod.gpu, pod.cpu_m,
+                           pod.memory, pod.component, pod.pool)
+
+        copy_values(Pod, ("backend_id", "uid", *POD_COLUMNS), new_rows())
+        update_rows(Pod, update, list(POD_COLUMNS))
+        self.stats.pods_written += created + len(update)
+        self.stats.pods_deleted += len(gone)
+        touched.discard("")
+        return touched
 
     def _write_pods(self, upserts: dict[str, PodFacts], deletes: set[str], stored: dict[str, dict]) -> set[str]:
         """Returns the names of nodes whose pods changed."""
@@ -508,8 +697,8 @@ class BackendSync:
     def _start(self, kind: str, version: str, deadline: float, events: queue.Queue) -> Follower:
         watch = {"jobs": self._watch_jobs, "engine": self._watch_engine}.get(kind) or getattr(self.cluster,
                                                                                               f"watch_{kind}")
-        follower = Follower(self._recording(watch), version, timeout_seconds=60, clock=self.clock,
-                            log=log)
+        follower = Follower(self._recording(watch, kind), version, timeout_seconds=60, clock=self.clock,
+                            backoff=self.backoff(), log=log)
 
         def pump() -> None:
             error = None
@@ -523,19 +712,27 @@ class BackendSync:
         threading.Thread(target=pump, name=f"watch-{kind}-{self.backend.name}", daemon=True).start()
         return follower
 
-    def _recording(self, watch):
-        errors = self.stats.errors
+    def _recording(self, watch, kind: str):
+        errors, transient, failing = self.stats.errors, self.stats.transient, self._failing
         name = self.backend.name
 
         def recorded(version, **kwargs):
             try:
-                yield from watch(version, **kwargs)
+                for event in watch(version, **kwargs):
+                    failing.pop(kind, None)  # the server answers again
+                    yield event
             except Expired:
+                raise
+            except Unavailable as exc:  # the Follower backs off and resumes
+                transient.append(exc.message)
+                failing[kind] = exc.message
+                log.warning("backend %s: %s", name, exc.message)
                 raise
             except ClusterError as exc:
                 errors.append(exc.message)
                 log.warning("backend %s: %s", name, exc.message)
                 raise
+            failing.pop(kind, None)
 
         return recorded
 
@@ -629,7 +826,8 @@ def record_failure(backend: Backend, message: str) -> None:
 
 def mark_stale_backends(now=None) -> list[str]:
     """Nodes of a backend without a good sync for longer than the limit show Unknown; forgetting the
-    resourceVersions makes the next good sync list again, which restores every status."""
+    resourceVersions and the last list makes the next good sync list again (a run still going too, at its next
+    check), which restores every status."""
     now = now or timezone.now()
     limit = now - timedelta(seconds=settings.OSMO_BACKEND_STALE_SECONDS)
     stale = Backend.objects.filter(Q(last_sync_at__lt=limit) | Q(last_sync_at__isnull=True)).filter(nodes__isnull=False)
@@ -640,7 +838,8 @@ def mark_stale_backends(now=None) -> list[str]:
             status="Unknown", reasons=[f"Backend {backend.name} not synced since {since}"])
         if marked:
             Backend.objects.filter(pk=backend.pk).update(nodes_resource_version="", pods_resource_version="",
-                                                            jobs_resource_version="", engine_resource_version="")
+                                                            jobs_resource_version="", engine_resource_version="",
+                                                            listed_at=None)
             names.append(backend.name)
     return names
 

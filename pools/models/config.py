@@ -55,6 +55,8 @@ class Backend(models.Model):
     jobs_resource_version = models.CharField(max_length=64, blank=True, editable=False)
     engine_resource_version = models.CharField(max_length=64, blank=True, editable=False)  # PodGroups, Workloads
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The last complete list: the sync lists again OSMO_RELIST_SECONDS after it, whatever the watches say.
+    listed_at = models.DateTimeField(null=True, blank=True, editable=False)
     sync_error = models.TextField(blank=True, editable=False)
     sync_failing_since = models.DateTimeField(null=True, blank=True, editable=False)
     # A lease, not a lock held by a connection: it expires by itself if its worker dies.

@@ -1,7 +1,9 @@
 """`./manage.py sync NAME [--once]`: list and reconcile a backend, then keep watching it."""
 
+import time
+
 from django.core.management.base import BaseCommand
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError, connections
 
 from pools.cluster import ClusterError
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, new_lease_owner
@@ -10,6 +12,7 @@ from pools.models import Backend
 from pools.models.dbwrites import is_locked
 
 ROUND_SECONDS = 60
+RETRY_SECONDS = 5  # after a round that failed (the API server down, say): the failure is on the backend's page
 
 
 class Command(BaseCommand):
@@ -35,11 +38,21 @@ class Command(BaseCommand):
             while True:
                 try:
                     self._report(backend, BackendSync(backend, cluster, lease_owner=owner).run(seconds=ROUND_SECONDS))
-                except OperationalError as exc:
-                    if not is_locked(exc):
-                        raise
-                    # The sync already tried again; the next round resumes from the last stored resourceVersion.
-                    self.stderr.write(f"error: {name}: {exc}, even after retries; starting the next round")
+                except (OperationalError, InterfaceError) as exc:
+                    # The next round resumes from the last stored resourceVersion: the events of a batch that was
+                    # not written come again.
+                    if is_locked(exc):  # the sync already tried again
+                        self.stderr.write(f"error: {name}: {exc}, even after retries; starting the next round")
+                        continue
+                    # The database restarted or does not answer: new connections, once it is back.
+                    self.stderr.write(f"error: {name}: the database: {' '.join(str(exc).split())}; trying again in "
+                                      f"{RETRY_SECONDS} s")
+                    connections.close_all()
+                    time.sleep(RETRY_SECONDS)
+                except ClusterError as exc:
+                    # Recorded on the backend; a watcher keeps going, so it recovers when the cluster answers again.
+                    self.stderr.write(f"error: {exc.message}; trying again in {RETRY_SECONDS} s")
+                    time.sleep(RETRY_SECONDS)
         except SyncBusy as exc:
             raise ClusterError(f"{exc}; try again when it ends (leases expire by themselves)") from None
         except KeyboardInterrupt:
