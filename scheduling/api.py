@@ -48,13 +48,16 @@ def submitted_body(result: submission.Submitted, request) -> dict:
 class WorkloadViewSet(viewsets.ViewSet):
     read_access = Rule.SIGNED_IN
     write_access = Rule.SIGNED_IN  # submitting needs a pool the pipeline lets through; cancelling, ownership
-    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    lookup_value_regex = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # a UUID
     pagination_class = OptionalLimitOffsetPagination
     filter_backends = [DjangoFilterBackend]
     filterset_class = WorkloadFilterSet
 
     def queryset(self):
         return Workload.objects.visible_to(self.request).select_related("project__department", "pool")
+
+    def get_queryset(self):  # drf-spectacular reads the filters' model from it, with no real request
+        return Workload.objects.none() if getattr(self, "swagger_fake_view", False) else self.queryset()
 
     def get_object(self, pk) -> Workload:
         workload = self.queryset().filter(pk=pk).first()
@@ -69,7 +72,7 @@ class WorkloadViewSet(viewsets.ViewSet):
                                OpenApiParameter("limit", int, description="Page size; without limit and offset "
                                                                           "the whole list is answered."),
                                OpenApiParameter("offset", int)],
-                   operation_id="workloads_list", responses=schema.WorkloadRows)
+                   operation_id="workloads_list", responses=schema.WorkloadRow)
     def list(self, request):
         queryset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request).qs
         paginator = self.pagination_class()

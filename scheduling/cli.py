@@ -3,6 +3,7 @@ operator's view, and request files in JSON or YAML."""
 
 import getpass
 import os
+import uuid
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -53,7 +54,10 @@ def find_workload(key: str, queryset=None) -> Workload:
         "project__department", "pool")
     key = key.strip()
     if len(key) >= 4 and all(c in "0123456789abcdef-" for c in key.lower()):
-        found = list(rows.filter(id__startswith=key.lower())[:2]) if len(key) < 36 else list(rows.filter(id=key))
+        if len(key) < 36:
+            found = list(rows.filter(id__startswith=key.lower())[:2])
+        else:  # a whole id: hex digits and dashes may still make no UUID, and then no workload has it
+            found = list(rows.filter(id=key)) if _is_uuid(key) else []
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -65,6 +69,14 @@ def find_workload(key: str, queryset=None) -> Workload:
     if len(by_name) > 1:
         raise ConfigError(f"{len(by_name)} workloads are named {key!r}; give the id (workload list shows it)")
     raise ConfigNotFound(f"There is no workload {key!r}; `./manage.py workload list` shows them")
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def operator_access() -> Access:

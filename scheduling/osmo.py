@@ -117,7 +117,7 @@ def _summary(request, name: str, rows: list[Workload]) -> dict:
 class WorkflowListView(APIView):
     read_access = Rule.SIGNED_IN
 
-    @extend_schema(responses=schema.WorkflowList, parameters=[
+    @extend_schema(operation_id="workflow_list", responses=schema.WorkflowList, parameters=[
         OpenApiParameter("users", str, many=True), OpenApiParameter("statuses", str, many=True),
         OpenApiParameter("pools", str, many=True), OpenApiParameter("all_pools", bool),
         OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]), OpenApiParameter("limit", int),
@@ -138,6 +138,7 @@ class WorkflowListView(APIView):
                  .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first"))
         limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
         offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
+        total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
         page = [row["workflow"] for row in names[offset:offset + limit]]
         by_name: dict[str, list[Workload]] = {}
         for workload in rows.filter(workflow__in=page).select_related("pool"):
@@ -146,7 +147,7 @@ class WorkflowListView(APIView):
         result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
         if statuses:
             result = [item for item in result if item["status"] in statuses]
-        return Response({"workflows": result, "more_entries": len(names) > offset + limit})
+        return Response({"workflows": result, "more_entries": total > offset + limit})
 
 
 class WorkflowView(APIView):

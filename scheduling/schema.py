@@ -4,7 +4,7 @@ them). The bodies themselves are built by `scheduling.bodies` and checked by `sc
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from pools.api.schema import PodTemplate
 
@@ -99,10 +99,6 @@ class WorkloadRow(_Shape):
     admitted_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
-
-
-class WorkloadRows(RootModel[list[WorkloadRow]]):
-    """Every row, or with limit/offset a page {count, next, previous, results}."""
 
 
 class Event(_Shape):

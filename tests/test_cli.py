@@ -107,3 +107,31 @@ def test_a_refusal_exits_non_zero_with_one_paragraph_and_no_traceback(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip() == f"CommandError: {bad} is malformed JSON at line 6, column 1: Expecting ',' delimiter"
+
+
+# ---- integer and number options that reach the database or a sleep are checked in our words ----------------
+
+@pytest.mark.parametrize("limit", ["0", "1000001", str(10 ** 30)])
+def test_history_refuses_a_limit_out_of_range_before_the_database_does(defaults, limit):
+    with pytest.raises(CommandError, match=rf"^--limit must be a whole number of revisions from 1 to 1,000,000 "
+                                           rf"\(not {limit}\)$"):
+        run("history", "--limit", limit)
+
+
+@pytest.mark.parametrize("args", [("diff", "POOL", str(10 ** 30)), ("diff", "POOL", "1", str(10 ** 30)),
+                                  ("rollback", "POOL", str(10 ** 30))])
+def test_a_revision_beyond_any_integer_is_one_that_does_not_exist(defaults, args):
+    with pytest.raises(CommandError, match=f"POOL has no revision {10 ** 30}"):
+        run(*args)
+
+
+@pytest.mark.parametrize("verb", ["describe", "cancel"])
+def test_a_workload_id_of_36_hex_digits_that_is_no_uuid_is_no_workload(defaults, verb):
+    with pytest.raises(CommandError, match=f"^There is no workload '{'0' * 36}'"):
+        call_command("workload", verb, "0" * 36, stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf", "0", "-1", "86401"])
+def test_schedule_refuses_an_interval_that_is_not_a_number_of_seconds(defaults, interval):
+    with pytest.raises(CommandError, match=r"^--interval must be a number of seconds above 0 and at most 86400"):
+        call_command("schedule", "--once", "--interval", interval, stdout=io.StringIO())

@@ -199,3 +199,44 @@ def test_cli_yaml_files_are_checked_like_json(tmp_path, text):
     path.write_text(text)
     with pytest.raises(ConfigError):
         read_document(str(path))
+
+
+# ---- found by the fuzz test (tests/test_fuzz_api.py) -----------------------------------------------------
+
+@pytest.mark.parametrize(("url", "document", "field"), [
+    ("/api/configs/department/", [{"name": {}, "description": ""}], "name"),
+    ("/api/configs/project/", [{"name": ["vision"], "department": "default"}], "name"),
+    ("/api/configs/department/research/", {"name": {"research": 1}}, "research.name"),
+])
+def test_a_department_or_project_named_by_something_other_than_text_is_a_400_not_a_500(api, defaults, url,
+                                                                                        document, field):
+    assert refused(api.put(url, document, format="json"))["field"] == field
+
+
+@pytest.mark.parametrize("path", ["", "cancel/"])
+def test_a_workload_id_of_36_characters_that_is_not_a_uuid_is_a_404_not_a_500(api, defaults, path):
+    assert api.get(f"/api/workloads/{'0' * 36}/{path}").status_code == 404
+    assert api.post(f"/api/workloads/{'0' * 36}/{path}").status_code in (404, 405)
+    assert api.get(f"/api/workloads/{'0' * 8}-{'0' * 4}-{'0' * 4}-{'0' * 4}-{'0' * 12}/").status_code == 404
+
+
+@pytest.mark.parametrize(("resource", "value"), [("gpu", 1e30), ("gpu", 1e11), ("gpu", "1e999999"), ("cpu", "1e30"),
+                                                 ("memory", 10 ** 26)])
+def test_a_quota_beyond_what_the_database_holds_is_a_400_naming_the_field(api, defaults, resource, value):
+    """Found by hand beside the fuzz test: 1e30 GPUs raised decimal.InvalidOperation, and on SQLite 1e30
+    millicores an OverflowError (500 both); on PostgreSQL the database refused them in its own words."""
+    document = {"vision": {"department": "default", "resources": [{"node_pool": "default",
+                                                                    resource: {"deserved": value}}]}}
+    body = refused(api.put("/api/configs/project/", document, format="json"))
+    assert body["field"] == f"vision.resources[0].{resource}.deserved"
+    assert "is out of range (at most" in body["detail"]
+
+
+@pytest.mark.parametrize(("weight", "meant"), [("inf", "High"), ("1e400", "High"), ("-inf", "Lowest"),
+                                               ("nan", "Medium")])
+def test_an_osmo_pool_weight_beyond_any_number_is_clamped_like_any_other_not_a_500(api, defaults, weight, meant):
+    document = {"pools": {"p9": {"backend": "default", "platforms": {"x": {}},
+                                 "resources": {"gpu": {"weight": weight}}}}}
+    assert api.put("/api/configs/pool/", document, format="json").status_code == 200
+    project = api.get("/api/configs/project/p9/").json()
+    assert project["resources"][0]["gpu"]["over_quota_weight"] == meant

@@ -243,12 +243,13 @@ def test_commands_whose_reader_has_gone_end_quietly(site):
 def test_an_unexpected_error_and_ctrl_c_end_in_one_line(site, tmp_path):
     refused = manage(site, "config", "history", "--limit", "-1")
     assert refused.returncode == 1
-    assert assert_one_line(refused.stderr) == ("CommandError: --limit must be a whole number of revisions, 1 or more "
-                                               "(not -1)")
-    # Beyond SQLite's integers: no check of ours catches it, the database refuses it, and it is still one line.
-    unexpected = manage(site, "config", "history", "--limit", str(10 ** 30))
-    assert unexpected.returncode == 1
-    assert assert_one_line(unexpected.stderr) == "CommandError: database error: datatype mismatch"
+    assert assert_one_line(refused.stderr) == ("CommandError: --limit must be a whole number of revisions from 1 to "
+                                               "1,000,000 (not -1)")
+    # Beyond SQLite's integers: refused in our words before the database says "datatype mismatch" in its own.
+    huge = manage(site, "config", "history", "--limit", str(10 ** 30))
+    assert huge.returncode == 1
+    assert assert_one_line(huge.stderr) == ("CommandError: --limit must be a whole number of revisions from 1 to "
+                                            f"1,000,000 (not {10 ** 30})")
 
     fifo = tmp_path / "pool.json"
     os.mkfifo(fifo)

@@ -19,8 +19,10 @@ class OptionalLimitOffsetPagination(LimitOffsetPagination):
         self.limit = self._whole(params, self.limit_query_param, minimum=1)
         self.offset = self._whole(params, self.offset_query_param, minimum=0) or 0
         self.count = self.get_count(queryset)
-        end = None if self.limit is None else self.offset + self.limit
-        return list(queryset[self.offset:end])
+        # Never past the last row: the database is not asked for a LIMIT or OFFSET beyond its integers.
+        start = min(self.offset, self.count)
+        end = self.count if self.limit is None else min(self.count, start + self.limit)
+        return list(queryset[start:end])
 
     @staticmethod
     def _whole(params, name: str, *, minimum: int) -> int | None:

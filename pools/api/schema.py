@@ -1,6 +1,7 @@
 """The OpenAPI schema at /api/schema/: readable by any signed-in user (it describes the API, not anyone's
 rows). The shapes of configuration documents are pydantic models, as drf-spectacular reads them; the
-write path checks the documents themselves (pools.config.documents, pools.access.documents)."""
+write path checks the documents themselves (pools.config.documents, pools.access.documents,
+pools.quotas.documents)."""
 
 from typing import Any, Literal
 
@@ -11,6 +12,7 @@ from pools.access.documents import RoleDoc
 from pools.access.scoping import Rule
 from pools.config.documents import PoolDoc
 from pools.engine.rules import OPERATORS
+from pools.quotas.documents import WEIGHTS
 
 # Paths OSMO writes without a trailing slash (their routes accept both).
 OSMO_PATHS = ("/api/auth/", "/api/workflow", "/api/pool/")
@@ -97,6 +99,60 @@ class RoleDocument(RootModel[RoleDoc | RolesByName | dict[str, RoleDoc] | list[R
     all), {NAME: ROLE}, or a list of roles."""
 
 
-class ConfigDocument(RootModel[PoolDocument | PodTemplateDocument | ResourceValidationDocument | RoleDocument]):
+class ResourceQuota(_Shape):
+    """One resource's quota in a pool: GPUs to hundredths, CPU in millicores or a quantity such as "500m",
+    memory in bytes or a quantity such as "512Gi"; a limit of -1 is none."""
+
+    deserved: float | str = 0
+    limit: float | str = -1
+    over_quota_weight: Literal[tuple(WEIGHTS)] = "Medium"  # type: ignore[valid-type]
+
+
+class PoolQuota(_Shape):
+    node_pool: str
+    gpu: ResourceQuota | None = None
+    cpu: ResourceQuota | None = None
+    memory: ResourceQuota | None = None
+
+
+class DepartmentDoc(_Shape):
+    name: str | None = None
+    description: str = ""
+    default_node_pools: list[str] = []
+    resources: list[PoolQuota] = []
+
+
+class ProjectMembers(_Shape):
+    users: list[str] = []
+    roles: list[str] = []
+
+
+class ProjectDoc(DepartmentDoc):
+    department: str = "default"
+    namespace: str | None = Field(None, description="A Kubernetes namespace name; proj-NAME when left out.")
+    members: ProjectMembers | None = None
+
+
+class DepartmentsByName(_Shape):
+    departments: dict[str, DepartmentDoc]
+
+
+class ProjectsByName(_Shape):
+    projects: dict[str, ProjectDoc]
+
+
+class DepartmentDocument(RootModel[DepartmentsByName | dict[str, DepartmentDoc] | DepartmentDoc
+                                   | list[DepartmentDoc]]):
+    """type department: {"departments": {NAME: DEPARTMENT}} (as GET answers all), {NAME: DEPARTMENT}, one
+    department carrying "name" or named by the URL (as GET answers one), or a list of departments."""
+
+
+class ProjectDocument(RootModel[ProjectsByName | dict[str, ProjectDoc] | ProjectDoc | list[ProjectDoc]]):
+    """type project: {"projects": {NAME: PROJECT}} (as GET answers all), {NAME: PROJECT}, one project carrying
+    "name" or named by the URL (as GET answers one), or a list of projects."""
+
+
+class ConfigDocument(RootModel[PoolDocument | PodTemplateDocument | ResourceValidationDocument | RoleDocument
+                               | DepartmentDocument | ProjectDocument]):
     """A configuration document of the URL's type, in any shape that type accepts; GET answers a shape
     that PUT accepts back unchanged."""

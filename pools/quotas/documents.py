@@ -27,6 +27,9 @@ _ENTRY_KEYS = {"node_pool", "nodePool", *RESOURCES, "priority"}
 _DEPARTMENT_KEYS = {"name", "description", "default_node_pools", "defaultNodePools", "resources", "id"}
 _PROJECT_KEYS = _DEPARTMENT_KEYS | {"department", "parentId", "namespace", "requestedNamespace", "members",
                                     "clusterId"}
+# The columns' ranges (pools.models.quotas), checked here so that the answer says so in our words.
+MAX_GPUS = Decimal("9999999999.99")
+MAX_WHOLE = 2 ** 63 - 1
 
 
 def default_namespace(project: str) -> str:
@@ -54,6 +57,8 @@ def gpu_amount(value: Any, field: str) -> Decimal:
         number = parse_quantity(value)
     except QuantityError as exc:
         raise ConfigError(f"{field}: {exc}", field=field) from None
+    if abs(number) > MAX_GPUS:
+        raise ConfigError(f"{field}: {value} is out of range (at most {MAX_GPUS} GPUs)", field=field)
     if number != number.quantize(Decimal("0.01")):
         raise ConfigError(f"{field}: {value} has more than two decimals (GPUs are counted to hundredths)",
                           field=field)
@@ -69,6 +74,8 @@ def whole_amount(value: Any, field: str, unit: str, scale: int = 1) -> int:
             1000 if unit == "millicores" else 1)
     except (QuantityError, ArithmeticError) as exc:
         raise ConfigError(f"{field}: {value!r} is not a quantity of {unit} ({exc})", field=field) from None
+    if abs(number) > MAX_WHOLE:
+        raise ConfigError(f"{field}: {value!r} is out of range (at most {MAX_WHOLE} {unit})", field=field)
     if number != number.to_integral_value():
         raise ConfigError(f"{field}: {value!r} is not a whole number of {unit}", field=field)
     return int(number)
@@ -213,16 +220,22 @@ def _is_dns_label(text: str) -> bool:
         c.islower() or c.isdigit() or c == "-" for c in text)
 
 
+def _name_of(item: Any) -> str | None:
+    """The item's "name" if it is text; any other value (an object, a list) is no name."""
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def _named(data: Any, name: str | None, plural: str) -> dict[str, Any]:
     if isinstance(data, list):
-        data = {item.get("name") if isinstance(item, dict) else None: item for item in data}
+        data = {_name_of(item): item for item in data}
     if not isinstance(data, dict) or not data:
         raise ConfigError(f'A {plural[:-1]} document is one object with "name", {{"{plural}": {{NAME: ...}}}}, '
                           "{NAME: ...} or a list of objects")
     if set(data) == {plural} and isinstance(data[plural], dict | list):
         return _named(data[plural], name, plural)
     if isinstance(data.get("name"), str) or (name is not None and set(data) != {name}):
-        data = {data.get("name") or name: data}
+        data = {_name_of(data) or name: data}
     if name is not None and set(data) != {name}:
         raise ConfigError(f"The command names {name!r} but the document holds {', '.join(map(repr, data))}",
                           field="name")

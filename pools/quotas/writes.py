@@ -6,6 +6,7 @@ a project's department exists, namespaces are unique, and where a department has
 its projects together deserve no more of each resource than it does.
 """
 
+import math
 from collections import defaultdict
 from decimal import Decimal
 from typing import Any
@@ -244,7 +245,9 @@ def osmo_weight(weight: Any) -> str:
         number = float(weight)
     except (TypeError, ValueError):
         return "Medium"
-    return weight_name(min(3, max(0, round(number))))
+    if math.isnan(number):
+        return "Medium"
+    return weight_name(round(min(3.0, max(0.0, number))))  # clamped first: round() refuses infinity
 
 
 def pool_project_document(pool: Pool, gpu: dict[str, Any]) -> dict[str, Any]:

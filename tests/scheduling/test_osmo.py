@@ -81,6 +81,18 @@ def test_the_osmo_reads_answer_in_osmo_shapes_and_cancel_cancels_every_group(res
     assert researcher_api.get("/api/workflow/nope").status_code == 404
 
 
+def test_the_workflow_list_pages_past_the_end_and_past_the_databases_integers(researcher_api):
+    """Found by the fuzz test: an offset of 10**29 reached SQLite as an OFFSET ("datatype mismatch", a 500)."""
+    name = submit_workflow(researcher_api, query="?priority=LOW").json()["name"]
+
+    first = researcher_api.get("/api/workflow?limit=1").json()
+    assert [w["name"] for w in first["workflows"]] == [name] and first["more_entries"] is False
+    for offset in (1, 10 ** 29):
+        response = researcher_api.get(f"/api/workflow?offset={offset}")
+        assert response.status_code == 200
+        assert response.json() == {"workflows": [], "more_entries": False}
+
+
 def test_dry_run_saves_nothing_and_normal_priority_above_the_guarantee_is_refused(researcher_api):
     dry = submit_workflow(researcher_api, query="?priority=LOW&dry_run=true")
     assert dry.status_code == 200 and dry.json()["dry_run"] is True

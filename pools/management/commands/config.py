@@ -15,6 +15,8 @@ from pools.management.cli import clear_errors
 from pools.models import ConfigKind
 
 TYPES = [kind.value for kind in ConfigKind]
+# Checked here, in our words: a larger number reaches the database as a LIMIT it refuses in its own.
+MAX_LIMIT = 1_000_000
 
 
 class Command(BaseCommand):
@@ -136,8 +138,9 @@ class Command(BaseCommand):
 
     def do_history(self, options):
         kind = history.parse_kind(options["type"]) if options["type"] else None
-        if options["limit"] < 1:
-            raise CommandError(f"--limit must be a whole number of revisions, 1 or more (not {options['limit']})")
+        if not 1 <= options["limit"] <= MAX_LIMIT:
+            raise CommandError(f"--limit must be a whole number of revisions from 1 to {MAX_LIMIT:,} "
+                               f"(not {options['limit']})")
         revisions = list(history.revisions(kind, options["name"])[: options["limit"]])
         if options["format"] == "json":
             self._print_json([history.summary(rev) for rev in revisions])

@@ -5,12 +5,14 @@ its row's, so this may run beside the workers."""
 
 import time
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connections
 
 from pools.management.cli import clear_errors, print_json
 from scheduling.cycle import CycleResult, run_cycle
 from scheduling.sweeps import SweepResult, sweep
+
+MAX_INTERVAL = 86_400  # a day; time.sleep refuses infinity, and NaN or a negative would mean 0.1 s
 
 
 class Command(BaseCommand):
@@ -25,6 +27,9 @@ class Command(BaseCommand):
 
     @clear_errors
     def handle(self, *args, once, interval, format, **options):
+        if not 0 < interval <= MAX_INTERVAL:  # NaN fails this too
+            raise CommandError(f"--interval must be a number of seconds above 0 and at most {MAX_INTERVAL:g} "
+                               f"(not {interval:g})")
         while True:
             try:
                 result = run_cycle(details=once)

@@ -1,0 +1,163 @@
+"""Requests generated from the project's own OpenAPI schema (schemathesis) for every operation, with a staff
+token and with a member's token, through the whole WSGI stack (middleware, authentication, views) into a
+realistic database: none answers a server error, and every answer the schema documents has its shape.
+
+The world is built once for the module; each operation runs in a savepoint of it (as Django's
+`setUpTestData`), so every operation starts from the same rows. Its cluster is the simulated one of the
+`default` backend, in a temporary state directory: no request reaches a real cluster.
+
+Bounded for CI: FUZZ_EXAMPLES generated requests per operation and token (default 10, about 850 requests in
+all), derandomized. Longer runs: `FUZZ_EXAMPLES=100` for more, `FUZZ_COVERAGE=1` to add schemathesis'
+coverage phase (boundary values, wrong types and unexpected methods for every field and operation: with
+FUZZ_EXAMPLES=100, about 22,000 requests in 5 minutes)."""
+
+import datetime as dt
+import os
+
+import pytest
+import schemathesis
+from django.contrib.auth import get_user_model
+from django.core import signals
+from django.core.handlers.wsgi import WSGIHandler
+from django.db import DatabaseError, close_old_connections, transaction
+from django.test import override_settings
+from django.utils import timezone
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from pools.access.tokens import create_token
+from pools.config import writes
+from pools.config.defaults import init_demo
+from pools.fleet.sync import BackendSync, cluster_for
+from pools.models import AccessToken, Backend, ConfigKind, Department, Node, Pool, Project, Role, RoleAssignment
+from scheduling.models import Workload
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
+CHECKS = [not_a_server_error, response_schema_conformance]
+# Names the world below has, so that about half the generated names find a row rather than a 404.
+POOLS = ["default", "training", "dev", "inference", "simulation"]
+NAMES = {"pools": POOLS, "users": ["ops", "alice"], "roles": ["osmo-training"],
+         "other": ["dgx-h100-001", "dgx-a100-001", "ovx-l40s-001", "cpu-001", "llm-research", "robotics", "research",
+                   "product", "fuzz", "laptop", "train-llm", "eval-llm"]}
+
+schema = schemathesis.openapi.from_dict(
+    SchemaGenerator().get_schema(request=None, public=True),
+    config=schemathesis.Config.from_dict({
+        "dictionaries": {**{key: {"values": values} for key, values in NAMES.items()},
+                         "any": {"values": [name for values in NAMES.values() for name in values]}},
+        "parameters": {"path.name": {"dictionary": "any", "probability": 0.5},
+                       "path.pool": {"dictionary": "pools", "probability": 0.5},
+                       "path.user_id": {"dictionary": "users", "probability": 0.5},
+                       "path.role_name": {"dictionary": "roles", "probability": 0.5}},
+        "generation": {"max-examples": EXAMPLES, "deterministic": True, "database": "none",
+                       "dictionaries": {"string": {"dictionary": "any", "probability": 0.2}}},
+        "phases": {"coverage": {"enabled": os.environ.get("FUZZ_COVERAGE") == "1"}, "stateful": {"enabled": False}},
+        # A loaded CI machine must not turn slowness into a failure.
+        "suppress-health-check": ["all"],
+    }),
+)
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The demo's configuration on the simulated `default` backend, synced (250 nodes and their pods, five
+    pools with platforms, departments and projects with quotas), two pending workloads, a staff user and a
+    member (alice, of project llm-research, with a role for pools training and dev, reading configurations,
+    and a second token of her own); answers each one's Bearer token."""
+    users = get_user_model().objects
+    with (django_db_blocker.unblock(), override_settings(OSMO_SIMULATED_STATE_DIR=tmp_path_factory.mktemp("sim")),
+          transaction.atomic()):
+        init_demo(author="tests")
+        backend = Backend.objects.get(name="default")
+        BackendSync(backend, cluster_for(backend)).run(seconds=0)
+        writes.import_document(ConfigKind.ROLE, {"name": "osmo-training", "policies": [{"actions": [
+            {"base": "http", "path": "/api/pool/training*", "method": "post"},
+            {"base": "http", "path": "/api/pool/dev*", "method": "post"},
+            {"base": "http", "path": "/api/profile/*", "method": "*"},
+            {"base": "http", "path": "/api/configs/*", "method": "get"}]}]}, author="tests")
+        staff = users.create_user("ops", password="pw-ops-123", is_staff=True, is_superuser=True)
+        member = users.create_user("alice", password="pw-ali-123")
+        RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-training"), assigned_by="tests")
+        expires = timezone.now() + dt.timedelta(days=30)
+        tokens = {who: create_token(user, "fuzz", expires)[1] for who, user in (("staff", staff), ("member", member))}
+        create_token(member, "laptop", expires)
+        client = APIClient()
+        client.force_authenticate(member)
+        for name, gpus in (("train-llm", 8), ("eval-llm", 1)):
+            response = client.post("/api/workloads/", {
+                "name": name, "project": "llm-research", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                "command": ["python", "train.py"], "resources": {"gpu": gpus, "cpu": "4", "memory": "16Gi"}},
+                format="json")
+            assert response.status_code == 201, response.content
+        named = {*Pool.objects.values_list("name", flat=True), *Node.objects.values_list("name", flat=True),
+                 *Project.objects.values_list("name", flat=True), *Department.objects.values_list("name", flat=True),
+                 *users.values_list("username", flat=True), *Role.objects.values_list("name", flat=True),
+                 *AccessToken.objects.values_list("name", flat=True), *Workload.objects.values_list("name", flat=True)}
+        assert {name for values in NAMES.values() for name in values} <= named
+        yield tokens
+        transaction.set_rollback(True)
+
+
+@pytest.fixture(scope="module")
+def application():
+    """Django's WSGI handler as a server runs it, except that it leaves the test's connection open after each
+    request (as Django's test client does)."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield WSGIHandler()
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+def send(case, token: str, application):
+    savepoint = transaction.savepoint()
+    response = case.call(app=application, base_url="http://testserver", headers={"Authorization": f"Bearer {token}"})
+    try:
+        transaction.savepoint_commit(savepoint)
+    except DatabaseError:
+        # A statement of the request failed (and was answered 4xx): on a server that ends with the request, here
+        # it would abort the test's transaction for the requests after it.
+        transaction.savepoint_rollback(savepoint)
+    return response
+
+
+@pytest.mark.parametrize("who", ["staff", "member"])
+@schema.parametrize()
+@pytest.mark.django_db
+def test_no_operation_answers_a_server_error_or_an_undocumented_shape(case, who, world, application):
+    case.validate_response(send(case, world[who], application), checks=CHECKS)
+
+
+# ---- the harness reaches the views, as each of them ------------------------------------------------------
+
+@pytest.mark.django_db
+def test_both_tokens_reach_the_views_and_the_member_is_held_to_her_roles(world, application):
+    pools = schema["/api/pools/"]["GET"]
+    for who in ("staff", "member"):
+        response = send(pools.Case(), world[who], application)
+        assert response.status_code == 200, response.text[:300]
+        assert "training" in {row["name"] for row in response.json()}
+
+    write = schema["/api/configs/{kind}/"]["PUT"].Case(path_parameters={"kind": "pool"}, body={"pools": {}})
+    assert send(write, world["member"], application).status_code == 403
+
+
+# ---- answers whose shape the schema once got wrong -----------------------------------------------------------
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("path", "parameters", "query"), [
+    ("/api/workloads/", {}, {}),
+    ("/api/workloads/", {}, {"limit": 1}),
+    ("/api/configs/{kind}/", {"kind": "department"}, {}),
+    ("/api/configs/{kind}/", {"kind": "project"}, {}),
+    ("/api/configs/{kind}/{name}/", {"kind": "project", "name": "llm-research"}, {}),
+    ("/api/configs/{kind}/{name}/", {"kind": "department", "name": "research"}, {}),
+], ids=["workloads", "a-page-of-workloads", "departments", "projects", "one-project", "one-department"])
+def test_workload_rows_and_quota_documents_have_the_documented_shape(world, application, path, parameters, query):
+    case = schema[path]["GET"].Case(path_parameters=parameters, query=query)
+    response = send(case, world["staff"], application)
+
+    assert response.status_code == 200, response.text[:300]
+    case.validate_response(response, checks=CHECKS)
