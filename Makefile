@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo serve test lint bench clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
@@ -31,6 +31,13 @@ demo: install
 	$(PY) manage.py config init
 	$(PY) manage.py demo
 
+# Production-style: migrations, static files, then gunicorn, a Celery worker and beat (manage.py serve) against
+# DATABASE_URL and CELERY_BROKER_URL from the environment (README "Running in production").
+serve: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput
+	$(PY) manage.py serve --bind $(or $(BIND),127.0.0.1:8000)
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
@@ -43,6 +50,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/import_pools.py
 	$(PY) benchmarks/sync_cluster.py
+	$(PY) benchmarks/sync_memory.py
 	$(PY) benchmarks/pages.py
 	$(PY) benchmarks/charts.py
 	$(PY) benchmarks/fair_share.py

@@ -40,6 +40,7 @@ def check_database(alias: str = "default", timeout: float | None = None) -> None
     timeout = settings.OSMO_READY_TIMEOUT if timeout is None else timeout
     wrapper = connections[alias]
     options = dict(wrapper.settings_dict.get("OPTIONS") or {})
+    options.pop("pool", None)  # a connection of its own, not one the pool would hand out without the timeouts
     if wrapper.vendor == "postgresql":
         options["connect_timeout"] = max(2, int(timeout + 0.999))  # libpq's minimum is 2 seconds
         options["options"] = f"{options.get('options', '')} -c statement_timeout={int(timeout * 1000)}".strip()

@@ -34,3 +34,20 @@ class InputLimitsMiddleware:
         if length > limit:
             return _refuse(request, 413, f"request body is larger than {limit} bytes", "request body")
         return self.get_response(request)
+
+
+class ContentSecurityPolicyMiddleware:
+    """`Content-Security-Policy: <OSMO_CSP>` on every response that sets none of its own (empty: no header).
+    The pages load scripts and styles from our origin only and hold no inline script, handler or style
+    attribute; htmx is told not to inject its indicator `<style>` nor to evaluate trigger filters
+    (templates/pages/base.html), which the policy would refuse."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        policy = " ".join((getattr(settings, "OSMO_CSP", "") or "").split())
+        if policy and "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = policy
+        return response

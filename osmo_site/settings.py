@@ -8,6 +8,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from .env import BASE_DIR, data_dir, env_bool, env_file_path, env_int, env_list, env_str, load_env_file
+from .logs import logging_config
 
 DATA_DIR = data_dir()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
@@ -40,8 +41,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "osmo_site.logs.RequestIdMiddleware",  # the request's id on every log line, and its access line
     "osmo_site.middleware.InputLimitsMiddleware",  # NUL in URLs (400) and oversized bodies (413), before all else
     "django.middleware.security.SecurityMiddleware",
+    "osmo_site.middleware.ContentSecurityPolicyMiddleware",  # OSMO_CSP on every response
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -90,9 +93,26 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
         **DATABASES["default"].get("OPTIONS", {}),
     }
+# PostgreSQL connections are pooled in each process (psycopg_pool, through Django's "pool" option): a process
+# holds at most OSMO_DB_POOL_MAX connections (keep it at gunicorn's threads per worker), and a request that
+# finds them all busy waits up to OSMO_DB_POOL_TIMEOUT seconds for one. A burst of requests then queues in
+# the pool instead of opening a connection each until PostgreSQL refuses ("too many clients"). 0 turns
+# pooling off (a connection per thread, kept for 60 s).
+OSMO_DB_POOL_MAX = env_int("OSMO_DB_POOL_MAX", 4)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and OSMO_DB_POOL_MAX > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django must not keep them too
+    # The pool checks a connection (one empty round trip) before handing it out, so that after PostgreSQL
+    # restarts no request gets one of the dead connections the pool still holds.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(env_int("OSMO_DB_POOL_MIN", 1), OSMO_DB_POOL_MAX),
+        "max_size": OSMO_DB_POOL_MAX,
+        "timeout": env_int("OSMO_DB_POOL_TIMEOUT", 10),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
+    "pools.access.signin_limit.SignInLimitBackend",  # first: refuses password guesses over the limit
     "django.contrib.auth.backends.ModelBackend",
     "pools.access.idp.TrustedHeaderBackend",
 ]
@@ -138,13 +158,15 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pools.access.tokens.BearerAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        "pools.access.signin_limit.BasicAuthentication",  # DRF's, under the sign-in limit
     ],
     # Every view declares read_access / write_access (pools.access.scoping.Rule); undeclared means admin.
     "DEFAULT_PERMISSION_CLASSES": ["pools.access.scoping.AccessPermission"],
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
     # Every body is JSON, validated by one serializer (or, for configuration documents, the kind's models).
     "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.JSONParser"],
+    # JSON out too, to browsers as well: DRF's browsable API writes inline styles that OSMO_CSP refuses.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -156,7 +178,13 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["pools.access.scoping.AccessPermission"],
     "ENUM_NAME_OVERRIDES": {"ConfigKindEnum": "pools.models.ConfigKind",
-                            "SharingEnum": "pools.models.Node.Sharing"},
+                            "SharingEnum": "pools.models.Node.Sharing",
+                            "PoolStatusEnum": ["ONLINE", "OFFLINE", "MAINTENANCE"],
+                            "RoleAssignmentSourceEnum": "pools.models.RoleAssignment.Source",
+                            "WorkloadStatusEnum": "scheduling.models.Status.values",
+                            "WorkloadSourceEnum": "scheduling.models.Source.values",
+                            "WorkloadPriorityEnum": "scheduling.models.Priority.values",
+                            "OsmoPriorityEnum": ["HIGH", "NORMAL", "LOW"]},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pools.api.schema.osmo_paths"],
 }
 
@@ -184,6 +212,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # Cluster sync: beat starts a sync per backend every OSMO_SYNC_INTERVAL seconds; each watches for a little
 # less than that, so the watch is continuous while at most one sync runs per backend (a lease).
 OSMO_SYNC_INTERVAL = env_int("OSMO_SYNC_INTERVAL", 30)
+# The watches miss changes if the cluster's resourceVersions went backwards unnoticed: list in full this often anyway.
+OSMO_RELIST_SECONDS = env_int("OSMO_RELIST_SECONDS", 600)
 # A backend without a good sync for this long shows its nodes Unknown and its pools OFFLINE.
 OSMO_BACKEND_STALE_SECONDS = env_int("OSMO_BACKEND_STALE_SECONDS", 300)
 # Node labels written by `label node`, `create -f` and pool selectors carry this prefix (gpuctl's default).
@@ -203,20 +233,19 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+# Logs (osmo_site.logs): plain text or, with LOG_FORMAT=json, one JSON object per line; every line of a request
+# or task carries its id. Celery keeps this configuration instead of installing its own handlers.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").lower()
+LOGGING = logging_config(LOG_FORMAT, env_str("LOG_LEVEL", "INFO"))
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True
     CSRF_COOKIE_HTTPONLY = False
     STORAGES = {
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+        # Hashed names (served with a far-future expiry) from a manifest: `manage.py collectstatic` must run first.
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
     }
 
 # Engines (pools.schedulers): the objects of KAI and Kueue backends are reconciled once a pool, template,
@@ -280,3 +309,42 @@ try:
     [ipaddress.ip_network(_address, strict=False) for _address in OSMO_METRICS_ALLOWED_ADDRESSES]
 except ValueError as _exc:
     raise ImproperlyConfigured(f"OSMO_METRICS_ALLOWED_ADDRESSES: {_exc}") from None
+
+# HTTPS and hardening (README "Settings"). Behind a proxy that terminates TLS, SECURE_PROXY_SSL_HEADER names the
+# header by which it says so ("HTTP_X_FORWARDED_PROTO=https"), else Django takes every request for plain HTTP:
+# the redirect would loop and the CSRF origin check refuse every form. Secure cookies are on unless DEBUG is.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+# HSTS pins the host name to HTTPS in browsers for this long, which cannot be taken back before it runs out: on
+# by default (a year) only where plain HTTP is redirected anyway. Subdomains and preloading reach beyond this
+# host, so they are the operator's call.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if SECURE_SSL_REDIRECT else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+_ssl_header = (env_str("SECURE_PROXY_SSL_HEADER", "") or "").strip()
+if _ssl_header:
+    _name, _sep, _value = _ssl_header.partition("=")
+    _name = _name.strip().upper().replace("-", "_")
+    if not _sep or not _name or not _value.strip():
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER={_ssl_header!r}: expected HEADER=VALUE, "
+                                   "such as HTTP_X_FORWARDED_PROTO=https")
+    SECURE_PROXY_SSL_HEADER = (_name if _name.startswith("HTTP_") else "HTTP_" + _name, _value.strip())
+else:
+    SECURE_PROXY_SSL_HEADER = None
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SECURE_CONTENT_TYPE_NOSNIFF = env_bool("SECURE_CONTENT_TYPE_NOSNIFF", True)
+X_FRAME_OPTIONS = (env_str("X_FRAME_OPTIONS", "DENY") or "").upper()
+if X_FRAME_OPTIONS not in ("DENY", "SAMEORIGIN"):
+    raise ImproperlyConfigured(f"X_FRAME_OPTIONS={X_FRAME_OPTIONS!r}: use DENY or SAMEORIGIN")
+SECURE_REFERRER_POLICY = env_str("SECURE_REFERRER_POLICY", "same-origin")
+# Content-Security-Policy of every response (osmo_site.middleware); empty: no header. The pages hold no inline
+# script, style or handler; the admin's and the pages' images include data: URIs (icons in the CSS).
+OSMO_CSP = env_str("OSMO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; "
+                               "form-action 'self'; object-src 'none'")
+# Password guessing (pools.access.signin_limit): this many failed sign-ins for one user name, or from one
+# address, within the window refuse further tries (429) until they age out; 0 turns a limit off.
+OSMO_LOGIN_MAX_FAILURES = env_int("OSMO_LOGIN_MAX_FAILURES", 5)
+OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS", 20)
+OSMO_LOGIN_LOCKOUT_SECONDS = env_int("OSMO_LOGIN_LOCKOUT_SECONDS", 900)

@@ -25,6 +25,9 @@ from .settings import DATABASES  # noqa: E402
 if not _pg_url:
     DATABASES["default"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+# In-process tests share one connection per thread with pytest-django's test database; the pool is tested
+# where it serves, in a real server (tests/test_serve.py).
+DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
 
 TEST_REDIS_URL = env_str("TEST_REDIS_URL") or env_str("REDIS_URL") or DEFAULT_REDIS_URL
 REDIS_AVAILABLE = answers(TEST_REDIS_URL, 6379)
@@ -35,3 +38,12 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
 OSMO_ADMISSION_ON_COMMIT = env_bool("OSMO_ADMISSION_ON_COMMIT", False)
 OSMO_ENGINE_RECONCILE_ON_COMMIT = env_bool("OSMO_ENGINE_RECONCILE_ON_COMMIT", False)
+# The suite serves plain HTTP (the test client, live_server, servers it starts): cookies must not need HTTPS.
+# Templates name static files without a manifest (nothing runs collectstatic); tests/test_deploy_settings.py
+# runs the production settings.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = False
+SECURE_HSTS_SECONDS = 0
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -131,6 +131,17 @@ def test_offset_alone_answers_the_rest_as_a_page(api, nodes):
     assert pools["count"] == 3 and len(pools["results"]) == 2
 
 
+def test_a_limit_or_offset_beyond_the_databases_integers_is_a_page_not_a_500(api, nodes):
+    """Found by the fuzz test: 10**24 reached SQLite as a LIMIT or OFFSET ("datatype mismatch", a 500) and
+    PostgreSQL as one ("bigint out of range")."""
+    beyond = api.get(f"/api/resources/?offset={10 ** 24}&limit={10 ** 25}")
+    everything = api.get(f"/api/pools/?limit={10 ** 25}")
+
+    assert beyond.status_code == 200 and beyond.json()["results"] == [] and beyond.json()["count"] == 9
+    assert beyond.json()["next"] is None
+    assert everything.status_code == 200 and len(everything.json()["results"]) == 3
+
+
 @pytest.mark.parametrize(("query", "field"), [("limit=0", "limit"), ("limit=x", "limit"), ("offset=-1", "offset")])
 def test_a_bad_limit_or_offset_is_refused_naming_it(api, nodes, query, field):
     response = api.get(f"/api/resources/?{query}")
@@ -153,3 +164,20 @@ def test_the_pool_list_pages_in_a_bounded_number_of_queries(api, nodes, django_a
         page = api.get("/api/pools/?limit=2").json()
 
     assert [pool["name"] for pool in page["results"]] == sorted([ALPHA, BRAVO, "default"])[:2]
+
+
+@pytest.mark.parametrize("who", ["staff", "member"])
+def test_the_resource_list_is_exactly_what_its_schema_serializer_renders(staff, alpha_member, nodes, who):  # noqa: F811
+    """`/api/resources/` answers the rows as they are (fast), byte for byte what NodeRowSerializer, its schema,
+    would render for the same rows: the same fields, decimals, times and redactions."""
+    from rest_framework.renderers import JSONRenderer
+
+    from pools.api.inventory import NodeRowSerializer
+    from pools.fleet import usage
+    from pools.models.visibility import access_for
+
+    user = staff if who == "staff" else alpha_member
+    answered = signed_in(user).get("/api/resources/")
+    expected = NodeRowSerializer(list(usage.node_rows(Node.objects.visible_to(user), access_for(user))), many=True).data
+    assert answered.status_code == 200 and answered.content == JSONRenderer().render(expected)
+    assert len(answered.json()) == Node.objects.visible_to(user).count() > 0

@@ -4,7 +4,7 @@ The auth routes are written as OSMO documents them (no trailing slash); a traili
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from pools.access import api, pages
+from pools.access import api, pages, signin_limit
 
 ID = r"(?P<user_id>[^/]+)"
 NAME = r"(?P<name>[^/]+)"
@@ -25,7 +25,7 @@ api_patterns = [
 ]
 
 page_patterns = [
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="access/login.html"), name="login"),
+    path("accounts/login/", signin_limit.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("profile/permissions/", pages.permissions, name="profile-permissions"),
 ]

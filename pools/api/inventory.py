@@ -180,7 +180,9 @@ class ResourceViewSet(InventoryViewSet):
         OpenApiParameter("status", str, description=NodeFilterSet.base_filters["status"].extra["help_text"])])
     def list(self, request):
         nodes, page = self.paged(self.filter_queryset(self.get_queryset()), NODE_ORDER)
-        return self.answer(NodeRowSerializer(usage.node_rows(nodes, access_for(request)), many=True).data, page)
+        # The rows are already what NodeRowSerializer describes (the schema); running 5,000 of them through
+        # its fields took as long again as reading them.
+        return self.answer(list(usage.node_rows(nodes, access_for(request))), page)
 
 
 class NodeViewSet(InventoryViewSet):

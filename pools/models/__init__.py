@@ -1,7 +1,7 @@
 """The `pools` app's models, one module per concern: `config` (backends, pools, platforms, templates,
 validations, revisions), `quotas` (departments, projects, members, quotas), `inventory` (nodes,
 memberships, pods, sync log, usage snapshots), `access` (roles, assignments, tokens), `preferences`
-(table columns). `visibility` decides which rows a user sees."""
+(table columns), `signin` (failed sign-ins). `visibility` decides which rows a user sees."""
 
 from .access import AccessToken, Role, RoleAssignment
 from .config import (
@@ -19,6 +19,7 @@ from .inventory import ManagedJob, Node, NodeMembership, NodeQuerySet, Pod, Sync
 from .names import name_validator
 from .preferences import Profile, TablePreference
 from .quotas import Department, Project, ProjectMember, Quota
+from .signin import SignInFailure
 
 __all__ = [
     "AccessToken",
@@ -43,6 +44,7 @@ __all__ = [
     "RevisionCounter",
     "Role",
     "RoleAssignment",
+    "SignInFailure",
     "SyncLog",
     "TablePreference",
     "UsageSnapshot",

@@ -30,3 +30,24 @@ document.addEventListener("htmx:beforeSwap", function (event) {
     event.detail.isError = false;
   }
 });
+
+// Polls (hx-trigger "every Ns") run only while the tab is visible, and not while the focus is inside an element
+// matching the polling element's data-poll-paused-within (a refresh would replace what is being typed). htmx's
+// trigger filters ("every 5s [...]") would say the same, but htmx runs them as code (eval), which the content
+// security policy refuses. htmx:trigger precedes every request started by an event or by `load`, never a poll's.
+(function () {
+  let triggered = null;
+  document.addEventListener("htmx:trigger", function (event) { triggered = event.target; });
+  document.addEventListener("htmx:confirm", function (event) {
+    const elt = event.detail.elt;
+    const poll = !event.detail.triggeringEvent && triggered !== elt
+      && /\bevery\b/.test(elt.getAttribute("hx-trigger") || "");
+    triggered = null;
+    if (!poll) return;
+    const within = elt.getAttribute("data-poll-paused-within");
+    const active = document.activeElement;
+    if (document.visibilityState !== "visible" || (within && active && active.closest && active.closest(within))) {
+      event.preventDefault();
+    }
+  });
+})();

@@ -1,0 +1,179 @@
+"""A limit on password guessing. After OSMO_LOGIN_MAX_FAILURES failed sign-ins for one user name, or
+OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS from one address, within OSMO_LOGIN_LOCKOUT_SECONDS, password sign-ins for
+that name (or from that address) are refused, without looking at the password, until enough of those failures
+are older than the window. A successful sign-in clears the name's failures. A limit of 0 turns that limit off.
+
+One check serves every door: SignInLimitBackend comes first in AUTHENTICATION_BACKENDS, so the sign-in page,
+the admin's sign-in and the API's HTTP basic authentication all pass through it. It never signs anyone in; it
+refuses by raising PermissionDenied, which ends `authenticate()`. Failures are recorded from Django's
+`user_login_failed` signal, one row each in the database (pools.models.SignInFailure), so that every web
+process counts the same failures.
+
+The address is REMOTE_ADDR or, from a proxy of ACCESS_TRUSTED_PROXIES, the last address of X-Forwarded-For
+that is not one of those proxies (else every client would share the proxy's count).
+"""
+
+import datetime as dt
+import ipaddress
+import math
+from dataclasses import dataclass
+
+import drf_spectacular.authentication
+from asgiref.sync import sync_to_async
+from django import forms
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.core.exceptions import PermissionDenied
+from django.dispatch import receiver
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from pools.access.idp import trusted
+from pools.models import SignInFailure
+
+# The time the limit reads; tests replace it instead of sleeping.
+clock = timezone.now
+
+
+@dataclass(frozen=True)
+class Refusal:
+    message: str
+    retry_after: int  # seconds until one more attempt is allowed
+
+
+def client_address(request) -> str | None:
+    if request is None:
+        return None
+    address = request.META.get("REMOTE_ADDR") or ""
+    if trusted(address):
+        for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
+            hop = hop.strip()
+            if hop and not trusted(hop):
+                address = hop
+                break
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None
+
+
+def _window() -> dt.timedelta:
+    return dt.timedelta(seconds=getattr(settings, "OSMO_LOGIN_LOCKOUT_SECONDS", 900))
+
+
+def _wait(seconds: float) -> str:
+    if seconds < 60:
+        return f"{math.ceil(seconds)} seconds"
+    minutes = math.ceil(seconds / 60)
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+def refusal(username: str | None, address: str | None, now: dt.datetime | None = None) -> Refusal | None:
+    """Why a sign-in as `username` from `address` is refused now, or None when it may be tried."""
+    window = _window()
+    if window <= dt.timedelta(0):
+        return None
+    now = now or clock()
+    recent = SignInFailure.objects.filter(at__gt=now - window)
+    found = []
+    for field, value, limit, whose in (
+        ("username", username, getattr(settings, "OSMO_LOGIN_MAX_FAILURES", 5), "for this user name"),
+        ("address", address, getattr(settings, "OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS", 20), "from your address"),
+    ):
+        if not value or limit <= 0:
+            continue
+        # The limit-th newest failure: once it leaves the window, fewer than `limit` remain.
+        nth = list(recent.filter(**{field: value}).order_by("-at").values_list("at", flat=True)[limit - 1:limit])
+        if nth:
+            seconds = max(1, math.ceil((nth[0] + window - now).total_seconds()))
+            found.append(Refusal(f"Too many failed sign-ins {whose}: try again in {_wait(seconds)}.", seconds))
+    return max(found, key=lambda refused: refused.retry_after, default=None)
+
+
+def record_failure(username: str, address: str | None, now: dt.datetime | None = None) -> None:
+    now = now or clock()
+    SignInFailure.objects.create(username=username[:150], address=address, at=now)
+    SignInFailure.objects.filter(at__lte=now - _window()).delete()  # what no count reads any more
+
+
+def clear_failures(username: str) -> None:
+    SignInFailure.objects.filter(username=username[:150]).delete()
+
+
+class SignInLimitBackend:
+    """First of AUTHENTICATION_BACKENDS: refuses password sign-ins over the limit and lets the others be tried.
+    Not a BaseBackend on purpose: without get_user and has_perm it is never a session's backend and never asked
+    about permissions."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is None or password is None:
+            return None
+        refused = refusal(str(username), client_address(request))
+        if refused is not None:
+            if request is not None:
+                request.signin_refusal = refused
+            raise PermissionDenied(refused.message)
+        return None
+
+    async def aauthenticate(self, request, username=None, password=None, **kwargs):
+        return await sync_to_async(self.authenticate)(request, username=username, password=password, **kwargs)
+
+
+# AUTHENTICATION_BACKENDS imports this module before `authenticate()` can send either signal.
+@receiver(user_login_failed, dispatch_uid="pools.access.signin_limit.record")
+def _record(sender, credentials, request=None, **kwargs):
+    username = credentials.get("username")
+    if username and getattr(request, "signin_refusal", None) is None:  # a refused try is not one more failure
+        record_failure(str(username), client_address(request))
+
+
+@receiver(user_logged_in, dispatch_uid="pools.access.signin_limit.clear")
+def _clear(sender, request, user, **kwargs):
+    clear_failures(user.get_username())
+
+
+class SignInForm(AuthenticationForm):
+    def get_invalid_login_error(self):
+        refused = getattr(self.request, "signin_refusal", None)
+        if refused is not None:
+            return forms.ValidationError(refused.message, code="too_many_failures")
+        return super().get_invalid_login_error()
+
+
+class SignInView(auth_views.LoginView):
+    """The sign-in page; a refused attempt answers 429 with Retry-After and says why on the form."""
+
+    form_class = SignInForm
+    template_name = "access/login.html"
+
+    def form_invalid(self, form):
+        refused = getattr(self.request, "signin_refusal", None)
+        if refused is None:
+            return super().form_invalid(form)
+        response = self.render_to_response(self.get_context_data(form=form, signin_refusal=refused), status=429)
+        response["Retry-After"] = str(refused.retry_after)
+        return response
+
+
+class BasicAuthentication(authentication.BasicAuthentication):
+    """DRF's HTTP basic authentication under the same limit: a refused attempt answers 429 with Retry-After,
+    a good one clears the name's failures (basic authentication never calls login())."""
+
+    def authenticate_credentials(self, userid, password, request=None):
+        try:
+            result = super().authenticate_credentials(userid, password, request)
+        except exceptions.AuthenticationFailed:
+            refused = getattr(request, "signin_refusal", None)
+            if refused is not None:
+                raise exceptions.Throttled(wait=refused.retry_after, detail=refused.message) from None
+            raise
+        clear_failures(userid)
+        return result
+
+
+class BasicScheme(drf_spectacular.authentication.BasicScheme):
+    """The OpenAPI schema describes the limited basic authentication as plain HTTP basic."""
+
+    target_class = BasicAuthentication

@@ -1,0 +1,77 @@
+"""`./manage.py serve`: the production web server, a Celery worker and beat, as one foreground command.
+
+Each runs as a child process against the database and broker of the environment (DATABASE_URL,
+CELERY_BROKER_URL). Ctrl-C or SIGTERM stops all three; when one of them exits, the others are stopped and the
+command exits with its status, so a supervisor (systemd, a container runtime) sees the failure and restarts.
+On Kubernetes each runs in its own Deployment instead (deploy/base).
+"""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+GUNICORN_CONF = Path(settings.BASE_DIR) / "deploy" / "gunicorn.conf.py"
+
+
+def commands(*, web: bool, worker: bool, beat: bool, bind: str) -> dict[str, list[str]]:
+    python = sys.executable
+    chosen = {}
+    if web:
+        chosen["web"] = [python, "-m", "gunicorn", "osmo_site.wsgi:application", "-c", str(GUNICORN_CONF),
+                         "--bind", bind]
+    if worker:
+        chosen["worker"] = [python, "-m", "celery", "-A", "osmo_site", "worker", "-l", "info"]
+    if beat:
+        chosen["beat"] = [python, "-m", "celery", "-A", "osmo_site", "beat", "-l", "info"]
+    return chosen
+
+
+class Command(BaseCommand):
+    help = "Run the web server (gunicorn), a Celery worker and Celery beat until stopped."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--bind", default="127.0.0.1:8000", help="address:port for the web server")
+        parser.add_argument("--no-web", action="store_true", help="do not start the web server")
+        parser.add_argument("--no-worker", action="store_true", help="do not start a Celery worker")
+        parser.add_argument("--no-beat", action="store_true", help="do not start Celery beat")
+
+    def handle(self, *args, bind, no_web, no_worker, no_beat, **options):
+        chosen = commands(web=not no_web, worker=not no_worker, beat=not no_beat, bind=bind)
+        if not chosen:
+            raise CommandError("nothing to run: --no-web, --no-worker and --no-beat leave no process")
+        stopping = []
+
+        def stop(signum, _frame):
+            stopping.append(signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        children = {name: subprocess.Popen(argv) for name, argv in chosen.items()}
+        self.stdout.write(f"Serving: {', '.join(f'{name} (pid {child.pid})' for name, child in children.items())}"
+                          f"; the site at http://{bind}/ ; Ctrl-C stops all.")
+        self.stdout.flush()
+        status = 0
+        while not stopping:
+            ended = {name: child.returncode for name, child in children.items() if child.poll() is not None}
+            if ended:
+                name, status = next(iter(ended.items()))
+                self.stderr.write(f"serve: {name} exited with status {status}; stopping the others")
+                break
+            time.sleep(0.2)
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for name, child in children.items():
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"serve: {name} did not stop within 30 s; killing it")
+                child.kill()
+                child.wait()
+        if status:
+            raise CommandError(f"a process exited with status {status}", returncode=status)

@@ -1,0 +1,170 @@
+"""The limit on failed sign-ins (pools.access.signin_limit): per user name and per address, on the sign-in
+page, the admin's sign-in and the API's HTTP basic authentication, counted in the database. The clock is the
+module's `clock`, moved by the tests."""
+
+import base64
+import datetime as dt
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from pools.access import signin_limit
+from pools.models import SignInFailure
+
+pytestmark = pytest.mark.django_db
+LOGIN = "/accounts/login/"
+T0 = timezone.now().replace(microsecond=0)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The limit's time: `clock.at(seconds)` sets it to T0 plus that many seconds."""
+
+    class Clock:
+        now = T0
+
+        def at(self, seconds: float) -> None:
+            self.now = T0 + dt.timedelta(seconds=seconds)
+
+    fake = Clock()
+    monkeypatch.setattr(signin_limit, "clock", lambda: fake.now)
+    return fake
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="pw-alice-123", is_staff=True,
+                                                 is_superuser=True)
+
+
+def sign_in(client, username: str, password: str, address: str = "203.0.113.7", **extra):
+    return client.post(LOGIN, {"username": username, "password": password}, REMOTE_ADDR=address, **extra)
+
+
+def signed_in(client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def fail(client, times: int, username: str = "alice", **kwargs) -> None:
+    for _ in range(times):
+        response = sign_in(client, username, "wrong-password", **kwargs)
+        assert response.status_code == 200 and b"did not match" in response.content
+
+
+def test_it_refuses_the_sixth_attempt_for_a_user_name_even_with_the_right_password(alice, clock):
+    client = Client()
+    fail(client, 5)
+    clock.at(60)
+    response = sign_in(client, "alice", "pw-alice-123")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "840"  # the first failure leaves the 900 s window 840 s from now
+    assert "Too many failed sign-ins for this user name: try again in 14 minutes." in response.content.decode()
+    assert b"did not match" not in response.content
+    assert not signed_in(client)
+    assert SignInFailure.objects.count() == 5  # a refused try is not counted: the lock does not grow
+
+
+def test_it_lets_the_user_in_once_the_oldest_failure_leaves_the_window(alice, clock):
+    client = Client()
+    fail(client, 4)
+    clock.at(300)
+    fail(client, 1)
+    clock.at(899)
+    assert sign_in(client, "alice", "pw-alice-123").status_code == 429
+    clock.at(900)  # the first four are out of the window: one left
+    response = sign_in(client, "alice", "pw-alice-123")
+    assert response.status_code == 302 and signed_in(client)
+    assert not SignInFailure.objects.filter(username="alice").exists()
+
+
+def test_a_successful_sign_in_clears_the_users_failures(alice, clock):
+    fail(Client(), 4)
+    assert sign_in(Client(), "alice", "pw-alice-123").status_code == 302
+    client = Client()
+    fail(client, 4)  # would be failures 5 to 8 without the clearing
+    assert sign_in(client, "alice", "pw-alice-123").status_code == 302
+
+
+def test_an_unknown_user_name_is_limited_like_a_real_one(alice, clock):
+    client = Client()
+    fail(client, 5, username="mallory")
+    assert sign_in(client, "mallory", "anything").status_code == 429
+    assert sign_in(client, "alice", "pw-alice-123").status_code == 302  # another name is not locked
+
+
+def test_it_limits_failures_from_one_address_across_user_names(alice, clock, settings):
+    settings.OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = 6
+    client = Client()
+    for name in ("u1", "u2", "u3"):
+        fail(client, 2, username=name)
+    response = sign_in(client, "alice", "pw-alice-123")
+    assert response.status_code == 429
+    assert "Too many failed sign-ins from your address" in response.content.decode()
+    assert sign_in(Client(), "alice", "pw-alice-123", address="198.51.100.9").status_code == 302
+
+
+def test_behind_a_trusted_proxy_it_counts_the_forwarded_address(alice, clock, settings):
+    settings.OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = 3
+    settings.ACCESS_TRUSTED_PROXIES = ["10.0.0.0/8"]
+    proxy = {"address": "10.0.0.2"}
+    fail(Client(), 3, username="u1", HTTP_X_FORWARDED_FOR="192.0.2.1, 10.0.0.5", **proxy)
+    assert sign_in(Client(), "alice", "pw-alice-123", HTTP_X_FORWARDED_FOR="192.0.2.1", **proxy).status_code == 429
+    # Another client behind the same proxy is not locked out with the first.
+    assert sign_in(Client(), "alice", "pw-alice-123", HTTP_X_FORWARDED_FOR="192.0.2.2", **proxy).status_code == 302
+    # A client that is no trusted proxy cannot pick its address by a header.
+    assert SignInFailure.objects.filter(address="192.0.2.1").count() == 3
+    fail(Client(), 1, username="u2", address="198.51.100.20", HTTP_X_FORWARDED_FOR="192.0.2.99")
+    assert SignInFailure.objects.filter(username="u2").get().address == "198.51.100.20"
+
+
+def test_failures_recorded_by_another_process_count(alice, clock):
+    # Another web process writes the same table; here, rows written directly.
+    SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="192.0.2.50", at=T0)] * 5)
+    assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429
+
+
+def test_old_failures_are_deleted_when_a_new_one_is_recorded(alice, clock):
+    fail(Client(), 3)
+    clock.at(901)
+    fail(Client(), 1, username="bob")
+    assert list(SignInFailure.objects.values_list("username", flat=True)) == ["bob"]
+
+
+def test_a_limit_of_zero_turns_it_off(alice, clock, settings):
+    settings.OSMO_LOGIN_MAX_FAILURES = 0
+    client = Client()
+    fail(client, 8)
+    assert sign_in(client, "alice", "pw-alice-123").status_code == 302
+
+
+def test_the_admin_sign_in_is_under_the_same_limit(alice, clock):
+    client = Client()
+    for _ in range(5):
+        client.post("/admin/login/", {"username": "alice", "password": "nope"}, REMOTE_ADDR="203.0.113.7")
+    response = client.post("/admin/login/?next=/admin/", {"username": "alice", "password": "pw-alice-123"},
+                           REMOTE_ADDR="203.0.113.7")
+    assert response.status_code == 200 and not signed_in(client)
+    assert SignInFailure.objects.filter(username="alice").count() == 5
+
+
+def basic(username: str, password: str) -> dict:
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {"HTTP_AUTHORIZATION": f"Basic {token}", "REMOTE_ADDR": "203.0.113.7"}
+
+
+def test_http_basic_authentication_of_the_api_is_under_the_same_limit(alice, clock):
+    api = APIClient()
+    assert api.get("/api/configs/pool/", **basic("alice", "pw-alice-123")).status_code == 200
+    for _ in range(5):
+        assert api.get("/api/configs/pool/", **basic("alice", "wrong")).status_code == 401
+    clock.at(30)
+    refused = api.get("/api/configs/pool/", **basic("alice", "pw-alice-123"))
+    assert refused.status_code == 429 and refused["Retry-After"] == "870"
+    assert refused.json()["detail"].startswith("Too many failed sign-ins for this user name")
+    # The sign-in page shares the count.
+    assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429
+    clock.at(900)
+    assert api.get("/api/configs/pool/", **basic("alice", "pw-alice-123")).status_code == 200
+    assert not SignInFailure.objects.filter(username="alice").exists()  # a good basic sign-in clears them too

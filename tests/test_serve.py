@@ -1,0 +1,183 @@
+"""`manage.py serve` as an operator runs it (README "Running in production"): gunicorn with the documented
+configuration, a Celery worker and beat, against the PostgreSQL and Redis of the environment; pooled database
+connections under a burst; JSON logs with request ids; a clean stop on SIGTERM."""
+
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from pools.access.tokens import create_token
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def database_url() -> str:
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def serve_env(tmp_path, **extra) -> dict:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST", "DJANGO"))}
+    env.update(DJANGO_SETTINGS_MODULE="osmo_site.settings", OSMO_ENV_FILE="", OSMO_DATA_DIR=str(tmp_path / "data"),
+               DEBUG="0", SECRET_KEY="serve-test-" + "k" * 50, ALLOWED_HOSTS="127.0.0.1",
+               SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_SSL_REDIRECT="0",
+               DATABASE_URL=database_url(), CELERY_BROKER_URL=redis_db(11),
+               LOG_FORMAT="json", WEB_CONCURRENCY="1", OSMO_ADMISSION_INTERVAL="1", **extra)
+    return env
+
+
+def redis_db(number: int) -> str:
+    """The test Redis, database `number` (so no other test's worker takes these messages)."""
+    parts = urlsplit(settings.TEST_REDIS_URL)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{number}", "", ""))
+
+
+def get(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def wait_for(predicate, what: str, limit: float = 60.0, process=None):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"serve exited with {process.returncode} while waiting for {what}")
+        try:
+            if predicate():
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+class Served:
+    def __init__(self, tmp_path, args: list[str], **env):
+        self.port = free_port()
+        self.path = tmp_path / "serve.log"
+        self.log = self.path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{self.port}", *args],
+            cwd=ROOT, env=serve_env(tmp_path, **env), stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def lines(self) -> list[str]:
+        return self.path.read_text().splitlines()
+
+    def json_lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.lines() if line.startswith("{")]
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=60)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.log.close()
+
+
+def web_connections(dbname: str) -> int:
+    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{dbname}", autocommit=True) as probe:
+        return probe.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+                             " AND backend_type = 'client backend'", [dbname]).fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_queues_in_the_pool_and_every_line_carries_its_request_id(tmp_path):
+    user = get_user_model().objects.create_user("burst", is_staff=True, is_superuser=True)
+    secret = create_token(user, "burst", timezone.now() + dt.timedelta(days=1))[1]
+    dbname = connection.settings_dict["NAME"]
+    own = web_connections(dbname)  # this test's own connections (pytest-django's), counted apart
+    # Eight threads, a pool of two: without the pool each busy thread would hold a connection of its own.
+    served = Served(tmp_path, ["--no-worker", "--no-beat"], WEB_THREADS="8", OSMO_DB_POOL_MAX="2")
+    try:
+        wait_for(lambda: get(f"{served.url}/readyz")[0] == 200, "/readyz to answer 200", process=served.process)
+        peak = [0]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                peak[0] = max(peak[0], web_connections(dbname) - own)
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        headers = {"Authorization": f"Bearer {secret}"}
+        with ThreadPoolExecutor(32) as pool:
+            statuses = list(pool.map(lambda _: get(f"{served.url}/api/resources/", headers)[0], range(200)))
+        done.set()
+        sampler.join()
+        assert statuses == [200] * 200
+        assert 1 <= peak[0] <= 2, f"the web process held {peak[0]} connections; its pool allows 2"
+
+        status, answered, _ = get(f"{served.url}/healthz", {"X-Request-ID": "trace-42"})
+        assert status == 200 and answered["X-Request-ID"] == "trace-42"
+        wait_for(lambda: any(line.get("request_id") == "trace-42" for line in served.json_lines()), "the access line")
+        access = [line for line in served.json_lines() if line["logger"] == "osmo.access"]
+        assert {"method": "GET", "path": "/healthz", "status": 200, "request_id": "trace-42"}.items() <= next(
+            line for line in access if line["request_id"] == "trace-42").items()
+        resources = [line for line in access if line["path"] == "/api/resources/"]
+        assert len(resources) == 200 and len({line["request_id"] for line in resources}) == 200
+        assert all(line["user"] == "burst" and line["status"] == 200 for line in resources)
+    finally:
+        status = served.stop()
+    assert status == 0
+    assert not [line for line in served.lines() if line and not line.startswith("{") and "Serving:" not in line]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_runs_web_worker_and_beat_and_stops_them_all(tmp_path):
+    served = Served(tmp_path, [])
+    try:
+        wait_for(lambda: get(f"{served.url}/readyz")[0] == 200, "/readyz to answer 200", process=served.process)
+        # Beat sends the admission cycle every second; the worker runs it, its lines carrying the task's id.
+        wait_for(lambda: any(str(line.get("request_id", "")).startswith("task:") for line in served.json_lines()),
+                 "a task's log line from the worker")
+        children = [line for line in served.lines() if line.startswith("Serving:")]
+        assert children and all(name in children[0] for name in ("web", "worker", "beat"))
+    finally:
+        status = served.stop()
+    assert status == 0
+    pids = [int(part.split(")")[0]) for part in children[0].split("pid ")[1:]]
+    assert len(pids) == 3
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_serve_with_nothing_to_run_is_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "manage.py", "serve", "--no-web", "--no-worker", "--no-beat"],
+                            cwd=ROOT, env=serve_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "CommandError: nothing to run: --no-web, --no-worker and --no-beat leave no process"
