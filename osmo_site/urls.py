@@ -17,3 +17,6 @@ urlpatterns = [
     path("workloads/", include("scheduling.page_urls")),
     path("", include("pools.pages.urls")),
 ]
+
+handler404 = "osmo_site.errors.not_found"
+handler500 = "osmo_site.errors.server_error"

@@ -48,3 +48,4 @@ def test_log_format_is_plain_or_json():
     assert logging_config("json", "INFO")["handlers"]["console"]["formatter"] == "json"
     with pytest.raises(ImproperlyConfigured, match="LOG_FORMAT must be plain or json, not 'xml'"):
         logging_config("xml", "INFO")
+
