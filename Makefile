@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/submit.py
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/engines.py
+	$(PY) benchmarks/load.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis
