@@ -1,0 +1,81 @@
+"""`./manage.py user add-role|remove-role|list`: who holds which role (OSMO's `osmo user update --add-roles`).
+
+The same rows as `/api/auth/user/{id}/roles`; the command runs with the machine's authority (it is staff's tool),
+so staff users' roles may be changed too. Role documents themselves are `config` documents (`config set role`)."""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from pools.access.api import describe_user
+from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.models import Role, RoleAssignment
+
+
+def _user(name: str):
+    try:
+        return get_user_model().objects.get(username=name)
+    except get_user_model().DoesNotExist:
+        raise CommandError(f"There is no user {name!r} (`user list` shows them)") from None
+
+
+def _roles(names: list[str]) -> list[Role]:
+    found = {role.name: role for role in Role.objects.filter(name__in=names)}
+    missing = [name for name in names if name not in found]
+    if missing:
+        known = ", ".join(Role.objects.order_by("name").values_list("name", flat=True)) or "none"
+        raise CommandError(f"There is no role {', '.join(map(repr, missing))} (known: {known})")
+    return [found[name] for name in dict.fromkeys(names)]
+
+
+class Command(BaseCommand):
+    help = "Give users roles, take them away, and list who holds what."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+        add = sub.add_parser("add-role", help="Give USER each ROLE (a role already held is left as it is).")
+        add.add_argument("user")
+        add.add_argument("roles", nargs="+", metavar="ROLE")
+        remove = sub.add_parser("remove-role", help="Take each ROLE from USER (refused if one is not held).")
+        remove.add_argument("user")
+        remove.add_argument("roles", nargs="+", metavar="ROLE")
+        listing = sub.add_parser("list", help="Users and their roles.")
+        listing.add_argument("--role", help="Only the holders of this role.")
+        add_format(listing)
+
+    @clear_errors
+    def handle(self, *args, verb, **options):
+        getattr(self, "do_" + verb.replace("-", "_"))(options)
+
+    def do_add_role(self, options):
+        user, roles = _user(options["user"]), _roles(options["roles"])
+        held = set(RoleAssignment.objects.filter(user=user, role__in=roles).values_list("role__name", flat=True))
+        RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by="manage.py user")
+                                            for role in roles if role.name not in held])
+        added = [role.name for role in roles if role.name not in held]
+        self.stdout.write(f"{user.get_username()}: " + "; ".join(
+            part for part in (f"added {', '.join(added)}" if added else "",
+                              f"already held {', '.join(sorted(held))}" if held else "") if part))
+
+    def do_remove_role(self, options):
+        user, roles = _user(options["user"]), _roles(options["roles"])
+        with transaction.atomic():
+            held = set(RoleAssignment.objects.filter(user=user, role__in=roles).values_list("role__name", flat=True))
+            missing = [role.name for role in roles if role.name not in held]
+            if missing:
+                raise CommandError(f"{user.get_username()} does not hold {', '.join(missing)}; nothing removed")
+            RoleAssignment.objects.filter(user=user, role__in=roles).delete()
+        self.stdout.write(f"{user.get_username()}: removed {', '.join(role.name for role in roles)}")
+
+    def do_list(self, options):
+        users = get_user_model().objects.order_by("username")
+        if options["role"]:
+            _roles([options["role"]])
+            users = users.filter(role_assignments__role__name=options["role"])
+        rows = [describe_user(user) for user in users.distinct()]
+        if options["format"] == "json":
+            print_json(self.stdout, rows)
+            return
+        print_table(self.stdout, ["USER", "STAFF", "ACTIVE", "ROLES"], [
+            [row["id"], "yes" if row["is_staff"] else "no", "yes" if row["is_active"] else "no",
+             ", ".join(role["name"] for role in row["roles"]) or "-"] for row in rows])
