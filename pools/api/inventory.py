@@ -39,6 +39,8 @@ class PoolRowSerializer(serializers.Serializer):
     gpu_total = serializers.IntegerField(help_text="GPUs in the pool's nodes (capacity).")
     gpu_used = serializers.IntegerField(help_text="GPUs requested by pods bound to the nodes and not finished.")
     gpu_free = serializers.IntegerField(help_text="Allocatable minus used, never below 0, summed over nodes.")
+    gpu_free_ready = serializers.IntegerField(help_text="gpu_free over the nodes that are Ready and not cordoned: "
+                                                        "what new work can use now.")
     gpu_unhealthy = serializers.IntegerField(help_text="Capacity minus allocatable.")
     cpu_total = _cores(f"Allocatable {CORES}.")
     cpu_used = _cores(f"Requested {CORES}.")

@@ -73,10 +73,11 @@ def pools_with_usage(pools=None) -> list[Pool]:
         row.pop("pool_id"): row
         for row in NodeMembership.objects.filter(pool_id__in=[pool.pk for pool in pools])
         .values("pool_id")
-        .annotate(node_count=Count("id"), **{name: Sum(f"node__{column}") for name, column in _SUMS.items()})
+        .annotate(node_count=Count("id"), **{name: Sum(f"node__{column}") for name, column in _SUMS.items()},
+                  gpu_free_ready=Sum("node__gpu_free", filter=Q(node__status="Ready", node__unschedulable=False)))
         .order_by()
     }
-    empty = dict.fromkeys(("node_count", *_SUMS), 0)
+    empty = dict.fromkeys(("node_count", *_SUMS, "gpu_free_ready"), 0)
     for pool in pools:
         for name, value in sums.get(pool.pk, empty).items():
             setattr(pool, name, value or 0)
@@ -106,6 +107,7 @@ def pool_row(pool: Pool, platforms: list[str], now=None, node_backends=None) -> 
         "backend": pool.backend.name,
         "node_count": pool.node_count,
         **{name: getattr(pool, name) for name in _SUMS},
+        "gpu_free_ready": pool.gpu_free_ready,
         "cpu_total": cores(pool.cpu_total),
         "cpu_used": cores(pool.cpu_used),
         "platforms": platforms,

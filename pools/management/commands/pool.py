@@ -8,7 +8,7 @@ from pools.management.cli import add_format, clear_errors, print_json, print_tab
 
 
 class Command(BaseCommand):
-    help = "pool list: every pool with status, GPU total / used / free and node count."
+    help = "pool list: every pool with status, GPU total / used / free, free on ready nodes, and node count."
 
     def add_arguments(self, parser):
         add_format(parser.add_subparsers(dest="verb", required=True, metavar="VERB").add_parser("list"))
@@ -19,6 +19,7 @@ class Command(BaseCommand):
         if format == "json":
             print_json(self.stdout, rows)
             return
-        print_table(self.stdout, ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"],
-                    [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["node_count"]]
-                     for r in rows])
+        print_table(self.stdout, ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "FREE READY",
+                                  "NODE COUNT"],
+                    [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["gpu_free_ready"],
+                      r["node_count"]] for r in rows])
