@@ -105,7 +105,10 @@ def test_admin_saves_api_writes_and_label_runs_all_succeed_beside_a_writer_commi
     result = driver("stress", site)
     assert result["failures"] == []
     assert result["done"] == {"admin": 50, "api": 50, "label": 50}
-    assert result["writer_commits"] >= 10 and result["journal_mode"] == "wal"
+    # The writer committed before the workers started and went on committing while they ran (every 100 ms; how
+    # many times depends on the machine's speed, so only "more than before" is asserted).
+    assert result["writer_commits_before_workers"] >= 1 and result["journal_mode"] == "wal"
+    assert result["writer_commits"] > result["writer_commits_before_workers"]
     assert query(site, "SELECT count(*) FROM auth_user WHERE username LIKE 'stress-user-%'") == [(50,)]
     assert query(site, "SELECT count(*) FROM pools_configrevision WHERE name = 'dev' AND description = 'stress'") \
         == [(50,)]
