@@ -8,8 +8,8 @@ from rest_framework.exceptions import APIException, ErrorDetail
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pools.access import assignments, tokens
 from pools.access import serializers as bodies
-from pools.access import tokens
 from pools.access.documents import check_access_name
 from pools.access.roles import GENERATORS, generated_role
 from pools.access.scoping import Rule
@@ -64,14 +64,14 @@ def _guard_staff(request, user, what: str) -> None:
 
 
 def describe_user(user) -> dict:
-    assignments = RoleAssignment.objects.filter(user=user).select_related("role").order_by("role__name")
+    held = RoleAssignment.objects.filter(user=user).select_related("role").order_by("role__name")
     return {
         "id": user.get_username(),
         "is_staff": user.is_staff,
         "is_active": user.is_active,
         "date_joined": user.date_joined.isoformat(),
         "roles": [{"name": a.role.name, "source": a.source, "assigned_by": a.assigned_by,
-                   "assigned_at": a.assigned_at.isoformat()} for a in assignments],
+                   "assigned_at": a.assigned_at.isoformat()} for a in held],
     }
 
 
@@ -85,9 +85,7 @@ class UserCreateView(AccessView):
         try:
             with transaction.atomic():
                 user = get_user_model().objects.create_user(username=user_id)
-                RoleAssignment.objects.bulk_create(
-                    RoleAssignment(user=user, role=role, assigned_by=request.user.get_username())
-                    for role in body["roles"])
+                assignments.add([(user, role) for role in body["roles"]], by=request.user.get_username())
         except IntegrityError:
             raise Problem(f"User {user_id!r} already exists", "id", status=409) from None
         return Response(describe_user(user), status=201)
@@ -119,9 +117,8 @@ class UserRolesView(AccessView):
         user = _user(user_id)
         _guard_staff(request, user, "assign a role to")
         role = _role(bodies.validated(bodies.RoleAssignBody, request)["role_name"])
-        _, created = RoleAssignment.objects.get_or_create(
-            user=user, role=role, defaults={"assigned_by": request.user.get_username()})
-        return Response({**describe_user(user), "assigned": created}, status=201 if created else 200)
+        added, _ = assignments.add([(user, role)], by=request.user.get_username())
+        return Response({**describe_user(user), "assigned": bool(added)}, status=201 if added else 200)
 
 
 @extend_schema(parameters=[bodies.USER_ID, bodies.ROLE_NAME])
@@ -130,9 +127,7 @@ class UserRoleView(AccessView):
     def delete(self, request, user_id, role_name):
         user = _user(user_id)
         _guard_staff(request, user, "remove a role from")
-        role = _role(role_name)
-        deleted, _ = RoleAssignment.objects.filter(user=user, role=role).delete()
-        if not deleted:
+        if assignments.remove(user, [_role(role_name)]):
             raise ConfigNotFound(f"{user_id} does not hold role {role_name}", field="role_name")
         return Response(status=204)
 
@@ -155,19 +150,12 @@ class RoleUsersView(AccessView):
         users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=user_ids)}
         for user in users.values():
             _guard_staff(request, user, "assign a role to")
-        held = set(role.assignments.filter(user__in=users.values()).values_list("user__username", flat=True))
-        result = {"role": role.name, "assigned": [], "already_assigned": [], "failed": []}
-        new = []
-        for user_id in dict.fromkeys(user_ids):
-            if user_id not in users:
-                result["failed"].append({"id": user_id, "detail": "no such user"})
-            elif user_id in held:
-                result["already_assigned"].append(user_id)
-            else:
-                result["assigned"].append(user_id)
-                new.append(RoleAssignment(user=users[user_id], role=role, assigned_by=request.user.get_username()))
-        RoleAssignment.objects.bulk_create(new, ignore_conflicts=True)
-        return Response(result)
+        named = list(dict.fromkeys(user_ids))
+        added, held = assignments.add([(users[name], role) for name in named if name in users],
+                                      by=request.user.get_username())
+        return Response({"role": role.name, "assigned": [user.get_username() for user, _ in added],
+                         "already_assigned": [user.get_username() for user, _ in held],
+                         "failed": [{"id": name, "detail": "no such user"} for name in named if name not in users]})
 
 
 # ---- tokens -----------------------------------------------------------------------------------------

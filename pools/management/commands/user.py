@@ -5,11 +5,11 @@ so staff users' roles may be changed too. Role documents themselves are `config`
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
+from pools.access import assignments
 from pools.access.api import describe_user
 from pools.management.cli import add_format, clear_errors, print_json, print_table
-from pools.models import Role, RoleAssignment
+from pools.models import Role
 
 
 def _user(name: str):
@@ -49,22 +49,17 @@ class Command(BaseCommand):
 
     def do_add_role(self, options):
         user, roles = _user(options["user"]), _roles(options["roles"])
-        held = set(RoleAssignment.objects.filter(user=user, role__in=roles).values_list("role__name", flat=True))
-        RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by="manage.py user")
-                                            for role in roles if role.name not in held])
-        added = [role.name for role in roles if role.name not in held]
+        added, held = assignments.add([(user, role) for role in roles], by="manage.py user")
         self.stdout.write(f"{user.get_username()}: " + "; ".join(
-            part for part in (f"added {', '.join(added)}" if added else "",
-                              f"already held {', '.join(sorted(held))}" if held else "") if part))
+            part for part in (f"added {', '.join(role.name for _, role in added)}" if added else "",
+                              f"already held {', '.join(sorted(role.name for _, role in held))}" if held else "")
+            if part))
 
     def do_remove_role(self, options):
         user, roles = _user(options["user"]), _roles(options["roles"])
-        with transaction.atomic():
-            held = set(RoleAssignment.objects.filter(user=user, role__in=roles).values_list("role__name", flat=True))
-            missing = [role.name for role in roles if role.name not in held]
-            if missing:
-                raise CommandError(f"{user.get_username()} does not hold {', '.join(missing)}; nothing removed")
-            RoleAssignment.objects.filter(user=user, role__in=roles).delete()
+        missing = assignments.remove(user, roles)
+        if missing:
+            raise CommandError(f"{user.get_username()} does not hold {', '.join(missing)}; nothing removed")
         self.stdout.write(f"{user.get_username()}: removed {', '.join(role.name for role in roles)}")
 
     def do_list(self, options):

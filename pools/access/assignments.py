@@ -1,0 +1,44 @@
+"""Who holds which role: the one place that gives and takes roles away, for `manage.py user`, the admin's
+user page and `/api/auth/*`."""
+
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from pools.models import Role, RoleAssignment
+
+
+def add(pairs: Iterable[tuple], by: str) -> tuple[list[tuple], list[tuple]]:
+    """Give each (user, role) pair; answers (added, already held), each in the order given. A pair held
+    already is left as it is (its source and who assigned it are kept)."""
+    pairs = list(dict.fromkeys((user, role) for user, role in pairs))
+    held = set(RoleAssignment.objects.filter(user__in={user.pk for user, _ in pairs},
+                                             role__in={role.pk for _, role in pairs})
+               .values_list("user_id", "role_id"))
+    new = [(user, role) for user, role in pairs if (user.pk, role.pk) not in held]
+    RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by=by) for user, role in new],
+                                       ignore_conflicts=True)
+    return new, [(user, role) for user, role in pairs if (user.pk, role.pk) in held]
+
+
+def remove(user, roles: Iterable[Role]) -> list[str]:
+    """Take each role from `user`, all or none: answers the names of those not held (and then removes none)."""
+    roles = list(roles)
+    with transaction.atomic():
+        held = set(RoleAssignment.objects.select_for_update().filter(user=user, role__in=roles)
+                   .values_list("role__name", flat=True))
+        missing = [role.name for role in roles if role.name not in held]
+        if not missing:
+            RoleAssignment.objects.filter(user=user, role__in=roles).delete()
+    return missing
+
+
+def replace(user, roles: Iterable[Role], by: str) -> tuple[list[str], list[str]]:
+    """Make `roles` exactly the roles `user` holds; answers the names (added, removed)."""
+    wanted = {role.pk: role for role in roles}
+    with transaction.atomic():
+        current = dict(RoleAssignment.objects.filter(user=user).values_list("role_id", "role__name"))
+        added, _ = add([(user, role) for pk, role in wanted.items() if pk not in current], by)
+        gone = [pk for pk in current if pk not in wanted]
+        RoleAssignment.objects.filter(user=user, role_id__in=gone).delete()
+    return sorted(role.name for _, role in added), sorted(current[pk] for pk in gone)
