@@ -6,13 +6,14 @@ Both import; export writes the seed's short shape when the role has one policy a
 fields that hold their defaults, so a role imported as printed exports back unchanged.
 """
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictStr, ValidationError, field_validator
 
 from pools.config.documents import _Document, _explain
 from pools.engine import ConfigError, check_name
-from pools.engine.policies import METHODS
+from pools.engine.policies import METHODS, POOL_PATH
 
 SYNC_MODES = ("import", "force", "ignore")
 ROLE_FIELDS = ("description", "policies", "immutable", "sync_mode", "external_roles")
@@ -145,3 +146,39 @@ def pool_role_document(role_name: str) -> dict[str, Any]:
             {"base": "http", "path": "/api/profile/*", "method": "*"},
         ],
     }
+
+
+# ---- the admin's pool picker ---------------------------------------------------------------------------
+
+def pool_action(pool: str) -> dict[str, str]:
+    """The action that grants exactly one pool: POST on its path, without a glob (no other pool matches)."""
+    return {"base": "http", "path": POOL_PATH + pool, "method": "post"}
+
+
+def split_pool_actions(policies: list[dict], pools: Iterable[str]) -> tuple[list[str], list[dict]]:
+    """(the pools among `pools` that `policies` grant through `pool_action`s, the policies without those
+    actions). Other actions, globs and denies included, stay as written."""
+    exact = {pool_action(pool)["path"]: pool for pool in pools}
+    picked, rest = [], []
+    for policy in policies:
+        kept = []
+        for action in policy.get("actions", []):
+            pool = exact.get(action.get("path")) if str(action.get("method", "")).lower() == "post" else None
+            if pool is not None and action.get("base", "http") == "http":
+                picked.append(pool)
+            else:
+                kept.append(action)
+        if kept:
+            rest.append({**policy, "actions": kept})
+    return list(dict.fromkeys(picked)), rest
+
+
+def with_pool_actions(policies: list[dict], pools: Iterable[str]) -> list[dict]:
+    """`policies` (without pool actions) and one `pool_action` per pool, added to the first policy so that a
+    role with one policy keeps seed 002's short shape."""
+    actions = [pool_action(pool) for pool in pools]
+    if not actions:
+        return policies
+    if not policies:
+        return [{"actions": actions}]
+    return [{**policies[0], "actions": [*policies[0]["actions"], *actions]}, *policies[1:]]

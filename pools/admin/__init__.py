@@ -1,7 +1,7 @@
 """The Django admin: configuration (pools, platforms, templates, validations, backends, nodes,
-revisions), access (roles, tokens) and quotas (departments, projects). Every form saves through
-`pools.config.writes`."""
+revisions), access (roles, tokens, users' roles and projects) and quotas (departments, projects). Every
+form saves through `pools.config.writes`."""
 
-from . import access, config, quotas
+from . import access, config, quotas, users
 
-__all__ = ["access", "config", "quotas"]
+__all__ = ["access", "config", "quotas", "users"]

@@ -4,27 +4,59 @@ API or `manage.py token create`)."""
 
 from django import forms
 from django.contrib import admin
+from django.utils.html import format_html_join
 
-from pools.access.documents import ROLE_FIELDS, role_to_document
+from pools.access import assignments
+from pools.access.documents import ROLE_FIELDS, role_to_document, split_pool_actions, with_pool_actions
 from pools.admin.base import VersionedAdmin, validated
 from pools.admin.forms import JSONDocumentField
-from pools.models import AccessToken, ConfigKind, Role, RoleAssignment
+from pools.models import AccessToken, ConfigKind, Pool, Role, RoleAssignment
+
+
+class NullableJSONField(JSONDocumentField):
+    """Blank is None (shown blank, not as `null`)."""
+
+    def prepare_value(self, value):
+        return "" if value is None else super().prepare_value(value)
 
 
 class RoleForm(forms.ModelForm):
-    policies = JSONDocumentField(required=False, empty=list,
+    pools = forms.ModelMultipleChoiceField(
+        Pool.objects.order_by("name"), to_field_name="name", required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="The role's holders may use exactly the ticked pools (each one writes the policy action "
+                  "POST /api/pool/NAME). A role named osmo-TEAM also grants every pool whose name begins "
+                  "with TEAM, ticked or not.")
+    policies = JSONDocumentField(required=False, empty=list, label="Other policy rules",
                                  help_text='[{"actions": [{"base": "http", "path": "/api/pool/team*", '
-                                           '"method": "post"}]}]; a path starting with ! denies.')
-    external_roles = JSONDocumentField(required=False, help_text='Identity-provider groups, e.g. ["vision"]; '
+                                           '"method": "post"}]}]; a path starting with ! denies. The ticked '
+                                           "pools above are added to these rules when saved.")
+    external_roles = NullableJSONField(required=False, help_text='Identity-provider groups, e.g. ["vision"]; '
                                                                  "leave empty for the group named like the role.")
 
     class Meta:
         model = Role
         fields = ["name", *ROLE_FIELDS]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pool_names = list(Pool.objects.order_by("name").values_list("name", flat=True))
+        self.stored = self.instance.policies or []  # saving the form overwrites the instance's
+        self.picked, self.initial["policies"] = split_pool_actions(self.stored, self.pool_names)
+        self.initial["pools"] = self.picked
+
+    def merged_policies(self) -> list[dict]:
+        """The rules of the JSON field with the ticked pools' actions; as stored when neither changed."""
+        typed, rest = split_pool_actions(self.cleaned_data.get("policies") or [], self.pool_names)
+        ticked = [pool.name for pool in self.cleaned_data.get("pools") or ()]
+        pools = list(dict.fromkeys([*ticked, *typed]))
+        if self.instance.pk and (set(pools), rest) == (set(self.picked), self.initial["policies"]):
+            return self.stored
+        return with_pool_actions(rest, sorted(pools))
+
     def document(self, name: str) -> dict:
         stored = {key: self.cleaned_data.get(key) for key in ROLE_FIELDS}
         stored["description"] = stored["description"] or ""
+        stored["policies"] = self.merged_policies()
         return role_to_document(name, stored)
 
     def clean(self):
@@ -50,16 +82,34 @@ class RoleAdmin(VersionedAdmin):
     list_display = ["name", "description", "sync_mode", "immutable", "updated_at"]
     list_filter = ["sync_mode", "immutable"]
     search_fields = ["name", "description"]
-    readonly_fields = ["revisions"]
+    readonly_fields = ["grants", "revisions"]
     inlines = [AssignmentInline]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "pools", "grants"]}),
+        ("Policy JSON, identity-provider groups and flags (advanced)",
+         {"classes": ["collapse"], "fields": ["policies", "external_roles", "sync_mode", "immutable"]}),
+        ("History", {"fields": ["revisions"]}),
+    ]
+
+    @admin.display(description="Holders may use")
+    def grants(self, obj):
+        if not obj or not obj.pk:
+            return "-"
+        rules = obj.rules()
+        rows = [(pool, grant.reason) for pool in Pool.objects.order_by("name").values_list("name", flat=True)
+                if (grant := rules.pool_grant(pool)) is not None]
+        return format_html_join("", '<div class="osmo-grant"><strong>{}</strong>: {}</div>', rows) or (
+            "No pool (besides the default pool, open to everyone signed in).")
 
     def save_model(self, request, obj, form, change):
         self._import(request, obj, form.document(obj.name))
 
     def save_formset(self, request, form, formset, change):
-        for instance in formset.save(commit=False):
-            instance.assigned_by = instance.assigned_by or request.user.get_username()
-            instance.save()
+        instances = formset.save(commit=False)
+        assignments.add([(a.user, form.instance) for a in instances if a.pk is None], by=request.user.get_username())
+        for instance in instances:
+            if instance.pk is not None:
+                instance.save()
         for instance in formset.deleted_objects:
             instance.delete()
 

@@ -1,0 +1,229 @@
+"""Access in the admin, in two steps: a role's pool picker writes the policy that grants exactly the ticked
+pools, and the user page gives and takes roles (the same rows as `manage.py user`) and project membership."""
+
+import json
+
+import pytest
+
+from pools.access.documents import pool_action, split_pool_actions, with_pool_actions
+from pools.config import writes
+from pools.models import (
+    Backend,
+    ConfigKind,
+    ConfigRevision,
+    Department,
+    Node,
+    NodeMembership,
+    Pool,
+    Project,
+    ProjectMember,
+    Role,
+    RoleAssignment,
+)
+from tests.test_admin import form_data
+
+pytestmark = pytest.mark.django_db
+
+# `training-b` begins with `training`: a glob or the osmo- name rule would grant it too.
+POOLS = ["default", "training", "training-b", "inference"]
+
+
+@pytest.fixture
+def fleet(db):
+    backend = Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)
+    pools = Pool.objects.bulk_create([Pool(name=name, backend=backend) for name in POOLS])
+    nodes = Node.objects.bulk_create([Node(backend=backend, name=f"node-{pool.name}", pool_names=[pool.name])
+                                      for pool in pools])
+    NodeMembership.objects.bulk_create([NodeMembership(node=node, pool=pool)
+                                        for node, pool in zip(nodes, pools, strict=True)])
+
+
+@pytest.fixture
+def admin_client(client, staff, fleet):
+    client.force_login(staff)
+    return client
+
+
+def save(admin_client, url: str, **changes):
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    data = form_data(page)
+    if "date_joined" in data:  # the user form's date and time are two inputs
+        joined = data.pop("date_joined")
+        data.update(date_joined_0=joined.date().isoformat(), date_joined_1=joined.time().isoformat())
+        data.pop("last_login", None)
+    data.update(changes)
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
+    return response
+
+
+def role_with_pools(admin_client, name: str, *pools: str, **changes) -> Role:
+    save(admin_client, "/admin/pools/role/add/", name=name, pools=list(pools), **changes)
+    return Role.objects.get(name=name)
+
+
+def visible_to(client, user) -> tuple[set[str], str]:
+    client.force_login(user)
+    pools = {row["name"] for row in client.get("/api/pools/").json()}
+    return pools, client.get("/nodes/").content.decode()
+
+
+# ---- the pool picker (pure part) ----------------------------------------------------------------------
+
+def test_the_picker_reads_back_only_exact_pool_actions_and_keeps_the_others_as_written():
+    policies = [{"actions": [pool_action("training"), {"base": "http", "path": "/api/pool/team*", "method": "post"},
+                             {"base": "http", "path": "/api/pool/inference", "method": "GET"},
+                             {"base": "http", "path": "!/api/pool/training-b", "method": "post"}]},
+                {"actions": [pool_action("inference")]}]
+
+    picked, rest = split_pool_actions(policies, POOLS)
+
+    assert picked == ["training", "inference"]
+    assert rest == [{"actions": policies[0]["actions"][1:]}]
+    assert with_pool_actions(rest, picked)[0]["actions"][-2:] == [pool_action("training"), pool_action("inference")]
+    assert with_pool_actions([], ["training"]) == [{"actions": [pool_action("training")]}]
+
+
+# ---- the role form ------------------------------------------------------------------------------------
+
+def test_ticking_training_grants_exactly_training(admin_client, client, django_user_model, settings):
+    settings.ACCESS_DEFAULT_POOL_OPEN = False
+    role = role_with_pools(admin_client, "trainers", "training", description="Training only")
+    user = django_user_model.objects.create_user("alice")
+    RoleAssignment.objects.create(user=user, role=role)
+
+    assert role.policies == [{"actions": [{"base": "http", "path": "/api/pool/training", "method": "post"}]}]
+    assert ConfigRevision.objects.get(kind=ConfigKind.ROLE, name="trainers").document == writes.export(
+        ConfigKind.ROLE, "trainers")
+    pools, nodes_page = visible_to(client, user)
+    assert pools == {"training"}
+    assert "node-training<" in nodes_page or "node-training\"" in nodes_page
+    for hidden in ("node-training-b", "node-inference", "node-default"):
+        assert hidden not in nodes_page
+
+
+def test_the_role_page_shows_ticked_pools_and_what_the_role_grants_but_no_raw_null(admin_client):
+    role = role_with_pools(admin_client, "trainers", "training", "inference")
+
+    page = admin_client.get(f"/admin/pools/role/{role.pk}/change/")
+
+    form = page.context["adminform"].form
+    assert [pool.name if hasattr(pool, "name") else pool for pool in form.initial["pools"]] == [
+        "inference", "training"]
+    assert form.initial["policies"] == []
+    html = page.content.decode()
+    assert ">null<" not in html
+    assert "<details>" in html and "Policy JSON" in html  # the raw JSON is there on request only
+    assert "<strong>training</strong>" in html and "<strong>training-b</strong>" not in html
+
+
+def test_unticking_a_pool_takes_it_away_and_keeps_the_other_rules(admin_client):
+    writes.import_document(ConfigKind.ROLE, {"name": "mixed", "actions": [
+        {"base": "http", "path": "/api/configs/*", "method": "get"}, pool_action("training"),
+        pool_action("inference")]})
+    role = Role.objects.get(name="mixed")
+
+    save(admin_client, f"/admin/pools/role/{role.pk}/change/", pools=["inference"])
+
+    role.refresh_from_db()
+    assert role.policies == [{"actions": [{"base": "http", "path": "/api/configs/*", "method": "get"},
+                                          pool_action("inference")]}]
+    assert ConfigRevision.objects.filter(kind=ConfigKind.ROLE, name="mixed").count() == 2
+
+
+def test_saving_a_role_unchanged_keeps_its_actions_in_their_order(admin_client):
+    actions = [pool_action("training"), {"base": "http", "path": "/api/profile/*", "method": "*"}]
+    writes.import_document(ConfigKind.ROLE, {"name": "ordered", "actions": actions})
+    role = Role.objects.get(name="ordered")
+
+    save(admin_client, f"/admin/pools/role/{role.pk}/change/")
+
+    role.refresh_from_db()
+    assert role.policies == [{"actions": actions}]
+    assert ConfigRevision.objects.filter(kind=ConfigKind.ROLE, name="ordered").count() == 1
+
+
+def test_a_pool_action_typed_in_the_json_counts_as_ticked(admin_client):
+    role = role_with_pools(admin_client, "typed", policies=json.dumps([{"actions": [pool_action("inference")]}]))
+
+    assert role.policies == [{"actions": [pool_action("inference")]}]
+
+
+def test_a_bad_rule_beside_the_picker_is_refused_naming_it(admin_client):
+    page = admin_client.get("/admin/pools/role/add/")
+    data = form_data(page)
+    data.update(name="bad", pools=["training"],
+                policies=json.dumps([{"actions": [{"base": "http", "path": "/x", "method": "FETCH"}]}]))
+
+    response = admin_client.post("/admin/pools/role/add/", data)
+
+    assert response.status_code == 200
+    assert "FETCH" in str(response.context["adminform"].form.errors)
+    assert not Role.objects.filter(name="bad").exists()
+    assert "<details>" not in response.content.decode().split("Other policy rules")[0][-400:]
+
+
+# ---- the user page ------------------------------------------------------------------------------------
+
+def test_the_user_page_gives_and_takes_roles_like_the_cli(admin_client, django_user_model):
+    trainers = role_with_pools(admin_client, "trainers", "training")
+    other = Role.objects.create(name="other", policies=[])
+    user = django_user_model.objects.create_user("bob")
+    RoleAssignment.objects.create(user=user, role=other, assigned_by="manage.py user")
+    url = f"/admin/auth/user/{user.pk}/change/"
+
+    save(admin_client, url, roles=[str(trainers.pk), str(other.pk)])
+    assert set(RoleAssignment.objects.filter(user=user).values_list("role__name", "assigned_by")) == {
+        ("trainers", "ops"), ("other", "manage.py user")}
+
+    save(admin_client, url, roles=[str(trainers.pk)])
+    assert list(RoleAssignment.objects.filter(user=user).values_list("role__name", flat=True)) == ["trainers"]
+    page = admin_client.get(url).content.decode()
+    assert "<strong>training</strong>" in page and "<strong>training-b</strong>" not in page
+    assert 'href="/admin/pools/role/add/"' in page
+
+
+def test_the_user_page_adds_and_removes_project_membership_as_revisions(admin_client, django_user_model):
+    department = Department.objects.create(name="research")
+    writes.import_document(ConfigKind.PROJECT, {"name": "vision", "department": department.name,
+                                                "members": {"users": ["carol"], "roles": ["trainers"]}})
+    project = Project.objects.get(name="vision")
+    user = django_user_model.objects.create_user("dave")
+    url = f"/admin/auth/user/{user.pk}/change/"
+
+    save(admin_client, url, projects=[str(project.pk)])
+    assert set(ProjectMember.objects.filter(project=project, kind="user").values_list("name", flat=True)) == {
+        "carol", "dave"}
+    assert ConfigRevision.objects.filter(kind=ConfigKind.PROJECT, name="vision").count() == 2
+
+    save(admin_client, url, projects=[])
+    assert list(ProjectMember.objects.filter(project=project, kind="user").values_list("name", flat=True)) == [
+        "carol"]
+    assert set(ProjectMember.objects.filter(project=project, kind="role").values_list("name", flat=True)) == {
+        "trainers"}
+
+
+def test_the_user_page_lists_projects_reached_through_a_role(admin_client, django_user_model):
+    department = Department.objects.create(name="research")
+    writes.import_document(ConfigKind.PROJECT, {"name": "vision", "department": department.name,
+                                                "members": {"users": [], "roles": ["trainers"]}})
+    trainers = Role.objects.create(name="trainers", policies=[])
+    user = django_user_model.objects.create_user("erin")
+    RoleAssignment.objects.create(user=user, role=trainers)
+
+    page = admin_client.get(f"/admin/auth/user/{user.pk}/change/").content.decode()
+
+    assert ">vision</a> (role trainers)" in page
+
+
+def test_the_user_list_shows_roles(admin_client, django_user_model, django_assert_max_num_queries):
+    trainers = Role.objects.create(name="trainers", policies=[])
+    for index in range(5):
+        user = django_user_model.objects.create_user(f"user{index}")
+        RoleAssignment.objects.create(user=user, role=trainers)
+
+    with django_assert_max_num_queries(12):
+        page = admin_client.get("/admin/auth/user/")
+
+    assert page.content.decode().count("<td class=\"field-role_names\">trainers</td>") == 5
