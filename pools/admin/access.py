@@ -3,7 +3,10 @@ role assignments and tokens (listed and revoked here, never created: secrets are
 API or `manage.py token create`)."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html_join
 
 from pools.access import assignments
@@ -67,12 +70,24 @@ class RoleForm(forms.ModelForm):
         return data
 
 
+HOLDER = "holder"  # ?holder=USER on the add page (the user page's link): one more row with that user
+
+
+def _holder(request):
+    name = request.GET.get(HOLDER)
+    return get_user_model().objects.filter(username=name).first() if name else None
+
+
 class AssignmentInline(admin.TabularInline):
     model = RoleAssignment
     extra = 0
     fields = ["user", "source", "assigned_by", "assigned_at"]
     readonly_fields = ["source", "assigned_by", "assigned_at"]
     autocomplete_fields = ["user"]
+    verbose_name_plural = "Holders"
+
+    def get_extra(self, request, obj=None, **kwargs):
+        return 1 if obj is None and _holder(request) is not None else 0
 
 
 @admin.register(Role)
@@ -103,6 +118,22 @@ class RoleAdmin(VersionedAdmin):
 
     def save_model(self, request, obj, form, change):
         self._import(request, obj, form.document(obj.name))
+
+    def get_formset_kwargs(self, request, obj, inline, prefix):
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        holder = _holder(request) if isinstance(inline, AssignmentInline) and not obj.pk else None
+        if holder is not None and request.method == "GET":
+            kwargs["initial"] = [{"user": holder.pk}]
+        return kwargs
+
+    def response_add(self, request, obj, post_url_continue=None):
+        holder = _holder(request)
+        if holder is not None and "_save" in request.POST:  # back to the user page it came from
+            held = obj.assignments.filter(user=holder).exists()
+            messages.success(request, f"Role {obj.name} added" + (f"; {holder.get_username()} holds it." if held else
+                                                                  f"; {holder.get_username()} does not hold it."))
+            return HttpResponseRedirect(reverse("admin:auth_user_change", args=[holder.pk]))
+        return super().response_add(request, obj, post_url_continue)
 
     def save_formset(self, request, form, formset, change):
         instances = formset.save(commit=False)

@@ -9,8 +9,10 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import UserChangeForm
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 
 from pools.access import assignments
+from pools.admin.access import HOLDER
 from pools.admin.base import ADMIN_AUTHOR_NOTE
 from pools.config import writes
 from pools.models import ConfigKind, Pool, Project, ProjectMember, Role
@@ -37,9 +39,10 @@ class UserAccessForm(UserChangeForm):
         super().__init__(*args, **kwargs)
         self.fields["roles"].label_from_instance = lambda role: (
             f"{role.name}: {role.description}" if role.description else role.name)
+        query = f"?{urlencode({HOLDER: self.instance.get_username()})}" if self.instance.pk else ""
         self.fields["roles"].help_text = format_html(
-            "Tick to give a role, untick to take it away. <a href=\"{}\">New role for some pools</a>",
-            reverse("admin:pools_role_add"))
+            'Tick to give a role, untick to take it away. <a href="{}{}" class="osmo-new-role">New role for some '
+            "pools, held by this user</a>", reverse("admin:pools_role_add"), query)
         if self.instance.pk:
             self.initial["roles"] = list(Role.objects.filter(assignments__user=self.instance))
             self.initial["projects"] = list(_direct_projects(self.instance).filter(pool__isnull=True))

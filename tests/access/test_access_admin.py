@@ -181,7 +181,26 @@ def test_the_user_page_gives_and_takes_roles_like_the_cli(admin_client, django_u
     assert list(RoleAssignment.objects.filter(user=user).values_list("role__name", flat=True)) == ["trainers"]
     page = admin_client.get(url).content.decode()
     assert "<strong>training</strong>" in page and "<strong>training-b</strong>" not in page
-    assert 'href="/admin/pools/role/add/"' in page
+    assert 'href="/admin/pools/role/add/?holder=bob"' in page
+
+
+def test_the_user_pages_new_role_link_makes_a_role_that_user_holds_and_comes_back(admin_client, django_user_model):
+    user = django_user_model.objects.create_user("bob")
+    url = "/admin/pools/role/add/?holder=bob"
+    page = admin_client.get(url)
+    [inline] = page.context["inline_admin_formsets"]
+    assert [form.initial.get("user") for form in inline.formset.forms] == [user.pk]
+    data = form_data(page)
+    data.update(name="bobs-pools", pools=["training"], _save="Save")
+    data[f"{inline.formset.prefix}-0-user"] = str(user.pk)
+
+    response = admin_client.post(url, data)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/auth/user/{user.pk}/change/"
+    assert list(RoleAssignment.objects.filter(user=user).values_list("role__name", "assigned_by")) == [
+        ("bobs-pools", "ops")]
+    assert Role.objects.get(name="bobs-pools").policies == [{"actions": [pool_action("training")]}]
 
 
 def test_the_user_page_adds_and_removes_project_membership_as_revisions(admin_client, django_user_model):
