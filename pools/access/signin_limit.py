@@ -134,12 +134,15 @@ def _clear(sender, request, user, **kwargs):
     clear_failures(user.get_username())
 
 
+def refusal_error(request) -> forms.ValidationError | None:
+    """The form error of a sign-in the limit refused (this one and the admin's sign-in form say it)."""
+    refused = getattr(request, "signin_refusal", None)
+    return None if refused is None else forms.ValidationError(refused.message, code="too_many_failures")
+
+
 class SignInForm(AuthenticationForm):
     def get_invalid_login_error(self):
-        refused = getattr(self.request, "signin_refusal", None)
-        if refused is not None:
-            return forms.ValidationError(refused.message, code="too_many_failures")
-        return super().get_invalid_login_error()
+        return refusal_error(self.request) or super().get_invalid_login_error()
 
 
 class SignInView(auth_views.LoginView):

@@ -145,8 +145,18 @@ def test_the_admin_sign_in_is_under_the_same_limit(alice, clock):
         client.post("/admin/login/", {"username": "alice", "password": "nope"}, REMOTE_ADDR="203.0.113.7")
     response = client.post("/admin/login/?next=/admin/", {"username": "alice", "password": "pw-alice-123"},
                            REMOTE_ADDR="203.0.113.7")
-    assert response.status_code == 200 and not signed_in(client)
+    assert response.status_code == 429 and not signed_in(client)
+    assert response["Retry-After"] == "900"
+    assert b"Too many failed sign-ins for this user name: try again in 15 minutes." in response.content
+    assert b"correct username" not in response.content
     assert SignInFailure.objects.filter(username="alice").count() == 5
+
+
+def test_a_wrong_password_on_the_admin_sign_in_still_gets_djangos_message_and_200(alice, clock):
+    response = Client().post("/admin/login/", {"username": "alice", "password": "nope"}, REMOTE_ADDR="203.0.113.7")
+
+    assert response.status_code == 200
+    assert b"correct username and password" in response.content
 
 
 def basic(username: str, password: str) -> dict:
