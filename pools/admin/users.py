@@ -80,6 +80,7 @@ class UserAccessAdmin(UserAdmin):
     )
     readonly_fields = ["pools", "projects_through_roles"]
     list_display = ["username", "is_staff", "is_active", "role_names", "last_login"]
+    list_filter = [*UserAdmin.list_filter, ("role_assignments__role", admin.RelatedOnlyFieldListFilter)]
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("role_assignments__role")

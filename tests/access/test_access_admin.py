@@ -246,3 +246,19 @@ def test_the_user_list_shows_roles(admin_client, django_user_model, django_asser
         page = admin_client.get("/admin/auth/user/")
 
     assert page.content.decode().count("<td class=\"field-role_names\">trainers</td>") == 5
+
+
+def test_the_user_list_filters_by_role(admin_client, django_user_model):
+    trainers, other = Role.objects.create(name="trainers", policies=[]), Role.objects.create(name="other")
+    RoleAssignment.objects.create(user=django_user_model.objects.create_user("frank"), role=trainers)
+    RoleAssignment.objects.create(user=django_user_model.objects.create_user("grace"), role=other)
+
+    page = admin_client.get(f"/admin/auth/user/?role_assignments__role__id__exact={trainers.pk}").content.decode()
+
+    assert ">frank</a>" in page and ">grace</a>" not in page
+
+
+def test_a_staff_users_page_says_every_pool(admin_client, staff):
+    page = admin_client.get(f"/admin/auth/user/{staff.pk}/change/").content.decode()
+
+    assert "Every pool (staff)." in page
