@@ -395,6 +395,8 @@ MATRIX: dict[str, list[Probe]] = {
                               check=shows_the_shared_node)],
     "api-node-labels": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/labels",
                               ok_as(ADMIN, (200, 400, 502, 503)), body={"labels": {}})],
+    "api-node-cordon": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/cordon", ok_as(ADMIN, 400),
+                              body={"cordon": "yes"})],
     "api-schema": [Probe("detail", "get", "/api/schema/", SIGNED_IN, check=names_nothing_of_the_fleet)],
     # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
     "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
