@@ -88,3 +88,51 @@ def test_resource_list_shows_reasons_and_filters_nodes_needing_attention(cluster
     assert lines[1].rstrip().endswith("Not ready (Scheduling disabled)  Scheduling disabled")
     rows = json.loads(run("resource", "list", "--status", "attention", "--format", "json"))
     assert [(row["node"], row["reasons"]) for row in rows] == [("node-1", ["Scheduling disabled"])]
+
+
+def test_describe_node_prints_the_node_pages_facts_as_text(cluster, standin):  # noqa: F811
+    run("cordon", "node-1")
+
+    text = run("describe", "node", "node-1")
+
+    assert "Status:       Not ready (Scheduling disabled)" in text
+    assert "Reasons:      Scheduling disabled" in text and "Schedulable:  no (cordoned)" in text
+    assert "GPUs:         6 used / 8 total, 2 free, 0 unhealthy" in text
+    assert "Conditions:" in text and "  Ready " in text and "KubeletReady" in text
+    assert "Taints:\n  (none)" in text  # the stand-in has no node controller to add the cordon's taint
+    assert "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB" in text
+    pods = text.split("Pods:\n", 1)[1]
+    assert "default/train" in pods and "6" in pods and "16.0 GiB" in pods
+    assert json.loads(run("describe", "node", "node-1", "--format", "json"))["status"] == \
+        "Not ready (Scheduling disabled)"
+
+
+def test_describe_node_of_an_unknown_name_is_one_line(cluster):  # noqa: F811
+    with pytest.raises(CommandError) as refused:
+        run("describe", "node", "ghost")
+    assert str(refused.value) == "There is no node named 'ghost'"
+
+
+def test_the_node_page_cordons_and_uncordons_for_staff(cluster, standin, client, staff):  # noqa: F811
+    client.force_login(staff)
+
+    cordoned = client.post("/nodes/node-2/cordon/", {"cordon": "true"}, follow=True)
+
+    assert standin.node("node-2")["spec"]["unschedulable"] is True
+    text = cordoned.content.decode()
+    assert "Node node-2 cordoned: Not ready (Scheduling disabled)." in text and 'id="uncordon-button"' in text
+    uncordoned = client.post("/nodes/node-2/cordon/", {"cordon": "false", "backend": "gpu-cluster"}, follow=True)
+    assert "unschedulable" not in standin.node("node-2")["spec"]
+    assert 'id="cordon-button"' in uncordoned.content.decode()
+    assert cordoned.redirect_chain[-1][0] == "/nodes/node-2/"
+    assert uncordoned.redirect_chain[-1][0] == "/nodes/node-2/?backend=gpu-cluster"
+
+
+def test_the_node_page_says_why_the_cluster_refused_a_cordon(cluster, standin, client, staff):  # noqa: F811
+    client.force_login(staff)
+    standin.fail_next(1, status=500)
+
+    text = client.post("/nodes/node-2/cordon/", {"cordon": "true"}, follow=True).content.decode()
+
+    assert "Node node-2: " in text and "message-error" in text
+    assert not Node.objects.get(name="node-2").unschedulable

@@ -167,8 +167,9 @@ def _taint(taint: Mapping) -> str:
     return f"{key}:{taint.get('effect', '')}"
 
 
-def _node_admin(row: Mapping, ctx: RowContext) -> str:
-    return reverse("admin:pools_node_change", args=[row["pk"]]) if ctx.staff else ""
+def _node_url(row: Mapping, ctx: RowContext) -> str:
+    # Kubernetes names have no "/"; a row that has one anyway is shown, not linked.
+    return "" if "/" in row["name"] else reverse("pages:node", args=[row["name"]])
 
 
 def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
@@ -182,7 +183,7 @@ def _figure(key: str, label: str, source: str, kind: str = "number", unit: str =
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
               columns=(
-    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_admin),
+    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_url),
     Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"),
            sort=(status_severity, "status"), title=lambda row: "; ".join(row["reasons"]),
            help="Ready, Unknown, or Not ready with its first reason; sorts by severity: Ready, Not ready, Unknown "

@@ -189,10 +189,11 @@ def test_it_escapes_text_from_the_cluster(staff_client, fleet):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;-0000" in text
 
 
-def test_staff_get_a_link_to_each_node_in_the_admin(staff_client, fleet):
+def test_staff_reach_each_node_in_the_admin_through_its_page(staff_client, fleet):
     node = make_nodes(1, [ALPHA])[0]
 
-    assert f'href="/admin/pools/node/{node.pk}/change/"' in body(staff_client.get("/nodes/"))
+    assert f'href="/nodes/{node.name}/"' in body(staff_client.get("/nodes/"))
+    assert f'href="/admin/pools/node/{node.pk}/change/"' in body(staff_client.get(f"/nodes/{node.name}/"))
 
 
 def test_members_get_no_admin_links(member_client, fleet):
