@@ -63,7 +63,10 @@ def _conditions(node: Node, now) -> list[dict]:
     rows = []
     for condition in node.conditions:
         when = parse_datetime(condition.get("last_transition_time") or "")
-        rows.append({**condition, "when": moment(when, now) if when else None})
+        # Ready should be True; every other condition (DiskPressure, NetworkUnavailable...) False.
+        healthy = condition.get("status") == ("True" if condition.get("type") == "Ready" else "False")
+        rows.append({**condition, "when": moment(when, now) if when else None,
+                     "css": "status-ok" if healthy else "status-bad"})
     return rows
 
 
