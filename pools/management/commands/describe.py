@@ -86,7 +86,8 @@ class Command(BaseCommand):
                  ("Sharing", node.sharing), ("GPU type", node.gpu_product or "-"),
                  ("GPUs", f"{node.gpu_used} used / {node.gpu_total} total, {node.gpu_free} free, "
                           f"{node.gpu_unhealthy} unhealthy"),
-                 ("CPU", f"{detail['cpu_used']} / {detail['cpu_total']} cores requested"),
+                 ("CPU", f"{usage.cores(node.cpu_requested):g} / {usage.cores(node.cpu_allocatable):g} cores "
+                         "requested"),
                  ("Memory", f"{_gib(node.memory_requested)} / {_gib(node.memory_allocatable)} requested"),
                  ("Last seen", node.last_seen.isoformat() if node.last_seen else "never"),
                  ("Last change", node.updated_at.isoformat() if node.updated_at else "never")]
@@ -102,12 +103,12 @@ class Command(BaseCommand):
             out.write(f"  {taint.get('key', '')}{value}:{taint.get('effect', '')}")
         if not node.taints:
             out.write("  (none)")
-        out.write("Labels:")
-        for key, value in sorted(node.labels.items()):
-            out.write(f"  {key}={value}")
         out.write("Pods:")
         pods = pods_on(node).pods
         print_table(out, ["  POD", "PHASE", "GPU", "CPU", "MEMORY", "WORKLOAD"],
                     [[f"  {pod.namespace}/{pod.name}", pod.phase, pod.gpu, f"{pod.cpu:g}", size(pod.memory),
                       pod.workload or (f"(GPU operator: {pod.component})" if pod.component else "-")]
                      for pod in pods])
+        out.write("Labels:")
+        for key, value in sorted(node.labels.items()):
+            out.write(f"  {key}={value}")
