@@ -17,6 +17,7 @@ import yaml
 
 from pools.cluster.interface import Cluster
 from pools.cluster.kube import KubeCluster
+from pools.fleet.cordon import cordon_node
 from pools.fleet.labels import label_node
 from pools.fleet.sync import BackendSync
 from pools.models import Backend, Department, Pool, Project
@@ -303,6 +304,7 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
         stats = BackendSync(backend, kube).run(seconds=1, relist=True)
         assert not stats.errors, stats.errors
     assert label_node("gpu-1", {"runwhere.ai/team": "vision"})["runwhere.ai/team"] == "vision"
+    assert cordon_node("gpu-1", True).unschedulable and not cordon_node("gpu-1", False).unschedulable
 
     sent = {authorized(request.method, request.path, request.watch) for request in standin.requests}
     assert sent - granted() == set(), "sent but not granted"

@@ -251,10 +251,13 @@ def test_resource_type_is_osmos_sharing_and_node_type_says_gpu_or_cpu(cluster, a
 
 def test_resource_list_prints_osmo_columns_with_a_total_row(cluster):
     lines = run("resource", "list").splitlines()
-    assert lines[0].split() == ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU"]
+    assert lines[0].split() == ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU", "Status",
+                                "Reason"]
     assert {line.split()[0]: line.split()[3] for line in lines[1:-1]} == {
         "cpu-node-1": "UNUSED", "node-1": "UNUSED", "node-2": "UNUSED", "node-3": "UNUSED"}
     assert lines[-1].split()[0] == "Total" and lines[-1].split()[-1] == "6/20"
+    assert {line.split()[0]: line.split()[-2:] for line in lines[1:-1]} == {
+        "cpu-node-1": ["Ready", "-"], "node-1": ["Ready", "-"], "node-2": ["Ready", "-"], "node-3": ["Ready", "-"]}
     assert "describe" not in run("describe", "pool", "default")  # plain text, no traceback
     assert "node-3" in run("describe", "pool", "default")
 

@@ -1,5 +1,5 @@
 """`/api/pools/`, `/api/resources/`, `/api/nodes/`: the inventory as rows (see pools.fleet.usage for the
-units), and gpuctl's `label node` over HTTP. Viewsets, routed by `pools.api.urls`."""
+units), gpuctl's `label node` and kubectl's `cordon` over HTTP. Viewsets, routed by `pools.api.urls`."""
 
 from django.http import Http404
 from django_filters.rest_framework import DjangoFilterBackend
@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from pools.access.scoping import Rule
 from pools.access.serializers import StrictBooleanField, StrictCharField, named, path_parameter, validated
 from pools.fleet import labels, usage
+from pools.fleet.cordon import cordon_node
 from pools.fleet.filters import NodeFilterSet
 from pools.models import Node, Pool
 from pools.models.visibility import access_for
@@ -114,6 +115,15 @@ class LabelResultSerializer(serializers.Serializer):
     labels = serializers.DictField(child=serializers.CharField(), help_text="The node's labels after the change.")
 
 
+class CordonRequestSerializer(serializers.Serializer):
+    cordon = StrictBooleanField(help_text="true: mark the node unschedulable (kubectl cordon); false: schedulable "
+                                          "again (kubectl uncordon).")
+
+
+BACKEND_PARAMETER = OpenApiParameter("backend", str, description="The node's backend, when two have a node of "
+                                                                  "this name.")
+
+
 def visible_pools(request):
     return Pool.objects.visible_to(request)
 
@@ -188,8 +198,8 @@ class ResourceViewSet(InventoryViewSet):
 
 
 class NodeViewSet(InventoryViewSet):
-    """`/api/nodes/{name}/`, and gpuctl's `label node` as `POST /api/nodes/{name}/labels` (a cluster write:
-    staff or an admin role, the default rule)."""
+    """`/api/nodes/{name}/`, gpuctl's `label node` as `POST /api/nodes/{name}/labels` and kubectl's cordon as
+    `POST /api/nodes/{name}/cordon` (cluster writes: staff or an admin role, the default rule)."""
 
     serializer_class = NodeDetailSerializer
 
@@ -203,9 +213,8 @@ class NodeViewSet(InventoryViewSet):
             raise Http404(f"No node named {name!r}")
         return Response(NodeDetailSerializer(usage.node_detail(node, access_for(request))).data)
 
-    @extend_schema(request=LabelRequestSerializer, responses=LabelResultSerializer, parameters=[
-        NODE_NAME, OpenApiParameter("backend", str, description="The node's backend, when two have a node of this "
-                                                                "name.")])
+    @extend_schema(request=LabelRequestSerializer, responses=LabelResultSerializer,
+                   parameters=[NODE_NAME, BACKEND_PARAMETER])
     def labels(self, request, name):
         body = validated(LabelRequestSerializer, request)
         if not visible_nodes(request).filter(name=name).exists():
@@ -213,3 +222,16 @@ class NodeViewSet(InventoryViewSet):
         result = labels.label_node(name, body["labels"], overwrite=body["overwrite"],
                                    backend=request.query_params.get("backend"))
         return Response({"node": name, "labels": result})
+
+    @extend_schema(request=CordonRequestSerializer, responses=NodeDetailSerializer,
+                   parameters=[NODE_NAME, BACKEND_PARAMETER],
+                   description="Cordon (`{\"cordon\": true}`) or uncordon (`false`) the node: `spec.unschedulable` "
+                               "is patched in the cluster, then recorded here. Answers the node as now stored; its "
+                               "status reads `Not ready (Scheduling disabled)` while cordoned. Staff, or a role "
+                               "whose policies allow this POST.")
+    def cordon(self, request, name):
+        body = validated(CordonRequestSerializer, request)
+        if not visible_nodes(request).filter(name=name).exists():
+            raise Http404(f"No node named {name!r}")
+        node = cordon_node(name, body["cordon"], backend=request.query_params.get("backend"))
+        return Response(NodeDetailSerializer(usage.node_detail(node, access_for(request))).data)

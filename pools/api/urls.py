@@ -1,6 +1,6 @@
 """Routes under /api/. The inventory and quota reads are viewsets on a router (basenames `api-pool`,
-`api-resource`, `api-node`, `api-project`, `api-department`, `api-quota`); the label write keeps gpuctl's path
-without a trailing slash, so it is routed by hand."""
+`api-resource`, `api-node`, `api-project`, `api-department`, `api-quota`); the label and cordon writes keep
+gpuctl's path style without a trailing slash, so they are routed by hand."""
 
 from django.urls import path
 from rest_framework.routers import SimpleRouter
@@ -23,5 +23,6 @@ urlpatterns = [
     path("configs/<slug:kind>/<str:name>/", views.ConfigDocumentView.as_view(), name="config-document"),
     *router.urls,
     path("nodes/<str:name>/labels", inventory.NodeViewSet.as_view({"post": "labels"}), name="api-node-labels"),
+    path("nodes/<str:name>/cordon", inventory.NodeViewSet.as_view({"post": "cordon"}), name="api-node-cordon"),
     path("schema/", schema.SchemaView.as_view(), name="api-schema"),
 ]

@@ -9,7 +9,7 @@ import django_filters
 from django import forms
 from django.db.models import Exists, OuterRef, Q
 
-from pools.fleet.usage import filter_nodes
+from pools.fleet.usage import ATTENTION, filter_nodes
 from pools.inventory import status as node_status
 from pools.models import Node, NodeMembership
 from pools.models.visibility import access_for
@@ -96,8 +96,9 @@ class NodeFilterSet(django_filters.FilterSet):
     platform = PlatformFilter(label="Platform", method="on_platform", empty_label="All platforms",
                               help_text="pool/platform, or a platform name (in any visible pool).")
     status = StatusFilter(label="Status", method="with_status", empty_label="Any status",
-                          choices=[(status, status) for status in NODE_STATUSES],
-                          help_text="A status, or its first words: 'Not ready' matches every 'Not ready (…)'.")
+                          choices=[(ATTENTION, "Needs attention"), *((status, status) for status in NODE_STATUSES)],
+                          help_text="A status, or its first words: 'Not ready' matches every 'Not ready (…)'; "
+                                    f"'{ATTENTION}' matches every node that is not Ready, Unknown included.")
     # Any text is accepted (it only narrows the viewer's own nodes), so live refreshes and the API need
     # not read the menu's choices; the full page fills the menu.
     gpu = django_filters.CharFilter(label="GPU type", field_name="gpu_product", max_length=128, widget=forms.Select,

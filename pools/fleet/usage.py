@@ -16,13 +16,15 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Case, Count, IntegerField, Q, Sum, Value, When
 from django.utils import timezone
 
+from pools.inventory.status import READY, UNKNOWN
 from pools.models import Backend, Node, NodeMembership, Platform, Pool
 from pools.models.visibility import Access
 
 POOL_STATUSES = ("ONLINE", "OFFLINE", "MAINTENANCE")
+ATTENTION = "attention"  # the status filter's value for every node that is not Ready, Unknown included
 NODE_COLUMNS = (
     "node", "backend", "pools", "platforms", "resource_type", "node_type", "gpu_product", "gpu_total", "gpu_used",
     "gpu_free", "gpu_unhealthy", "cpu_total", "cpu_used", "memory_total", "memory_used", "storage_total", "status",
@@ -209,6 +211,15 @@ def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None,
         membership["memberships__pool__in"] = access.filter_pools(Pool.objects.all())
     if membership:
         nodes = nodes.filter(**membership).distinct()
-    if status:
+    if status == ATTENTION:
+        nodes = nodes.exclude(status=READY)
+    elif status:
         nodes = nodes.filter(Q(status=status) | Q(status__startswith=f"{status} ("))
     return nodes
+
+
+def status_severity() -> Case:
+    """A node's status as a rank, for ORDER BY: Ready 0, Not ready (any reason) 1, Unknown 2. An expression
+    rather than an annotation, so the CSV's COPY keeps the page's order (pools.pages.csv)."""
+    return Case(When(status=READY, then=Value(0)), When(status=UNKNOWN, then=Value(2)), default=Value(1),
+                output_field=IntegerField())

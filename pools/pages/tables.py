@@ -16,7 +16,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
-from pools.fleet.usage import cores
+from pools.fleet.usage import cores, status_severity
 from pools.models.visibility import redact
 
 from . import formatting
@@ -59,7 +59,7 @@ class Column:
     value: Callable[[Mapping, RowContext], Any]
     kind: str = "text"  # text | number | cores | bytes | status | time | list | bool
     fields: tuple[str, ...] = ()  # what `values()` must fetch for `value`
-    sort: tuple[str, ...] = ()  # order_by fields (database tables); empty: not sortable
+    sort: tuple = ()  # order_by fields, or functions making expressions (database tables); empty: not sortable
     default: bool = True  # shown until the user chooses columns
     unit: str = ""  # written into the CSV header, where figures are raw
     href: Callable[[Mapping, RowContext], str] | None = None
@@ -167,8 +167,9 @@ def _taint(taint: Mapping) -> str:
     return f"{key}:{taint.get('effect', '')}"
 
 
-def _node_admin(row: Mapping, ctx: RowContext) -> str:
-    return reverse("admin:pools_node_change", args=[row["pk"]]) if ctx.staff else ""
+def _node_url(row: Mapping, ctx: RowContext) -> str:
+    # Kubernetes names have no "/"; a row that has one anyway is shown, not linked.
+    return "" if "/" in row["name"] else reverse("pages:node", args=[row["name"]])
 
 
 def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
@@ -182,9 +183,11 @@ def _figure(key: str, label: str, source: str, kind: str = "number", unit: str =
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
               columns=(
-    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_admin),
-    Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"), sort=("status",),
-           title=lambda row: "; ".join(row["reasons"]), help="Ready, Unknown, or Not ready with its first reason",
+    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_url),
+    Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"),
+           sort=(status_severity, "status"), title=lambda row: "; ".join(row["reasons"]),
+           help="Ready, Unknown, or Not ready with its first reason; sorts by severity: Ready, Not ready, Unknown "
+                "(descending: worst first)",
            csv_fields=("status",)),
     Column("pools", "Pools", lambda row, ctx: ctx.pools(row["pool_names"]), kind="list", fields=("pool_names",),
            item_href=_pool_url),

@@ -2,13 +2,15 @@
 
 from django.urls import path
 
-from . import history_pages, quota_pages, views
+from . import history_pages, node_page, quota_pages, views
 
 app_name = "pages"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("nodes/", views.nodes, name="nodes"),
+    path("nodes/<str:name>/", node_page.node_detail, name="node"),
+    path("nodes/<str:name>/cordon/", node_page.node_cordon, name="node-cordon"),
     path("pools/<str:name>/", views.pool_detail, name="pool"),
     path("quotas/", quota_pages.quotas, name="quotas"),
     path("quotas/edit/", quota_pages.quota_edit, name="quota-edit"),

@@ -18,7 +18,7 @@ NODE = node_of("sim-a")
 
 def snapshot() -> tuple:
     return (ConfigRevision.objects.count(), RoleAssignment.objects.count(), AccessToken.objects.count(),
-            list(Node.objects.order_by("pk").values_list("labels", flat=True)))
+            list(Node.objects.order_by("pk").values_list("labels", "unschedulable")))
 
 
 REFUSED = [
@@ -43,6 +43,9 @@ REFUSED = [
     (f"/api/nodes/{NODE}/labels", {"labels": {"other/key": "x"}}, "labels.other/key"),
     (f"/api/nodes/{NODE}/labels", {"labels": {"runwhere.ai/pool": "a b"}}, "labels.runwhere.ai/pool"),
     (f"/api/nodes/{NODE}/labels", {"labels": {"runwhere.ai/pool": "a"}, "overwrite": "yes"}, "overwrite"),
+    (f"/api/nodes/{NODE}/cordon", {}, "cordon"),
+    (f"/api/nodes/{NODE}/cordon", {"cordon": "yes"}, "cordon"),
+    (f"/api/nodes/{NODE}/cordon", {"cordon": None}, "cordon"),
     ("/api/configs/history/rollback/", {"type": 3, "revision": 1}, "type"),
     ("/api/configs/history/rollback/", {"type": "role", "revision": 1, "description": False}, "description"),
 ]
@@ -61,7 +64,8 @@ def test_a_refused_body_names_its_field_and_changes_nothing(client_as, nobody, u
 
 
 @pytest.mark.parametrize("url", ["/api/auth/user", "/api/auth/user/nobody/roles", "/api/configs/history/rollback/",
-                                 f"/api/nodes/{NODE}/labels", "/api/auth/access_token/laptop"])
+                                 f"/api/nodes/{NODE}/labels", f"/api/nodes/{NODE}/cordon",
+                                 "/api/auth/access_token/laptop"])
 def test_a_body_that_is_not_an_object_is_refused_without_a_field(client_as, nobody, url):
     response = client_as("staff").post(url, ["a list"], format="json")
 

@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from pools.models import Pool
+from pools.models import Node, Pool
 from scheduling.cycle import run_cycle
 from scheduling.models import Workload
 from scheduling.submission import submit
@@ -34,6 +34,7 @@ def test_every_page_passes_the_content_security_policy(live_server, page, world,
     run_cycle()
     workload = Workload.objects.get(name="csp-check")
     pool = Pool.objects.get(name="training")
+    node = Node.objects.filter(memberships__pool=pool).order_by("name").first()
     console: list[str] = []
     page.on("console", lambda message: console.append(message.text)
             if "Content Security Policy" in message.text else None)
@@ -52,7 +53,8 @@ def test_every_page_passes_the_content_security_policy(live_server, page, world,
     page.fill("input[name=password]", "pw-ops-123")
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/")
-    for path in ("/", "/nodes/", "/pools/training/", "/quotas/", "/projects/", "/projects/vision/", "/workloads/",
+    for path in ("/", "/nodes/", f"/nodes/{node.name}/", "/pools/training/", "/quotas/", "/projects/",
+                 "/projects/vision/", "/workloads/",
                  f"/workloads/{workload.pk}/", "/config/history/", "/profile/permissions/", "/admin/",
                  "/admin/pools/pool/", f"/admin/pools/pool/{pool.pk}/change/", "/admin/auth/user/add/",
                  "/api/workloads/"):  # JSON to a browser too: DRF's browsable API would need inline styles

@@ -155,6 +155,8 @@ def test_the_default_columns_and_each_column_alone_are_the_reference(staff_clien
     f"platform={ALPHA}/h100&sort=last_seen",
     f"platform={BRAVO}/h100&sort=-last_seen",
     "status=Not ready&sort=status",
+    "status=attention&sort=-status",
+    f"pool={ALPHA}&sort=-status",
     "status=Ready&gpu=NVIDIA-A100-SXM4-80GB&sort=-cpu_total",
     "q=plain&sort=backend",
     "q=ü",

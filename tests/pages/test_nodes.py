@@ -189,10 +189,11 @@ def test_it_escapes_text_from_the_cluster(staff_client, fleet):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;-0000" in text
 
 
-def test_staff_get_a_link_to_each_node_in_the_admin(staff_client, fleet):
+def test_staff_reach_each_node_in_the_admin_through_its_page(staff_client, fleet):
     node = make_nodes(1, [ALPHA])[0]
 
-    assert f'href="/admin/pools/node/{node.pk}/change/"' in body(staff_client.get("/nodes/"))
+    assert f'href="/nodes/{node.name}/"' in body(staff_client.get("/nodes/"))
+    assert f'href="/admin/pools/node/{node.pk}/change/"' in body(staff_client.get(f"/nodes/{node.name}/"))
 
 
 def test_members_get_no_admin_links(member_client, fleet):
@@ -227,3 +228,28 @@ def test_every_write_keeps_the_shown_label_text_in_step_with_the_labels(fleet):
     assert Node.objects.get(pk=created.pk).label_text == "z=0"
     Node.objects.filter(pk=bulk.pk).update(labels={})
     assert Node.objects.get(pk=bulk.pk).label_text == ""
+
+
+def test_needs_attention_lists_every_node_that_is_not_ready_unknown_included(staff_client, fleet):
+    make_nodes(4, [ALPHA])  # node-0000 is Not ready (Disk pressure), the others Ready
+    make_nodes(1, [ALPHA], prefix="lost", status="Unknown", reasons=["Kubelet status unknown"])
+
+    text = body(staff_client.get("/nodes/?status=attention"))
+
+    assert row_keys(text) == ["lost-0000", "node-0000"]
+    assert '<option value="attention" selected>Needs attention</option>' in text
+    assert row_keys(body(staff_client.get("/nodes/?status=Not+ready"))) == ["node-0000"]
+
+
+def test_status_sorts_by_severity_in_the_page_and_the_csv(staff_client, fleet):
+    make_nodes(3, [ALPHA], prefix="a", status="Unknown", reasons=["Kubelet status unknown"])
+    make_nodes(2, [ALPHA], prefix="b")  # b-0000 Not ready (Disk pressure), b-0001 Ready
+    make_nodes(1, [ALPHA], prefix="c", status="Not ready (Scheduling disabled)", reasons=["Scheduling disabled"])
+
+    worst_first = row_keys(body(staff_client.get("/nodes/?sort=-status")))
+    best_first = row_keys(body(staff_client.get("/nodes/?sort=status")))
+    csv_rows = body(staff_client.get("/nodes/?sort=-status&export=csv&cols=node,status")).splitlines()[1:]
+
+    assert worst_first == ["a-0000", "a-0001", "a-0002", "c-0000", "b-0000", "b-0001"]
+    assert best_first == ["b-0001", "b-0000", "c-0000", "a-0000", "a-0001", "a-0002"]
+    assert [line.split(",")[0] for line in csv_rows] == worst_first

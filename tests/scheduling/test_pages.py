@@ -175,3 +175,14 @@ def test_a_workloads_page_refreshes_its_status_reasons_and_events(browser, queue
     assert "<html" not in text and 'id="workload-live"' in text
     assert ">FAILED_CANCELED</span>" in text and 'id="workload-reasons"' not in text
     assert "Pod templates" not in text  # the parts that do not move stay out of the fragment
+
+
+def test_a_workloads_page_links_the_nodes_it_is_placed_on_to_their_pages(browser, queue):
+    admitted = Workload.objects.get(pk=queue["admitted"][0]["id"])
+    assert admitted.placement and not admitted.job_name
+
+    text = browser.get(f"/workloads/{admitted.pk}/").content.decode()
+
+    for node in admitted.placement:
+        assert f'<a href="/nodes/{node}/">{node}</a>' in text
+        assert browser.get(f"/nodes/{node}/").status_code == 200  # the researcher may see the node too

@@ -1,24 +1,43 @@
-"""`./manage.py describe pool NAME` (gpuctl's `describe pool`)."""
+"""`./manage.py describe pool NAME` (gpuctl's `describe pool`) and `describe node NAME` (what `kubectl
+describe node` tells, in this control plane's terms: the node page's facts as text)."""
 
 from django.core.management.base import BaseCommand
 
-from pools.api.inventory import PoolDetailSerializer
+from pools.api.inventory import NodeDetailSerializer, PoolDetailSerializer
 from pools.config.history import ConfigNotFound
+from pools.engine import ConfigError
 from pools.fleet import usage
+from pools.fleet.node_pods import pods_on
 from pools.management.cli import add_format, clear_errors, print_json, print_table
-from pools.models import Pool
+from pools.models import Node, Pool
+from pools.pages.formatting import size
+
+GIB = 1024**3
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:.0f}Gi"
 
 
 class Command(BaseCommand):
-    help = "describe pool NAME: the pool's figures, platforms with node counts, and its nodes."
+    help = ("describe pool NAME: the pool's figures, platforms with node counts, and its nodes. describe node NAME: "
+            "its status and reasons, conditions, taints, labels, pools and the pods on it.")
 
     def add_arguments(self, parser):
-        parser.add_argument("kind", choices=["pool"])
+        parser.add_argument("kind", choices=["pool", "node"])
         parser.add_argument("name")
+        parser.add_argument("--backend", help="describe node: needed only when several backends have a node of "
+                                              "that name.")
         add_format(parser)
 
     @clear_errors
-    def handle(self, *args, kind, name, format, **options):
+    def handle(self, *args, kind, name, format, backend, **options):
+        if kind == "node":
+            self.describe_node(name, backend, format)
+        else:
+            self.describe_pool(name, format)
+
+    def describe_pool(self, name: str, format: str) -> None:
         pool = Pool.objects.filter(name=name).first()
         if pool is None:
             raise ConfigNotFound(f"There is no pool named {name!r}")
@@ -44,3 +63,52 @@ class Command(BaseCommand):
         print_table(out, ["  NODE", "STATUS", "GPU TYPE", "GPU USED/TOTAL", "PLATFORMS"],
                     [[f"  {n['node']}", n["status"], n["gpu_product"] or "-", f"{n['gpu_used']}/{n['gpu_total']}",
                       ",".join(n["platforms"]) or "-"] for n in detail["nodes"]])
+
+    def describe_node(self, name: str, backend: str | None, format: str) -> None:
+        nodes = Node.objects.select_related("backend").filter(name=name)
+        if backend:
+            nodes = nodes.filter(backend__name=backend)
+        found = list(nodes[:2])
+        if not found:
+            raise ConfigNotFound(f"There is no node named {name!r}" + (f" on backend {backend!r}" if backend else ""))
+        if len(found) > 1:
+            raise ConfigError(f"node {name!r} exists on several backends; name one with --backend", field="backend")
+        node = found[0]
+        detail = NodeDetailSerializer(usage.node_detail(node)).data
+        if format == "json":
+            print_json(self.stdout, detail)
+            return
+        out = self.stdout
+        facts = [("Name", node.name), ("Backend", node.backend.name), ("Status", node.status),
+                 ("Reasons", "; ".join(node.reasons) or "-"),
+                 ("Schedulable", "no (cordoned)" if node.unschedulable else "yes"),
+                 ("Pools", ", ".join(node.pool_names) or "-"), ("Platforms", ", ".join(node.platform_names) or "-"),
+                 ("Sharing", node.sharing), ("GPU type", node.gpu_product or "-"),
+                 ("GPUs", f"{node.gpu_used} used / {node.gpu_total} total, {node.gpu_free} free, "
+                          f"{node.gpu_unhealthy} unhealthy"),
+                 ("CPU", f"{usage.cores(node.cpu_requested):g} / {usage.cores(node.cpu_allocatable):g} cores "
+                         "requested"),
+                 ("Memory", f"{_gib(node.memory_requested)} / {_gib(node.memory_allocatable)} requested"),
+                 ("Last seen", node.last_seen.isoformat() if node.last_seen else "never"),
+                 ("Last change", node.updated_at.isoformat() if node.updated_at else "never")]
+        for label, value in facts:
+            out.write(f"{label + ':':<14}{value}")
+        out.write("Conditions:")
+        print_table(out, ["  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"],
+                    [[f"  {c.get('type', '')}", c.get("status", ""), c.get("reason") or "-",
+                      c.get("last_transition_time") or "-", c.get("message") or "-"] for c in node.conditions])
+        out.write("Taints:")
+        for taint in node.taints:
+            value = f"={taint['value']}" if taint.get("value") else ""
+            out.write(f"  {taint.get('key', '')}{value}:{taint.get('effect', '')}")
+        if not node.taints:
+            out.write("  (none)")
+        out.write("Pods:")
+        pods = pods_on(node).pods
+        print_table(out, ["  POD", "PHASE", "GPU", "CPU", "MEMORY", "WORKLOAD"],
+                    [[f"  {pod.namespace}/{pod.name}", pod.phase, pod.gpu, f"{pod.cpu:g}", size(pod.memory),
+                      pod.workload or (f"(GPU operator: {pod.component})" if pod.component else "-")]
+                     for pod in pods])
+        out.write("Labels:")
+        for key, value in sorted(node.labels.items()):
+            out.write(f"  {key}={value}")

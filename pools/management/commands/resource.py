@@ -1,4 +1,5 @@
-"""`./manage.py resource list [--pool P] [--platform X]` (OSMO's `resource list` columns)."""
+"""`./manage.py resource list [--pool P] [--platform X] [--status S]` (OSMO's `resource list` columns, then
+each node's status and every reason it is not Ready)."""
 
 from django.core.management.base import BaseCommand
 
@@ -24,7 +25,8 @@ class Command(BaseCommand):
         listing = parser.add_subparsers(dest="verb", required=True, metavar="VERB").add_parser("list")
         listing.add_argument("--pool")
         listing.add_argument("--platform", help="name, or pool/platform")
-        listing.add_argument("--status", help="Ready, Unknown, Not ready, or a full status")
+        listing.add_argument("--status", help="Ready, Unknown, Not ready, a full status, or attention (every node "
+                                              "that is not Ready, Unknown included)")
         add_format(listing)
 
     @clear_errors
@@ -36,10 +38,12 @@ class Command(BaseCommand):
             return
         table = [[r["node"], ",".join(r["pools"]), ",".join(r["platforms"]) or "-", r["resource_type"],
                   _gib(r["storage_total"]), f"{_cores(r['cpu_used'])}/{_cores(r['cpu_total'])}",
-                  f"{_gib(r['memory_used'])}/{_gib(r['memory_total'])}", f"{r['gpu_used']}/{r['gpu_total']}"]
+                  f"{_gib(r['memory_used'])}/{_gib(r['memory_total'])}", f"{r['gpu_used']}/{r['gpu_total']}",
+                  r["status"], "; ".join(r["reasons"]) or "-"]
                  for r in rows]
         table.append(["Total", "", "", "", _gib(sum(r["storage_total"] for r in rows)),
                       f"{_cores(sum(r['cpu_used'] for r in rows))}/{_cores(sum(r['cpu_total'] for r in rows))}",
                       f"{_gib(sum(r['memory_used'] for r in rows))}/{_gib(sum(r['memory_total'] for r in rows))}",
-                      f"{sum(r['gpu_used'] for r in rows)}/{sum(r['gpu_total'] for r in rows)}"])
-        print_table(self.stdout, ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU"], table)
+                      f"{sum(r['gpu_used'] for r in rows)}/{sum(r['gpu_total'] for r in rows)}", "", ""])
+        print_table(self.stdout, ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU", "Status",
+                                  "Reason"], table)

@@ -1,0 +1,80 @@
+"""The admin's "which nodes are broken, and why?" in Chromium, at a laptop's and a phone's width: from the
+overview's not-ready card (or the nodes filter) to a node's page and its reason; and a cordon and uncordon from
+the node page, written to the stand-in API server and read back from it and from the database."""
+
+import re
+
+import pytest
+from django.core.management import call_command
+from playwright.sync_api import expect
+
+from pools.fleet.sync import BackendSync, cluster_for
+from pools.models import Backend, Node
+from tests.browser.test_dashboard import NOT_READY, fleet, sign_in  # noqa: F401  (the fixture)
+from tests.kube_objects import make_node
+from tests.test_sync import operator_pods
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WIDTHS = [(1440, 900), (390, 844)]
+SHOTS = "/tmp/shots-nodes"
+
+
+def no_page_overflow(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@pytest.mark.parametrize(("width", "height"), WIDTHS)
+def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, page, fleet, width, height):  # noqa: F811
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, live_server, "/")
+
+    card = page.locator("a[href*='status=attention']").first
+    if card.count():
+        card.click()
+    else:  # the card is not a link in this build: the filter says the same
+        page.goto(f"{live_server.url}/nodes/")
+        page.select_option("#filter-status", "attention")
+    page.wait_for_url(re.compile(r"/nodes/\?(.*&)?status=attention"))
+    attention = sorted(Node.objects.exclude(status="Ready").values_list("name", flat=True))
+    assert sorted(attention) == sorted(NOT_READY)  # the Unknown one included
+    rows = page.locator("#nodes-table tr[data-testid=row]")
+    expect(rows).to_have_count(len(attention))
+
+    page.locator("#nodes-table a", has_text="dgx-h100-004").click()
+    page.wait_for_url(f"{live_server.url}/nodes/dgx-h100-004/")
+    expect(page.locator("#node-status")).to_have_text("Not ready (Disk pressure)")
+    expect(page.locator("[data-testid=reason]")).to_have_text(["Disk pressure"])
+    expect(page.locator("#sign-out")).to_be_visible()
+    assert no_page_overflow(page)
+    page.screenshot(path=f"{SHOTS}/node-{width}.png", full_page=True)
+
+
+@pytest.fixture
+def synced(standin, defaults, tmp_path):
+    standin.add_nodes([make_node("gpu-7", gpus=8, product="NVIDIA-H100-80GB-HBM3")])
+    standin.add_pods(operator_pods("gpu-7"))
+    call_command("backend", "add", "lab", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"))
+    backend = Backend.objects.get(name="lab")
+    BackendSync(backend, cluster_for(backend)).run(seconds=0)
+    return backend
+
+
+@pytest.mark.parametrize(("width", "height"), WIDTHS)
+def test_staff_cordon_and_uncordon_a_node_from_its_page(live_server, page, staff, synced, standin, width, height):
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, live_server, "/nodes/gpu-7/")
+    expect(page.locator("#node-status")).to_have_text("Ready")
+
+    page.click("#cordon-button")
+    expect(page.locator("#node-status")).to_have_text("Not ready (Scheduling disabled)")
+    expect(page.locator(".messages")).to_contain_text("Node gpu-7 cordoned")
+    assert standin.node("gpu-7")["spec"]["unschedulable"] is True
+    assert Node.objects.get(name="gpu-7").unschedulable
+    assert no_page_overflow(page)
+    page.screenshot(path=f"{SHOTS}/node-cordoned-{width}.png", full_page=True)
+
+    page.click("#uncordon-button")
+    expect(page.locator("#node-status")).to_have_text("Ready")
+    expect(page.locator("#cordon-button")).to_be_visible()
+    assert "unschedulable" not in standin.node("gpu-7")["spec"]
+    assert not Node.objects.get(name="gpu-7").unschedulable
