@@ -36,7 +36,10 @@ def pods_on(node: Node, visible_pools: frozenset[str] | None = None) -> NodePods
     rows = list(Pod.objects.filter(backend_id=node.backend_id, node_name=node.name)
                 .order_by("namespace", "name")
                 .values("namespace", "name", "phase", "gpu", "cpu", "memory", "component", "pool"))
-    shown = [row for row in rows if visible_pools is None or not row["pool"] or row["pool"] in visible_pools]
+    # A member sees their pools' pods and the GPU operator's own; another team's unlabelled pods (their
+    # namespaces and names) are only counted.
+    shown = [row for row in rows if visible_pools is None or row["pool"] in visible_pools
+             or (not row["pool"] and row["component"])]
     hidden = [row for row in rows if row not in shown]
     workloads = _workloads(node, shown)
     return NodePods(

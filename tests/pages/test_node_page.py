@@ -68,9 +68,10 @@ def test_it_lists_the_pods_with_requests_and_links_the_workloads_the_viewer_may_
                                                                                       fleet, settings):
     settings.OSMO_DEFAULT_PROJECT_OPEN = False
     node = broken_node([ALPHA])
-    mine = workload_of(pod(node, "train-0", gpu=4, cpu=8_000, memory=16 * 2**30), alpha_member)
-    theirs = workload_of(pod(node, "eval-0", gpu=2, cpu=1_500), staff, name="eval")
+    mine = workload_of(pod(node, "train-0", pool=ALPHA, gpu=4, cpu=8_000, memory=16 * 2**30), alpha_member)
+    theirs = workload_of(pod(node, "eval-0", pool=ALPHA, gpu=2, cpu=1_500), staff, name="eval")
     pod(node, "toolkit-x", namespace="gpu-operator", component="toolkit", cpu=10, memory=64 * 2**20)
+    pod(node, "notebook-0", namespace="other-team", gpu=1)  # no pool label: another team's, counted only
     client.force_login(alpha_member)
 
     text = body(client.get(f"/nodes/{node.name}/"))
@@ -82,6 +83,8 @@ def test_it_lists_the_pods_with_requests_and_links_the_workloads_the_viewer_may_
     assert f'<a href="/workloads/{mine.pk}/">{mine.pk}</a>' in rows[2]
     assert f"/workloads/{theirs.pk}/" not in text  # not hers: named, not linked
     assert "GPU operator (toolkit)" in rows[0] and "1.5" in rows[1]
+    assert "other-team" not in text and "notebook-0" not in text
+    assert "And 1 pod (1 GPU) of other teams or of pools you may not see." in text
 
 
 def test_a_member_sees_a_node_of_their_pools_without_the_names_of_the_others(client, alpha_member, fleet):
@@ -94,7 +97,7 @@ def test_a_member_sees_a_node_of_their_pools_without_the_names_of_the_others(cli
     text = body(client.get(f"/nodes/{shared.name}/"))
 
     assert BRAVO not in text and "bravo" not in text and "secret-0" not in text
-    assert "alpha-ns/open-0" in text and "And 1 pod (3 GPUs) of pools you may not see." in text
+    assert "alpha-ns/open-0" in text and "And 1 pod (3 GPUs) of other teams or of pools you may not see." in text
     assert 'id="cordon-button"' not in text and "/admin/" not in text
     assert client.get(f"/nodes/{hidden.name}/").status_code == 404
     assert client.get("/nodes/no-such-node/").status_code == 404
