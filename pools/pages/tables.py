@@ -15,6 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from pools.fleet.usage import cores
 from pools.models.visibility import redact
@@ -237,7 +238,16 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
 PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default_sort="", columns=(
     Column("name", "Platform", _get("name")),
     Column("default", "Default", _get("default"), kind="bool"),
-    Column("node_count", "Nodes", _get("node_count"), kind="number"),
+    Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row)),
+    *(Column(key, label, _get(key), kind="number", href=lambda row, ctx, extra=extra: _platform_nodes(row, **extra),
+             help=help) for key, label, extra, help in (
+        ("gpu_total", "GPU total", {"sort": "-gpu_total"}, "Capacity"),
+        ("gpu_used", "GPU used", {"sort": "-gpu_used"}, "Requested by running pods"),
+        ("gpu_free", "GPU free", {"sort": "-gpu_free"}, "Allocatable minus used"),
+        ("gpu_free_ready", "Free on Ready", {"status": "Ready", "sort": "-gpu_free"},
+         "Free on Ready, uncordoned nodes: what new work can use now"),
+        ("gpu_unhealthy", "GPU unhealthy", {"sort": "-gpu_unhealthy"}, "Capacity minus allocatable"),
+    )),
     Column("node_selector", "Node selector", lambda row, ctx: [f"{k}={v}" for k, v in row["node_selector"].items()],
            kind="list", help="Effective, from the merged pod templates"),
     Column("tolerations", "Tolerations", lambda row, ctx: [_toleration(t) for t in row["tolerations"]], kind="list"),
@@ -246,6 +256,12 @@ PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default
                                                                     row["resource_validations"]], kind="list",
            default=False),
 ))
+
+
+def _platform_nodes(row: Mapping, **extra: str) -> str:
+    """The nodes table behind a platform's figure: its nodes, sorted by that figure."""
+    platform = f"{row['pool']}/{row['name']}"
+    return f"{reverse('pages:nodes')}?{urlencode({'platform': platform, **extra})}"
 
 
 def _toleration(toleration: Mapping) -> str:

@@ -23,7 +23,7 @@ from pools.quotas.figures import gpu_guarantees
 from . import charts, csv, formatting, preferences, snapshots
 from .filters import PoolFilterForm
 from .listing import PER_PAGE_CHOICES, Listing, order_queryset, order_rows, paginate, parse_sort
-from .pool_page import pool_context
+from .pool_page import LIVE_REGION, live_context, pool_context
 from .quota_pages import pool_quotas
 from .responses import fragment_target, is_fragment, respond, wants_csv
 from .tables import NODES, POOLS, TABLES, RowContext
@@ -161,14 +161,21 @@ def overview(request):
 
 @access_required()
 def pool_detail(request, name: str):
+    """The page; for HTMX the nodes table, or the live figures and platforms (`pool-live`), each alone."""
     pool = get_object_or_404(Pool.objects.visible_to(request).select_related("backend"), name=name)
-    context = pool_context(request, pool)
+    target = fragment_target(request)
+    if target == LIVE_REGION:
+        context = {"pool": pool, **live_context(request, pool, row_context(request))}
+        return respond(request, "pages/pool.html", context, {LIVE_REGION: "pages/_pool_live.html"})
+    context = {} if is_fragment(request) else pool_context(request, pool)
     if wants_csv(request):
         return context["download"]
     query = QueryDict(mutable=True)
     query["pool"] = pool.name
     _form, listing, _ = node_listing(request, query, VisiblePools(request), with_gpu_types=False)
-    context.update(listing=listing, nav="overview", pool_quota=pool_quotas(request, pool))
+    context.update(listing=listing, nav="overview")
+    if not is_fragment(request):
+        context["pool_quota"] = pool_quotas(request, pool)
     return respond(request, "pages/pool.html", context, {listing.dom_id: "pages/_table.html"})
 
 
