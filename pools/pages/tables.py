@@ -68,6 +68,7 @@ class Column:
     title: Callable[[Mapping], str] | None = None
     help: str = ""
     csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
+    summable: bool = False  # a count (GPUs, cores, bytes, nodes): the table's totals row sums it
 
     @property
     def export_fields(self) -> tuple[str, ...]:
@@ -178,7 +179,7 @@ def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
 
 def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "") -> Column:
     return Column(key, label, _cores_of(source) if kind == "cores" else _get(source), kind=kind, fields=(source,),
-                  sort=(source,), unit=unit, help=help)
+                  sort=(source,), unit=unit, help=help, summable=True)
 
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
@@ -228,8 +229,9 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
             help="In use within what the pool's projects deserve (pools.quotas.figures.gpu_guarantees)"),
     _figure("gpu_borrowed", "GPU borrowed", "gpu_borrowed", help="In use above what the projects deserve"),
     _figure("node_count", "Nodes", "node_count"),
-    Column("cpu_used", "CPU used", _get("cpu_used"), kind="cores", sort=("cpu_used",), unit="cores"),
-    Column("cpu_total", "CPU total", _get("cpu_total"), kind="cores", sort=("cpu_total",), unit="cores"),
+    Column("cpu_used", "CPU used", _get("cpu_used"), kind="cores", sort=("cpu_used",), unit="cores", summable=True),
+    Column("cpu_total", "CPU total", _get("cpu_total"), kind="cores", sort=("cpu_total",), unit="cores",
+           summable=True),
     _figure("memory_used", "Memory used", "memory_used", "bytes", "bytes"),
     _figure("memory_total", "Memory total", "memory_total", "bytes", "bytes"),
     Column("platforms", "Platforms", _get("platforms"), kind="list", default=False),

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from pools.fleet import snapshots
-from pools.models import Backend, Pool
+from pools.models import Backend, Node, Pool
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -36,11 +36,46 @@ def test_the_fleet_cards_count_each_node_once(staff_client, fleet):
 
     text = body(staff_client.get("/"))
 
-    cards = text[text.index('id="fleet-summary"'):text.index("</section>", text.index('id="fleet-summary"'))]
-    assert '<p class="figure">4</p>' in cards
-    assert "3 ready" in cards and "1 not ready" in cards and "0 unknown" in cards
-    assert "6 <small>of 32 used</small>" in cards
-    assert "26 free · 0 unhealthy" in cards
+    cards = fleet_cards(text)
+    assert '<a href="/nodes/" data-testid="card-nodes-figure">4</a>' in cards
+    assert "3 ready" in cards and "1 not ready" in cards and "0 of them unknown" in cards
+    assert '6</a> <small>of 32 GPUs used</small>' in cards
+    assert ">26 free</a>" in cards and ">0 unhealthy</a>" in cards
+
+
+def fleet_cards(text: str) -> str:
+    return text[text.index('id="fleet-summary"'):text.index("</section>", text.index('id="fleet-summary"'))]
+
+
+def test_the_fleet_cards_read_whole_numbers_with_their_unit_and_link_to_their_tables(staff_client, fleet):
+    make_nodes(3, [ALPHA], cpu_requested=6_674_250, cpu_allocatable=13_863_333, status="Unknown")
+
+    cards = fleet_cards(body(staff_client.get("/")))
+
+    assert '20,023</a> <small>of 41,590 cores requested</small>' in cards
+    links = dict((label.strip(), href) for href, label in re.findall(r'<a [^>]*href="([^"]+)"[^>]*>([^<]+)</a>', cards))
+    assert '<a href="/nodes/" data-testid="card-nodes-figure">3</a>' in cards
+    assert links["3 not ready"] == "/nodes/?status=attention"  # Unknown included, as that filter lists them
+    assert links["3 of them unknown"] == "/nodes/?status=Unknown"
+    assert links["0 ready"] == "/nodes/?status=Ready"
+    assert links["H100-80GB-HBM3 7 free"] == "/nodes/?gpu=NVIDIA-H100-80GB-HBM3&amp;sort=-gpu_free"
+    assert "A100-SXM4-80GB 14 free" in links
+    assert links["20,023"] == "/nodes/?sort=-cpu_used"
+
+
+def test_the_fleet_cards_are_a_live_region_that_answers_the_new_figures(staff_client, fleet):
+    nodes = make_nodes(4, [ALPHA])
+
+    def cards():
+        response = fragment(staff_client, "/", "fleet-summary")
+        assert response.status_code == 200 and "HX-Target" in response["Vary"]
+        text = body(response)
+        assert text.lstrip().startswith('<section id="fleet-summary"') and 'id="pools-table"' not in text
+        return text
+
+    assert "1 not ready" in cards() and 'hx-trigger="every 5s"' in cards()
+    Node.objects.filter(pk=nodes[1].pk).update(status="Not ready (Disk pressure)")
+    assert "2 not ready" in cards()
 
 
 def test_pool_status_shows_offline_and_maintenance(staff_client, fleet):
