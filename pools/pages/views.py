@@ -144,7 +144,8 @@ def pool_sums(figures: dict, rows: list[dict]) -> dict:
 
 def pool_charts(rows, now) -> list[charts.Chart]:
     points = snapshots.series([row["name"] for row in rows], now)
-    return [charts.gpu_chart(row["name"], points.get(row["name"], []), now, snapshots.interval()) for row in rows]
+    return [charts.gpu_chart(row["name"], points.get(row["name"], []), now, snapshots.interval(), frame=charts.SPARK)
+            for row in rows]
 
 
 @access_required()

@@ -112,7 +112,7 @@ def test_the_overview_fragment_is_the_pool_table_and_the_charts_have_their_own(s
     assert re.findall(r'data-pool="([^"]+)"', charts) == [ALPHA]
 
 
-def test_each_pool_has_a_chart_of_the_last_24_hours(staff_client, fleet):
+def test_each_pool_has_a_sparkline_of_the_last_24_hours(staff_client, fleet):
     make_nodes(2, [ALPHA])
     now = timezone.now()
     for minutes in (30 * 60, 20, 10, 0):  # one of them older than the window
@@ -120,15 +120,29 @@ def test_each_pool_has_a_chart_of_the_last_24_hours(staff_client, fleet):
 
     text = body(staff_client.get("/"))
 
-    charts = re.findall(r'<figure class="chart-card" data-testid="chart" data-pool="([^"]+)"', text)
+    charts = re.findall(r'<li data-testid="chart" data-pool="([^"]+)"', text)
     assert charts == [ALPHA, BRAVO, "default"]
-    assert f"<title id=\"chart-{ALPHA}-title\">{ALPHA}: GPUs used and free, last 24 hours</title>" in text
-    assert "Now 1 of 16 GPUs used and 15 free" in text
-    assert text.count('<path class="used"') == 3
+    assert f'<svg class="sparkline" viewBox="0 0 120 28" role="img" aria-label="{ALPHA}: Now 1 of 16 GPUs used and ' \
+        "15 free" in text
+    assert text.count('<path class="used"') == 3 and 'class="gpu-chart"' not in text  # the large one: pool page
 
 
-def test_a_pool_without_snapshots_says_so(staff_client, fleet):
-    assert f"No usage recorded for {ALPHA} in the last 24 hours." in body(staff_client.get("/"))
+@pytest.mark.parametrize(("interval", "minutes"), [(300, "5 minutes"), (60, "1 minute"), (90, "2 minutes")])
+def test_a_pool_without_two_snapshots_says_when_its_first_point_comes(staff_client, fleet, settings, interval,
+                                                                        minutes):
+    settings.OSMO_USAGE_SNAPSHOT_INTERVAL = interval
+
+    text = body(staff_client.get("/"))
+
+    assert f"Collecting, first point in {minutes}." in text and "record_usage_snapshots" not in text
+    assert f"Collecting, first point in {minutes}." in body(staff_client.get(f"/pools/{ALPHA}/"))
+
+
+def test_a_pool_with_one_snapshot_says_when_the_next_comes(staff_client, fleet, settings):
+    settings.OSMO_USAGE_SNAPSHOT_INTERVAL = 600
+    snapshots.record(timezone.now() - dt.timedelta(minutes=3, seconds=30))
+
+    assert "Collecting, one point so far; the next in 7 minutes." in body(staff_client.get("/"))
 
 
 def test_describe_pool_shows_platforms_with_effective_selector_tolerations_and_counts(staff_client, fleet):
