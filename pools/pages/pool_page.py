@@ -22,6 +22,7 @@ from .formatting import cores, moment, number, size
 from .history_pages import diff_url, visible_revisions
 from .listing import Listing, Sort
 from .quota_pages import enforcement
+from .responses import wants_csv
 from .tables import PLATFORMS, RowContext, status_css
 
 RECENT_REVISIONS = 10
@@ -82,7 +83,7 @@ def live_context(request, pool, ctx: RowContext) -> dict:
     detail = usage.pool_detail(pool, nodes=Node.objects.none())
     rows, effective_error = platform_rows(pool, detail["platforms"])
     columns = preferences.chosen_columns(request, PLATFORMS)
-    if request.GET.get("export") == "csv":
+    if wants_csv(request):
         return {"download": csv.response(PLATFORMS, columns, rows, ctx)}
     not_ready = NodeMembership.objects.filter(pool=pool).exclude(node__status=READY).count()
     status = detail["status"]

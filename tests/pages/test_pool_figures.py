@@ -7,6 +7,8 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from pools.models import Node, NodeMembership
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
@@ -104,3 +106,17 @@ def test_the_live_region_answers_the_new_figures_after_a_node_changes(staff_clie
 def test_a_member_gets_no_live_region_of_a_pool_they_may_not_see(member_client, mixed):
     assert fragment(member_client, f"/pools/{BRAVO}/", "pool-live").status_code == 404
     assert fragment(member_client, f"/pools/{ALPHA}/", "pool-live").status_code == 200
+
+
+def queries(client, url: str, target: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert fragment(client, url, target).status_code == 200
+    return len(captured.captured_queries)
+
+
+def test_the_live_regions_take_as_many_queries_for_many_nodes_as_for_few(staff_client, fleet):
+    make_nodes(2, [ALPHA])
+    few = queries(staff_client, f"/pools/{ALPHA}/", "pool-live"), queries(staff_client, "/", "fleet-summary")
+    make_nodes(60, [ALPHA, BRAVO], prefix="more")
+    many = queries(staff_client, f"/pools/{ALPHA}/", "pool-live"), queries(staff_client, "/", "fleet-summary")
+    assert many == few
