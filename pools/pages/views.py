@@ -204,7 +204,7 @@ def pool_detail(request, name: str):
     pool = get_object_or_404(Pool.objects.visible_to(request).select_related("backend"), name=name)
     target = fragment_target(request)
     if target == LIVE_REGION:
-        context = {"pool": pool, **live_context(request, pool, row_context(request))}
+        context = {"pool": pool, "refresh": True, **live_context(request, pool, row_context(request))}
         return respond(request, "pages/pool.html", context, {LIVE_REGION: "pages/_pool_live.html"})
     context = {} if is_fragment(request) else pool_context(request, pool)
     if wants_csv(request):

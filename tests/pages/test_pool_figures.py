@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from pools.models import Node, NodeMembership
+from pools.models import Node, NodeMembership, Pool
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -101,6 +101,10 @@ def test_the_live_region_answers_the_new_figures_after_a_node_changes(staff_clie
     Node.objects.filter(name="node-0001").update(status="Not ready (Disk pressure)")
 
     assert int(free_ready()) == before - Node.objects.get(name="node-0001").gpu_free < before
+    Pool.objects.filter(name=ALPHA).update(enable_maintenance=True)
+    text = body(fragment(staff_client, f"/pools/{ALPHA}/", "pool-live"))
+    assert '<span class="status status-warn" id="pool-status" hx-swap-oob="true">MAINTENANCE</span>' in text
+    assert 'hx-swap-oob' not in body(staff_client.get(f"/pools/{ALPHA}/"))
 
 
 def test_a_member_gets_no_live_region_of_a_pool_they_may_not_see(member_client, mixed):
