@@ -80,6 +80,9 @@ def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(standin, b
     sync_once(backend)
     assert set(Node.objects.values_list("sharing", flat=True)) == {"UNUSED"}
     assert NodeMembership.objects.filter(pool__name="default").count() == 3
+    # The default pool's platform (no selector, no taint to tolerate) places work on all of them.
+    assert list(NodeMembership.objects.values_list("platforms", flat=True)) == [["default"]] * 3
+    assert set(map(tuple, Node.objects.values_list("platform_names", flat=True))) == {("default/default",)}
 
     standin.modify_node("gpu-a", {"metadata": {"labels": {"runwhere.ai/pool": "training"}}})
     sync_once(backend)
@@ -92,7 +95,8 @@ def test_every_node_lands_in_the_default_pool_until_a_pool_selects_it(standin, b
 
     a = Node.objects.get(name="gpu-a")
     assert (a.pool_names, a.platform_names, a.sharing) == (["training"], ["training/h100"], "RESERVED")
-    assert Node.objects.get(name="gpu-b").pool_names == ["default"]
+    b = Node.objects.get(name="gpu-b")
+    assert (b.pool_names, b.platform_names) == (["default"], ["default/default"])
     writes.delete(ConfigKind.POOL, "training")
     assert Node.objects.get(name="gpu-a").pool_names == ["default"]
 

@@ -50,9 +50,15 @@ class PoolRowSerializer(serializers.Serializer):
     platforms = serializers.ListField(child=serializers.CharField())
 
 
-class PlatformCountSerializer(serializers.Serializer):
+class PlatformFiguresSerializer(serializers.Serializer):
     name = serializers.CharField()
-    node_count = serializers.IntegerField()
+    node_count = serializers.IntegerField(help_text="Nodes of the pool on this platform.")
+    gpu_total = serializers.IntegerField(help_text="GPUs in the platform's nodes (capacity).")
+    gpu_used = serializers.IntegerField(help_text="GPUs requested by pods bound to them and not finished.")
+    gpu_free = serializers.IntegerField(help_text="Allocatable minus used, never below 0, summed over the nodes.")
+    gpu_unhealthy = serializers.IntegerField(help_text="Capacity minus allocatable.")
+    gpu_free_ready = serializers.IntegerField(help_text="gpu_free over the nodes that are Ready and not cordoned: "
+                                                        "what new work on this platform can use now.")
 
 
 class NodeRowSerializer(serializers.Serializer):
@@ -83,7 +89,8 @@ class NodeRowSerializer(serializers.Serializer):
 
 
 class PoolDetailSerializer(PoolRowSerializer):
-    platforms = PlatformCountSerializer(many=True)
+    platforms = PlatformFiguresSerializer(many=True, help_text="Per platform: nodes and GPU figures (a node on "
+                                          "two platforms counts on each).")
     nodes = NodeRowSerializer(many=True)
 
 

@@ -125,7 +125,8 @@ class NodeFilterSet(django_filters.FilterSet):
         return [(name, name) for name in self.visible.platforms]
 
     def _platform_choices(self):
-        return [(pool, [(f"{pool}/{name}", name) for name in names])
+        # Each entry names its pool too ("training / h100"): h100 in two pools is two different platforms.
+        return [(pool, [(f"{pool}/{name}", f"{pool} / {name}") for name in names])
                 for pool, names in self.visible.platforms.items() if names]
 
     def filter_queryset(self, queryset):

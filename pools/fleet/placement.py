@@ -4,6 +4,8 @@ The selectors come from each platform's effective configuration (merged pod temp
 template change moves nodes exactly as it moves the pods that use it.
 """
 
+from django.db.models import Q
+
 from pools.config.checks import Catalog
 from pools.config.documents import PoolDoc
 from pools.config.effective import effective_pool
@@ -13,9 +15,11 @@ from pools.models import Pool
 
 
 def pool_selectors(backend_id: int) -> list[PoolSelector]:
-    """The non-default pools of one backend, in name order, with their platforms' effective selectors."""
+    """The pools of one backend, and the default pool (which collects the nodes of every backend), in name
+    order, with their platforms' effective selectors. The default pool's platforms say which of its nodes
+    they can place work on, as any pool's do."""
     names = list(
-        Pool.objects.filter(backend_id=backend_id).exclude(name=Pool.DEFAULT_NAME).values_list("name", flat=True)
+        Pool.objects.filter(Q(backend_id=backend_id) | Q(name=Pool.DEFAULT_NAME)).values_list("name", flat=True)
     )
     documents = {name: PoolDoc.model_validate(doc) for name, doc in pool_documents_from_db(names).items()}
     catalog: Catalog = catalog_for(documents)

@@ -40,6 +40,8 @@ _SUMS = {
     "memory_total": "memory_allocatable",
     "memory_used": "memory_requested",
 }
+# Over memberships: the nodes new work can be placed on now.
+READY_SCHEDULABLE = Q(node__status="Ready", node__unschedulable=False)
 
 
 def stale_after() -> timedelta:
@@ -76,7 +78,7 @@ def pools_with_usage(pools=None) -> list[Pool]:
         for row in NodeMembership.objects.filter(pool_id__in=[pool.pk for pool in pools])
         .values("pool_id")
         .annotate(node_count=Count("id"), **{name: Sum(f"node__{column}") for name, column in _SUMS.items()},
-                  gpu_free_ready=Sum("node__gpu_free", filter=Q(node__status="Ready", node__unschedulable=False)))
+                  gpu_free_ready=Sum("node__gpu_free", filter=READY_SCHEDULABLE))
         .order_by()
     }
     empty = dict.fromkeys(("node_count", *_SUMS, "gpu_free_ready"), 0)
@@ -116,21 +118,36 @@ def pool_row(pool: Pool, platforms: list[str], now=None, node_backends=None) -> 
     }
 
 
+PLATFORM_GPU_FIGURES = ("gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy")
+
+
+def platform_figures(pool: Pool, names: list[str]) -> list[dict[str, Any]]:
+    """Per platform of `pool`, in `names` order: its node count and its nodes' GPU total, used, free and
+    unhealthy, and gpu_free_ready (free on Ready, uncordoned nodes: what new work can use now). One query:
+    a conditional sum per platform over the pool's memberships (a node on two platforms counts on each)."""
+    sums = {}
+    for index, name in enumerate(names):
+        # JSON text match on the quoted name, as filter_nodes does: exact names, on SQLite and PostgreSQL.
+        on = Q(platforms__icontains=f'"{name}"')
+        sums[f"p{index}_node_count"] = Count("id", filter=on)
+        sums.update({f"p{index}_{figure}": Sum(f"node__{figure}", filter=on) for figure in PLATFORM_GPU_FIGURES})
+        sums[f"p{index}_gpu_free_ready"] = Sum("node__gpu_free", filter=on & READY_SCHEDULABLE)
+    values = NodeMembership.objects.filter(pool=pool).aggregate(**sums) if sums else {}
+    figures = ("node_count", *PLATFORM_GPU_FIGURES, "gpu_free_ready")
+    return [{"name": name, **{figure: values[f"p{index}_{figure}"] or 0 for figure in figures}}
+            for index, name in enumerate(names)]
+
+
 def pool_detail(pool: Pool, nodes=None, access: Access | None = None) -> dict[str, Any]:
-    """`describe pool`: the pool row, its platforms with node counts, and its nodes (as `access` may see
-    them: a node's other pools may be hidden from it)."""
+    """`describe pool`: the pool row, its platforms with their node counts and GPU figures, and its nodes (as
+    `access` may see them: a node's other pools may be hidden from it). `nodes=Node.objects.none()` leaves
+    the nodes out."""
     annotated = pools_with_usage(Pool.objects.filter(pk=pool.pk))[0]
-    platforms = list(Platform.objects.filter(pool=pool).values_list("name", flat=True))
+    platforms = list(Platform.objects.filter(pool=pool).order_by("position", "name").values_list("name", flat=True))
     nodes = Node.objects.filter(memberships__pool=pool) if nodes is None else nodes.filter(memberships__pool=pool)
-    node_rows_ = list(node_rows(nodes, access))
-    counts = {name: 0 for name in platforms}
-    for membership in NodeMembership.objects.filter(pool=pool).values_list("platforms", flat=True):
-        for name in membership:
-            if name in counts:
-                counts[name] += 1
     row = pool_row(annotated, platforms, node_backends=default_pool_backends() if pool.is_default else None)
-    row["platforms"] = [{"name": name, "node_count": counts[name]} for name in platforms]
-    row["nodes"] = node_rows_
+    row["platforms"] = platform_figures(pool, platforms)
+    row["nodes"] = list(node_rows(nodes, access))
     return row
 
 

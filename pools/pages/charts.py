@@ -1,11 +1,13 @@
 """Server-side SVG charts of GPUs used and free (stacked areas) over the last 24 hours: geometry, and the
 chart's markup built here (`Chart.html`), so no chart library and no script is needed, and the chart prints
 and works without JavaScript. A hundred charts through a template include took longer than the rest of
-the page."""
+the page. Two sizes: the pool page's chart with its axes, and the overview's sparkline per pool (`SPARK`).
+Until a pool has two snapshots its chart says when the first points come, not an empty plot."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from math import ceil
 from operator import add
 
 from django.utils.html import format_html
@@ -21,6 +23,38 @@ MAX_POINTS = 96
 
 
 @dataclass(frozen=True)
+class Frame:
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    axes: bool = True
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.top - self.bottom
+
+
+LARGE = Frame(WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM)
+SPARK = Frame(120, 28, 1, 1, 2, 1, axes=False)
+
+
+def collecting(points: Sequence[Point], now: datetime, interval: timedelta) -> str:
+    """What a chart with fewer than two points says instead (a new install, or a new pool)."""
+    if not points:
+        minutes = max(1, ceil(interval.total_seconds() / 60))
+        return f"Collecting, first point in {minutes} minute{'' if minutes == 1 else 's'}."
+    minutes = max(1, ceil((points[-1].at + interval.total_seconds() - now.timestamp()) / 60))
+    return f"Collecting, one point so far; the next in {minutes} minute{'' if minutes == 1 else 's'}."
+
+
+@dataclass(frozen=True)
 class Chart:
     pool: str
     title: str
@@ -30,20 +64,30 @@ class Chart:
     y_ticks: list[tuple[str, str]] = field(default_factory=list)  # (y, label), coordinates preformatted
     x_ticks: list[tuple[str, str]] = field(default_factory=list)
     latest: Point | None = None
-    width: int = WIDTH
-    height: int = HEIGHT
+    frame: Frame = LARGE
 
     @property
     def empty(self) -> bool:
         return self.latest is None
 
     @property
+    def width(self) -> int:
+        return self.frame.width
+
+    @property
+    def height(self) -> int:
+        return self.frame.height
+
+    @property
     def html(self) -> SafeString:
         """The chart and its summary (which describes it to screen readers), or the empty state. Ids come
-        from the pool's name, unique on a page."""
+        from the pool's name, unique on a page. A sparkline is described by its own title."""
         if self.empty:
-            return format_html('<p class="chart-empty muted">{} Snapshots are stored every few minutes by the '
-                               '<code>record_usage_snapshots</code> task.</p>', self.summary)
+            return format_html('<p class="chart-empty muted" data-testid="chart-collecting">{}</p>', self.summary)
+        if not self.frame.axes:
+            return format_html('<svg class="sparkline" viewBox="0 0 {} {}" role="img" aria-label="{}">'
+                               '<title>{}</title>{}</svg>', self.width, self.height, self.summary, self.summary,
+                               self.drawing)
         return format_html(
             '<svg class="gpu-chart" viewBox="0 0 {width} {height}" role="img" aria-labelledby="chart-{id}-title" '
             'aria-describedby="chart-{id}-summary"><title id="chart-{id}-title">{title}</title>{drawing}</svg>\n'
@@ -54,13 +98,14 @@ class Chart:
     @property
     def drawing(self) -> SafeString:
         """Grid, areas and tick labels: numbers and fixed words only, so nothing to escape."""
-        grid = "".join(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y}" y2="{y}"/>'
-                       f'<text class="tick" x="{LEFT - 4}" y="{y}" text-anchor="end" dominant-baseline="middle">'
+        f = self.frame
+        grid = "".join(f'<line class="grid" x1="{f.left}" x2="{f.width - f.right}" y1="{y}" y2="{y}"/>'
+                       f'<text class="tick" x="{f.left - 4}" y="{y}" text-anchor="end" dominant-baseline="middle">'
                        f'{label}</text>' for y, label in self.y_ticks)
         # Used is painted over the used + free area.
         areas = "".join([*(f'<path class="free" d="{d}"/>' for d in self.free_paths),
                          *(f'<path class="used" d="{d}"/>' for d in self.used_paths)])
-        x_axis = "".join(f'<text class="tick" x="{x}" y="{HEIGHT - 4}" text-anchor="middle">{label}</text>'
+        x_axis = "".join(f'<text class="tick" x="{x}" y="{f.height - 4}" text-anchor="middle">{label}</text>'
                          for x, label in self.x_ticks)
         return mark_safe(f"{grid}\n{areas}\n{x_axis}")
 
@@ -94,24 +139,24 @@ def _area(xs: list[int], ys: list[int], base: int) -> str:
 
 
 def gpu_chart(pool: str, points: Sequence[Point], now: datetime, interval: timedelta,
-              hours: int = CHART_HOURS) -> Chart:
+              hours: int = CHART_HOURS, frame: Frame = LARGE) -> Chart:
     """`points` oldest first, `at` in seconds since the epoch, as `snapshots.series` gives them."""
     title = f"{pool}: GPUs used and free, last {hours} hours"
-    if not points:
-        return Chart(pool, title, f"No usage recorded for {pool} in the last {hours} hours.")
+    if len(points) < 2:
+        return Chart(pool, title, collecting(points, now, interval), frame=frame)
     span, end = hours * 3600, now.timestamp()
     start = end - span
     _, used, free, total = zip(*points, strict=True)
     y_max = max(1, max(total), max(map(add, used, free)))
 
     def x(at: float) -> float:  # no clamping: the snapshots are those of the window
-        return LEFT + (at - start) / span * PLOT_W
+        return frame.left + (at - start) / span * frame.plot_w
 
     def y(value: float) -> float:
-        return TOP + PLOT_H - value / y_max * PLOT_H
+        return frame.top + frame.plot_h - value / y_max * frame.plot_h
 
     used_paths, free_paths = [], []
-    base = TOP + PLOT_H
+    base = frame.top + frame.plot_h
     gap = max(3 * interval, timedelta(minutes=15)).total_seconds()
     # Gaps are found before thinning: the points kept in two neighbouring slots can be further apart than
     # the snapshots between them.
@@ -129,6 +174,8 @@ def gpu_chart(pool: str, points: Sequence[Point], now: datetime, interval: timed
     summary = (f"Now {formatting.number(latest.used)} of {formatting.number(latest.total)} GPUs used and "
                f"{formatting.number(latest.free)} free (at {latest_at}); at most {formatting.number(max(used))} "
                f"used in the last {hours} hours.")
+    if not frame.axes:
+        return Chart(pool, title, f"{pool}: {summary}", used_paths, free_paths, latest=latest, frame=frame)
     y_ticks = [(f"{y(value):.1f}", formatting.number(value)) for value in sorted({0, y_max // 2, y_max})]
     step = hours // 4 or 1
     x_ticks = [(f"{x(end - h * 3600):.1f}", "now" if h == 0 else f"\u2212{h} h")

@@ -7,14 +7,16 @@ keys separated by commas, overriding the user's saved choice), `export=csv`.
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.paginator import Paginator
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet, Sum
 from django.http import QueryDict
 from django.utils.functional import cached_property
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from . import html
+from . import formatting, html
 from .formatting import number
 from .tables import Cell, Column, RowContext, Table
 
@@ -107,7 +109,7 @@ class Listing:
 
     def __init__(self, table: Table, *, path: str, query: QueryDict, columns: list[Column], sort: Sort,
                  ctx: RowContext, rows: Iterable[Mapping], total: int, page=None, empty_message: str = "",
-                 filtered: bool = False, live: bool = True, totals: str = "",
+                 filtered: bool = False, live: bool = True, totals: str = "", sums: Mapping[str, Any] | None = None,
                  actions: Callable[[Mapping], list[tuple[str, str]]] | None = None):
         self.table = table
         self.path = path
@@ -125,6 +127,7 @@ class Listing:
         self.empty_message = empty_message
         self.filtered = filtered
         self.totals = totals  # a line of sums over every filtered row (not the page), beside the count
+        self.sums = sums  # {column key: total over every filtered row}: the totals row (`database_sums`)
         self.live = live
         self.has_actions = actions is not None
         self._source, self._actions = rows, actions
@@ -202,6 +205,29 @@ class Listing:
             text = f"{number(pages['start'])}\u2013{number(pages['end'])} of {text}"
         return f"{text} (filtered)" if self.filtered else text
 
+    @cached_property
+    def totals_row(self) -> SafeString:
+        """`<tr>` of the sums over every filtered row (not only this page) under the summable columns, blank
+        under the others; empty without sums."""
+        if self.sums is None or not any(column.key in self.sums for column in self.columns):
+            return SafeString("")
+        cells = []
+        for index, column in enumerate(self.columns):
+            if column.key in self.sums:
+                value = self.sums[column.key]
+                text = {"cores": formatting.cores, "bytes": formatting.size}.get(column.kind, number)(value)
+                cell = format_html('<td data-col="{}" class="num">{}</td>', column.key, text)
+            elif index == 0:
+                label = "Total" if self.total == 1 else f"Total of {number(self.total)}"
+                cell = format_html('<th scope="row" data-col="{}">{}</th>', column.key, label)
+            else:
+                cell = format_html('<td data-col="{}"></td>', column.key)
+            cells.append(cell)
+        if self.has_actions:
+            cells.append(SafeString("<td></td>"))
+        return format_html('<tr class="totals" data-testid="{}-totals-row">{}</tr>', self.table.name,
+                           SafeString("".join(cells)))
+
     @property
     def hidden_state(self) -> list[tuple[str, str]]:
         """Sort and columns, carried into the filter form (which sits outside the fragment, and has its own
@@ -209,6 +235,19 @@ class Listing:
         return [(name, self.query[name]) for name in ("sort", "cols") if self.query.get(name)]
 
 
-def paginate(queryset: QuerySet, query: QueryDict):
+def paginate(queryset: QuerySet, query: QueryDict, count: int | None = None):
+    """`count`: the number of rows when already known (`database_sums` counts them), saving a query."""
     paginator = Paginator(queryset, per_page(query))
+    if count is not None:
+        paginator.__dict__["count"] = count  # Paginator.count is a cached_property
     return paginator.get_page(page_number(query))
+
+
+def database_sums(queryset: QuerySet, columns: Iterable[Column]) -> tuple[int, dict[str, Any]]:
+    """The number of rows of `queryset` and the sums of its summable `columns` (as the columns show their
+    values: cores from millicores), over every row, in one aggregate."""
+    summed = [column for column in columns if column.summable]
+    figures = queryset.order_by().aggregate(
+        _count=Count("pk"), **{column.key: Sum(column.fields[0]) for column in summed})
+    return figures.pop("_count"), {column.key: column.value({column.fields[0]: figures[column.key] or 0}, None)
+                                   for column in summed}

@@ -1,5 +1,8 @@
-"""`describe pool` as a page: figures, platforms with their effective node selector, tolerations and
-node counts, the configuration document, recent revisions and the usage chart."""
+"""`describe pool` as a page: figures, platforms with their effective node selector, tolerations, node counts
+and GPU figures, the configuration document, recent revisions and the usage chart.
+
+The figures and the platform table are one live region (`#pool-live`, `live_context`), refreshed with the
+nodes table; every figure links to the nodes table behind it."""
 
 import json
 
@@ -10,59 +13,106 @@ from django.utils.http import urlencode
 
 from pools.config import writes
 from pools.fleet import usage
-from pools.models import ConfigKind, Node
+from pools.inventory.status import READY
+from pools.models import ConfigKind, Node, NodeMembership
 from pools.models.visibility import access_for
 
 from . import charts, csv, preferences, snapshots
-from .formatting import moment
+from .formatting import cores, moment, number, size
 from .history_pages import diff_url, visible_revisions
 from .listing import Listing, Sort
 from .quota_pages import enforcement
 from .responses import wants_csv
-from .tables import PLATFORMS, POOLS, RowContext, status_css
+from .tables import PLATFORMS, RowContext, status_css
 
 RECENT_REVISIONS = 10
-FIGURES = ("node_count", "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy", "cpu_used", "cpu_total", "memory_used",
-           "memory_total")
+LIVE_REGION = "pool-live"
+# The nodes table's status filter value for every node that is not Ready (Unknown included).
+ATTENTION = "attention"
 
 
-def platform_rows(pool, counts: dict[str, int]) -> tuple[list[dict], str]:
-    """One row per platform, and the reason when the effective configuration cannot be computed."""
+def platform_rows(pool, figures: list[dict]) -> tuple[list[dict], str]:
+    """One row per platform (its figures from `usage.platform_figures`), and the reason when the effective
+    configuration cannot be computed."""
     try:
         effective = writes.effective(pool.name)["platforms"]
     except (ValueError, KeyError) as exc:
         # The pool's page must still open when a template it names is gone: that is when people look.
         return [], getattr(exc, "message", str(exc))
-    return [{"name": name, "default": name == pool.default_platform, "node_count": counts.get(name, 0),
-             "node_selector": platform.get("node_selector") or {}, "tolerations": platform.get("tolerations") or [],
+    by_name = {row["name"]: row for row in figures}
+    empty = {"node_count": 0, **dict.fromkeys((*usage.PLATFORM_GPU_FIGURES, "gpu_free_ready"), 0)}
+    return [{**empty, **by_name.get(name, {}), "name": name, "pool": pool.name,
+             "default": name == pool.default_platform, "node_selector": platform.get("node_selector") or {},
+             "tolerations": platform.get("tolerations") or [],
              "resource_validations": platform.get("resource_validations") or []}
             for name, platform in effective.items()], ""
 
 
-def pool_context(request, pool) -> dict:
-    # Nodes are listed by the nodes table (scoped, paged); here only the figures and platform counts.
+def nodes_url(pool, **params) -> str:
+    return f"{reverse('pages:nodes')}?{urlencode({'pool': pool.name, **params})}"
+
+
+def figures(pool, detail: dict, not_ready: int) -> list[dict]:
+    """The pool's figures as the page prints them, each with the nodes table behind it."""
+    def figure(key, label, text, href, title=""):
+        return {"key": key, "label": label, "text": text, "href": href, "title": title}
+
+    return [
+        figure("node_count", "Nodes", number(detail["node_count"]), nodes_url(pool)),
+        figure("not_ready", "Not ready", number(not_ready), nodes_url(pool, status=ATTENTION),
+               "Nodes that are not Ready, Unknown included"),
+        figure("gpu_total", "GPU total", number(detail["gpu_total"]), nodes_url(pool, sort="-gpu_total"),
+               "Capacity"),
+        figure("gpu_used", "GPU used", number(detail["gpu_used"]), nodes_url(pool, sort="-gpu_used")),
+        figure("gpu_free", "GPU free", number(detail["gpu_free"]), nodes_url(pool, sort="-gpu_free")),
+        figure("gpu_free_ready", "GPU free on Ready nodes", number(detail["gpu_free_ready"]),
+               nodes_url(pool, status=READY, sort="-gpu_free"), "What new work can use now"),
+        figure("gpu_unhealthy", "GPU unhealthy", number(detail["gpu_unhealthy"]),
+               nodes_url(pool, sort="-gpu_unhealthy"), "Capacity minus allocatable"),
+        figure("cpu", "CPU cores requested",
+               f"{number(round(detail['cpu_used']))} of {number(round(detail['cpu_total']))}",
+               nodes_url(pool, sort="-cpu_used"), f"{cores(detail['cpu_used'])} of {cores(detail['cpu_total'])}"),
+        figure("memory", "Memory requested", f"{size(detail['memory_used'])} of {size(detail['memory_total'])}",
+               nodes_url(pool, sort="-memory_used")),
+    ]
+
+
+def live_context(request, pool, ctx: RowContext) -> dict:
+    """The live region: figures, status and the platform table (whose CSV is this page's `?export=csv`)."""
+    # Nodes are listed by the nodes table (scoped, paged); here only the figures.
     detail = usage.pool_detail(pool, nodes=Node.objects.none())
-    rows, effective_error = platform_rows(pool, {p["name"]: p["node_count"] for p in detail["platforms"]})
-    now = timezone.now()
-    ctx = RowContext(staff=access_for(request).is_staff, now=now)
+    rows, effective_error = platform_rows(pool, detail["platforms"])
     columns = preferences.chosen_columns(request, PLATFORMS)
     if wants_csv(request):
         return {"download": csv.response(PLATFORMS, columns, rows, ctx)}
-    document = writes.export(ConfigKind.POOL, pool.name)["pools"][pool.name]
-    revisions = visible_revisions(request).filter(kind=ConfigKind.POOL, name=pool.name).order_by("-number")
-    points = snapshots.series([pool.name], now).get(pool.name, [])
-    status = usage.pool_status(pool, now)
+    not_ready = NodeMembership.objects.filter(pool=pool).exclude(node__status=READY).count()
+    status = detail["status"]
     return {
-        "pool": pool,
         "detail": detail,
-        "figures": [(column, column.cell(detail, ctx)) for column in POOLS.columns if column.key in FIGURES],
+        "figures": figures(pool, detail, not_ready),
         "status": status,
         "status_css": status_css(status),
-        "engine": enforcement(pool, ctx.staff, now),
         "platforms": Listing(PLATFORMS, path=request.path, query=QueryDict(), columns=columns, sort=Sort(None, False),
                              ctx=ctx, rows=rows, total=len(rows), live=False,
                              empty_message=effective_error or "This pool has no platforms."),
         "effective_error": effective_error,
+    }
+
+
+def pool_context(request, pool) -> dict:
+    """The whole page but the nodes table and the quotas."""
+    now = timezone.now()
+    ctx = RowContext(staff=access_for(request).is_staff, now=now)
+    context = live_context(request, pool, ctx)
+    if "download" in context:
+        return context
+    document = writes.export(ConfigKind.POOL, pool.name)["pools"][pool.name]
+    revisions = visible_revisions(request).filter(kind=ConfigKind.POOL, name=pool.name).order_by("-number")
+    points = snapshots.series([pool.name], now).get(pool.name, [])
+    return {
+        **context,
+        "pool": pool,
+        "engine": enforcement(pool, ctx.staff, now),
         "document": json.dumps(document, indent=2),
         "revisions": [(revision, diff_url(revision.kind, revision.number), moment(revision.created_at, now))
                       for revision in revisions[:RECENT_REVISIONS]],

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from pools.fleet.usage import cores, status_severity
 from pools.models.visibility import redact
@@ -67,6 +68,7 @@ class Column:
     title: Callable[[Mapping], str] | None = None
     help: str = ""
     csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
+    summable: bool = False  # a count (GPUs, cores, bytes, nodes): the table's totals row sums it
 
     @property
     def export_fields(self) -> tuple[str, ...]:
@@ -178,7 +180,7 @@ def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
 
 def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "") -> Column:
     return Column(key, label, _cores_of(source) if kind == "cores" else _get(source), kind=kind, fields=(source,),
-                  sort=(source,), unit=unit, help=help)
+                  sort=(source,), unit=unit, help=help, summable=True)
 
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
@@ -230,8 +232,9 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
             help="In use within what the pool's projects deserve (pools.quotas.figures.gpu_guarantees)"),
     _figure("gpu_borrowed", "GPU borrowed", "gpu_borrowed", help="In use above what the projects deserve"),
     _figure("node_count", "Nodes", "node_count"),
-    Column("cpu_used", "CPU used", _get("cpu_used"), kind="cores", sort=("cpu_used",), unit="cores"),
-    Column("cpu_total", "CPU total", _get("cpu_total"), kind="cores", sort=("cpu_total",), unit="cores"),
+    Column("cpu_used", "CPU used", _get("cpu_used"), kind="cores", sort=("cpu_used",), unit="cores", summable=True),
+    Column("cpu_total", "CPU total", _get("cpu_total"), kind="cores", sort=("cpu_total",), unit="cores",
+           summable=True),
     _figure("memory_used", "Memory used", "memory_used", "bytes", "bytes"),
     _figure("memory_total", "Memory total", "memory_total", "bytes", "bytes"),
     Column("platforms", "Platforms", _get("platforms"), kind="list", default=False),
@@ -240,7 +243,16 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
 PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default_sort="", columns=(
     Column("name", "Platform", _get("name")),
     Column("default", "Default", _get("default"), kind="bool"),
-    Column("node_count", "Nodes", _get("node_count"), kind="number"),
+    Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row)),
+    *(Column(key, label, _get(key), kind="number", href=lambda row, ctx, extra=extra: _platform_nodes(row, **extra),
+             help=help) for key, label, extra, help in (
+        ("gpu_total", "GPU total", {"sort": "-gpu_total"}, "Capacity"),
+        ("gpu_used", "GPU used", {"sort": "-gpu_used"}, "Requested by running pods"),
+        ("gpu_free", "GPU free", {"sort": "-gpu_free"}, "Allocatable minus used"),
+        ("gpu_free_ready", "Free on Ready", {"status": "Ready", "sort": "-gpu_free"},
+         "Free on Ready, uncordoned nodes: what new work can use now"),
+        ("gpu_unhealthy", "GPU unhealthy", {"sort": "-gpu_unhealthy"}, "Capacity minus allocatable"),
+    )),
     Column("node_selector", "Node selector", lambda row, ctx: [f"{k}={v}" for k, v in row["node_selector"].items()],
            kind="list", help="Effective, from the merged pod templates"),
     Column("tolerations", "Tolerations", lambda row, ctx: [_toleration(t) for t in row["tolerations"]], kind="list"),
@@ -249,6 +261,12 @@ PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default
                                                                     row["resource_validations"]], kind="list",
            default=False),
 ))
+
+
+def _platform_nodes(row: Mapping, **extra: str) -> str:
+    """The nodes table behind a platform's figure: its nodes, sorted by that figure."""
+    platform = f"{row['pool']}/{row['name']}"
+    return f"{reverse('pages:nodes')}?{urlencode({'platform': platform, **extra})}"
 
 
 def _toleration(toleration: Mapping) -> str:

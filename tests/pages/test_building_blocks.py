@@ -104,10 +104,11 @@ def test_a_chart_stacks_used_under_free_and_breaks_at_gaps():
     assert [label for _, label in chart.y_ticks] == ["0", "4", "8"]
 
 
-def test_an_empty_chart_says_so():
+def test_an_empty_chart_says_when_its_first_point_comes():
     chart = charts.gpu_chart("alpha", [], NOW, dt.timedelta(minutes=10))
 
-    assert chart.empty and "No usage recorded for alpha" in chart.summary
+    assert chart.empty and chart.summary == "Collecting, first point in 10 minutes."
+    assert "Collecting, first point in 10 minutes." in chart.html and "record_usage_snapshots" not in chart.html
 
 
 def test_a_side_by_side_diff_pairs_changed_lines_and_cuts_long_equal_runs():

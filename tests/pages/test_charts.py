@@ -67,7 +67,8 @@ def test_epoch_seconds_do_not_depend_on_the_time_zone(fleet, settings, zone):
 
     with timezone.override(zone):
         (point,) = snapshots.series([ALPHA], moment + dt.timedelta(minutes=1))[ALPHA]
-        chart = charts.gpu_chart(ALPHA, [point], moment + dt.timedelta(minutes=1), TEN_MINUTES)
+        earlier = Point(point.at - 600, 1, 7, 8)  # a chart is drawn from its second point on
+        chart = charts.gpu_chart(ALPHA, [earlier, point], moment + dt.timedelta(minutes=1), TEN_MINUTES)
 
     assert point.at == 1_782_950_399 == int(moment.timestamp())
     local = timezone.localtime(moment, timezone.get_default_timezone()).strftime("%Y-%m-%d %H:%M:%S")
@@ -111,12 +112,24 @@ def test_the_chart_markup_is_drawn_unescaped_in_the_page(staff_client, fleet):
     now = timezone.now()
     store(fleet["alpha"], (now - dt.timedelta(minutes=20), 2), (now - dt.timedelta(minutes=10), 3))
 
-    text = body(fragment(staff_client, "/", target="pool-charts"))
+    for text, css in ((body(fragment(staff_client, "/", target="pool-charts")), "sparkline"),
+                      (body(staff_client.get(f"/pools/{ALPHA}/")), "gpu-chart")):
+        svg = text[text.index(f'<svg class="{css}"'):text.index("</svg>")]
+        assert svg.count('<path class="free" d="M') == svg.count('<path class="used" d="M') == 1
+        assert svg.index('class="free"') < svg.index('class="used"')  # used is painted over free
+        assert "&lt;" not in svg
+        if css == "gpu-chart":
+            assert svg.count('<line class="grid"') == 3 and ">now</text>" in svg
 
-    svg = text[text.index('<svg class="gpu-chart"'):text.index("</svg>")]
-    assert svg.count('<path class="free" d="M') == svg.count('<path class="used" d="M') == 1
-    assert svg.index('class="free"') < svg.index('class="used"')  # used is painted over free
-    assert svg.count('<line class="grid"') == 3 and ">now</text>" in svg and "&lt;" not in svg
+
+def test_a_sparkline_fills_its_small_frame_without_axes():
+    points = [Point(NOW.timestamp() - 600, 8, 0, 8), Point(NOW.timestamp(), 0, 8, 8)]
+
+    chart = charts.gpu_chart(ALPHA, points, NOW, TEN_MINUTES, frame=charts.SPARK)
+
+    assert (chart.width, chart.height, chart.x_ticks, chart.y_ticks) == (120, 28, [], [])
+    assert path_points(chart.used_paths[0]) == [(118, 2), (119, 27)]  # 8 of 8 used at the top, 0 at the base
+    assert chart.summary.startswith(f"{ALPHA}: Now 0 of 8 GPUs used and 8 free")
 
 
 def charts_queries(client) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from pools.fleet import snapshots
-from pools.models import Backend, Pool
+from pools.models import Backend, Node, Pool
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -36,11 +36,46 @@ def test_the_fleet_cards_count_each_node_once(staff_client, fleet):
 
     text = body(staff_client.get("/"))
 
-    cards = text[text.index('id="fleet-summary"'):text.index("</section>", text.index('id="fleet-summary"'))]
-    assert '<p class="figure">4</p>' in cards
-    assert "3 ready" in cards and "1 not ready" in cards and "0 unknown" in cards
-    assert "6 <small>of 32 used</small>" in cards
-    assert "26 free · 0 unhealthy" in cards
+    cards = fleet_cards(text)
+    assert '<a href="/nodes/" data-testid="card-nodes-figure">4</a>' in cards
+    assert "3 ready" in cards and "1 not ready" in cards and "0 of them unknown" in cards
+    assert '6</a> <small>of 32 GPUs used</small>' in cards
+    assert ">26 free</a>" in cards and ">0 unhealthy</a>" in cards
+
+
+def fleet_cards(text: str) -> str:
+    return text[text.index('id="fleet-summary"'):text.index("</section>", text.index('id="fleet-summary"'))]
+
+
+def test_the_fleet_cards_read_whole_numbers_with_their_unit_and_link_to_their_tables(staff_client, fleet):
+    make_nodes(3, [ALPHA], cpu_requested=6_674_250, cpu_allocatable=13_863_333, status="Unknown")
+
+    cards = fleet_cards(body(staff_client.get("/")))
+
+    assert '20,023</a> <small>of 41,590 cores requested</small>' in cards
+    links = dict((label.strip(), href) for href, label in re.findall(r'<a [^>]*href="([^"]+)"[^>]*>([^<]+)</a>', cards))
+    assert '<a href="/nodes/" data-testid="card-nodes-figure">3</a>' in cards
+    assert links["3 not ready"] == "/nodes/?status=attention"  # Unknown included, as that filter lists them
+    assert links["3 of them unknown"] == "/nodes/?status=Unknown"
+    assert links["0 ready"] == "/nodes/?status=Ready"
+    assert links["H100-80GB-HBM3 7 free"] == "/nodes/?gpu=NVIDIA-H100-80GB-HBM3&amp;sort=-gpu_free"
+    assert "A100-SXM4-80GB 14 free" in links
+    assert links["20,023"] == "/nodes/?sort=-cpu_used"
+
+
+def test_the_fleet_cards_are_a_live_region_that_answers_the_new_figures(staff_client, fleet):
+    nodes = make_nodes(4, [ALPHA])
+
+    def cards():
+        response = fragment(staff_client, "/", "fleet-summary")
+        assert response.status_code == 200 and "HX-Target" in response["Vary"]
+        text = body(response)
+        assert text.lstrip().startswith('<section id="fleet-summary"') and 'id="pools-table"' not in text
+        return text
+
+    assert "1 not ready" in cards() and 'hx-trigger="every 5s"' in cards()
+    Node.objects.filter(pk=nodes[1].pk).update(status="Not ready (Disk pressure)")
+    assert "2 not ready" in cards()
 
 
 def test_pool_status_shows_offline_and_maintenance(staff_client, fleet):
@@ -77,7 +112,7 @@ def test_the_overview_fragment_is_the_pool_table_and_the_charts_have_their_own(s
     assert re.findall(r'data-pool="([^"]+)"', charts) == [ALPHA]
 
 
-def test_each_pool_has_a_chart_of_the_last_24_hours(staff_client, fleet):
+def test_each_pool_has_a_sparkline_of_the_last_24_hours(staff_client, fleet):
     make_nodes(2, [ALPHA])
     now = timezone.now()
     for minutes in (30 * 60, 20, 10, 0):  # one of them older than the window
@@ -85,15 +120,29 @@ def test_each_pool_has_a_chart_of_the_last_24_hours(staff_client, fleet):
 
     text = body(staff_client.get("/"))
 
-    charts = re.findall(r'<figure class="chart-card" data-testid="chart" data-pool="([^"]+)"', text)
+    charts = re.findall(r'<li data-testid="chart" data-pool="([^"]+)"', text)
     assert charts == [ALPHA, BRAVO, "default"]
-    assert f"<title id=\"chart-{ALPHA}-title\">{ALPHA}: GPUs used and free, last 24 hours</title>" in text
-    assert "Now 1 of 16 GPUs used and 15 free" in text
-    assert text.count('<path class="used"') == 3
+    assert f'<svg class="sparkline" viewBox="0 0 120 28" role="img" aria-label="{ALPHA}: Now 1 of 16 GPUs used and ' \
+        "15 free" in text
+    assert text.count('<path class="used"') == 3 and 'class="gpu-chart"' not in text  # the large one: pool page
 
 
-def test_a_pool_without_snapshots_says_so(staff_client, fleet):
-    assert f"No usage recorded for {ALPHA} in the last 24 hours." in body(staff_client.get("/"))
+@pytest.mark.parametrize(("interval", "minutes"), [(300, "5 minutes"), (60, "1 minute"), (90, "2 minutes")])
+def test_a_pool_without_two_snapshots_says_when_its_first_point_comes(staff_client, fleet, settings, interval,
+                                                                        minutes):
+    settings.OSMO_USAGE_SNAPSHOT_INTERVAL = interval
+
+    text = body(staff_client.get("/"))
+
+    assert f"Collecting, first point in {minutes}." in text and "record_usage_snapshots" not in text
+    assert f"Collecting, first point in {minutes}." in body(staff_client.get(f"/pools/{ALPHA}/"))
+
+
+def test_a_pool_with_one_snapshot_says_when_the_next_comes(staff_client, fleet, settings):
+    settings.OSMO_USAGE_SNAPSHOT_INTERVAL = 600
+    snapshots.record(timezone.now() - dt.timedelta(minutes=3, seconds=30))
+
+    assert "Collecting, one point so far; the next in 7 minutes." in body(staff_client.get("/"))
 
 
 def test_describe_pool_shows_platforms_with_effective_selector_tolerations_and_counts(staff_client, fleet):
@@ -105,7 +154,7 @@ def test_describe_pool_shows_platforms_with_effective_selector_tolerations_and_c
     assert row_keys(platforms) == ["h100", "cpu"]
     assert "nvidia.com/gpu.present=true" in platforms
     assert "nvidia.com/gpu Exists:NoSchedule" in platforms
-    assert re.search(r'data-col="node_count" class="num">\s*3\s*<', platforms)
+    assert re.search(rf'data-col="node_count" class="num"><a href="/nodes/\?platform={ALPHA}%2Fh100">3</a><', platforms)
 
 
 def test_describe_pool_lists_its_nodes_live_its_document_and_recent_revisions(staff_client, fleet):

@@ -20,8 +20,9 @@ def _gib(value: int) -> str:
 
 
 class Command(BaseCommand):
-    help = ("describe pool NAME: the pool's figures, platforms with node counts, and its nodes. describe node NAME: "
-            "its status and reasons, conditions, taints, labels, pools and the pods on it.")
+    help = ("describe pool NAME: the pool's figures, its platforms with node counts and GPUs (total, used, free, "
+            "free on Ready nodes, unhealthy), and its nodes. describe node NAME: its status and reasons, conditions, "
+            "taints, labels, pools and the pods on it.")
 
     def add_arguments(self, parser):
         parser.add_argument("kind", choices=["pool", "node"])
@@ -55,9 +56,11 @@ class Command(BaseCommand):
         out.write(f"{'Memory:':<14}{detail['memory_used'] / 1024**3:.0f}Gi / {detail['memory_total'] / 1024**3:.0f}Gi"
                   " requested")
         out.write("Platforms:")
-        for platform in detail["platforms"]:
-            out.write(f"  {platform['name']}: {platform['node_count']} nodes")
-        if not detail["platforms"]:
+        if detail["platforms"]:
+            print_table(out, ["  PLATFORM", "NODES", "GPU TOTAL", "USED", "FREE", "FREE READY", "UNHEALTHY"],
+                        [[f"  {p['name']}", p["node_count"], p["gpu_total"], p["gpu_used"], p["gpu_free"],
+                          p["gpu_free_ready"], p["gpu_unhealthy"]] for p in detail["platforms"]])
+        else:
             out.write("  (none)")
         out.write("Nodes:")
         print_table(out, ["  NODE", "STATUS", "GPU TYPE", "GPU USED/TOTAL", "PLATFORMS"],
