@@ -19,6 +19,7 @@ from pools.config.documents import (
 )
 from pools.config.effective import effective_pool
 from pools.config.history import ConfigNotFound
+from pools.config.impact import MOVES_NODES, impact_since, placement
 from pools.config.kinds import Kind, WriteResult, get, register, run_after_write
 from pools.engine import ConfigError
 from pools.models import (
@@ -130,27 +131,31 @@ def import_document(
     handler = get(kind)
     documents = handler.documents(data, name)
     with transaction.atomic():
+        before = placement() if kind in MOVES_NODES else None
         result = handler.write(documents, author, description)
         run_after_write(kind, result)
         if kind == ConfigKind.POOL:
             # After the write hooks, which place the nodes by the new configuration (pools.fleet.sync).
             result.warnings += _check_topology_labels(result.created + result.updated)
+        if before is not None:
+            result.impact = impact_since(before)
         return result
 
 
 class _DryRun(Exception):
-    pass
+    def __init__(self, result: WriteResult):
+        self.result = result
 
 
-def validate(kind: str, data: Any, *, name: str | None = None) -> None:
+def validate(kind: str, data: Any, *, name: str | None = None, description: str = "validation") -> WriteResult:
     """Run the whole write path and roll it back: the admin's forms refuse exactly what an import
-    would refuse."""
+    would refuse, and a dry run reports what the import would do (its impact on the fleet included)."""
     try:
         with transaction.atomic():
-            import_document(kind, data, name=name, description="validation")
-            raise _DryRun
-    except _DryRun:
-        pass
+            raise _DryRun(import_document(kind, data, name=name, description=description))
+    except _DryRun as done:
+        done.result.revisions = []  # rolled back: no revision was written
+        return done.result
 
 
 def _write_pools(docs: dict[str, PoolDoc], author, description: str) -> WriteResult:
@@ -314,10 +319,13 @@ def delete(kind: str, name: str, *, author=None, description: str = "") -> Write
             raise ConfigError(f"{kind} {name!r} cannot be deleted: {'; '.join(blockers)}. "
                               "Remove those references first." if handler.blockers_are_references else
                               f"{kind} {name!r} cannot be deleted: {blockers[0]}.", field="name")
+        before = placement() if kind in MOVES_NODES else None
         handler.model.objects.filter(name=name).delete()
         revisions = history.record(kind, [(name, Action.DELETE, document)], author, description)
         result = WriteResult(kind, deleted=[name], revisions=revisions)
         run_after_write(kind, result)
+        if before is not None:
+            result.impact = impact_since(before)
     return result
 
 
