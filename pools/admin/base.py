@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from pools.config import writes
+from pools.config.kinds import WriteResult
 from pools.engine import ConfigError
 from pools.models import ConfigRevision
 
@@ -65,16 +66,20 @@ class VersionedAdmin(admin.ModelAdmin):
         for obj in queryset:
             self.delete_model(request, obj)
 
-    def _import(self, request, obj, document):
+    def _import(self, request, obj, document) -> WriteResult:
         result = writes.import_document(self.config_kind, document, name=obj.name, author=request.user,
                                          description=ADMIN_AUTHOR_NOTE)
         obj.pk = type(obj).objects.values_list("pk", flat=True).get(name=obj.name)
         if result.backends_created:
             messages.warning(request, result.summary())
+        if result.impact is not None and result.impact.moves_nodes:
+            messages.info(request, f"Nodes: {result.impact.headline()} {'; '.join(result.impact.lines())}")
+        return result
 
 
-def validated(kind: str, document: dict, name: str) -> None:
+def validated(kind: str, document: dict, name: str) -> WriteResult:
+    """What importing `document` would do (writes.validate); a refusal as the form's error."""
     try:
-        writes.validate(kind, document, name=name)
+        return writes.validate(kind, document, name=name)
     except ConfigError as exc:
         raise forms.ValidationError(exc.message) from None

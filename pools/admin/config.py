@@ -71,7 +71,16 @@ class PlatformForm(forms.ModelForm):
                                          "allowed_mounts"]
 
 
+# The hidden field of the confirmation step: the token of the impact the admin saw and confirmed.
+CONFIRM_IMPACT = "confirm_impact"
+
+
 class PlatformFormSet(BaseInlineFormSet):
+    """Checks the pool with its platforms as one document, and holds a save that moves nodes between pools until
+    the admin has seen that impact and confirmed it (`pending_impact`, shown by PoolAdmin)."""
+
+    pending_impact = None
+
     def clean(self):
         super().clean()
         pool = self.instance
@@ -80,7 +89,11 @@ class PlatformFormSet(BaseInlineFormSet):
         platforms = [form.instance for form in self.forms
                      if form.cleaned_data and not form.cleaned_data.get("DELETE")]
         self.document = {"pools": {pool.name: pool_to_document(pool, platforms)}}
-        validated(ConfigKind.POOL, self.document, pool.name)
+        impact = validated(ConfigKind.POOL, self.document, pool.name).impact
+        if impact is not None and impact.moves_nodes and self.data.get(CONFIRM_IMPACT) != impact.token():
+            self.pending_impact = impact
+            raise forms.ValidationError("Not saved yet: this change moves nodes between pools. Check the figures at "
+                                        "the top of the page, then confirm.", code="confirm_impact")
 
 
 class PlatformInline(admin.StackedInline):
@@ -128,6 +141,16 @@ class PoolAdmin(VersionedAdmin):
             return pre(writes.effective(obj.name))
         except (ConfigError, KeyError) as exc:
             return f"Cannot compute: {exc}"
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        pending = [inline.formset.pending_impact for inline in context.get("inline_admin_formsets", ())
+                   if getattr(inline.formset, "pending_impact", None)]
+        if pending:
+            context["impact"] = pending[0]
+            context["confirm_impact_field"] = CONFIRM_IMPACT
+            if len(context["errors"]) == 1:
+                context["errors"] = []  # the confirmation is the only thing missing: no "Please correct the error"
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def save_model(self, request, obj, form, change):
         pass  # saved with its platforms, as one document, in save_related

@@ -193,3 +193,56 @@ def test_a_role_holder_s_answer_names_only_the_pools_they_may_see(demo_fleet, me
     assert "simulation" not in text.replace(SEED_POOL, "")
     assert {change["pool"] for change in answer.json()["impact"]["pools"]} == {SEED_POOL, "inference", "default"}
     assert answer.json()["impact"]["pools"][0]["shared_with"] == ["inference", "1 other pool"]
+
+
+# ---- the admin's confirmation step ----------------------------------------------------------------------------
+
+def overlapping_pool_data(client) -> dict:
+    """The admin's add-pool form for a pool whose one platform selects every H100 node, as training and dev do."""
+    from tests.test_admin import new_pool_data
+
+    data = new_pool_data(client, name="overlap", default_platform="gpu")
+    data.update({"name": "overlap", "common_pod_template": "default_user", "platforms-0-override_pod_template": "h100",
+                 "platforms-0-resource_validations": ""})
+    return data
+
+
+def test_the_admin_shows_the_impact_and_saves_only_once_confirmed(demo_fleet, client, staff):
+    client.force_login(staff)
+    h100 = Node.objects.filter(gpu_product="NVIDIA-H100-80GB-HBM3")
+    data = overlapping_pool_data(client)
+
+    held = client.post("/admin/pools/pool/add/", data)
+
+    assert held.status_code == 200
+    page = held.content.decode()
+    assert 'id="impact-confirm"' in page and "Please correct the error" not in page
+    impact = held.context["impact"]
+    assert impact.nodes_shared == h100.exclude(pool_names=["default"]).count() > 0
+    assert "pool overlap: +" in page and "become SHARED with dev, training" in page
+    assert f'name="confirm_impact" value="{impact.token()}"' in page
+    assert 'name="csrfmiddlewaretoken"' in page
+    assert not Pool.objects.filter(name="overlap").exists()
+
+    wrong = client.post("/admin/pools/pool/add/", {**data, "confirm_impact": "not-the-token"})
+    assert wrong.status_code == 200 and not Pool.objects.filter(name="overlap").exists()
+
+    saved = client.post("/admin/pools/pool/add/", {**data, "confirm_impact": impact.token()})
+
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert ConfigRevision.objects.filter(kind=ConfigKind.POOL, name="overlap", action="create").exists()
+    assert h100.filter(pool_names__contains=["overlap"]).count() == h100.count()
+
+
+def test_an_admin_edit_that_moves_no_node_saves_at_once(demo_fleet, client, staff):
+    from tests.test_admin import form_data
+
+    client.force_login(staff)
+    pool = Pool.objects.get(name="dev")
+    data = form_data(client.get(f"/admin/pools/pool/{pool.pk}/change/"))
+    data["description"] = "Development, edited"
+
+    saved = client.post(f"/admin/pools/pool/{pool.pk}/change/", data)
+
+    assert saved.status_code == 302
+    assert Pool.objects.get(name="dev").description == "Development, edited"
