@@ -7,7 +7,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.access.scoping import config_path, may_touch_config, readable_revisions, refuse_unreadable_revision
-from pools.access.serializers import StrictCharField, WriteResultSerializer, named, path_parameter, validated
+from pools.access.serializers import (
+    StrictBooleanField,
+    StrictCharField,
+    WriteResultSerializer,
+    named,
+    path_parameter,
+    validated,
+)
 from pools.config import history, writes
 from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision
@@ -150,6 +157,9 @@ class RollbackSerializer(serializers.Serializer):
     revision = serializers.IntegerField(min_value=1, help_text="The revision to restore the object to.")
     description = StrictCharField(required=False, allow_blank=True, default="",
                                   help_text="Stored on the new revision.")
+    before = StrictBooleanField(required=False, default=False,
+                                help_text="Restore the object as it was just before the revision instead: before "
+                                          "its creation it did not exist, so it is deleted.")
 
 
 class RollbackView(APIView):
@@ -158,10 +168,11 @@ class RollbackView(APIView):
         body = validated(RollbackSerializer, request)
         kind = _kind(body["type"].lower())
         target = history.get_revision(kind, body["revision"])
-        if not may_touch_config(request, "PUT", kind, target.name):
-            raise PermissionDenied(f"Rolling back {kind} {target.name} writes it: that needs staff or a role that "
-                                   f"allows PUT {config_path(kind, target.name)}")
-        result = writes.rollback(kind, body["revision"], author=request.user,
+        for method in ("PUT", "DELETE") if body["before"] else ("PUT",):
+            if not may_touch_config(request, method, kind, target.name):
+                raise PermissionDenied(f"Rolling back {kind} {target.name} writes it: that needs staff or a role "
+                                       f"that allows {method} {config_path(kind, target.name)}")
+        result = writes.rollback(kind, body["revision"], before=body["before"], author=request.user,
                                   description=body["description"])
         return _answer(request, result)
 

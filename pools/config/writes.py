@@ -329,17 +329,26 @@ def delete(kind: str, name: str, *, author=None, description: str = "") -> Write
     return result
 
 
-def rollback(kind: str, number: int, *, author=None, description: str = "") -> WriteResult:
-    """Make the object look as it did at revision `number`; the change is itself a new revision."""
+def rollback(kind: str, number: int, *, before: bool = False, author=None, description: str = "") -> WriteResult:
+    """Make the object look as it did at revision `number` or, with `before`, as it did just before it: before
+    its creation it did not exist, so it is deleted. The change is itself a new revision, recorded as a
+    `rollback` (or a `delete`)."""
     revision = history.get_revision(kind, number)
-    description = description or f"Rollback to revision {number}"
     handler = get(kind)
+    if before:
+        description = description or f"Rollback to before revision {number}"
+        revision = history.previous_revision(revision) or ConfigRevision(kind=kind, name=revision.name,
+                                                                          action=Action.DELETE)
+    description = description or f"Rollback to revision {number}"
     if revision.action == Action.DELETE:
         if not handler.model.objects.filter(name=revision.name).exists():
             return WriteResult(kind, unchanged=[revision.name])
         return delete(kind, revision.name, author=author, description=description)
-    return import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
-                           author=author, description=description)
+    with transaction.atomic():
+        result = import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
+                                 author=author, description=description)
+        ConfigRevision.objects.filter(kind=kind, number__in=result.revisions).update(action=Action.ROLLBACK)
+    return result
 
 
 def _default_pool_blockers(name: str) -> list[str]:

@@ -13,7 +13,7 @@ from pools.config import history, writes
 from pools.config.defaults import init_defaults
 from pools.engine import ConfigError, parse_json
 from pools.management.cli import clear_errors
-from pools.models import ConfigKind
+from pools.models import ConfigKind, ConfigRevision
 
 TYPES = [kind.value for kind in ConfigKind]
 # Checked here, in our words: a larger number reaches the database as a LIMIT it refuses in its own.
@@ -70,6 +70,9 @@ class Command(BaseCommand):
         rollback.add_argument("type", metavar="TYPE")
         rollback.add_argument("revision", type=int)
         rollback.add_argument("--description", default="")
+        rollback.add_argument("--before", action="store_true",
+                              help="Restore it as it was just before REV instead; before its creation it did not "
+                                   "exist, so it is deleted (a delete revision).")
 
     @clear_errors
     def handle(self, *args, verb, **options):
@@ -183,10 +186,14 @@ class Command(BaseCommand):
 
     def do_rollback(self, options):
         kind = history.parse_kind(options["type"])
-        result = writes.rollback(kind, options["revision"], author=self._author(options),
+        result = writes.rollback(kind, options["revision"], before=options["before"], author=self._author(options),
                                   description=options["description"])
         self.stdout.write(result.summary())
         self._print_impact(result)
+        if not result.changed and not options["before"] and \
+                history.get_revision(kind, options["revision"]).action == ConfigRevision.Action.CREATE:
+            self.stdout.write(f"Revision {options['revision']} created it: to undo its creation (delete it), run "
+                              f"`config rollback {kind} {options['revision']} --before`.")
 
 
 
