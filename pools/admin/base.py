@@ -72,8 +72,8 @@ class VersionedAdmin(admin.ModelAdmin):
         obj.pk = type(obj).objects.values_list("pk", flat=True).get(name=obj.name)
         if result.backends_created:
             messages.warning(request, result.summary())
-        if result.impact is not None and result.impact.moves_nodes:
-            messages.info(request, f"Nodes: {result.impact.headline()} {'; '.join(result.impact.lines())}")
+        if result.impact_text():
+            messages.info(request, result.impact_text())
         return result
 
 

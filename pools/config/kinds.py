@@ -49,6 +49,12 @@ class WriteResult:
             return []
         return [f"Nodes: {self.impact.headline()}", *(f"  {line}" for line in self.impact.lines())]
 
+    def impact_text(self) -> str:
+        """The impact in one paragraph, for a message; empty when no node changes pools."""
+        if self.impact is None or not self.impact.moves_nodes:
+            return ""
+        return f"Nodes: {self.impact.headline()} {'; '.join(self.impact.lines())}."
+
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "impact": self.impact.as_dict() if self.impact else None}
 

@@ -3,6 +3,7 @@ functions; each call is one transaction that either applies a whole document and
 revisions, or changes nothing."""
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -147,15 +148,24 @@ class _DryRun(Exception):
         self.result = result
 
 
-def validate(kind: str, data: Any, *, name: str | None = None, description: str = "validation") -> WriteResult:
-    """Run the whole write path and roll it back: the admin's forms refuse exactly what an import
-    would refuse, and a dry run reports what the import would do (its impact on the fleet included)."""
+def _rolled_back(write: Callable[[], WriteResult]) -> WriteResult:
     try:
         with transaction.atomic():
-            raise _DryRun(import_document(kind, data, name=name, description=description))
+            raise _DryRun(write())
     except _DryRun as done:
         done.result.revisions = []  # rolled back: no revision was written
         return done.result
+
+
+def validate(kind: str, data: Any, *, name: str | None = None, description: str = "validation") -> WriteResult:
+    """Run the whole write path and roll it back: the admin's forms refuse exactly what an import
+    would refuse, and a dry run reports what the import would do (its impact on the fleet included)."""
+    return _rolled_back(lambda: import_document(kind, data, name=name, description=description))
+
+
+def preview_rollback(kind: str, number: int, *, before: bool = False) -> WriteResult:
+    """What `rollback` would do, its impact on the fleet included, written and rolled back."""
+    return _rolled_back(lambda: rollback(kind, number, before=before, description="preview"))
 
 
 def _write_pools(docs: dict[str, PoolDoc], author, description: str) -> WriteResult:

@@ -168,6 +168,11 @@ def rollback(request):
                           and current.action != ConfigRevision.Action.DELETE,
                "undo_creation_url": rollback_url(kind, number, before=True)
                                     if target.action == ConfigRevision.Action.CREATE and not before else ""}
+    if request.method != "POST":
+        try:  # what it would do to the fleet, or why it would be refused, before anyone confirms
+            context["preview"] = writes.preview_rollback(kind, number, before=before)
+        except ConfigError as exc:
+            context["error"] = exc.message
     if request.method == "POST":
         if request.POST.get("confirm") != "yes":
             context["error"] = "Tick the confirmation box to roll back."
@@ -178,7 +183,7 @@ def rollback(request):
         except ConfigError as exc:
             context["error"] = exc.message
             return render(request, "pages/rollback.html", context, status=400)
-        messages.success(request, " ".join([result.summary(), *result.impact_lines()]))
+        messages.success(request, f"{result.summary()}. {result.impact_text()}".removesuffix(". "))
         return HttpResponseRedirect(f"{reverse('pages:history')}?"
                                     f"{urlencode({'type': kind.lower(), 'name': target.name})}")
     return render(request, "pages/rollback.html", context)

@@ -1,6 +1,8 @@
 """In Chromium, on a laptop and on a phone: an admin edits a demo pool so that it overlaps the others, sees which
-nodes would become SHARED with which pools before anything is saved, confirms, and finds it saved."""
+nodes would become SHARED with which pools before anything is saved, confirms, and finds it saved; and rolls seed
+002's pasted pool back to before its creation, which deletes it."""
 
+import json
 import os
 from pathlib import Path
 
@@ -8,13 +10,16 @@ import pytest
 from playwright.sync_api import expect
 
 from pools.cluster.simulated import SimulatedCluster
+from pools.config import writes
 from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync
-from pools.models import Backend, ConfigRevision, Node, Pool
+from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
+from tests.conftest import seed_json_blocks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
+SEED_POOL = "shared_simulation_training_pool"
 SHOTS = Path(os.environ.get("OSMO_SHOTS", "/tmp/shots-config"))
 
 
@@ -68,3 +73,38 @@ def test_an_admin_sees_the_nodes_an_edit_would_share_confirms_and_it_is_saved(li
     assert Pool.objects.get(name="dev").node_selector == {}
     assert h100.filter(pool_names__contains=["training", "dev"]).count() == in_training
     assert ConfigRevision.objects.filter(kind="POOL", name="dev").count() == 2
+
+
+@pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)], ids=["laptop", "phone"])
+def test_an_admin_rolls_a_pasted_pool_back_to_before_its_creation(live_server, page, demo_fleet, viewport):
+    page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+    document = json.loads(seed_json_blocks("002")[2])
+    writes.import_document(ConfigKind.POOL, document, author="tests")
+    created = ConfigRevision.objects.get(kind="POOL", name=SEED_POOL)
+    assert Node.objects.filter(pool_names__contains=[SEED_POOL]).exists()
+    page.goto(f"{live_server.url}/accounts/login/?next=/config/history/%3Fname%3D{SEED_POOL}")
+    page.fill("input[name=username]", USERNAME)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+
+    row = page.locator(f'tr[data-key="POOL-{created.number}"]')
+    expect(row.locator('[data-col="number"]')).to_have_text(f"pool r{created.number}")
+    row.get_by_role("link", name="Roll back…").click()
+    expect(page.locator(".empty-state")).to_contain_text("rolling back writes nothing")
+    page.locator("#rollback-undo-creation").click()
+
+    expect(page.locator("h1")).to_contain_text(f"to before revision {created.number}?")
+    submit = page.locator("#rollback-submit")
+    expect(submit).to_have_text(f"Delete {SEED_POOL}")
+    moved = Node.objects.filter(pool_names__contains=[SEED_POOL]).count()
+    expect(page.locator("#rollback-impact")).to_contain_text(f"pool {SEED_POOL}: -{moved} nodes")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"rollback-creation-{viewport[0]}.png"))
+    page.locator("#rollback-confirm").check()
+    submit.click()
+
+    expect(page.get_by_text(f"POOL: deleted {SEED_POOL}")).to_be_visible()
+    page.screenshot(path=str(SHOTS / f"rollback-creation-done-{viewport[0]}.png"))
+    assert not Pool.objects.filter(name=SEED_POOL).exists()
+    assert not Node.objects.filter(pool_names__contains=[SEED_POOL]).exists()
+    assert ConfigRevision.objects.filter(kind="POOL", name=SEED_POOL).order_by("-number").first().action == "delete"

@@ -27,6 +27,15 @@ def latest(name: str) -> ConfigRevision:
     return ConfigRevision.objects.filter(kind=ConfigKind.POOL, name=name).order_by("-number").first()
 
 
+def test_a_refused_rollback_says_why_before_anyone_confirms(staff_client, fleet):
+    created = ConfigRevision.objects.get(kind=ConfigKind.POOL, name="default", action="create")
+
+    text = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={created.number}&before=1"))
+
+    assert 'id="rollback-error"' in text and "it is the default pool" in text
+    assert Pool.objects.filter(name="default").exists()
+
+
 def test_the_rollback_page_of_a_creation_offers_to_delete_the_object(staff_client, pasted):
     text = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={pasted.number}"))
 
@@ -76,9 +85,15 @@ def test_before_an_update_is_the_previous_revision(fleet):
     assert latest(ALPHA).action == "rollback"
 
 
-def test_deleting_by_rollback_reports_the_nodes_it_moves(pasted):
+def test_deleting_by_rollback_reports_the_nodes_it_moves_before_and_after(staff_client, pasted):
     make_nodes(3, [NEW], prefix="pasted")
     Node.objects.filter(name__startswith="pasted").update(labels={})  # no platform of any pool selects them
+
+    asked = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={pasted.number}&before=1"))
+
+    assert "Nodes: 3 nodes (24 GPUs) change pools." in asked
+    assert f"<li>pool {NEW}: -3 nodes, -24 GPUs (3 -&gt; 0 nodes, 24 -&gt; 0 GPUs)</li>" in asked
+    assert Pool.objects.filter(name=NEW).exists() and latest(NEW) == pasted  # the preview wrote nothing
 
     result = writes.rollback(ConfigKind.POOL, pasted.number, before=True, author="tests")
 
