@@ -23,6 +23,7 @@ from pools.config.history import ConfigNotFound
 from pools.config.impact import MOVES_NODES, impact_since, placement
 from pools.config.kinds import Kind, WriteResult, get, register, run_after_write
 from pools.engine import ConfigError
+from pools.inventory.impact import Impact
 from pools.models import (
     Backend,
     ConfigKind,
@@ -139,7 +140,7 @@ def import_document(
             # After the write hooks, which place the nodes by the new configuration (pools.fleet.sync).
             result.warnings += _check_topology_labels(result.created + result.updated)
         if before is not None:
-            result.impact = impact_since(before)
+            result.impact = impact_since(before) if result.changed else Impact()
         return result
 
 
