@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
 
-from pools.admin.base import VersionedAdmin, pre, validated
+from pools.admin.base import VersionedAdmin, hold_unconfirmed, pre, validated
 from pools.admin.forms import JSONDocumentField, NameListField
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
@@ -71,15 +71,8 @@ class PlatformForm(forms.ModelForm):
                                          "allowed_mounts"]
 
 
-# The hidden field of the confirmation step: the token of the impact the admin saw and confirmed.
-CONFIRM_IMPACT = "confirm_impact"
-
-
 class PlatformFormSet(BaseInlineFormSet):
-    """Checks the pool with its platforms as one document, and holds a save that moves nodes between pools until
-    the admin has seen that impact and confirmed it (`pending_impact`, shown by PoolAdmin)."""
-
-    pending_impact = None
+    """Checks the pool with its platforms as one document; a save that moves nodes waits for confirmation."""
 
     def clean(self):
         super().clean()
@@ -89,11 +82,7 @@ class PlatformFormSet(BaseInlineFormSet):
         platforms = [form.instance for form in self.forms
                      if form.cleaned_data and not form.cleaned_data.get("DELETE")]
         self.document = {"pools": {pool.name: pool_to_document(pool, platforms)}}
-        impact = validated(ConfigKind.POOL, self.document, pool.name).impact
-        if impact is not None and impact.moves_nodes and self.data.get(CONFIRM_IMPACT) != impact.token():
-            self.pending_impact = impact
-            raise forms.ValidationError("Not saved yet: this change moves nodes between pools. Check the figures at "
-                                        "the top of the page, then confirm.", code="confirm_impact")
+        hold_unconfirmed(self, validated(ConfigKind.POOL, self.document, pool.name))
 
 
 class PlatformInline(admin.StackedInline):
@@ -142,16 +131,6 @@ class PoolAdmin(VersionedAdmin):
         except (ConfigError, KeyError) as exc:
             return f"Cannot compute: {exc}"
 
-    def render_change_form(self, request, context, *args, **kwargs):
-        pending = [inline.formset.pending_impact for inline in context.get("inline_admin_formsets", ())
-                   if getattr(inline.formset, "pending_impact", None)]
-        if pending:
-            context["impact"] = pending[0]
-            context["confirm_impact_field"] = CONFIRM_IMPACT
-            if len(context["errors"]) == 1:
-                context["errors"] = []  # the confirmation is the only thing missing: no "Please correct the error"
-        return super().render_change_form(request, context, *args, **kwargs)
-
     def save_model(self, request, obj, form, change):
         pass  # saved with its platforms, as one document, in save_related
 
@@ -176,7 +155,8 @@ class PodTemplateForm(forms.ModelForm):
         data = super().clean()
         name = data.get("name") or self.instance.name
         if name and "body" in data:
-            validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name)
+            # A template's node selector places nodes as it places pods: a change may move nodes too.
+            hold_unconfirmed(self, validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name))
         return data
 
 

@@ -14,7 +14,7 @@ from pools.config import writes
 from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync
 from pools.inventory.impact import placement_impact
-from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool, Role, RoleAssignment
+from pools.models import Backend, ConfigKind, ConfigRevision, Node, PodTemplate, Pool, Role, RoleAssignment
 from tests.conftest import seed_json_blocks
 
 SEED_POOL = "shared_simulation_training_pool"
@@ -246,3 +246,26 @@ def test_an_admin_edit_that_moves_no_node_saves_at_once(demo_fleet, client, staf
 
     assert saved.status_code == 302
     assert Pool.objects.get(name="dev").description == "Development, edited"
+
+
+def test_the_admin_holds_a_pod_template_edit_that_moves_nodes_too(demo_fleet, client, staff, tmp_path):
+    from tests.test_admin import form_data
+
+    run("update", "POOL", "--file", seed_pool_file(tmp_path), "--yes")
+    client.force_login(staff)
+    template = PodTemplate.objects.get(name="l40s")
+    url = f"/admin/pools/podtemplate/{template.pk}/change/"
+    data = {**form_data(client.get(url)),
+            "body": json.dumps({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}})}
+
+    held = client.post(url, data)
+
+    assert held.status_code == 200
+    impact, page = held.context["impact"], held.content.decode()
+    assert f"pool {SEED_POOL}: " in page and "become SHARED with dev, training" in page
+    assert PodTemplate.objects.get(name="l40s").body == template.body
+
+    saved = client.post(url, {**data, "confirm_impact": impact.token()})
+
+    assert saved.status_code == 302
+    assert Node.objects.filter(gpu_product="NVIDIA-H100-80GB-HBM3", pool_names__contains=[SEED_POOL]).exists()
