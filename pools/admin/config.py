@@ -398,7 +398,7 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
     readonly_fields = ["kind", "number", "name", "action", "author_name", "created_at", "description",
                        "changes", "pretty_document"]
     fields = readonly_fields
-    actions = ["roll_back"]
+    actions = ["roll_back", "roll_back_before"]
 
     def lookup_allowed(self, lookup, value, request=None):
         return lookup == "name" or super().lookup_allowed(lookup, value, request)
@@ -424,6 +424,14 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
     @admin.action(description="Roll back to the selected revision (writes a new revision)",
                   permissions=["view"])
     def roll_back(self, request, queryset):
+        self._roll_back(request, queryset, before=False)
+
+    @admin.action(description="Roll back to before the selected revision (deletes what it created)",
+                  permissions=["view"])
+    def roll_back_before(self, request, queryset):
+        self._roll_back(request, queryset, before=True)
+
+    def _roll_back(self, request, queryset, *, before: bool):
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one revision to roll back to.", messages.ERROR)
             return
@@ -435,11 +443,11 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
             self.message_user(request, f"You may not change {revision.kind} configuration.", messages.ERROR)
             return
         try:
-            result = writes.rollback(revision.kind, revision.number, author=request.user)
+            result = writes.rollback(revision.kind, revision.number, before=before, author=request.user)
         except ConfigError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             return
-        self.message_user(request, result.summary(), messages.SUCCESS)
+        self.message_user(request, f"{result.summary()}. {result.impact_text()}".removesuffix(". "), messages.SUCCESS)
 
 
 # Roles, assignments and tokens register their own admin pages.

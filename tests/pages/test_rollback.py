@@ -135,3 +135,11 @@ def test_the_history_names_each_revision_with_its_kind(staff_client, pasted):
     assert f'data-col="number">pool r{pasted.number}</th>' in text
     template = ConfigRevision.objects.filter(kind=ConfigKind.POD_TEMPLATE).first()
     assert f'data-col="number">pod template r{template.number}</th>' in text
+
+
+def test_the_admin_action_rolls_back_to_before_a_creation(staff_client, pasted):
+    response = staff_client.post("/admin/pools/configrevision/", {
+        "action": "roll_back_before", "_selected_action": [pasted.pk], "index": 0})
+
+    assert response.status_code == 302
+    assert not Pool.objects.filter(name=NEW).exists() and latest(NEW).action == "delete"
