@@ -509,7 +509,7 @@ def test_it_rolls_back_a_pool_with_the_admin_action(admin_client, staff):
     assert list(Platform.objects.filter(pool=pool).values_list("name", flat=True)) == ["default"]
     assert ConfigRevision.objects.count() == before + 1
     newest = revisions_of(ConfigKind.POOL, "default").last()
-    assert newest.action == "update"
+    assert newest.action == "rollback"
     assert newest.author == staff
     assert str(original.number) in newest.description
 

@@ -429,7 +429,7 @@ def test_it_rolls_a_pool_back_to_an_earlier_revision_as_a_new_revision(api, staf
     assert revision_count(ConfigKind.POOL) == before + 1
     newest = ConfigRevision.objects.filter(kind=ConfigKind.POOL, name="default").order_by("-number").first()
     assert newest.number == response.json()["revisions"][0]
-    assert newest.action == "update"
+    assert newest.action == "rollback"  # recorded as what it is, not as an update
     assert newest.author == staff
     assert newest.document["description"] == "Default pool"
 

@@ -218,6 +218,32 @@ class ProfileUpdateSerializer(serializers.Serializer):
                                                                        "goes back to `default`.")
 
 
+class PoolChangeSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    nodes_before = serializers.IntegerField()
+    nodes_after = serializers.IntegerField()
+    gpus_before = serializers.IntegerField()
+    gpus_after = serializers.IntegerField()
+    shared_nodes = serializers.IntegerField(help_text="Its nodes that become SHARED with a pool they were not "
+                                                      "shared with before.")
+    shared_gpus = serializers.IntegerField()
+    shared_with = serializers.ListField(child=serializers.CharField(), help_text="Those pools (pools you may not "
+                                                                                  "see are counted, not named).")
+
+
+class ImpactSerializer(serializers.Serializer):
+    """What a pool or pod template write does to the fleet (pools.inventory.impact.Impact)."""
+
+    nodes_moved = serializers.IntegerField(help_text="Nodes whose pools change.")
+    gpus_moved = serializers.IntegerField()
+    nodes_shared = serializers.IntegerField(help_text="Nodes that become SHARED with a pool they were not shared "
+                                                      "with before.")
+    gpus_shared = serializers.IntegerField()
+    pools = PoolChangeSerializer(many=True, help_text="Each pool the write changes, before and after.")
+    summary = serializers.CharField()
+    lines = serializers.ListField(child=serializers.CharField(), help_text="One line per pool, as the CLI prints.")
+
+
 class WriteResultSerializer(serializers.Serializer):
     """What a configuration write did (pools.config.kinds.WriteResult)."""
 
@@ -232,6 +258,9 @@ class WriteResultSerializer(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField(),
                                      help_text="Accepted, but worth attention (a KAI pool's topology keys not yet "
                                                "checkable against node labels, say).")
+    impact = ImpactSerializer(allow_null=True, help_text="Pools and pod templates: the nodes and GPUs the write "
+                                                         "moves between pools; null for other kinds.")
+    dry_run = serializers.BooleanField(required=False, help_text="With ?dry_run=1: true, and nothing was written.")
 
 
 @extend_schema_field(RoleDoc)

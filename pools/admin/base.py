@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from pools.config import writes
+from pools.config.kinds import WriteResult
 from pools.engine import ConfigError
 from pools.models import ConfigRevision
 
@@ -29,6 +30,18 @@ class VersionedAdmin(admin.ModelAdmin):
     """Shared behaviour of the versioned kinds: history, revisions panel, guarded deletes."""
 
     config_kind: str
+    change_form_template = "admin/pools/impact_change_form.html"
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        forms_ = [context["adminform"].form] if "adminform" in context else []
+        forms_ += [inline.formset for inline in context.get("inline_admin_formsets", ())]
+        pending = [form.pending_impact for form in forms_ if getattr(form, "pending_impact", None)]
+        if pending:
+            context["impact"] = pending[0]
+            context["confirm_impact_field"] = CONFIRM_IMPACT
+            if len(context["errors"]) == 1:
+                context["errors"] = []  # the confirmation is the only thing missing: no "Please correct the error"
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
@@ -65,16 +78,34 @@ class VersionedAdmin(admin.ModelAdmin):
         for obj in queryset:
             self.delete_model(request, obj)
 
-    def _import(self, request, obj, document):
+    def _import(self, request, obj, document) -> WriteResult:
         result = writes.import_document(self.config_kind, document, name=obj.name, author=request.user,
                                          description=ADMIN_AUTHOR_NOTE)
         obj.pk = type(obj).objects.values_list("pk", flat=True).get(name=obj.name)
         if result.backends_created:
             messages.warning(request, result.summary())
+        if result.impact_text():
+            messages.info(request, result.impact_text())
+        return result
 
 
-def validated(kind: str, document: dict, name: str) -> None:
+# The hidden field of the confirmation step: the token of the impact the admin saw and confirmed.
+CONFIRM_IMPACT = "confirm_impact"
+
+
+def hold_unconfirmed(form, result: WriteResult) -> None:
+    """A save that moves nodes between pools waits until the admin has seen that impact and confirmed it: the
+    form (or formset) keeps it as `pending_impact`, which VersionedAdmin shows above the form."""
+    impact = result.impact
+    if impact is not None and impact.moves_nodes and form.data.get(CONFIRM_IMPACT) != impact.token():
+        form.pending_impact = impact
+        raise forms.ValidationError("Not saved yet: this change moves nodes between pools. Check the figures at the "
+                                    "top of the page, then confirm.", code="confirm_impact")
+
+
+def validated(kind: str, document: dict, name: str) -> WriteResult:
+    """What importing `document` would do (writes.validate); a refusal as the form's error."""
     try:
-        writes.validate(kind, document, name=name)
+        return writes.validate(kind, document, name=name)
     except ConfigError as exc:
         raise forms.ValidationError(exc.message) from None

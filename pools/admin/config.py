@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
 
-from pools.admin.base import VersionedAdmin, pre, validated
+from pools.admin.base import VersionedAdmin, hold_unconfirmed, pre, validated
 from pools.admin.forms import JSONDocumentField, NameListField
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
@@ -72,6 +72,8 @@ class PlatformForm(forms.ModelForm):
 
 
 class PlatformFormSet(BaseInlineFormSet):
+    """Checks the pool with its platforms as one document; a save that moves nodes waits for confirmation."""
+
     def clean(self):
         super().clean()
         pool = self.instance
@@ -80,7 +82,7 @@ class PlatformFormSet(BaseInlineFormSet):
         platforms = [form.instance for form in self.forms
                      if form.cleaned_data and not form.cleaned_data.get("DELETE")]
         self.document = {"pools": {pool.name: pool_to_document(pool, platforms)}}
-        validated(ConfigKind.POOL, self.document, pool.name)
+        hold_unconfirmed(self, validated(ConfigKind.POOL, self.document, pool.name))
 
 
 class PlatformInline(admin.StackedInline):
@@ -153,7 +155,8 @@ class PodTemplateForm(forms.ModelForm):
         data = super().clean()
         name = data.get("name") or self.instance.name
         if name and "body" in data:
-            validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name)
+            # A template's node selector places nodes as it places pods: a change may move nodes too.
+            hold_unconfirmed(self, validated(ConfigKind.POD_TEMPLATE, {name: data["body"]}, name))
         return data
 
 
@@ -395,7 +398,7 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
     readonly_fields = ["kind", "number", "name", "action", "author_name", "created_at", "description",
                        "changes", "pretty_document"]
     fields = readonly_fields
-    actions = ["roll_back"]
+    actions = ["roll_back", "roll_back_before"]
 
     def lookup_allowed(self, lookup, value, request=None):
         return lookup == "name" or super().lookup_allowed(lookup, value, request)
@@ -421,6 +424,14 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
     @admin.action(description="Roll back to the selected revision (writes a new revision)",
                   permissions=["view"])
     def roll_back(self, request, queryset):
+        self._roll_back(request, queryset, before=False)
+
+    @admin.action(description="Roll back to before the selected revision (deletes what it created)",
+                  permissions=["view"])
+    def roll_back_before(self, request, queryset):
+        self._roll_back(request, queryset, before=True)
+
+    def _roll_back(self, request, queryset, *, before: bool):
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one revision to roll back to.", messages.ERROR)
             return
@@ -432,11 +443,11 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
             self.message_user(request, f"You may not change {revision.kind} configuration.", messages.ERROR)
             return
         try:
-            result = writes.rollback(revision.kind, revision.number, author=request.user)
+            result = writes.rollback(revision.kind, revision.number, before=before, author=request.user)
         except ConfigError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             return
-        self.message_user(request, result.summary(), messages.SUCCESS)
+        self.message_user(request, f"{result.summary()}. {result.impact_text()}".removesuffix(". "), messages.SUCCESS)
 
 
 # Roles, assignments and tokens register their own admin pages.

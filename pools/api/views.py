@@ -7,10 +7,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.access.scoping import config_path, may_touch_config, readable_revisions, refuse_unreadable_revision
-from pools.access.serializers import StrictCharField, WriteResultSerializer, named, path_parameter, validated
+from pools.access.serializers import (
+    StrictBooleanField,
+    StrictCharField,
+    WriteResultSerializer,
+    named,
+    path_parameter,
+    validated,
+)
 from pools.config import history, writes
 from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision
+from pools.models.visibility import access_for
 
 from .schema import ConfigDocument
 
@@ -26,12 +34,31 @@ def _kind(slug: str) -> str:
     return kind
 
 
+DRY_RUN = OpenApiParameter("dry_run", bool, description="1: check the document and answer what it would do "
+                                                       "(its impact on the fleet included), writing nothing.")
+
+
 def _import(request, kind: str, name: str | None) -> Response:
     # The kind's document models check the body (pools.config.documents, pools.access.documents), in the
     # write path every door shares; a document is imported whole or not at all.
-    result = writes.import_document(_kind(kind), request.data, name=name, author=request.user,
-                                     description=request.query_params.get("description", ""))
-    return Response(result.as_dict())
+    description = request.query_params.get("description", "")
+    dry_run = request.query_params.get("dry_run", "") in ("1", "true")
+    if dry_run:
+        result = writes.validate(_kind(kind), request.data, name=name, description=description)
+    else:
+        result = writes.import_document(_kind(kind), request.data, name=name, author=request.user,
+                                         description=description)
+    return _answer(request, result, dry_run=dry_run)
+
+
+def _answer(request, result, *, dry_run: bool = False) -> Response:
+    """The write's result; its impact names only the pools the caller may see, and those it wrote."""
+    if result.impact is not None:
+        visible = access_for(request).visible_pool_names
+        if visible is not None:
+            written = {*result.created, *result.updated, *result.deleted} if result.kind == ConfigKind.POOL else set()
+            result.impact = result.impact.visible(lambda pool: pool in visible or pool in written)
+    return Response({**result.as_dict(), **({"dry_run": True} if dry_run else {})})
 
 
 @extend_schema(parameters=[KIND])
@@ -42,7 +69,7 @@ class ConfigDocumentsView(APIView):
     def get(self, request, kind):
         return Response(writes.export(_kind(kind)))
 
-    @extend_schema(request=ConfigDocument, responses=WriteResultSerializer, parameters=[DESCRIPTION],
+    @extend_schema(request=ConfigDocument, responses=WriteResultSerializer, parameters=[DESCRIPTION, DRY_RUN],
                    operation_id="configs_update")
     def put(self, request, kind):
         return _import(request, kind, None)
@@ -60,7 +87,7 @@ class ConfigDocumentView(APIView):
     def get(self, request, kind, name):
         return Response(writes.export(_kind(kind), name))
 
-    @extend_schema(request=ConfigDocument, responses=WriteResultSerializer, parameters=[DESCRIPTION],
+    @extend_schema(request=ConfigDocument, responses=WriteResultSerializer, parameters=[DESCRIPTION, DRY_RUN],
                    operation_id="config_update")
     def put(self, request, kind, name):
         return _import(request, kind, name)
@@ -69,7 +96,7 @@ class ConfigDocumentView(APIView):
     def delete(self, request, kind, name):
         result = writes.delete(_kind(kind), name, author=request.user,
                                 description=request.query_params.get("description", ""))
-        return Response(result.as_dict())
+        return _answer(request, result)
 
 
 class RevisionSerializer(serializers.Serializer):
@@ -130,6 +157,9 @@ class RollbackSerializer(serializers.Serializer):
     revision = serializers.IntegerField(min_value=1, help_text="The revision to restore the object to.")
     description = StrictCharField(required=False, allow_blank=True, default="",
                                   help_text="Stored on the new revision.")
+    before = StrictBooleanField(required=False, default=False,
+                                help_text="Restore the object as it was just before the revision instead: before "
+                                          "its creation it did not exist, so it is deleted.")
 
 
 class RollbackView(APIView):
@@ -138,12 +168,13 @@ class RollbackView(APIView):
         body = validated(RollbackSerializer, request)
         kind = _kind(body["type"].lower())
         target = history.get_revision(kind, body["revision"])
-        if not may_touch_config(request, "PUT", kind, target.name):
-            raise PermissionDenied(f"Rolling back {kind} {target.name} writes it: that needs staff or a role that "
-                                   f"allows PUT {config_path(kind, target.name)}")
-        result = writes.rollback(kind, body["revision"], author=request.user,
+        for method in ("PUT", "DELETE") if body["before"] else ("PUT",):
+            if not may_touch_config(request, method, kind, target.name):
+                raise PermissionDenied(f"Rolling back {kind} {target.name} writes it: that needs staff or a role "
+                                       f"that allows {method} {config_path(kind, target.name)}")
+        result = writes.rollback(kind, body["revision"], before=body["before"], author=request.user,
                                   description=body["description"])
-        return Response(result.as_dict())
+        return _answer(request, result)
 
 
 class DiffView(APIView):

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pools.inventory.impact import Impact
+
 
 @dataclass
 class WriteResult:
@@ -18,6 +20,8 @@ class WriteResult:
     revisions: list[int] = field(default_factory=list)
     backends_created: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # accepted, but worth the writer's attention
+    # Pools and pod templates: the nodes and GPUs the write moves between pools (None for other kinds).
+    impact: Impact | None = None
 
     @property
     def changed(self) -> bool:
@@ -38,8 +42,21 @@ class WriteResult:
             text += f". Warning: {warning}"
         return text
 
+    def impact_lines(self) -> list[str]:
+        """What the write does to the fleet, for people: a headline, then one line per pool it changes; nothing
+        when no node changes pools."""
+        if self.impact is None or not self.impact.moves_nodes:
+            return []
+        return [f"Nodes: {self.impact.headline()}", *(f"  {line}" for line in self.impact.lines())]
+
+    def impact_text(self) -> str:
+        """The impact in one paragraph, for a message; empty when no node changes pools."""
+        if self.impact is None or not self.impact.moves_nodes:
+            return ""
+        return f"Nodes: {self.impact.headline()} {'; '.join(self.impact.lines())}."
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "impact": self.impact.as_dict() if self.impact else None}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ functions; each call is one transaction that either applies a whole document and
 revisions, or changes nothing."""
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -19,8 +20,10 @@ from pools.config.documents import (
 )
 from pools.config.effective import effective_pool
 from pools.config.history import ConfigNotFound
+from pools.config.impact import MOVES_NODES, impact_since, placement
 from pools.config.kinds import Kind, WriteResult, get, register, run_after_write
 from pools.engine import ConfigError
+from pools.inventory.impact import Impact
 from pools.models import (
     Backend,
     ConfigKind,
@@ -130,27 +133,40 @@ def import_document(
     handler = get(kind)
     documents = handler.documents(data, name)
     with transaction.atomic():
+        before = placement() if kind in MOVES_NODES else None
         result = handler.write(documents, author, description)
         run_after_write(kind, result)
         if kind == ConfigKind.POOL:
             # After the write hooks, which place the nodes by the new configuration (pools.fleet.sync).
             result.warnings += _check_topology_labels(result.created + result.updated)
+        if before is not None:
+            result.impact = impact_since(before) if result.changed else Impact()
         return result
 
 
 class _DryRun(Exception):
-    pass
+    def __init__(self, result: WriteResult):
+        self.result = result
 
 
-def validate(kind: str, data: Any, *, name: str | None = None) -> None:
-    """Run the whole write path and roll it back: the admin's forms refuse exactly what an import
-    would refuse."""
+def _rolled_back(write: Callable[[], WriteResult]) -> WriteResult:
     try:
         with transaction.atomic():
-            import_document(kind, data, name=name, description="validation")
-            raise _DryRun
-    except _DryRun:
-        pass
+            raise _DryRun(write())
+    except _DryRun as done:
+        done.result.revisions = []  # rolled back: no revision was written
+        return done.result
+
+
+def validate(kind: str, data: Any, *, name: str | None = None, description: str = "validation") -> WriteResult:
+    """Run the whole write path and roll it back: the admin's forms refuse exactly what an import
+    would refuse, and a dry run reports what the import would do (its impact on the fleet included)."""
+    return _rolled_back(lambda: import_document(kind, data, name=name, description=description))
+
+
+def preview_rollback(kind: str, number: int, *, before: bool = False) -> WriteResult:
+    """What `rollback` would do, its impact on the fleet included, written and rolled back."""
+    return _rolled_back(lambda: rollback(kind, number, before=before, description="preview"))
 
 
 def _write_pools(docs: dict[str, PoolDoc], author, description: str) -> WriteResult:
@@ -314,24 +330,36 @@ def delete(kind: str, name: str, *, author=None, description: str = "") -> Write
             raise ConfigError(f"{kind} {name!r} cannot be deleted: {'; '.join(blockers)}. "
                               "Remove those references first." if handler.blockers_are_references else
                               f"{kind} {name!r} cannot be deleted: {blockers[0]}.", field="name")
+        before = placement() if kind in MOVES_NODES else None
         handler.model.objects.filter(name=name).delete()
         revisions = history.record(kind, [(name, Action.DELETE, document)], author, description)
         result = WriteResult(kind, deleted=[name], revisions=revisions)
         run_after_write(kind, result)
+        if before is not None:
+            result.impact = impact_since(before)
     return result
 
 
-def rollback(kind: str, number: int, *, author=None, description: str = "") -> WriteResult:
-    """Make the object look as it did at revision `number`; the change is itself a new revision."""
+def rollback(kind: str, number: int, *, before: bool = False, author=None, description: str = "") -> WriteResult:
+    """Make the object look as it did at revision `number` or, with `before`, as it did just before it: before
+    its creation it did not exist, so it is deleted. The change is itself a new revision, recorded as a
+    `rollback` (or a `delete`)."""
     revision = history.get_revision(kind, number)
-    description = description or f"Rollback to revision {number}"
     handler = get(kind)
+    if before:
+        description = description or f"Rollback to before revision {number}"
+        revision = history.previous_revision(revision) or ConfigRevision(kind=kind, name=revision.name,
+                                                                          action=Action.DELETE)
+    description = description or f"Rollback to revision {number}"
     if revision.action == Action.DELETE:
         if not handler.model.objects.filter(name=revision.name).exists():
             return WriteResult(kind, unchanged=[revision.name])
         return delete(kind, revision.name, author=author, description=description)
-    return import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
-                           author=author, description=description)
+    with transaction.atomic():
+        result = import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
+                                 author=author, description=description)
+        ConfigRevision.objects.filter(kind=kind, number__in=result.revisions).update(action=Action.ROLLBACK)
+    return result
 
 
 def _default_pool_blockers(name: str) -> list[str]:

@@ -206,6 +206,7 @@ class ConfigRevision(models.Model):
         CREATE = "create"
         UPDATE = "update"
         DELETE = "delete"
+        ROLLBACK = "rollback"  # the object restored as it was at an earlier revision
 
     kind = models.CharField(max_length=32, choices=ConfigKind.choices)
     name = models.CharField(max_length=128)

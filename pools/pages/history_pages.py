@@ -58,8 +58,9 @@ def diff_url(kind: str, number: int, other: int | None = None) -> str:
     return f"{reverse('pages:diff')}?{urlencode(params)}"
 
 
-def rollback_url(kind: str, number: int) -> str:
-    return f"{reverse('pages:rollback')}?{urlencode({'type': kind.lower(), 'revision': number})}"
+def rollback_url(kind: str, number: int, *, before: bool = False) -> str:
+    params = {"type": kind.lower(), "revision": number, **({"before": 1} if before else {})}
+    return f"{reverse('pages:rollback')}?{urlencode(params)}"
 
 
 def _row_actions(row, staff: bool) -> list[tuple[str, str]]:
@@ -154,20 +155,35 @@ def rollback(request):
     except ConfigError as exc:
         raise Http404(exc.message) from None
     current = history.revisions(kind, target.name).first()
-    rows = diffs.side_by_side(diffs.document_lines(current), diffs.document_lines(target), DIFF_CONTEXT)
+    # `before`: back to the state just before the target revision; before a creation the object did not exist.
+    before = (request.GET.get("before") or request.POST.get("before")) == "1"
+    goal = target
+    if before:
+        goal = history.previous_revision(target)
+        goal = None if goal is None or goal.action == ConfigRevision.Action.DELETE else goal
+    rows = diffs.side_by_side(diffs.document_lines(current), diffs.document_lines(goal), DIFF_CONTEXT)
     context = {"target": target, "current": current, "rows": rows, "changed": diffs.changed(rows), "nav": "history",
-               "description": request.POST.get("description", ""), "error": ""}
+               "description": request.POST.get("description", ""), "error": "", "before": before, "goal": goal,
+               "deletes": before and goal is None and current is not None
+                          and current.action != ConfigRevision.Action.DELETE,
+               "undo_creation_url": rollback_url(kind, number, before=True)
+                                    if target.action == ConfigRevision.Action.CREATE and not before else ""}
+    if request.method != "POST":
+        try:  # what it would do to the fleet, or why it would be refused, before anyone confirms
+            context["preview"] = writes.preview_rollback(kind, number, before=before)
+        except ConfigError as exc:
+            context["error"] = exc.message
     if request.method == "POST":
         if request.POST.get("confirm") != "yes":
             context["error"] = "Tick the confirmation box to roll back."
             return render(request, "pages/rollback.html", context, status=400)
         try:
-            result = writes.rollback(kind, number, author=request.user,
+            result = writes.rollback(kind, number, before=before, author=request.user,
                                       description=request.POST.get("description", "").strip())
         except ConfigError as exc:
             context["error"] = exc.message
             return render(request, "pages/rollback.html", context, status=400)
-        messages.success(request, result.summary())
+        messages.success(request, f"{result.summary()}. {result.impact_text()}".removesuffix(". "))
         return HttpResponseRedirect(f"{reverse('pages:history')}?"
                                     f"{urlencode({'type': kind.lower(), 'name': target.name})}")
     return render(request, "pages/rollback.html", context)

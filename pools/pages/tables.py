@@ -278,7 +278,9 @@ def _toleration(toleration: Mapping) -> str:
 
 REVISIONS = Table("revisions", "Configuration revisions", key=lambda row: f"{row['kind']}-{row['number']}",
                   key_fields=("kind", "number", "name", "action"), default_sort="-time", columns=(
-    Column("number", "Revision", _get("number"), kind="number", fields=("number",), sort=("number",)),
+    # Numbers count per kind and the list mixes kinds: "pool r12" says which count a number is in.
+    Column("number", "Revision", lambda row, ctx: f"{row['kind'].lower().replace('_', ' ')} r{row['number']}",
+           fields=("kind", "number"), sort=("number",)),
     Column("type", "Type", lambda row, ctx: row["kind"].lower().replace("_", " "), fields=("kind",),
            sort=("kind",)),
     Column("name", "Name", _get("name"), fields=("name",), sort=("name",)),

@@ -6,13 +6,14 @@ import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from pools.access.roles import GENERATORS, generated_role
 from pools.config import history, writes
 from pools.config.defaults import init_defaults
 from pools.engine import ConfigError, parse_json
 from pools.management.cli import clear_errors
-from pools.models import ConfigKind
+from pools.models import ConfigKind, ConfigRevision
 
 TYPES = [kind.value for kind in ConfigKind]
 # Checked here, in our words: a larger number reaches the database as a LIMIT it refuses in its own.
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         update.add_argument("name", nargs="?", help="Object name; optional for POOL documents that carry names.")
         update.add_argument("--file", "-f", required=True, help="JSON file, or - for standard input.")
         update.add_argument("--description", default="", help="Why; stored on the revision.")
+        _impact_options(update)
 
         setter = sub.add_parser("set", help="OSMO's `config set`: import one object from a file, or generate a "
                                             "role: `set ROLE osmo-<pool> pool` (seed 000) or `set ROLE NAME admin`.")
@@ -40,6 +42,7 @@ class Command(BaseCommand):
         setter.add_argument("template", nargs="?", choices=GENERATORS, help="ROLE only: generate instead of -f.")
         setter.add_argument("--file", "-f", help="JSON file, or - for standard input.")
         setter.add_argument("--description", default="", help="Why; stored on the revision.")
+        _impact_options(setter)
 
         show = sub.add_parser("show", help="Print JSON that `update` accepts back unchanged.")
         show.add_argument("type", metavar="TYPE")
@@ -67,6 +70,9 @@ class Command(BaseCommand):
         rollback.add_argument("type", metavar="TYPE")
         rollback.add_argument("revision", type=int)
         rollback.add_argument("--description", default="")
+        rollback.add_argument("--before", action="store_true",
+                              help="Restore it as it was just before REV instead; before its creation it did not "
+                                   "exist, so it is deleted (a delete revision).")
 
     @clear_errors
     def handle(self, *args, verb, **options):
@@ -104,9 +110,26 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"Cannot read {source}: {exc.strerror}") from None
         data = parse_json(text, source="standard input" if source == "-" else source)
-        result = writes.import_document(kind, data, name=options["name"], author=self._author(options),
-                                         description=options["description"])
+        if options["dry_run"]:
+            result = writes.validate(kind, data, name=options["name"], description=options["description"])
+            self.stdout.write(f"Dry run, nothing written. {result.summary()}")
+            self._print_impact(result)
+            if result.impact is not None and not result.impact.moves_nodes:
+                self.stdout.write(f"Nodes: {result.impact.headline()}")
+            return
+        with transaction.atomic():
+            result = writes.import_document(kind, data, name=options["name"], author=self._author(options),
+                                             description=options["description"])
+            if result.impact and result.impact.nodes_shared and not options["yes"]:
+                raise CommandError(  # rolls the import back
+                    f"Nothing written: {result.impact.headline()[:-1]}: {'; '.join(result.impact.lines())}. "
+                    "Run it again with --yes to apply it (or --dry-run to see what it does without writing).")
         self.stdout.write(result.summary())
+        self._print_impact(result)
+
+    def _print_impact(self, result) -> None:
+        for line in result.impact_lines():
+            self.stdout.write(line)
 
     def do_set(self, options):
         kind = history.parse_kind(options["type"])
@@ -135,6 +158,7 @@ class Command(BaseCommand):
         result = writes.delete(kind, options["name"], author=self._author(options),
                                 description=options["description"])
         self.stdout.write(result.summary())
+        self._print_impact(result)
 
     def do_history(self, options):
         kind = history.parse_kind(options["type"]) if options["type"] else None
@@ -162,7 +186,21 @@ class Command(BaseCommand):
 
     def do_rollback(self, options):
         kind = history.parse_kind(options["type"])
-        result = writes.rollback(kind, options["revision"], author=self._author(options),
+        result = writes.rollback(kind, options["revision"], before=options["before"], author=self._author(options),
                                   description=options["description"])
         self.stdout.write(result.summary())
+        self._print_impact(result)
+        if not result.changed and not options["before"] and \
+                history.get_revision(kind, options["revision"]).action == ConfigRevision.Action.CREATE:
+            self.stdout.write(f"Revision {options['revision']} created it: to undo its creation (delete it), run "
+                              f"`config rollback {kind} {options['revision']} --before`.")
 
+
+
+def _impact_options(parser) -> None:
+    parser.add_argument("--dry-run", action="store_true",
+                        help="Check the document and print what it would change (nodes and GPUs that change pools "
+                             "or become SHARED) without writing anything.")
+    parser.add_argument("--yes", action="store_true",
+                        help="Apply even when nodes become SHARED with pools they were not shared with (refused "
+                             "without it, nothing written).")
