@@ -66,7 +66,8 @@ def order_queryset(queryset: QuerySet, sort: Sort, tie_breakers: Sequence[str]) 
     if sort.column is None:
         return queryset.order_by(*tie_breakers)
     direction = "desc" if sort.descending else "asc"
-    ordering = [getattr(F(name), direction)(nulls_last=True) for name in sort.column.sort]
+    ordering = [getattr(F(name) if isinstance(name, str) else name, direction)(nulls_last=True)
+                for name in sort.column.sort]
     return queryset.order_by(*ordering, *tie_breakers)
 
 
