@@ -47,7 +47,7 @@ class ApiRootView(APIView):
 
     read_access = Rule.SIGNED_IN
 
-    @extend_schema(operation_id="api_root", responses=inline_serializer("ApiRoot", {
+    @extend_schema(operation_id="api_root", tags=["index"], responses=inline_serializer("ApiRoot", {
         name: serializers.URLField(required=False) for name, _ in ENDPOINTS + CONFIG_ENDPOINTS}))
     def get(self, request):
         paths = [(name, reverse(url_name)) for name, url_name in ENDPOINTS]
