@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our origin (/api/docs/)
     "django_filters",
     "django_htmx",
     "pools",
@@ -177,6 +178,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["pools.access.scoping.AccessPermission"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {"ConfigKindEnum": "pools.models.ConfigKind",
                             "SharingEnum": "pools.models.Node.Sharing",
                             "PoolStatusEnum": ["ONLINE", "OFFLINE", "MAINTENANCE"],

@@ -85,7 +85,7 @@ class NodeRowSerializer(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.CharField(), help_text="Every reason, in order.")
     schedulable = serializers.BooleanField(help_text="False when cordoned.")
     taints = serializers.ListField(child=serializers.DictField())
-    last_seen = serializers.DateTimeField(allow_null=True)
+    last_seen = serializers.DateTimeField(allow_null=True, help_text="The sync's last contact with the node's backend.")
 
 
 class PoolDetailSerializer(PoolRowSerializer):

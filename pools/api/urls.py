@@ -5,7 +5,7 @@ gpuctl's path style without a trailing slash, so they are routed by hand."""
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from pools.api import inventory, quotas, schema, views
+from pools.api import docs, inventory, quotas, schema, views
 
 router = SimpleRouter()
 router.register("pools", inventory.PoolViewSet, basename="api-pool")
@@ -16,6 +16,9 @@ router.register("departments", quotas.DepartmentViewSet, basename="api-departmen
 router.register("quotas", quotas.QuotaViewSet, basename="api-quota")
 
 urlpatterns = [
+    path("", docs.ApiRootView.as_view(), name="api-root"),
+    path("docs/", docs.swagger, name="api-docs"),
+    path("docs/redoc/", docs.redoc, name="api-docs-redoc"),
     path("configs/history/", views.HistoryView.as_view(), name="config-history"),
     path("configs/history/rollback/", views.RollbackView.as_view(), name="config-rollback"),
     path("configs/history/diff/", views.DiffView.as_view(), name="config-diff"),

@@ -53,6 +53,13 @@ def backend_online(backend: Backend, now=None) -> bool:
     return backend.last_sync_at is not None and now - backend.last_sync_at <= stale_after()
 
 
+def last_contact(last_seen, last_sync_at):
+    """When the sync last heard of a node. A stored node is in its backend's live picture (the sync deletes
+    the others), so it was seen at the backend's last good sync; `last_seen` (its last change, or the last
+    full list) is later only when a round that then failed heard of it."""
+    return max((moment for moment in (last_seen, last_sync_at) if moment is not None), default=None)
+
+
 def pool_status(pool: Pool, now=None, node_backends: list[Backend] | None = None) -> str:
     """The default pool collects nodes of every backend, so it is ONLINE while all of those sync."""
     if pool.enable_maintenance:
@@ -180,7 +187,7 @@ def node_row(node: Node, access: Access | None = None) -> dict[str, Any]:
         "reasons": node.reasons,
         "schedulable": not node.unschedulable,
         "taints": node.taints,
-        "last_seen": node.last_seen,
+        "last_seen": last_contact(node.last_seen, node.backend.last_sync_at),
     }
 
 
@@ -188,7 +195,8 @@ def node_row(node: Node, access: Access | None = None) -> dict[str, Any]:
 # components, whose JSON decoding was most of the time of `/api/resources/` at 5,000 nodes.
 ROW_FIELDS = ("name", "backend__name", "pool_names", "platform_names", "sharing", "gpu_product", "gpu_total",
               "gpu_used", "gpu_free", "gpu_unhealthy", "cpu_allocatable", "cpu_requested", "memory_allocatable",
-              "memory_requested", "storage_allocatable", "status", "reasons", "unschedulable", "taints", "last_seen")
+              "memory_requested", "storage_allocatable", "status", "reasons", "unschedulable", "taints", "last_seen",
+              "backend__last_sync_at")
 
 
 def node_rows(nodes=None, access: Access | None = None):

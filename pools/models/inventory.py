@@ -2,7 +2,8 @@
 and the periodic usage snapshots that the charts draw."""
 
 from django.db import models
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
+from django.db.models.functions import Coalesce, Greatest
 
 from pools.inventory.nodes import label_text
 
@@ -18,6 +19,13 @@ class NodeQuerySet(models.QuerySet):
             return self
         pools = access.filter_pools(Pool.objects.all())
         return self.filter(Exists(NodeMembership.objects.filter(node=OuterRef("pk"), pool__in=pools)))
+
+
+def last_contact_sql() -> Greatest:
+    """`usage.last_contact` in SQL, so that tables sort by it and CSV exports write it: read at display time
+    rather than written to every node every round, which would cost the sync."""
+    sync = F("backend__last_sync_at")
+    return Greatest(Coalesce("last_seen", sync), Coalesce(sync, "last_seen"))
 
 
 class NodeRows(NodeQuerySet):

@@ -29,6 +29,7 @@ from django.db.models.functions import Cast, Coalesce, NullIf
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
+from pools.models.inventory import last_contact_sql
 from pools.models.visibility import redact_sql
 
 from .tables import Column, RowContext, Table
@@ -157,8 +158,8 @@ class SqlCell(Func):
 
     output_field = TextField()
 
-    def __init__(self, template: str, field: str, params: tuple = (), *, may_be_empty: bool = False):
-        super().__init__(F(field))
+    def __init__(self, template: str, field, params: tuple = (), *, may_be_empty: bool = False):
+        super().__init__(F(field) if isinstance(field, str) else field)
         self.template_sql = template
         self.params = params
         self.may_be_empty = may_be_empty
@@ -166,7 +167,7 @@ class SqlCell(Func):
     def as_sql(self, compiler, connection, **extra_context):
         column, column_params = compiler.compile(self.get_source_expressions()[0])
         if column_params:  # never for a plain column
-            raise ValueError("a CSV cell reads a plain column")
+            raise ValueError("a CSV cell reads a plain column")  # or an expression of plain columns
         return self.template_sql.replace("$column", column), list(self.params)
 
 
@@ -185,7 +186,7 @@ def _sql_cores(field: str) -> CellSql:
     return lambda ctx, marker: SqlCell("trim_scale($column * 0.001)", field)  # millicores; exact at scale 3
 
 
-def _sql_iso_time(field: str) -> CellSql:
+def _sql_iso_time(field) -> CellSql:
     utc = "($column AT TIME ZONE 'UTC')"
     return lambda ctx, marker: SqlCell(
         f"to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE WHEN date_trunc('second', $column) = $column "
@@ -270,12 +271,13 @@ _NODE_CELLS: dict[str, CellSql] = {
     "memory_total": _sql_integer("memory_allocatable"),
     "storage": _sql_integer("storage_allocatable"),
     "taints": _sql_taints("taints"),
-    "last_seen": _sql_iso_time("last_seen"),
+    "last_seen": _sql_iso_time(last_contact_sql()),
     "labels": _sql_text("label_text"),
     "reasons": _sql_names("reasons"),
     "backend": _sql_text("backend__name"),
     "sharing": _sql_text("sharing"),
     "schedulable": _sql_not("unschedulable"),
+    "last_change": _sql_iso_time("last_seen"),
 }
 SQL_CELLS: dict[str, dict[str, CellSql]] = {"nodes": _NODE_CELLS}
 

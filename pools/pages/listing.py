@@ -68,7 +68,7 @@ def order_queryset(queryset: QuerySet, sort: Sort, tie_breakers: Sequence[str]) 
     if sort.column is None:
         return queryset.order_by(*tie_breakers)
     direction = "desc" if sort.descending else "asc"
-    ordering = [getattr(F(name) if isinstance(name, str) else name(), direction)(nulls_last=True)
+    ordering = [getattr(F(name) if isinstance(name, str) else name, direction)(nulls_last=True)
                 for name in sort.column.sort]
     return queryset.order_by(*ordering, *tie_breakers)
 

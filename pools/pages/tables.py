@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from pools.fleet.usage import cores, status_severity
+from pools.fleet.usage import cores, last_contact, status_severity
+from pools.models.inventory import last_contact_sql
 from pools.models.visibility import redact
 
 from . import formatting
@@ -60,7 +61,7 @@ class Column:
     value: Callable[[Mapping, RowContext], Any]
     kind: str = "text"  # text | number | cores | bytes | status | time | list | bool
     fields: tuple[str, ...] = ()  # what `values()` must fetch for `value`
-    sort: tuple = ()  # order_by fields, or functions making expressions (database tables); empty: not sortable
+    sort: tuple = ()  # order_by fields or expressions (database tables); empty: not sortable
     default: bool = True  # shown until the user chooses columns
     unit: str = ""  # written into the CSV header, where figures are raw
     href: Callable[[Mapping, RowContext], str] | None = None
@@ -187,7 +188,7 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
               columns=(
     Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_url),
     Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"),
-           sort=(status_severity, "status"), title=lambda row: "; ".join(row["reasons"]),
+           sort=(status_severity(), "status"), title=lambda row: "; ".join(row["reasons"]),
            help="Ready, Unknown, or Not ready with its first reason; sorts by severity: Ready, Not ready, Unknown "
                 "(descending: worst first)",
            csv_fields=("status",)),
@@ -206,7 +207,9 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
     _figure("memory_total", "Memory total", "memory_allocatable", "bytes", "bytes", help="Allocatable"),
     _figure("storage", "Storage", "storage_allocatable", "bytes", "bytes", help="Allocatable ephemeral storage"),
     Column("taints", "Taints", lambda row, ctx: [_taint(t) for t in row["taints"]], kind="list", fields=("taints",)),
-    Column("last_seen", "Last seen", _get("last_seen"), kind="time", fields=("last_seen",), sort=("last_seen",)),
+    Column("last_seen", "Last seen", lambda row, ctx: last_contact(row["last_seen"], row["backend__last_sync_at"]),
+           kind="time", fields=("last_seen", "backend__last_sync_at"), sort=(last_contact_sql(),),
+           help="The sync's last contact with the node's backend"),
     Column("labels", "Labels", lambda row, ctx: row["label_text"].split(", ") if row["label_text"] else [],
            kind="list", fields=("label_text",), default=False, help="key=value, sorted by key"),
     Column("reasons", "Reasons", _get("reasons"), kind="list", fields=("reasons",), default=False),
@@ -216,6 +219,8 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
            help="RESERVED: one pool; SHARED: several; UNUSED: none besides default"),
     Column("schedulable", "Schedulable", lambda row, ctx: not row["unschedulable"], kind="bool",
            fields=("unschedulable",), sort=("unschedulable",), default=False, help="No when cordoned"),
+    Column("last_change", "Last change", _get("last_seen"), kind="time", fields=("last_seen",), sort=("last_seen",),
+           default=False, help="When the sync last wrote a change to the node, or listed it again"),
 ))
 
 POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name", columns=(

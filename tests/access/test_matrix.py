@@ -405,6 +405,9 @@ MATRIX: dict[str, list[Probe]] = {
     "api-node-cordon": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/cordon", ok_as(ADMIN, 400),
                               body={"cordon": "yes"})],
     "api-schema": [Probe("detail", "get", "/api/schema/", SIGNED_IN, check=names_nothing_of_the_fleet)],
+    "api-root": [Probe("list", "get", "/api/", SIGNED_IN, check=names_nothing_of_the_fleet)],
+    "api-docs": [Probe("page", "get", "/api/docs/", PAGE, check=names_nothing_of_the_fleet)],
+    "api-docs-redoc": [Probe("page", "get", "/api/docs/redoc/", PAGE, check=names_nothing_of_the_fleet)],
     # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
     "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
     "api-project-detail": [

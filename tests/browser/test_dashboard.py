@@ -14,6 +14,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from pools.config import writes
+from pools.fleet.usage import last_contact
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, NodeMembership, Pool, TablePreference, UsageSnapshot
 from tests.pages.conftest import pool_document
 
@@ -342,7 +343,8 @@ def test_the_csv_download_holds_the_filtered_rows_and_chosen_columns_in_the_orde
     assert table[0] == ["Node", "Status", "Pools", "GPU type", "GPU free", "Memory total (bytes)", "Last seen",
                         "Sharing"]
     assert table[1:] == [[node.name, node.status, ", ".join(node.pool_names), node.gpu_product, str(node.gpu_free),
-                          str(node.memory_allocatable), node.last_seen.isoformat(), node.sharing]
+                          str(node.memory_allocatable),
+                          last_contact(node.last_seen, node.backend.last_sync_at).isoformat(), node.sharing]
                          for node in expected]
     assert [row[0] for row in table[1:]] == shown_keys(page)
     assert {"SHARED", "RESERVED"} <= {row[-1] for row in table[1:]}

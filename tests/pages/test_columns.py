@@ -48,7 +48,7 @@ def test_the_chooser_lists_shown_columns_first_in_their_order(staff_client, flee
 
     boxes = re.findall(r'id="col-nodes-([a-z_]+)" name="columns" value="[a-z_]+"( checked)?', text)
     assert boxes[:3] == [("gpu_free", " checked"), ("node", " checked"), ("status", "")]
-    assert len(boxes) == 21
+    assert len(boxes) == 22
 
 
 def test_reset_restores_the_default_columns(staff_client, staff, fleet):

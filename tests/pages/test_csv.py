@@ -47,7 +47,8 @@ def test_the_csv_rows_are_the_filtered_database_rows_in_the_order_and_columns_sh
     assert rows[0] == ["GPU free", "Node", "Status", "Memory total (bytes)", "CPU used (cores)", "Last seen"]
     expected = Node.objects.filter(memberships__pool__name=ALPHA, status="Ready").order_by("-gpu_free", "name")
     assert rows[1:] == [[str(n.gpu_free), n.name, n.status, str(n.memory_allocatable),
-                         str(usage.cores(n.cpu_requested)), n.last_seen.isoformat()] for n in expected]
+                         str(usage.cores(n.cpu_requested)),
+                         usage.last_contact(n.last_seen, n.backend.last_sync_at).isoformat()] for n in expected]
     # Every filtered row, not only the page on screen, and in the same order as the screen.
     assert len(rows) - 1 == expected.count() > 25
     assert re.findall(r'<tr data-key="([^"]+)"', shown) == [row[1] for row in rows[1:26]]

@@ -45,6 +45,7 @@ def test_it_shows_relative_times_with_the_absolute_time_on_hover(staff_client, f
     # Seen now, not at conftest's import (NOW), which is minutes ago late in a full run.
     make_nodes(1, [ALPHA], prefix="fresh", last_seen=timezone.now())
     make_nodes(1, [ALPHA], prefix="never", last_seen=None)
+    Node.objects.filter(name="never-0000").update(backend=Backend.objects.create(name="never-synced"))
 
     text = body(staff_client.get("/nodes/"))
 

@@ -99,7 +99,7 @@ def test_staff_edit_a_project_s_quotas_on_its_page(staff_client, world):
     text = body(staff_client.get("/projects/vision/"))
 
     assert 'id="qe-project-vision-alpha-pool-gpu-deserved"' in text
-    assert 'hx-trigger="quotas-changed from:body"' in text
+    assert 'hx-trigger="every 5s, quotas-changed from:body"' in text
 
 
 def test_a_project_page_says_how_each_member_holds_membership(staff_client, world):
