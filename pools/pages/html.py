@@ -27,6 +27,12 @@ def content(column: Column, cell: Cell) -> SafeString:
         if not cell.items:
             return _NONE
         items = format_html_join("", "<li>{}</li>", ((_link_or_text(text, href),) for text, href in cell.items))
+        if column.compact:
+            # A count that opens on demand: a row stays one line however many labels its node has.
+            count = len(cell.items)
+            noun = column.compact if count == 1 else f"{column.compact}s"
+            return format_html('<details class="cell-more"><summary>{} {}</summary><ul class="chips">{}</ul></details>',
+                               count, noun, items)
         return format_html('<ul class="chips">{}</ul>', items)
     if kind == "status":
         inner = _link_or_text(cell.text, cell.href)

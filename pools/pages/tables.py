@@ -67,6 +67,18 @@ class Column:
     title: Callable[[Mapping], str] | None = None
     help: str = ""
     csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
+    short: str = ""  # the page's header when the label is too wide for the column (the label is then its hover)
+    compact: str = ""  # a list shown as a count of these ("2 taints"), opened on demand
+
+    @property
+    def heading(self) -> str:
+        return self.short or self.label
+
+    @property
+    def heading_title(self) -> str:
+        if self.short:
+            return f"{self.label}: {self.help}" if self.help else self.label
+        return self.help
 
     @property
     def export_fields(self) -> tuple[str, ...]:
@@ -91,11 +103,11 @@ class Column:
         if self.kind == "number":
             return Cell(formatting.number(value), href=href, title=title)
         if self.kind == "cores":
-            return Cell(formatting.cores(value), title=title or f"{value} cores")
+            return Cell(formatting.cores(value, places=1), title=title or f"{formatting.cores(value)} cores")
         if self.kind == "bytes":
             return Cell(formatting.size(value), title=title or f"{formatting.number(value)} bytes")
         if self.kind == "time":
-            return Cell(formatting.relative(value, ctx.now), title=formatting.absolute(value),
+            return Cell(formatting.ago(value, ctx.now), title=formatting.absolute(value),
                         iso=value.isoformat() if value else "")
         if self.kind == "list":
             items = tuple((str(item), self.item_href(item) if self.item_href else "") for item in value)
@@ -200,10 +212,11 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
     _figure("memory_used", "Memory used", "memory_requested", "bytes", "bytes", help="Requested by pods"),
     _figure("memory_total", "Memory total", "memory_allocatable", "bytes", "bytes", help="Allocatable"),
     _figure("storage", "Storage", "storage_allocatable", "bytes", "bytes", help="Allocatable ephemeral storage"),
-    Column("taints", "Taints", lambda row, ctx: [_taint(t) for t in row["taints"]], kind="list", fields=("taints",)),
+    Column("taints", "Taints", lambda row, ctx: [_taint(t) for t in row["taints"]], kind="list", fields=("taints",),
+           compact="taint"),
     Column("last_seen", "Last seen", _get("last_seen"), kind="time", fields=("last_seen",), sort=("last_seen",)),
     Column("labels", "Labels", lambda row, ctx: row["label_text"].split(", ") if row["label_text"] else [],
-           kind="list", fields=("label_text",), default=False, help="key=value, sorted by key"),
+           kind="list", fields=("label_text",), default=False, help="key=value, sorted by key", compact="label"),
     Column("reasons", "Reasons", _get("reasons"), kind="list", fields=("reasons",), default=False),
     Column("backend", "Backend", _get("backend__name"), fields=("backend__name",), sort=("backend__name",),
            default=False),

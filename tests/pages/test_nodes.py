@@ -48,9 +48,22 @@ def test_it_shows_relative_times_with_the_absolute_time_on_hover(staff_client, f
 
     text = body(staff_client.get("/nodes/"))
 
-    assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">less than a minute ago</time>',
-                     text)
+    assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">'
+                     r'(just now|\d+\xa0s ago)</time>', text)
     assert '<span class="muted">never</span>' in text
+
+
+def test_taints_and_labels_show_as_a_count_that_opens_into_the_list(staff_client, fleet):
+    taints = [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "value": "1", "effect": "NoExecute"}]
+    make_nodes(1, [ALPHA], taints=taints, labels={"zone": "z1"})
+    make_nodes(1, [ALPHA], prefix="bare", taints=[], labels={})
+
+    text = body(staff_client.get("/nodes/?cols=node,taints,labels"))
+
+    assert re.search(r'<td data-col="taints"><details class="cell-more"><summary>2 taints</summary>'
+                     r'<ul class="chips"><li>a:NoSchedule</li><li>b=1:NoExecute</li></ul></details></td>', text)
+    assert '<summary>1 label</summary><ul class="chips"><li>zone=z1</li></ul>' in text
+    assert text.count('<span class="muted">—</span>') == 2  # none: no count to open
 
 
 def test_it_filters_by_pool_platform_status_gpu_type_and_text_from_the_url(staff_client, fleet):
