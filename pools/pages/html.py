@@ -47,15 +47,24 @@ def content(column: Column, cell: Cell) -> SafeString:
 
 
 def row(key: str, cells: list[tuple[Column, Cell]], actions: list[tuple[str, str]], with_actions: bool) -> SafeString:
-    """`<tr>` with the first cell as the row header, `data-col` on every cell for tests and styles."""
+    """`<tr>` with the first cell as the row header, `data-col` on every cell for tests and styles. On a phone
+    (site.css) only the first cell and the `phone` columns show: the others ("wide-only") open from the first
+    cell, under "More"."""
+    narrow = any(column.phone for column, _ in cells)
+    shown = [content(column, cell) for column, cell in cells]
+    hidden = [index for index, (column, _) in enumerate(cells) if narrow and index and not column.phone]
     parts = []
-    for index, (column, cell) in enumerate(cells):
-        tag = "th" if index == 0 else "td"
-        scope = ' scope="row"' if index == 0 else ""
-        css = ' class="num"' if column.numeric else ""
-        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}>{content}</{tag}>', tag=mark_safe(tag),
-                                 scope=mark_safe(scope), key=column.key, css=mark_safe(css),
-                                 content=content(column, cell)))
+    for index, (column, _cell) in enumerate(cells):
+        inner = shown[index]
+        if index == 0 and hidden:
+            facts = format_html_join("", "<dt>{}</dt><dd>{}</dd>", ((cells[i][0].label, shown[i]) for i in hidden))
+            inner = format_html('{}<details class="row-more"><summary>More</summary><dl>{}</dl></details>', inner,
+                                facts)
+        classes = " ".join(name for name, wanted in (("num", column.numeric), ("wide-only", index in hidden)) if wanted)
+        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}>{content}</{tag}>',
+                                 tag=mark_safe("th" if index == 0 else "td"),
+                                 scope=mark_safe(' scope="row"' if index == 0 else ""), key=column.key,
+                                 css=format_html(' class="{}"', classes) if classes else "", content=inner))
     if with_actions:
         links = format_html_join(" · ", '<a href="{}">{}</a>', ((href, label) for label, href in actions))
         parts.append(format_html('<td class="actions">{}</td>', links))

@@ -38,6 +38,7 @@ class Header:
     link: str  # empty: not sortable
     aria_sort: str  # ascending | descending | none
     next_direction: str
+    wide_only: bool = False  # hidden on a phone (pools.pages.html.row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,16 +165,18 @@ class Listing:
     @property
     def headers(self) -> list[Header]:
         headers = []
-        for column in self.columns:
+        narrow = any(column.phone for column in self.columns)
+        for index, column in enumerate(self.columns):
+            wide_only = narrow and index > 0 and not column.phone
             if not column.sortable:
-                headers.append(Header(column, "", "none", ""))
+                headers.append(Header(column, "", "none", "", wide_only))
                 continue
             current = self.sort.column is column
             # A figure's first click shows the largest first; text starts at A.
             descending = (not self.sort.descending) if current else column.numeric
             aria = ("descending" if self.sort.descending else "ascending") if current else "none"
             headers.append(Header(column, self.link(sort=f"{'-' if descending else ''}{column.key}"), aria,
-                                  "descending" if descending else "ascending"))
+                                  "descending" if descending else "ascending", wide_only))
         return headers
 
     @property

@@ -69,6 +69,7 @@ class Column:
     csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
     short: str = ""  # the page's header when the label is too wide for the column (the label is then its hover)
     compact: str = ""  # a list shown as a count of these ("2 taints"), opened on demand
+    phone: bool = False  # shown on a phone; the row's other columns open from its first cell
 
     @property
     def heading(self) -> str:
@@ -187,17 +188,18 @@ def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
     return lambda row, ctx: cores(row[name])
 
 
-def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "") -> Column:
+def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "",
+            phone: bool = False) -> Column:
     return Column(key, label, _cores_of(source) if kind == "cores" else _get(source), kind=kind, fields=(source,),
-                  sort=(source,), unit=unit, help=help)
+                  sort=(source,), unit=unit, help=help, phone=phone)
 
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
               columns=(
-    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_admin),
+    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_admin, phone=True),
     Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"), sort=("status",),
            title=lambda row: "; ".join(row["reasons"]), help="Ready, Unknown, or Not ready with its first reason",
-           csv_fields=("status",)),
+           csv_fields=("status",), phone=True),
     Column("pools", "Pools", lambda row, ctx: ctx.pools(row["pool_names"]), kind="list", fields=("pool_names",),
            item_href=_pool_url),
     Column("platforms", "Platforms", lambda row, ctx: ctx.platforms(row["platform_names"]), kind="list",
@@ -205,7 +207,7 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
     Column("gpu_product", "GPU type", _get("gpu_product"), fields=("gpu_product",), sort=("gpu_product",)),
     _figure("gpu_total", "GPU total", "gpu_total", help="Capacity"),
     _figure("gpu_used", "GPU used", "gpu_used", help="Requested by running pods"),
-    _figure("gpu_free", "GPU free", "gpu_free", help="Allocatable minus used"),
+    _figure("gpu_free", "GPU free", "gpu_free", help="Allocatable minus used", phone=True),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy", help="Capacity minus allocatable"),
     _figure("cpu_used", "CPU used", "cpu_requested", "cores", "cores", help="Requested by pods"),
     _figure("cpu_total", "CPU total", "cpu_allocatable", "cores", "cores", help="Allocatable"),
@@ -227,14 +229,14 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
 ))
 
 POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name", columns=(
-    Column("name", "Pool", _get("name"), sort=("name",), href=lambda row, ctx: _pool_url(row["name"])),
+    Column("name", "Pool", _get("name"), sort=("name",), href=lambda row, ctx: _pool_url(row["name"]), phone=True),
     Column("description", "Description", _get("description"), sort=("description",)),
     Column("status", "Status", _get("status"), kind="status", sort=("status",),
-           help="ONLINE: backend synced recently; OFFLINE: backend silent; MAINTENANCE: new work refused"),
+           help="ONLINE: backend synced recently; OFFLINE: backend silent; MAINTENANCE: new work refused", phone=True),
     Column("backend", "Backend", _get("backend"), sort=("backend",)),
     _figure("gpu_total", "GPU total", "gpu_total"),
     _figure("gpu_used", "GPU used", "gpu_used"),
-    _figure("gpu_free", "GPU free", "gpu_free"),
+    _figure("gpu_free", "GPU free", "gpu_free", phone=True),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy"),
     _figure("gpu_guaranteed", "GPU guaranteed", "gpu_guaranteed",
             help="In use within what the pool's projects deserve (pools.quotas.figures.gpu_guarantees)"),
@@ -248,9 +250,9 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
 ))
 
 PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default_sort="", columns=(
-    Column("name", "Platform", _get("name")),
+    Column("name", "Platform", _get("name"), phone=True),
     Column("default", "Default", _get("default"), kind="bool"),
-    Column("node_count", "Nodes", _get("node_count"), kind="number"),
+    Column("node_count", "Nodes", _get("node_count"), kind="number", phone=True),
     Column("node_selector", "Node selector", lambda row, ctx: [f"{k}={v}" for k, v in row["node_selector"].items()],
            kind="list", help="Effective, from the merged pod templates"),
     Column("tolerations", "Tolerations", lambda row, ctx: [_toleration(t) for t in row["tolerations"]], kind="list"),
@@ -270,10 +272,10 @@ def _toleration(toleration: Mapping) -> str:
 
 REVISIONS = Table("revisions", "Configuration revisions", key=lambda row: f"{row['kind']}-{row['number']}",
                   key_fields=("kind", "number", "name", "action"), default_sort="-time", columns=(
-    Column("number", "Revision", _get("number"), kind="number", fields=("number",), sort=("number",)),
+    Column("number", "Revision", _get("number"), kind="number", fields=("number",), sort=("number",), phone=True),
     Column("type", "Type", lambda row, ctx: row["kind"].lower().replace("_", " "), fields=("kind",),
-           sort=("kind",)),
-    Column("name", "Name", _get("name"), fields=("name",), sort=("name",)),
+           sort=("kind",), phone=True),
+    Column("name", "Name", _get("name"), fields=("name",), sort=("name",), phone=True),
     Column("action", "Action", _get("action"), fields=("action",), sort=("action",)),
     Column("author", "Author", _get("author_name"), fields=("author_name",), sort=("author_name",)),
     Column("time", "Time", _get("created_at"), kind="time", fields=("created_at",), sort=("created_at",)),
@@ -337,12 +339,12 @@ def _project_url(name: str) -> str:
 PROJECTS = Table("projects", "Projects", key=lambda row: row["name"], key_fields=("name",), default_sort="name",
                  columns=(
     Column("name", "Project", _get("name"), fields=("name",), sort=("name",),
-           href=lambda row, ctx: _project_url(row["name"])),
+           href=lambda row, ctx: _project_url(row["name"]), phone=True),
     Column("department", "Department", _get("department__name"), fields=("department__name",),
            sort=("department__name",)),
     Column("namespace", "Namespace", _get("namespace"), fields=("namespace",), sort=("namespace",)),
     Column("gpu_deserved", "GPU deserved", _gpus("gpu_deserved"), kind="number", fields=("gpu_deserved",),
-           sort=("gpu_deserved",), help="Over the pools you may use"),
+           sort=("gpu_deserved",), help="Over the pools you may use", phone=True),
     # Not sortable: summed per page from the pods of the rows shown (quota_pages.with_allocated), since a sum
     # per project in the database would read the pods once per project.
     Column("gpu_allocated", "GPU allocated", _get("gpu_allocated"), kind="number", fields=("namespace",),

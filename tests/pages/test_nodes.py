@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from pools.models import Backend, Node
+from pools.pages.tables import NODES
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -60,10 +61,25 @@ def test_taints_and_labels_show_as_a_count_that_opens_into_the_list(staff_client
 
     text = body(staff_client.get("/nodes/?cols=node,taints,labels"))
 
-    assert re.search(r'<td data-col="taints"><details class="cell-more"><summary>2 taints</summary>'
+    assert re.search(r'<td data-col="taints"[^>]*><details class="cell-more"><summary>2 taints</summary>'
                      r'<ul class="chips"><li>a:NoSchedule</li><li>b=1:NoExecute</li></ul></details></td>', text)
     assert '<summary>1 label</summary><ul class="chips"><li>zone=z1</li></ul>' in text
-    assert text.count('<span class="muted">—</span>') == 2  # none: no count to open
+    assert len(re.findall(r'<td data-col="(?:taints|labels)"[^>]*><span class="muted">—</span>', text)) == 2  # none
+
+
+def test_on_a_phone_a_row_shows_its_key_columns_and_opens_the_others_from_its_name(staff_client, fleet):
+    make_nodes(1, [ALPHA])
+
+    text = body(staff_client.get("/nodes/"))
+
+    wide = re.findall(r'<th scope="col" data-col="([a-z_]+)" class="[^"]*wide-only', text)
+    assert "node" not in wide and "status" not in wide and "gpu_free" not in wide and len(wide) == 13
+    cells = dict(re.findall(r'<td data-col="([a-z_]+)"( class="[^"]*")?', text))
+    assert {key for key, css in cells.items() if "wide-only" in css} == set(wide)
+    more = re.search(r'<th scope="row" data-col="node">.*?<details class="row-more"><summary>More</summary>'
+                     r'<dl>(.*?)</dl>', text).group(1)
+    assert re.findall(r"<dt>([^<]+)</dt>", more) == [NODES.by_key[key].label for key in wide]
+    assert "<dd>NVIDIA-A100-SXM4-80GB</dd>" in more  # the same cell, escaped alike
 
 
 def test_it_filters_by_pool_platform_status_gpu_type_and_text_from_the_url(staff_client, fleet):
