@@ -89,6 +89,15 @@ def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, 
             expect(row.locator(".row-more")).to_be_hidden()
             row.locator("[data-col=taints] summary").click()  # "1 taint" opens into the taint
             expect(row.locator("[data-col=taints] li")).to_have_text("nvidia.com/gpu=present:NoSchedule")
+            # Labels on: a count per row, not a row as tall as the node's labels (1,140 px on the demo).
+            page.goto(f"{live_server.url}/nodes/?cols={','.join(['node', 'status', 'labels', 'gpu_free'])}")
+            labels = page.locator("#nodes-table tr[data-key='dgx-h100-001'] [data-col=labels]")
+            expect(labels.locator("summary")).to_have_text("7 labels")
+            heights = page.locator("#nodes-grid tbody tr").evaluate_all(
+                "rows => rows.map(r => r.getBoundingClientRect().height)")
+            assert max(heights) < 3 * min(heights), heights  # one line, two where a status wraps
+            labels.locator("summary").click()
+            expect(labels.locator("li")).to_have_count(7)
         else:  # the key columns, the rest under "More"; the links behind "Menu"
             expect(row.locator("td[data-col=gpu_product]")).to_be_hidden()
             expect(row.locator("td[data-col=gpu_free]")).to_be_visible()
