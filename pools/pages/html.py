@@ -48,23 +48,22 @@ def content(column: Column, cell: Cell) -> SafeString:
 
 def row(key: str, cells: list[tuple[Column, Cell]], actions: list[tuple[str, str]], with_actions: bool) -> SafeString:
     """`<tr>` with the first cell as the row header, `data-col` on every cell for tests and styles. On a phone
-    (site.css) only the first cell and the `phone` columns show: the others ("wide-only") open from the first
-    cell, under "More"."""
+    (site.css) only the first cell and the `phone` columns show; "More" in the first cell opens the others
+    ("wide-only", each under its `data-label`) below them: the same cells, not a copy."""
     narrow = any(column.phone for column, _ in cells)
-    shown = [content(column, cell) for column, cell in cells]
-    hidden = [index for index, (column, _) in enumerate(cells) if narrow and index and not column.phone]
     parts = []
-    for index, (column, _cell) in enumerate(cells):
-        inner = shown[index]
-        if index == 0 and hidden:
-            facts = format_html_join("", "<dt>{}</dt><dd>{}</dd>", ((cells[i][0].label, shown[i]) for i in hidden))
-            inner = format_html('{}<details class="row-more"><summary>More</summary><dl>{}</dl></details>', inner,
-                                facts)
-        classes = " ".join(name for name, wanted in (("num", column.numeric), ("wide-only", index in hidden)) if wanted)
-        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}>{content}</{tag}>',
+    for index, (column, cell) in enumerate(cells):
+        inner = content(column, cell)
+        wide_only = narrow and index > 0 and not column.phone
+        if index == 0 and narrow and any(not other.phone for other, _ in cells[1:]):
+            inner = format_html('{}<details class="row-more"><summary>More</summary></details>', inner)
+        classes = " ".join(name for name, wanted in (("num", column.numeric), ("wide-only", wide_only)) if wanted)
+        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}{label}>{content}</{tag}>',
                                  tag=mark_safe("th" if index == 0 else "td"),
                                  scope=mark_safe(' scope="row"' if index == 0 else ""), key=column.key,
-                                 css=format_html(' class="{}"', classes) if classes else "", content=inner))
+                                 css=format_html(' class="{}"', classes) if classes else "",
+                                 label=format_html(' data-label="{}"', column.label) if wide_only else "",
+                                 content=inner))
     if with_actions:
         links = format_html_join(" · ", '<a href="{}">{}</a>', ((href, label) for label, href in actions))
         parts.append(format_html('<td class="actions">{}</td>', links))

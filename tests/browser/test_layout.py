@@ -102,7 +102,11 @@ def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, 
             expect(row.locator("td[data-col=gpu_product]")).to_be_hidden()
             expect(row.locator("td[data-col=gpu_free]")).to_be_visible()
             row.locator(".row-more > summary").click()
-            expect(row.locator(".row-more dl")).to_contain_text("NVIDIA-H100-80GB-HBM3")
+            expect(row.locator("td[data-col=gpu_product]")).to_be_visible()
+            expect(row.locator("td[data-col=gpu_product]")).to_have_text("NVIDIA-H100-80GB-HBM3")
+            expect(page.locator("#nodes-table tr[data-key='dgx-h100-005'] td[data-col=gpu_product]")).to_be_hidden()
+            gpu_type, free = (row.locator(f"[data-col={key}]").bounding_box() for key in ("gpu_product", "gpu_free"))
+            assert gpu_type["y"] > free["y"] and gpu_type["x"] + gpu_type["width"] <= size[0]  # a line below
             expect(page.locator("#nav-quotas")).to_be_hidden()
             page.click("#nav-menu-toggle")
             expect(page.locator("#nav-quotas")).to_be_visible()
