@@ -83,6 +83,9 @@ def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_ser
     expect(page.locator("#qe-project-nlp-training-gpu-deserved-error")).to_have_count(0)
     page.wait_for_load_state("networkidle")  # the save refreshes the tables (quotas-changed)
 
+    # As a person does (select_option alone does not focus): the focus in a cell holds the 10 s poll back, which
+    # would otherwise replace the cell while its answer is on the way, and the answer would be dropped.
+    page.focus("#qe-project-ads-training-gpu-over_quota_weight")
     page.select_option("#qe-project-ads-training-gpu-over_quota_weight", "Low")
     expect(page.locator("#quota-status")).to_contain_text("GPU weight of project ads in pool training: saved")
     assert Quota.objects.get(project__name="ads", pool__name="training").gpu_weight == 1
