@@ -67,19 +67,8 @@ class Column:
     title: Callable[[Mapping], str] | None = None
     help: str = ""
     csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
-    short: str = ""  # the page's header when the label is too wide for the column (the label is then its hover)
     compact: str = ""  # a list shown as a count of these ("2 taints"), opened on demand
     phone: bool = False  # shown on a phone; the row's other columns open from its first cell
-
-    @property
-    def heading(self) -> str:
-        return self.short or self.label
-
-    @property
-    def heading_title(self) -> str:
-        if self.short:
-            return f"{self.label}: {self.help}" if self.help else self.label
-        return self.help
 
     @property
     def export_fields(self) -> tuple[str, ...]:
