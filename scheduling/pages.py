@@ -56,11 +56,11 @@ def _reason(row, ctx) -> str:
 
 
 WORKLOADS = Table("workloads", "Workloads", key=lambda row: row["id"], default_sort="-submitted", columns=(
-    Column("name", "Name", _get("name"), sort=("name",), href=_detail_url),
+    Column("name", "Name", _get("name"), sort=("name",), href=_detail_url, phone=True),
     Column("project", "Project", _get("project"), sort=("project__name",),
            href=lambda row, ctx: reverse("pages:project", args=[row["project"]])),
     Column("user", "Submitter", _get("submitter"), sort=("submitter_name",)),
-    Column("status", "Status", _get("status"), kind="status", sort=("status",)),
+    Column("status", "Status", _get("status"), kind="status", sort=("status",), phone=True),
     Column("priority", "Priority", _get("priority"), sort=("priority_rank",),
            help="high and normal are guaranteed within deserved quota; low may borrow and be preempted"),
     Column("pool", "Pool", lambda row, ctx: row["pool"] or "", sort=("pool__name",),
@@ -68,7 +68,7 @@ WORKLOADS = Table("workloads", "Workloads", key=lambda row: row["id"], default_s
     Column("pools", "Candidate pools", _get("pools"), kind="list", item_href=_pool_url, help="Tried in this order"),
     Column("replicas", "Replicas", _get("replicas"), kind="number", sort=("replicas",)),
     Column("gpu", "GPUs", lambda row, ctx: row["gpu"] * row["replicas"], kind="number", sort=("gpu_total",),
-           help="All replicas together"),
+           help="All replicas together", phone=True),
     Column("cpu", "CPU per replica", _get("cpu"), kind="cores", unit="cores", default=False),
     Column("memory", "Memory per replica", _get("memory"), kind="bytes", unit="bytes", default=False),
     Column("position", "Position", _get("position"), kind="number",

@@ -8,4 +8,4 @@ from pools.access.scoping import access_required
 
 @access_required()
 def permissions(request):
-    return render(request, "access/permissions.html", {"profile": profile(request)})
+    return render(request, "access/permissions.html", {"profile": profile(request), "nav": "profile"})

@@ -16,11 +16,15 @@ def number(value) -> str:
     return f"{value:,}"
 
 
-def cores(value: Decimal | None) -> str:
+def cores(value: Decimal | None, places: int | None = None) -> str:
+    """`places`: at most that many decimals (a table cell: 39.48 reads as 39.5)."""
     if value is None:
         return "—"
+    value = Decimal(value)
+    if places is not None:
+        value = value.quantize(Decimal(1).scaleb(-places))
     # normalize() drops trailing zeros; "f" keeps 100 from printing as 1E+2.
-    return format(Decimal(value).normalize(), ",f")
+    return format(value.normalize(), ",f")
 
 
 def size(value: int | None) -> str:
@@ -53,6 +57,21 @@ def relative(moment: datetime | None, now: datetime | None = None) -> str:
         return "less than a minute ago"
     # timesince says "2 hours, 3 minutes"; one unit is enough to read a table at a glance.
     return f"{timesince(moment, now, depth=1)} ago"
+
+
+_SHORT_UNITS = ((86400 * 365, "y"), (86400 * 30, "mo"), (86400 * 7, "w"), (86400, "d"), (3600, "h"), (60, "min"),
+                (1, "s"))
+
+
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    """`relative` for a table cell, where width is short: "12 s ago", "5 min ago", "3 h ago" (whole units,
+    rounded down)."""
+    if moment is None:
+        return "never"
+    seconds = int(((now or timezone.now()) - moment).total_seconds())
+    if seconds < 1:
+        return "just now"
+    return next(f"{seconds // size}\xa0{unit} ago" for size, unit in _SHORT_UNITS if seconds >= size)
 
 
 def moment(value: datetime | None, now: datetime | None = None) -> dict:

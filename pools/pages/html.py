@@ -27,6 +27,12 @@ def content(column: Column, cell: Cell) -> SafeString:
         if not cell.items:
             return _NONE
         items = format_html_join("", "<li>{}</li>", ((_link_or_text(text, href),) for text, href in cell.items))
+        if column.compact:
+            # A count that opens on demand: a row stays one line however many labels its node has.
+            count = len(cell.items)
+            noun = column.compact if count == 1 else f"{column.compact}s"
+            return format_html('<details class="cell-more"><summary>{} {}</summary><ul class="chips">{}</ul></details>',
+                               count, noun, items)
         return format_html('<ul class="chips">{}</ul>', items)
     if kind == "status":
         inner = _link_or_text(cell.text, cell.href)
@@ -41,15 +47,23 @@ def content(column: Column, cell: Cell) -> SafeString:
 
 
 def row(key: str, cells: list[tuple[Column, Cell]], actions: list[tuple[str, str]], with_actions: bool) -> SafeString:
-    """`<tr>` with the first cell as the row header, `data-col` on every cell for tests and styles."""
+    """`<tr>` with the first cell as the row header, `data-col` on every cell for tests and styles. On a phone
+    (site.css) only the first cell and the `phone` columns show; "More" in the first cell opens the others
+    ("wide-only", each under its `data-label`) below them: the same cells, not a copy."""
+    narrow = any(column.phone for column, _ in cells)
     parts = []
     for index, (column, cell) in enumerate(cells):
-        tag = "th" if index == 0 else "td"
-        scope = ' scope="row"' if index == 0 else ""
-        css = ' class="num"' if column.numeric else ""
-        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}>{content}</{tag}>', tag=mark_safe(tag),
-                                 scope=mark_safe(scope), key=column.key, css=mark_safe(css),
-                                 content=content(column, cell)))
+        inner = content(column, cell)
+        wide_only = narrow and index > 0 and not column.phone
+        if index == 0 and narrow and any(not other.phone for other, _ in cells[1:]):
+            inner = format_html('{}<details class="row-more"><summary>More</summary></details>', inner)
+        classes = " ".join(name for name, wanted in (("num", column.numeric), ("wide-only", wide_only)) if wanted)
+        parts.append(format_html('<{tag}{scope} data-col="{key}"{css}{label}>{content}</{tag}>',
+                                 tag=mark_safe("th" if index == 0 else "td"),
+                                 scope=mark_safe(' scope="row"' if index == 0 else ""), key=column.key,
+                                 css=format_html(' class="{}"', classes) if classes else "",
+                                 label=format_html(' data-label="{}"', column.label) if wide_only else "",
+                                 content=inner))
     if with_actions:
         links = format_html_join(" · ", '<a href="{}">{}</a>', ((href, label) for label, href in actions))
         parts.append(format_html('<td class="actions">{}</td>', links))

@@ -40,6 +40,7 @@ class Header:
     link: str  # empty: not sortable
     aria_sort: str  # ascending | descending | none
     next_direction: str
+    wide_only: bool = False  # hidden on a phone (pools.pages.html.row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,16 +169,18 @@ class Listing:
     @property
     def headers(self) -> list[Header]:
         headers = []
-        for column in self.columns:
+        narrow = any(column.phone for column in self.columns)
+        for index, column in enumerate(self.columns):
+            wide_only = narrow and index > 0 and not column.phone
             if not column.sortable:
-                headers.append(Header(column, "", "none", ""))
+                headers.append(Header(column, "", "none", "", wide_only))
                 continue
             current = self.sort.column is column
             # A figure's first click shows the largest first; text starts at A.
             descending = (not self.sort.descending) if current else column.numeric
             aria = ("descending" if self.sort.descending else "ascending") if current else "none"
             headers.append(Header(column, self.link(sort=f"{'-' if descending else ''}{column.key}"), aria,
-                                  "descending" if descending else "ascending"))
+                                  "descending" if descending else "ascending", wide_only))
         return headers
 
     @property
@@ -212,16 +215,18 @@ class Listing:
         if self.sums is None or not any(column.key in self.sums for column in self.columns):
             return SafeString("")
         cells = []
-        for index, column in enumerate(self.columns):
+        for index, header in enumerate(self.headers):
+            column, wide = header.column, " wide-only" if header.wide_only else ""  # a phone shows the key cells
             if column.key in self.sums:
                 value = self.sums[column.key]
                 text = {"cores": formatting.cores, "bytes": formatting.size}.get(column.kind, number)(value)
-                cell = format_html('<td data-col="{}" class="num">{}</td>', column.key, text)
+                cell = format_html('<td data-col="{}" class="num{}">{}</td>', column.key, wide, text)
             elif index == 0:
                 label = "Total" if self.total == 1 else f"Total of {number(self.total)}"
                 cell = format_html('<th scope="row" data-col="{}">{}</th>', column.key, label)
             else:
-                cell = format_html('<td data-col="{}"></td>', column.key)
+                cell = format_html('<td data-col="{}"{}></td>', column.key,
+                                   SafeString(' class="wide-only"') if wide else "")
             cells.append(cell)
         if self.has_actions:
             cells.append(SafeString("<td></td>"))

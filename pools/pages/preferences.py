@@ -30,6 +30,16 @@ def reset(user, table: Table) -> None:
     TablePreference.objects.filter(user=user, table=table.name).delete()
 
 
+def moved(order: list[str], key: str, direction: str) -> list[str]:
+    """`order` with `key` one place up or down (unchanged at either end)."""
+    order = list(order)
+    index = order.index(key)
+    other = index - 1 if direction == "up" else index + 1
+    if 0 <= other < len(order):
+        order[index], order[other] = order[other], order[index]
+    return order
+
+
 def chooser(table: Table, shown: list[Column]) -> list[tuple[Column, bool]]:
     """Every column with whether it is shown: the shown ones first, in their order, so that saving the
     form (whose checkboxes submit in document order) keeps that order."""

@@ -70,6 +70,8 @@ class Column:
     help: str = ""
     csv_fields: tuple[str, ...] | None = None  # when the CSV needs less than the page (no hover text)
     summable: bool = False  # a count (GPUs, cores, bytes, nodes): the table's totals row sums it
+    compact: str = ""  # a list shown as a count of these ("2 taints"), opened on demand
+    phone: bool = False  # shown on a phone; the row's other columns open from its first cell
 
     @property
     def export_fields(self) -> tuple[str, ...]:
@@ -94,11 +96,11 @@ class Column:
         if self.kind == "number":
             return Cell(formatting.number(value), href=href, title=title)
         if self.kind == "cores":
-            return Cell(formatting.cores(value), title=title or f"{value} cores")
+            return Cell(formatting.cores(value, places=1), title=title or f"{formatting.cores(value)} cores")
         if self.kind == "bytes":
             return Cell(formatting.size(value), title=title or f"{formatting.number(value)} bytes")
         if self.kind == "time":
-            return Cell(formatting.relative(value, ctx.now), title=formatting.absolute(value),
+            return Cell(formatting.ago(value, ctx.now), title=formatting.absolute(value),
                         iso=value.isoformat() if value else "")
         if self.kind == "list":
             items = tuple((str(item), self.item_href(item) if self.item_href else "") for item in value)
@@ -179,19 +181,20 @@ def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
     return lambda row, ctx: cores(row[name])
 
 
-def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "") -> Column:
+def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "",
+            phone: bool = False) -> Column:
     return Column(key, label, _cores_of(source) if kind == "cores" else _get(source), kind=kind, fields=(source,),
-                  sort=(source,), unit=unit, help=help, summable=True)
+                  sort=(source,), unit=unit, help=help, summable=True, phone=phone)
 
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
               columns=(
-    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_url),
+    Column("node", "Node", _get("name"), fields=("name",), sort=("name",), href=_node_url, phone=True),
     Column("status", "Status", _get("status"), kind="status", fields=("status", "reasons"),
            sort=(status_severity(), "status"), title=lambda row: "; ".join(row["reasons"]),
            help="Ready, Unknown, or Not ready with its first reason; sorts by severity: Ready, Not ready, Unknown "
                 "(descending: worst first)",
-           csv_fields=("status",)),
+           csv_fields=("status",), phone=True),
     Column("pools", "Pools", lambda row, ctx: ctx.pools(row["pool_names"]), kind="list", fields=("pool_names",),
            item_href=_pool_url),
     Column("platforms", "Platforms", lambda row, ctx: ctx.platforms(row["platform_names"]), kind="list",
@@ -199,19 +202,20 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
     Column("gpu_product", "GPU type", _get("gpu_product"), fields=("gpu_product",), sort=("gpu_product",)),
     _figure("gpu_total", "GPU total", "gpu_total", help="Capacity"),
     _figure("gpu_used", "GPU used", "gpu_used", help="Requested by running pods"),
-    _figure("gpu_free", "GPU free", "gpu_free", help="Allocatable minus used"),
+    _figure("gpu_free", "GPU free", "gpu_free", help="Allocatable minus used", phone=True),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy", help="Capacity minus allocatable"),
     _figure("cpu_used", "CPU used", "cpu_requested", "cores", "cores", help="Requested by pods"),
     _figure("cpu_total", "CPU total", "cpu_allocatable", "cores", "cores", help="Allocatable"),
     _figure("memory_used", "Memory used", "memory_requested", "bytes", "bytes", help="Requested by pods"),
     _figure("memory_total", "Memory total", "memory_allocatable", "bytes", "bytes", help="Allocatable"),
     _figure("storage", "Storage", "storage_allocatable", "bytes", "bytes", help="Allocatable ephemeral storage"),
-    Column("taints", "Taints", lambda row, ctx: [_taint(t) for t in row["taints"]], kind="list", fields=("taints",)),
+    Column("taints", "Taints", lambda row, ctx: [_taint(t) for t in row["taints"]], kind="list", fields=("taints",),
+           compact="taint"),
     Column("last_seen", "Last seen", lambda row, ctx: last_contact(row["last_seen"], row["backend__last_sync_at"]),
            kind="time", fields=("last_seen", "backend__last_sync_at"), sort=(last_contact_sql(),),
            help="The sync's last contact with the node's backend"),
     Column("labels", "Labels", lambda row, ctx: row["label_text"].split(", ") if row["label_text"] else [],
-           kind="list", fields=("label_text",), default=False, help="key=value, sorted by key"),
+           kind="list", fields=("label_text",), default=False, help="key=value, sorted by key", compact="label"),
     Column("reasons", "Reasons", _get("reasons"), kind="list", fields=("reasons",), default=False),
     Column("backend", "Backend", _get("backend__name"), fields=("backend__name",), sort=("backend__name",),
            default=False),
@@ -224,14 +228,14 @@ NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "
 ))
 
 POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name", columns=(
-    Column("name", "Pool", _get("name"), sort=("name",), href=lambda row, ctx: _pool_url(row["name"])),
+    Column("name", "Pool", _get("name"), sort=("name",), href=lambda row, ctx: _pool_url(row["name"]), phone=True),
     Column("description", "Description", _get("description"), sort=("description",)),
     Column("status", "Status", _get("status"), kind="status", sort=("status",),
-           help="ONLINE: backend synced recently; OFFLINE: backend silent; MAINTENANCE: new work refused"),
+           help="ONLINE: backend synced recently; OFFLINE: backend silent; MAINTENANCE: new work refused", phone=True),
     Column("backend", "Backend", _get("backend"), sort=("backend",)),
     _figure("gpu_total", "GPU total", "gpu_total"),
     _figure("gpu_used", "GPU used", "gpu_used"),
-    _figure("gpu_free", "GPU free", "gpu_free"),
+    _figure("gpu_free", "GPU free", "gpu_free", phone=True),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy"),
     _figure("gpu_guaranteed", "GPU guaranteed", "gpu_guaranteed",
             help="In use within what the pool's projects deserve (pools.quotas.figures.gpu_guarantees)"),
@@ -246,11 +250,12 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
 ))
 
 PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default_sort="", columns=(
-    Column("name", "Platform", _get("name")),
+    Column("name", "Platform", _get("name"), phone=True),
     Column("default", "Default", _get("default"), kind="bool"),
-    Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row)),
+    Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row),
+           phone=True),
     *(Column(key, label, _get(key), kind="number", href=lambda row, ctx, extra=extra: _platform_nodes(row, **extra),
-             help=help) for key, label, extra, help in (
+             help=help, phone=key == "gpu_free") for key, label, extra, help in (
         ("gpu_total", "GPU total", {"sort": "-gpu_total"}, "Capacity"),
         ("gpu_used", "GPU used", {"sort": "-gpu_used"}, "Requested by running pods"),
         ("gpu_free", "GPU free", {"sort": "-gpu_free"}, "Allocatable minus used"),
@@ -285,10 +290,10 @@ REVISIONS = Table("revisions", "Configuration revisions", key=lambda row: f"{row
                   key_fields=("kind", "number", "name", "action"), default_sort="-time", columns=(
     # Numbers count per kind and the list mixes kinds: "pool r12" says which count a number is in.
     Column("number", "Revision", lambda row, ctx: f"{row['kind'].lower().replace('_', ' ')} r{row['number']}",
-           fields=("kind", "number"), sort=("number",)),
+           fields=("kind", "number"), sort=("number",), phone=True),
     Column("type", "Type", lambda row, ctx: row["kind"].lower().replace("_", " "), fields=("kind",),
-           sort=("kind",)),
-    Column("name", "Name", _get("name"), fields=("name",), sort=("name",)),
+           sort=("kind",), phone=True),
+    Column("name", "Name", _get("name"), fields=("name",), sort=("name",), phone=True),
     Column("action", "Action", _get("action"), fields=("action",), sort=("action",)),
     Column("author", "Author", _get("author_name"), fields=("author_name",), sort=("author_name",)),
     Column("time", "Time", _get("created_at"), kind="time", fields=("created_at",), sort=("created_at",)),
@@ -352,12 +357,12 @@ def _project_url(name: str) -> str:
 PROJECTS = Table("projects", "Projects", key=lambda row: row["name"], key_fields=("name",), default_sort="name",
                  columns=(
     Column("name", "Project", _get("name"), fields=("name",), sort=("name",),
-           href=lambda row, ctx: _project_url(row["name"])),
+           href=lambda row, ctx: _project_url(row["name"]), phone=True),
     Column("department", "Department", _get("department__name"), fields=("department__name",),
            sort=("department__name",)),
     Column("namespace", "Namespace", _get("namespace"), fields=("namespace",), sort=("namespace",)),
     Column("gpu_deserved", "GPU deserved", _gpus("gpu_deserved"), kind="number", fields=("gpu_deserved",),
-           sort=("gpu_deserved",), help="Over the pools you may use"),
+           sort=("gpu_deserved",), help="Over the pools you may use", phone=True),
     # Not sortable: summed per page from the pods of the rows shown (quota_pages.with_allocated), since a sum
     # per project in the database would read the pods once per project.
     Column("gpu_allocated", "GPU allocated", _get("gpu_allocated"), kind="number", fields=("namespace",),

@@ -4,7 +4,7 @@ Every row comes from `Pool.objects.visible_to(request)` / `Node.objects.visible_
 
 from django.contrib import messages
 from django.db.models import Count, Exists, OuterRef, Q, Sum
-from django.http import Http404, HttpResponseRedirect, QueryDict
+from django.http import Http404, HttpResponseRedirect, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
@@ -229,9 +229,24 @@ def choose_columns(request, table: str):
     if "reset" in request.POST:
         preferences.reset(request.user, table)
         messages.success(request, f"{table.title}: default columns restored.")
-    else:
-        columns = preferences.save(request.user, table, request.POST.getlist("columns"))
+        return HttpResponseRedirect(_back(request, table))
+    checked = request.POST.getlist("columns")
+    move = request.POST.get("move", "")
+    if not move:
+        columns = preferences.save(request.user, table, checked)
         messages.success(request, f"{table.title}: showing {len(columns)} columns.")
+        return HttpResponseRedirect(_back(request, table))
+    # A move button: every column in the chooser's order (`order`), one moved, and the ticked ones saved in
+    # that order; the chooser opens again on the page (the message's tag says which) for the next move.
+    key, _, direction = move.partition(":")
+    order = [name for name in request.POST.getlist("order") if name in table.by_key]
+    if key not in order or direction not in ("up", "down"):
+        return JsonResponse({"detail": "move must be a column of the form and up or down, as `node:up`",
+                             "field": "move"}, status=400)
+    order = preferences.moved(order, key, direction)
+    columns = preferences.save(request.user, table, [name for name in order if name in set(checked)])
+    messages.success(request, f"{table.title}: {table.by_key[key].label} moved {direction}; showing "
+                              f"{len(columns)} columns.", extra_tags=f"chooser-{table.name}")
     return HttpResponseRedirect(_back(request, table))
 
 

@@ -67,7 +67,7 @@ def test_the_permissions_page_shows_each_pool_with_its_role_and_rule(client_as):
     assert "team-gpu-pool" in html and "osmo-team" in html and "osmo-&lt;team&gt; name rule" in html
     assert "sim-a" not in html and "other-team-pool" not in html
     assert response.templates[0].name == "access/permissions.html"
-    assert "access/base.html" in [t.name for t in response.templates]
+    assert "pages/base.html" in [t.name for t in response.templates]
 
 
 def test_the_permissions_page_tells_a_user_without_pools_what_to_ask_for(client_as):
@@ -95,4 +95,4 @@ def test_the_login_page_extends_the_base_template(world):
     response = Client().get("/accounts/login/")
 
     assert response.status_code == 200
-    assert "access/base.html" in [t.name for t in response.templates]
+    assert "pages/base.html" in [t.name for t in response.templates]

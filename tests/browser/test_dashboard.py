@@ -243,7 +243,7 @@ def test_a_staff_user_signs_in_through_the_login_form_and_sees_every_pool(live_s
 def test_filtering_the_nodes_by_pool_shows_exactly_the_nodes_of_that_pool(live_server, page, fleet, screenshot):
     sign_in(page, live_server, "/nodes/")
     assert shown_keys(page) == names(Node.objects.order_by("name"))
-    screenshot(page, "nodes", size=(1920, 1200))
+    screenshot(page, "nodes")  # the default columns fit 1440 px (tests/browser/test_layout.py)
 
     page.select_option("#filter-pool", "inference")
     page.wait_for_url(re.compile(r"/nodes/\?pool=inference$"))

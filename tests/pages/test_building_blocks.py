@@ -30,6 +30,22 @@ def test_numbers_and_cores_are_grouped_and_trimmed():
     assert formatting.cores(Decimal("12000")) == "12,000"
 
 
+def test_table_cells_keep_one_decimal_of_cores():
+    assert formatting.cores(Decimal("39.48"), places=1) == "39.5"
+    assert formatting.cores(Decimal("223.000"), places=1) == "223"
+    assert formatting.cores(Decimal("12000"), places=1) == "12,000"
+
+
+def test_table_cells_say_how_long_ago_in_one_short_unit():
+    assert formatting.ago(NOW - dt.timedelta(seconds=12), NOW) == "12\xa0s ago"
+    assert formatting.ago(NOW - dt.timedelta(minutes=14, seconds=59), NOW) == "14\xa0min ago"
+    assert formatting.ago(NOW - dt.timedelta(hours=2, minutes=5), NOW) == "2\xa0h ago"
+    assert formatting.ago(NOW - dt.timedelta(days=9), NOW) == "1\xa0w ago"
+    assert formatting.ago(NOW - dt.timedelta(days=400), NOW) == "1\xa0y ago"
+    assert formatting.ago(NOW + dt.timedelta(seconds=10), NOW) == "just now"
+    assert formatting.ago(None, NOW) == "never"
+
+
 def test_relative_times_use_one_unit():
     assert formatting.relative(NOW - dt.timedelta(hours=2, minutes=5), NOW) == "2\xa0hours ago"
     assert formatting.relative(NOW - dt.timedelta(seconds=10), NOW) == "less than a minute ago"

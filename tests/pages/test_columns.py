@@ -5,6 +5,7 @@ import re
 import pytest
 
 from pools.models import TablePreference
+from pools.pages.tables import NODES
 from tests.pages.conftest import ALPHA, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -94,3 +95,45 @@ def test_the_pools_table_has_its_own_choice(staff_client, fleet):
 
     assert headers(text) == ["name", "platforms", "gpu_free"]
     assert "h100" in text
+
+
+def test_a_move_button_moves_one_column_and_saves_the_ticked_ones_in_that_order(staff_client, staff, fleet):
+    make_nodes(1, [ALPHA])
+    order = ["node", "status", "gpu_free", "pools", "labels"]
+    form = {"columns": ["node", "status", "gpu_free", "labels"], "order": order, "next": "/nodes/"}
+
+    response = staff_client.post("/tables/nodes/columns/", {**form, "move": "gpu_free:up"})
+
+    assert response.status_code == 302 and response["Location"] == "/nodes/"
+    assert TablePreference.objects.get(user=staff, table="nodes").columns == ["node", "gpu_free", "status", "labels"]
+    text = body(staff_client.get("/nodes/"))
+    assert headers(text) == ["node", "gpu_free", "status", "labels"]
+    assert "GPU free moved up; showing 4 columns." in text
+    assert re.search(r'<details class="column-chooser dropdown-panel" id="nodes-columns" open>', text)  # for the next
+    assert body(staff_client.get("/nodes/?export=csv")).splitlines()[0] == "Node,GPU free,Status,Labels"
+    assert not re.search(r'id="nodes-columns" open', body(staff_client.get("/nodes/")))  # once only
+
+    staff_client.post("/tables/nodes/columns/", {**form, "move": "labels:down"})  # the last stays last
+    assert TablePreference.objects.get(user=staff, table="nodes").columns == ["node", "status", "gpu_free", "labels"]
+    staff_client.post("/tables/nodes/columns/", {**form, "move": "node:down"})
+    assert TablePreference.objects.get(user=staff, table="nodes").columns == ["status", "node", "gpu_free", "labels"]
+
+
+@pytest.mark.parametrize("move", ["gpu_free:left", "nonsense:up", "sharing:up", ""])
+def test_a_move_that_names_no_column_of_the_form_is_refused_naming_the_field(staff_client, staff, fleet, move):
+    form = {"columns": ["node", "gpu_free"], "order": ["node", "gpu_free"], "move": move or "gpu_free"}
+
+    response = staff_client.post("/tables/nodes/columns/", form)
+
+    assert response.status_code == 400 and response.json()["field"] == "move"
+    assert not TablePreference.objects.filter(user=staff).exists()
+
+
+def test_the_chooser_offers_to_move_each_column_but_not_past_either_end(staff_client, fleet):
+    text = body(staff_client.get("/nodes/"))
+
+    moves = re.findall(r'name="move" value="([a-z_]+:(?:up|down))"[^>]*?( disabled)?>', text)
+    assert len(moves) == 2 * len(NODES.columns)
+    assert moves[0] == ("node:up", " disabled") and moves[1] == ("node:down", "")
+    last = NODES.columns[-1].key
+    assert moves[-1] == (f"{last}:down", " disabled") and moves[-2] == (f"{last}:up", "")

@@ -111,7 +111,7 @@ def test_every_node_name_links_to_its_page(staff_client, client, alpha_member, f
 
     for viewer in (staff_client, client):
         text = body(viewer.get("/nodes/"))
-        assert '<th scope="row" data-col="node"><a href="/nodes/node-0000/">node-0000</a></th>' in text
+        assert '<th scope="row" data-col="node"><a href="/nodes/node-0000/">node-0000</a>' in text
         assert '<a href="/nodes/node-0001/">node-0001</a>' in body(viewer.get(f"/pools/{ALPHA}/"))
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from pools.models import Backend, Node
+from pools.pages.tables import NODES
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -49,9 +50,36 @@ def test_it_shows_relative_times_with_the_absolute_time_on_hover(staff_client, f
 
     text = body(staff_client.get("/nodes/"))
 
-    assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">less than a minute ago</time>',
-                     text)
+    assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">'
+                     r'(just now|\d+\xa0s ago)</time>', text)
     assert '<span class="muted">never</span>' in text
+
+
+def test_taints_and_labels_show_as_a_count_that_opens_into_the_list(staff_client, fleet):
+    taints = [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "value": "1", "effect": "NoExecute"}]
+    make_nodes(1, [ALPHA], taints=taints, labels={"zone": "z1"})
+    make_nodes(1, [ALPHA], prefix="bare", taints=[], labels={})
+
+    text = body(staff_client.get("/nodes/?cols=node,taints,labels"))
+
+    assert re.search(r'<td data-col="taints"[^>]*><details class="cell-more"><summary>2 taints</summary>'
+                     r'<ul class="chips"><li>a:NoSchedule</li><li>b=1:NoExecute</li></ul></details></td>', text)
+    assert '<summary>1 label</summary><ul class="chips"><li>zone=z1</li></ul>' in text
+    assert len(re.findall(r'<td data-col="(?:taints|labels)"[^>]*><span class="muted">—</span>', text)) == 2  # none
+
+
+def test_on_a_phone_a_row_shows_its_key_columns_and_opens_the_others_from_its_name(staff_client, fleet):
+    make_nodes(1, [ALPHA])
+
+    text = body(staff_client.get("/nodes/"))
+
+    wide = re.findall(r'<th scope="col" data-col="([a-z_]+)" class="[^"]*wide-only', text)
+    assert "node" not in wide and "status" not in wide and "gpu_free" not in wide and len(wide) == 13
+    cells = re.findall(r'<td data-col="([a-z_]+)" class="[^"]*wide-only" data-label="([^"]+)"', text)
+    assert cells == [(key, NODES.by_key[key].label) for key in wide]  # each labelled for its line under "More"
+    assert re.search(r'<th scope="row" data-col="node">.*?<details class="row-more"><summary>More</summary>'
+                     r'</details></th>', text)
+    assert text.count("NVIDIA-A100-SXM4-80GB</td>") == 1  # the cell itself, not a copy
 
 
 def test_it_filters_by_pool_platform_status_gpu_type_and_text_from_the_url(staff_client, fleet):

@@ -41,7 +41,7 @@ def test_staff_see_every_project_with_its_gpu_figures(staff_client, world):
                         ["secret", "product", "proj-secret", "8", "0", "1"],
                         ["vision", "research", "proj-vision", "6", "8", "1"]]
     assert '<a href="/projects/vision/">vision</a>' in text
-    assert re.search(r'<tr data-key="vision".*?data-col="gpu_allocated" class="num">8<', text)
+    assert re.search(r'<tr data-key="vision".*?data-col="gpu_allocated" class="num[^"]*"[^>]*>8<', text)
 
 
 def test_a_member_sees_only_the_projects_they_belong_to(member_client, world):
