@@ -70,7 +70,8 @@ def test_the_pool_page_shows_each_platforms_gpus_linked_to_its_nodes(staff_clien
     h100 = expected("h100")
     assert re.search(rf'<tr data-key="h100".*?data-col="gpu_free" class="num[^"]*"[^>]*><a href="/nodes/\?platform='
                      rf'{ALPHA}%2Fh100&amp;sort=-gpu_free">{h100["gpu_free"]}</a>', platforms, re.S)
-    assert re.search(rf'<tr data-key="h100".*?data-col="gpu_free_ready" class="num[^"]*"[^>]*><a href="/nodes/\?platform='
+    assert re.search(rf'<tr data-key="h100".*?data-col="gpu_free_ready" class="num[^"]*"[^>]*>'
+                     rf'<a href="/nodes/\?platform='
                      rf'{ALPHA}%2Fh100&amp;status=Ready&amp;sort=-gpu_free">{h100["gpu_free_ready"]}</a>',
                      platforms, re.S)
 
