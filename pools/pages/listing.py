@@ -219,7 +219,8 @@ class Listing:
             column, wide = header.column, " wide-only" if header.wide_only else ""  # a phone shows the key cells
             if column.key in self.sums:
                 value = self.sums[column.key]
-                text = {"cores": formatting.cores, "bytes": formatting.size}.get(column.kind, number)(value)
+                text = {"cores": lambda v: formatting.cores(v, places=1),  # as the cells above it
+                        "bytes": formatting.size}.get(column.kind, number)(value)
                 cell = format_html('<td data-col="{}" class="num{}">{}</td>', column.key, wide, text)
             elif index == 0:
                 label = "Total" if self.total == 1 else f"Total of {number(self.total)}"

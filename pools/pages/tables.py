@@ -252,10 +252,9 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
 PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default_sort="", columns=(
     Column("name", "Platform", _get("name"), phone=True),
     Column("default", "Default", _get("default"), kind="bool"),
-    Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row),
-           phone=True),
+    Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row)),
     *(Column(key, label, _get(key), kind="number", href=lambda row, ctx, extra=extra: _platform_nodes(row, **extra),
-             help=help, phone=key == "gpu_free") for key, label, extra, help in (
+             help=help, phone=key in ("gpu_free", "gpu_free_ready")) for key, label, extra, help in (
         ("gpu_total", "GPU total", {"sort": "-gpu_total"}, "Capacity"),
         ("gpu_used", "GPU used", {"sort": "-gpu_used"}, "Requested by running pods"),
         ("gpu_free", "GPU free", {"sort": "-gpu_free"}, "Allocatable minus used"),

@@ -18,7 +18,8 @@ FUTURE = (timezone.now() + dt.timedelta(days=30)).date().isoformat()
 
 
 @pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
-def test_the_api_docs_render_the_operations_within_the_policy(live_server, page, member, width, height):
+def test_the_api_docs_render_the_operations_within_the_policy(live_server, page, member, width, height,
+                                                                screenshot):
     page.set_viewport_size({"width": width, "height": height})
     console: list[str] = []
     page.on("console", lambda message: console.append(message.text)
@@ -39,6 +40,8 @@ def test_the_api_docs_render_the_operations_within_the_policy(live_server, page,
     expect(operation).to_be_visible()
     assert page.locator("#swagger-ui .opblock").count() > 20
     page.screenshot(path=f"{SHOTS}/swagger-{width}.png")
+    if width > 600:
+        screenshot(page, "api-docs")  # the README's picture
     # An operation opens, and "Try it out" calls the API with the session.
     page.locator("#swagger-ui .opblock-summary", has_text="/api/pools/").first.click()
     page.locator("#swagger-ui .try-out__btn").first.click()

@@ -24,7 +24,8 @@ def no_page_overflow(page) -> bool:
 
 
 @pytest.mark.parametrize(("width", "height"), WIDTHS)
-def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, page, fleet, width, height):  # noqa: F811
+def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, page, fleet, width, height,  # noqa: F811
+                                                                   screenshot):
     page.set_viewport_size({"width": width, "height": height})
     sign_in(page, live_server, "/")
 
@@ -46,7 +47,7 @@ def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, p
     expect(page.locator("[data-testid=reason]")).to_have_text(["Disk pressure"])
     expect(page.locator("#sign-out")).to_be_visible()
     assert no_page_overflow(page)
-    page.screenshot(path=f"{SHOTS}/node-{width}.png", full_page=True)
+    screenshot(page, "node" if width > 600 else "node-phone", full_page=True)  # the README's pictures
 
 
 @pytest.fixture
