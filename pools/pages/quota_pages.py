@@ -420,6 +420,20 @@ def with_allocated(rows, namespaces):
         yield row
 
 
+def project_sums(selected, columns) -> dict:
+    """The totals row of the projects table, over every filtered project (not the page): GPUs deserved, and
+    GPUs requested by the running pods of their namespaces (each pod once). Members are not summed: one user
+    may be in several projects."""
+    sums = {}
+    if PROJECTS.by_key["gpu_deserved"] in columns:
+        deserved = sum(selected.order_by().values_list("gpu_deserved", flat=True), Decimal(0))
+        sums["gpu_deserved"] = PROJECTS.by_key["gpu_deserved"].value({"gpu_deserved": deserved}, None)
+    if PROJECTS.by_key["gpu_allocated"] in columns:
+        sums["gpu_allocated"] = (Pod.objects.filter(namespace__in=selected.order_by().values("namespace"), component="")
+                                 .aggregate(total=Sum("gpu"))["total"] or 0)
+    return sums
+
+
 @access_required()
 def projects(request):
     departments = list(Department.objects.visible_to(request).order_by("name").values_list("name", flat=True))
@@ -441,7 +455,7 @@ def projects(request):
     empty = "No project matches these filters." if form.active else "You belong to no project yet."
     listing = Listing(PROJECTS, path=reverse("pages:projects"), query=request.GET, columns=columns, sort=sort,
                       ctx=ctx, rows=page.object_list, total=page.paginator.count, page=page, empty_message=empty,
-                      filtered=form.active)
+                      filtered=form.active, sums=project_sums(selected, columns))
     context = {"listing": listing, "form": form, "nav": "projects", "per_page_choices": PER_PAGE_CHOICES,
                "chooser": preferences.chooser(PROJECTS, columns)}
     return respond(request, "pages/projects.html", context, {listing.dom_id: "pages/_table.html"})

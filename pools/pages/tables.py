@@ -361,11 +361,11 @@ PROJECTS = Table("projects", "Projects", key=lambda row: row["name"], key_fields
            sort=("department__name",)),
     Column("namespace", "Namespace", _get("namespace"), fields=("namespace",), sort=("namespace",)),
     Column("gpu_deserved", "GPU deserved", _gpus("gpu_deserved"), kind="number", fields=("gpu_deserved",),
-           sort=("gpu_deserved",), help="Over the pools you may use", phone=True),
+           sort=("gpu_deserved",), help="Over the pools you may use", phone=True, summable=True),
     # Not sortable: summed per page from the pods of the rows shown (quota_pages.with_allocated), since a sum
     # per project in the database would read the pods once per project.
     Column("gpu_allocated", "GPU allocated", _get("gpu_allocated"), kind="number", fields=("namespace",),
-           help="Requested by its running pods, each pod counted once"),
+           help="Requested by its running pods, each pod counted once", summable=True),
     Column("members", "Members", _get("member_count"), kind="number", fields=("member_count",),
            sort=("member_count",), help="Users and roles its document names"),
     Column("description", "Description", _get("description"), fields=("description",), default=False),

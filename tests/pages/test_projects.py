@@ -172,7 +172,7 @@ def test_the_projects_page_makes_the_same_queries_whatever_the_number_of_project
         f"p{index}", "research", {ALPHA: {"deserved": 0}}, members={"roles": ["osmo-alpha"]}) for index in range(30)],
         author="tests")
 
-    assert count() == before <= 10
+    assert count() == before <= 12  # 12 since the totals row: its two sums (deserved, allocated)
 
 
 def test_a_project_page_lists_every_pool_where_it_has_a_quota_or_running_pods(staff_client, world):

@@ -8,8 +8,9 @@ import re
 import pytest
 
 from pools.fleet.usage import cores
-from pools.models import Node
+from pools.models import Node, Project
 from pools.pages.formatting import number, size
+from tests.pages import quota_world
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +76,15 @@ def test_the_csv_has_no_totals_row(staff_client, fleet):
     make_nodes(3, [ALPHA])
     rows = list(csv.reader(io.StringIO(body(staff_client.get(f"/nodes/?pool={ALPHA}&export=csv")))))
     assert len(rows) == 4 and not any(cell.startswith("Total") for row in rows for cell in row)
+
+
+def test_the_projects_totals_are_over_every_filtered_project(staff_client, fleet):
+    quota_world.build()  # vision 6 + nlp 4 (research) and secret 8 (product) GPUs deserved; 9 GPUs of pods
+
+    everyone = totals(body(staff_client.get("/projects/?cols=name,department,gpu_deserved,gpu_allocated,members")),
+                      "projects")
+    research = totals(body(staff_client.get("/projects/?department=research&per_page=25")), "projects")
+
+    assert (everyone["gpu_deserved"], everyone["gpu_allocated"], everyone["members"]) == ("18", "9", "")
+    assert (research["gpu_deserved"], research["gpu_allocated"]) == ("10", "9")
+    assert everyone["name"] == f"Total of {Project.objects.count()}" and research["name"] == "Total of 2"
