@@ -226,6 +226,8 @@ OSMO_SIMULATED_STATE_DIR = DATA_DIR / "simulated"
 # The pages chart each pool's GPUs over 24 hours from snapshots taken this often and kept this long.
 OSMO_USAGE_SNAPSHOT_INTERVAL = env_int("OSMO_USAGE_SNAPSHOT_INTERVAL", 600)
 OSMO_USAGE_SNAPSHOT_KEEP_DAYS = env_int("OSMO_USAGE_SNAPSHOT_KEEP_DAYS", 7)
+# A node's events (appeared, status, cordon, pools, left: its page and `describe node`) are kept this long.
+OSMO_NODE_EVENTS_KEEP_DAYS = env_int("OSMO_NODE_EVENTS_KEEP_DAYS", 7)
 CELERY_BEAT_SCHEDULE = {
     "sync-backends": {
         "task": "pools.tasks.sync_backends",

@@ -6,7 +6,7 @@ from django.db import OperationalError
 
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
-from pools.fleet import snapshots
+from pools.fleet import node_history, snapshots
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
 from pools.models import Backend
 from pools.models.dbwrites import is_locked
@@ -15,6 +15,7 @@ from pools.models.dbwrites import is_locked
 @shared_task(time_limit=60, soft_time_limit=50)
 def sync_backends() -> list[int]:
     mark_stale_backends()
+    node_history.prune()
     queued = [backend.pk for backend in Backend.objects.all() if is_connected(backend)]
     for pk in queued:
         sync_backend.delay(pk)

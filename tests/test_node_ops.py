@@ -103,8 +103,15 @@ def test_describe_node_prints_the_node_pages_facts_as_text(cluster, standin):  #
     assert "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB" in text
     pods = text.split("Pods:\n", 1)[1]
     assert "default/train" in pods and "6" in pods and "16.0 GiB" in pods
-    assert json.loads(run("describe", "node", "node-1", "--format", "json"))["status"] == \
-        "Not ready (Scheduling disabled)"
+    events = text.split("Events:\n", 1)[1].split("Taints:", 1)[0]
+    # Newest first: the status that the cordon brought, the cordon, the node's appearance at the first sync.
+    assert [line.split()[1] for line in events.splitlines()[1:]] == ["status", "cordon", "added"]
+    assert "Status Ready \u2192 Not ready (Scheduling disabled)" in events
+    assert "Cordoned (scheduling disabled)" in events
+    assert "Appeared: Ready, pools default" in events
+    described = json.loads(run("describe", "node", "node-1", "--format", "json"))
+    assert described["status"] == "Not ready (Scheduling disabled)"
+    assert [event["kind"] for event in described["events"]] == ["status", "cordon", "added"]
 
 
 def test_describe_node_of_an_unknown_name_is_one_line(cluster):  # noqa: F811

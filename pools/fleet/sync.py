@@ -31,13 +31,15 @@ from django.utils import timezone
 from pools.cluster import Cluster, ClusterError, Expired, ListPage, NotFound, Unavailable, WatchEvent
 from pools.cluster.connect import connect
 from pools.cluster.reflector import Backoff, Follower, fold_pages, list_all
-from pools.fleet import managed_jobs
+from pools.fleet import managed_jobs, node_history
 from pools.fleet.placement import pool_selectors
+from pools.inventory import node_events
 from pools.inventory.membership import Membership, compile_selectors, node_membership
 from pools.inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
 from pools.inventory.pods import TERMINAL_PHASES, PodFacts, counts_on_node, pod_facts
 from pools.inventory.status import (
     NO_USAGE,
+    UNKNOWN,
     NodeUsage,
     StatusOptions,
     component_states,
@@ -225,11 +227,15 @@ class Recompute:
         names = set(names) | set(facts)
         deleted = set(deleted)
         removed = 0
+        events: list[tuple[str, str, dict]] = []
         if deleted:
-            removed, _ = Node.objects.filter(backend=self.backend, name__in=deleted).delete()
-            removed = min(removed, len(deleted))
+            gone = list(Node.objects.filter(backend=self.backend, name__in=deleted).values_list("name", flat=True))
+            Node.objects.filter(backend=self.backend, name__in=gone).delete()
+            removed = len(gone)
+            events += [(name, node_events.REMOVED, {}) for name in gone]
         names -= deleted
         if not names:
+            node_history.record(self.backend, events, now)
             return 0, removed
         rows = {row.name: row for row in Node.objects.filter(backend=self.backend, name__in=names)}
         if usage is None:
@@ -245,11 +251,16 @@ class Recompute:
             memberships[name] = membership
             if row is None:
                 new.append(Node(backend=self.backend, name=name, last_seen=now, updated_at=now, **values))
+                events += [(name, kind, details) for kind, details in node_events.node_changes(None, values)]
                 continue
+            before = node_events.watched(row)
             changed = assign(row, values)
             if changed:
                 changes.append((row, changed))
+                events += [(name, kind, details)
+                           for kind, details in node_events.node_changes(before, node_events.watched(row))]
         copy_or_bulk_create(Node, new)
+        node_history.record(self.backend, events, now)
         written = len(new) + self._update_changed(changes, now)
         changed_membership = {row.name for row, fields in changes if {"pool_names", "platform_names"} & set(fields)}
         changed_membership |= {node.name for node in new}
@@ -834,8 +845,11 @@ def mark_stale_backends(now=None) -> list[str]:
     names = []
     for backend in stale.distinct():
         since = backend.last_sync_at.isoformat(timespec="seconds") if backend.last_sync_at else "never"
-        marked = Node.objects.filter(backend=backend).exclude(status="Unknown").update(
-            status="Unknown", reasons=[f"Backend {backend.name} not synced since {since}"])
+        nodes = Node.objects.filter(backend=backend).exclude(status=UNKNOWN)
+        before = list(nodes.values_list("name", "status"))
+        marked = nodes.update(status=UNKNOWN, reasons=[f"Backend {backend.name} not synced since {since}"])
+        node_history.record(backend, [(name, node_events.STATUS, {"before": status, "after": UNKNOWN})
+                                      for name, status in before], now)
         if marked:
             Backend.objects.filter(pk=backend.pk).update(nodes_resource_version="", pods_resource_version="",
                                                             jobs_resource_version="", engine_resource_version="",

@@ -1,6 +1,6 @@
 """The `pools` app's models, one module per concern: `config` (backends, pools, platforms, templates,
 validations, revisions), `quotas` (departments, projects, members, quotas), `inventory` (nodes,
-memberships, pods, sync log, usage snapshots), `access` (roles, assignments, tokens), `preferences`
+memberships, pods, node events, sync log, usage snapshots), `access` (roles, assignments, tokens), `preferences`
 (table columns), `signin` (failed sign-ins). `visibility` decides which rows a user sees."""
 
 from .access import AccessToken, Role, RoleAssignment
@@ -15,7 +15,7 @@ from .config import (
     ResourceValidation,
     RevisionCounter,
 )
-from .inventory import ManagedJob, Node, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
+from .inventory import ManagedJob, Node, NodeEvent, NodeMembership, NodeQuerySet, Pod, SyncLog, UsageSnapshot
 from .names import name_validator
 from .preferences import Profile, TablePreference
 from .quotas import Department, Project, ProjectMember, Quota
@@ -29,6 +29,7 @@ __all__ = [
     "Department",
     "ManagedJob",
     "Node",
+    "NodeEvent",
     "NodeMembership",
     "NodeQuerySet",
     "Platform",

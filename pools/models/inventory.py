@@ -1,5 +1,5 @@
-"""The cluster as last seen: nodes, which pools they belong to, the pods bound to them, the sync's log,
-and the periodic usage snapshots that the charts draw."""
+"""The cluster as last seen: nodes, which pools they belong to, the pods bound to them, what changed on each
+node, the sync's log, and the periodic usage snapshots that the charts draw."""
 
 from django.db import models
 from django.db.models import Exists, F, OuterRef
@@ -146,6 +146,26 @@ class Pod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class NodeEvent(models.Model):
+    """A change of a node the sync (or a cordon, or a configuration write) recorded: it appeared or left, its
+    status, cordon or pools changed (`pools.inventory.node_events`). Keyed by the node's name, not its row, so
+    that a node that leaves and comes back keeps its history; kept `OSMO_NODE_EVENTS_KEEP_DAYS`."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="node_events")
+    node = models.CharField(max_length=253)
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=16)
+    details = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["backend", "node", "-at"], name="node_event_by_node"),
+                   models.Index(fields=["at"], name="node_event_by_time")]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.at:%Y-%m-%d %H:%M:%S} {self.kind}"
 
 
 class SyncLog(models.Model):

@@ -1,8 +1,9 @@
 """`describe node` as a page (`/nodes/<name>/`): status and every reason, conditions, taints, labels, the
-pods on it with their requests and workloads, its pools and platforms, what the sync last did; for staff a
+pods on it with their requests and workloads, its pools and platforms, its recent events; for staff a
 cordon/uncordon button. A member sees a node only through a pool they may use (otherwise 404), and only the
 names of those pools and their platforms (`RowContext`)."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.dispatch import Signal
 from django.http import Http404, HttpResponseRedirect
@@ -15,9 +16,10 @@ from django.views.decorators.http import require_POST
 from pools.access.scoping import access_required
 from pools.cluster import ClusterError
 from pools.engine import ConfigError
-from pools.fleet import usage
+from pools.fleet import node_history, usage
 from pools.fleet.cordon import cordon_node
 from pools.fleet.node_pods import pods_on
+from pools.inventory.node_events import describe
 from pools.models import Node, SyncLog
 from pools.models.dbwrites import NotRecorded
 
@@ -70,6 +72,14 @@ def _conditions(node: Node, now) -> list[dict]:
     return rows
 
 
+def events(node: Node, ctx) -> list[tuple[str, str, dict]]:
+    """The node's recent events as (kind, text, moment), naming only the pools the viewer may see; a change of
+    pools they may not see is left out."""
+    rows = [(event.kind, describe(event.kind, event.details, ctx.pools), event.at)
+            for event in node_history.recent(node.backend, node.name)]
+    return [(kind, text, moment(at, ctx.now)) for kind, text, at in rows if text]
+
+
 def node_context(request, node: Node) -> dict:
     ctx = row_context(request, nodes=True)
     row = {name: getattr(node, name) for column in NODES.columns if column.key in FIGURES for name in column.fields}
@@ -95,6 +105,8 @@ def node_context(request, node: Node) -> dict:
         "updated_at": moment(node.updated_at, ctx.now),
         "last_sync": moment(node.backend.last_sync_at, ctx.now),
         "backend_online": usage.backend_online(node.backend, ctx.now),
+        "events": events(node, ctx),
+        "events_days": settings.OSMO_NODE_EVENTS_KEEP_DAYS,
         "sync_logs": [(log, moment(log.at, ctx.now)) for log in
                       SyncLog.objects.filter(backend=node.backend)[:RECENT_SYNC_LOGS]] if staff else [],
         "may_cordon": staff,

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from pools.fleet import node_history
 from pools.models import Backend, ManagedJob, Node, Pod, Project
 from scheduling.models import Workload
 from tests.pages.conftest import ALPHA, BRAVO, body, make_nodes
@@ -103,6 +104,29 @@ def test_a_member_sees_a_node_of_their_pools_without_the_names_of_the_others(cli
     assert client.get("/nodes/no-such-node/").status_code == 404
     assert client.post(f"/nodes/{shared.name}/cordon/", {"cordon": "true"}).status_code == 403
     assert not Node.objects.get(pk=shared.pk).unschedulable
+
+
+def test_its_recent_events_name_only_the_pools_the_viewer_may_see(staff_client, client, alpha_member, fleet):
+    shared = broken_node([ALPHA, BRAVO], name="shared")
+    now = timezone.now()
+    node_history.record(shared.backend, [(shared.name, "added", {"status": "Ready", "pools": [ALPHA]})],
+                        now - dt.timedelta(hours=2))
+    node_history.record(shared.backend, [(shared.name, "pools", {"before": [ALPHA], "after": [ALPHA, BRAVO]}),
+                                         (shared.name, "status", {"before": "Ready", "after": "<b>Not</b> ready"})],
+                        now - dt.timedelta(minutes=5))
+    node_history.record(shared.backend, [("another-node", "removed", {})], now)
+
+    def events(viewer):
+        text = body(viewer.get(f"/nodes/{shared.name}/"))
+        return re.findall(r'<li data-kind="([a-z]+)"><time[^>]*>[^<]*</time>: ([^<]*)</li>', text), text
+
+    staff_events, _ = events(staff_client)
+    assert staff_events == [("status", "Status Ready \u2192 &lt;b&gt;Not&lt;/b&gt; ready"),
+                            ("pools", f"Pools {ALPHA} \u2192 {ALPHA}, {BRAVO}"),
+                            ("added", f"Appeared: Ready, pools {ALPHA}")]
+    client.force_login(alpha_member)  # the same client as staff_client's
+    member_events, text = events(client)
+    assert [kind for kind, _ in member_events] == ["status", "added"] and BRAVO not in text
 
 
 def test_every_node_name_links_to_its_page(staff_client, client, alpha_member, fleet):

@@ -6,8 +6,9 @@ from django.core.management.base import BaseCommand
 from pools.api.inventory import NodeDetailSerializer, PoolDetailSerializer
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.fleet import usage
+from pools.fleet import node_history, usage
 from pools.fleet.node_pods import pods_on
+from pools.inventory.node_events import describe
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Node, Pool
 from pools.pages.formatting import size
@@ -22,7 +23,7 @@ def _gib(value: int) -> str:
 class Command(BaseCommand):
     help = ("describe pool NAME: the pool's figures, its platforms with node counts and GPUs (total, used, free, "
             "free on Ready nodes, unhealthy), and its nodes. describe node NAME: its status and reasons, conditions, "
-            "taints, labels, pools and the pods on it.")
+            "recent events, taints, labels, pools and the pods on it.")
 
     def add_arguments(self, parser):
         parser.add_argument("kind", choices=["pool", "node"])
@@ -78,8 +79,11 @@ class Command(BaseCommand):
             raise ConfigError(f"node {name!r} exists on several backends; name one with --backend", field="backend")
         node = found[0]
         detail = NodeDetailSerializer(usage.node_detail(node)).data
+        events = [(event.at.isoformat(timespec="seconds"), event.kind, describe(event.kind, event.details, list))
+                  for event in node_history.recent(node.backend, node.name)]
         if format == "json":
-            print_json(self.stdout, detail)
+            print_json(self.stdout, {**detail, "events": [{"at": at, "kind": kind, "event": text}
+                                                          for at, kind, text in events]})
             return
         out = self.stdout
         facts = [("Name", node.name), ("Backend", node.backend.name), ("Status", node.status),
@@ -100,6 +104,11 @@ class Command(BaseCommand):
         print_table(out, ["  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"],
                     [[f"  {c.get('type', '')}", c.get("status", ""), c.get("reason") or "-",
                       c.get("last_transition_time") or "-", c.get("message") or "-"] for c in node.conditions])
+        out.write("Events:")
+        if events:
+            print_table(out, ["  AT", "KIND", "EVENT"], [[f"  {at}", kind, text] for at, kind, text in events])
+        else:
+            out.write("  (none recorded)")
         out.write("Taints:")
         for taint in node.taints:
             value = f"={taint['value']}" if taint.get("value") else ""
