@@ -25,6 +25,21 @@ def defaults(db):
 
 
 @pytest.fixture
+def demo_fleet(db, tmp_path):
+    """The demo's configuration and its simulated default cluster, synced at a pinned moment (the simulated
+    fleet moves with the clock)."""
+    from pools.cluster.simulated import SimulatedCluster
+    from pools.config.defaults import init_demo
+    from pools.fleet.sync import BackendSync
+    from pools.models import Backend
+
+    init_demo(author="tests")
+    backend = Backend.objects.get(name="default")
+    BackendSync(backend, SimulatedCluster("default", tmp_path, clock=lambda: 1_760_000_000.0,
+                                          sleep=lambda seconds: None)).run(seconds=0)
+
+
+@pytest.fixture
 def staff(django_user_model):
     return django_user_model.objects.create_user("ops", password="pw-ops-123", is_staff=True, is_superuser=True)
 

@@ -10,11 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from pools.cluster.simulated import SimulatedCluster
 from pools.config import writes
-from pools.config.defaults import init_demo
-from pools.fleet.sync import BackendSync
-from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
+from pools.models import ConfigKind, ConfigRevision, Node, Pool
 from tests.conftest import seed_json_blocks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,16 +21,8 @@ SEED_POOL = "shared_simulation_training_pool"
 SHOTS = Path(os.environ.get("OSMO_SHOTS", "/tmp/shots-config"))
 
 
-@pytest.fixture
-def demo_fleet(tmp_path, staff):
-    init_demo(author="tests")
-    backend = Backend.objects.get(name="default")
-    BackendSync(backend, SimulatedCluster("default", tmp_path, clock=lambda: 1_760_000_000.0,
-                                          sleep=lambda seconds: None)).run(seconds=0)
-
-
 @pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)], ids=["laptop", "phone"])
-def test_an_admin_sees_the_nodes_an_edit_would_share_confirms_and_it_is_saved(live_server, page, demo_fleet,
+def test_an_admin_sees_the_nodes_an_edit_would_share_confirms_and_it_is_saved(live_server, page, demo_fleet, staff,
                                                                               viewport, screenshot):
     page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
     pool = Pool.objects.get(name="dev")
@@ -79,7 +68,7 @@ def test_an_admin_sees_the_nodes_an_edit_would_share_confirms_and_it_is_saved(li
 
 
 @pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)], ids=["laptop", "phone"])
-def test_an_admin_rolls_a_pasted_pool_back_to_before_its_creation(live_server, page, demo_fleet, viewport):
+def test_an_admin_rolls_a_pasted_pool_back_to_before_its_creation(live_server, page, demo_fleet, staff, viewport):
     page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
     document = json.loads(seed_json_blocks("002")[2])
     writes.import_document(ConfigKind.POOL, document, author="tests")

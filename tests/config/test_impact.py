@@ -9,12 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from pools.cluster.simulated import SimulatedCluster
 from pools.config import writes
-from pools.config.defaults import init_demo
-from pools.fleet.sync import BackendSync
 from pools.inventory.impact import placement_impact
-from pools.models import Backend, ConfigKind, ConfigRevision, Node, PodTemplate, Pool, Role, RoleAssignment
+from pools.models import ConfigKind, ConfigRevision, Node, PodTemplate, Pool, Role, RoleAssignment
 from tests.conftest import seed_json_blocks
 
 SEED_POOL = "shared_simulation_training_pool"
@@ -76,14 +73,6 @@ def test_the_confirmation_token_changes_with_the_impact():
 
 
 # ---- seed 002's pool on the demo fleet ---------------------------------------------------------------------
-
-@pytest.fixture
-def demo_fleet(db, tmp_path):
-    init_demo(author="tests")
-    backend = Backend.objects.get(name="default")
-    BackendSync(backend, SimulatedCluster("default", tmp_path, clock=lambda: 1_760_000_000.0,
-                                          sleep=lambda seconds: None)).run(seconds=0)
-
 
 def seed_pool_file(tmp_path) -> str:
     path = tmp_path / "platform_config.json"
