@@ -16,6 +16,7 @@ from pools.cluster.kube import KubeCluster
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.inventory.jobs import job_facts
 from pools.models import Backend, ManagedJob
+from tests import waiting
 from tests.kube_objects import make_node, make_pod
 
 PREFIX = "runwhere.ai/"
@@ -89,14 +90,8 @@ def rows(backend) -> dict[str, ManagedJob]:
 
 
 def until(condition, what: str, seconds: float = 60):
-    """Polls `condition` until it is true; a generous deadline, only against hanging forever."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"waited {seconds} s for {what}; rows: {list(ManagedJob.objects.values('name', 'job', 'gone'))}")
+    return waiting.until(condition, what, seconds, every=0.05,
+                         detail=lambda: f"rows: {list(ManagedJob.objects.values('name', 'job', 'gone'))}")
 
 
 class Following:

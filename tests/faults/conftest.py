@@ -3,7 +3,6 @@ ahead of its object count (so that a rewind shows in the numbers), a clock the t
 deadline only guards against hanging (never an asserted speed)."""
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -34,16 +33,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.seconds += seconds
-
-
-def until(condition, what: str, seconds: float = 60, every: float = 0.1):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    pytest.fail(f"waited {seconds} s for {what}")
 
 
 @pytest.fixture

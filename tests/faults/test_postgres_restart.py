@@ -19,9 +19,10 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from tests.faults.conftest import busy_cluster, until
+from tests.faults.conftest import busy_cluster
 from tests.kube_objects import make_node
 from tests.scheduling.test_faults import PREFIX, free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.postgres
 

@@ -16,7 +16,8 @@ from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import body
-from tests.scheduling.test_faults import PREFIX, PrivateRedis, Worker, on_standin, statuses, until
+from tests.scheduling.test_faults import PREFIX, PrivateRedis, Worker, on_standin, statuses
+from tests.waiting import until
 
 JOBS = "/apis/batch/v1/namespaces/"
 

@@ -11,8 +11,9 @@ import pytest
 
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node
-from tests.faults.conftest import NODES, FakeClock, busy_cluster, heartbeats, run_beside, until
+from tests.faults.conftest import NODES, FakeClock, busy_cluster, heartbeats, run_beside
 from tests.kube_objects import make_node
+from tests.waiting import until
 
 AFTER = ["gpu-a", "gpu-b", "gpu-new"]  # cpu-a deleted and gpu-new added after the rewind
 

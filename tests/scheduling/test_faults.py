@@ -25,6 +25,7 @@ from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import body
+from tests.waiting import until
 
 PREFIX = "runwhere.ai/"
 OUTAGE_SECONDS = 20
@@ -44,17 +45,6 @@ def on_standin(standin, tmp_path: Path) -> str:
     kubeconfig = standin.kubeconfig(tmp_path / "kubeconfig")
     Backend.objects.filter(name="default").update(kind=Backend.Kind.KUBERNETES, kubeconfig_path=kubeconfig)
     return kubeconfig
-
-
-def until(condition, what: str, seconds: float = 120, every: float = 0.2):
-    """Polls `condition` until it answers something true; a generous deadline, only against hanging forever."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    pytest.fail(f"waited {seconds} s for {what}")
 
 
 def lockable(pk) -> bool:
