@@ -3,11 +3,14 @@ overview's not-ready card (or the nodes filter) to a node's page and its reason;
 the node page, written to the stand-in API server and read back from it and from the database."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from pools.fleet import node_history
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node
 from tests.browser.test_dashboard import NOT_READY, fleet, sign_in  # noqa: F401  (the fixture)
@@ -27,6 +30,12 @@ def no_page_overflow(page) -> bool:
 def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, page, fleet, width, height,  # noqa: F811
                                                                    screenshot):
     page.set_viewport_size({"width": width, "height": height})
+    broken = Node.objects.select_related("backend").get(name="dgx-h100-004")
+    now = timezone.now()
+    node_history.record(broken.backend, [(broken.name, "added", {"status": "Ready", "pools": broken.pool_names})],
+                        now - timedelta(days=3))
+    node_history.record(broken.backend, [(broken.name, "status", {"before": "Ready", "after": broken.status})],
+                        now - timedelta(minutes=40))
     sign_in(page, live_server, "/")
 
     card = page.locator("a[href*='status=attention']").first
@@ -45,6 +54,8 @@ def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, p
     page.wait_for_url(f"{live_server.url}/nodes/dgx-h100-004/")
     expect(page.locator("#node-status")).to_have_text("Not ready (Disk pressure)")
     expect(page.locator("[data-testid=reason]")).to_have_text(["Disk pressure"])
+    expect(page.locator("#node-events li")).to_have_count(2)
+    expect(page.locator("#node-events li").first).to_contain_text("Status Ready \u2192 Not ready (Disk pressure)")
     expect(page.locator("#sign-out")).to_be_visible()
     assert no_page_overflow(page)
     screenshot(page, "node" if width > 600 else "node-phone", full_page=True)  # the README's pictures
@@ -79,3 +90,8 @@ def test_staff_cordon_and_uncordon_a_node_from_its_page(live_server, page, staff
     expect(page.locator("#cordon-button")).to_be_visible()
     assert "unschedulable" not in standin.node("gpu-7")["spec"]
     assert not Node.objects.get(name="gpu-7").unschedulable
+    # Newest first: the uncordon's status and the uncordon, the cordon's, and the node's first sync.
+    expect(page.locator("#node-events li")).to_have_count(5)
+    assert page.locator("#node-events li").evaluate_all("items => items.map(item => item.dataset.kind)") == [
+        "status", "cordon", "status", "cordon", "added"]
+    expect(page.locator("#node-events li").nth(1)).to_contain_text("Uncordoned")
