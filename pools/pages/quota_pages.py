@@ -86,8 +86,8 @@ def quota_sums(rows: list[dict], columns: list[Column], *, leave_out: tuple[str,
     rows (a department's row already holds its projects: its allocated is theirs, its fair share is what its
     projects share, its deserved its own quota or else theirs), plus every project row shown without its
     department's row (a member's rows, a search that matched a project and not its department): nothing shown
-    is counted twice, nothing shown is left out, and nothing the viewer does not see is summed. Columns whose
-    figure ends in one of `leave_out` ("allocated") are left blank."""
+    is counted twice, nothing shown is left out, and nothing the viewer does not see is summed. The columns of
+    the figures in `leave_out` ("allocated", "over_quota") are left blank."""
     departments = {(row["pool"], row["department"]) for row in rows if row["project"] is None}
     counted = [row for row in rows if row["project"] is None or (row["pool"], row["department"]) not in departments]
     sums = {}
