@@ -111,7 +111,7 @@ class Listing:
     def __init__(self, table: Table, *, path: str, query: QueryDict, columns: list[Column], sort: Sort,
                  ctx: RowContext, rows: Iterable[Mapping], total: int, page=None, empty_message: str = "",
                  filtered: bool = False, live: bool = True, totals: str = "", sums: Mapping[str, Any] | None = None,
-                 actions: Callable[[Mapping], list[tuple[str, str]]] | None = None):
+                 totals_label: str = "", actions: Callable[[Mapping], list[tuple[str, str]]] | None = None):
         self.table = table
         self.path = path
         # Empty filters ("q=&pool=", as a GET form sends them) are left out of every link.
@@ -129,6 +129,8 @@ class Listing:
         self.filtered = filtered
         self.totals = totals  # a line of sums over every filtered row (not the page), beside the count
         self.sums = sums  # {column key: total over every filtered row}: the totals row (`database_sums`)
+        # The totals row's first cell when its figures are not a plain sum of the rows ("Pool (each node once)").
+        self.totals_label = totals_label
         self.live = live
         self.has_actions = actions is not None
         self._source, self._actions = rows, actions
@@ -212,18 +214,26 @@ class Listing:
     def totals_row(self) -> SafeString:
         """`<tr>` of the sums over every filtered row (not only this page) under the summable columns, blank
         under the others; empty without sums."""
-        if self.sums is None or not any(column.key in self.sums for column in self.columns):
+        if self.sums is None:
+            return SafeString("")
+        label = self.totals_label or ("Total" if self.total == 1 else f"Total of {number(self.total)}")
+        return self.sums_row(self.sums, label)
+
+    def sums_row(self, sums: Mapping[str, Any], label: str) -> SafeString:
+        """A totals `<tr>` of `sums` ({column key: figure}) under this listing's columns, `label` in the first
+        cell, blank elsewhere; empty when no shown column has a sum. The quota tables, whose rows are
+        rendered per pool section, call it once per section."""
+        if not any(column.key in sums for column in self.columns):
             return SafeString("")
         cells = []
         for index, header in enumerate(self.headers):
             column, wide = header.column, " wide-only" if header.wide_only else ""  # a phone shows the key cells
-            if column.key in self.sums:
-                value = self.sums[column.key]
+            if column.key in sums:
+                value = sums[column.key]
                 text = {"cores": lambda v: formatting.cores(v, places=1),  # as the cells above it
                         "bytes": formatting.size}.get(column.kind, number)(value)
                 cell = format_html('<td data-col="{}" class="num{}">{}</td>', column.key, wide, text)
             elif index == 0:
-                label = "Total" if self.total == 1 else f"Total of {number(self.total)}"
                 cell = format_html('<th scope="row" data-col="{}">{}</th>', column.key, label)
             else:
                 cell = format_html('<td data-col="{}"{}></td>', column.key,

@@ -26,6 +26,10 @@ from .responses import wants_csv
 from .tables import PLATFORMS, RowContext, status_css
 
 RECENT_REVISIONS = 10
+# The platform table's totals row: the pool's own figures, each node once (a node on two platforms is in both
+# rows, so a sum of the rows would count it twice).
+POOL_TOTALS = ("node_count", *usage.PLATFORM_GPU_FIGURES, "gpu_free_ready")
+POOL_TOTALS_LABEL = "Pool (each node once)"
 LIVE_REGION = "pool-live"
 # The nodes table's status filter value for every node that is not Ready (Unknown included).
 ATTENTION = "attention"
@@ -78,7 +82,8 @@ def figures(pool, detail: dict, not_ready: int) -> list[dict]:
 
 
 def live_context(request, pool, ctx: RowContext) -> dict:
-    """The live region: figures, status and the platform table (whose CSV is this page's `?export=csv`)."""
+    """The live region: figures, status and the platform table (whose CSV is this page's `?export=csv`, rows
+    only: its totals row, the pool's own figures, is not in it)."""
     # Nodes are listed by the nodes table (scoped, paged); here only the figures.
     detail = usage.pool_detail(pool, nodes=Node.objects.none())
     rows, effective_error = platform_rows(pool, detail["platforms"])
@@ -94,6 +99,7 @@ def live_context(request, pool, ctx: RowContext) -> dict:
         "status_css": status_css(status),
         "platforms": Listing(PLATFORMS, path=request.path, query=QueryDict(), columns=columns, sort=Sort(None, False),
                              ctx=ctx, rows=rows, total=len(rows), live=False,
+                             sums={key: detail[key] for key in POOL_TOTALS}, totals_label=POOL_TOTALS_LABEL,
                              empty_message=effective_error or "This pool has no platforms."),
         "effective_error": effective_error,
     }

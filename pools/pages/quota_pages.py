@@ -45,6 +45,10 @@ from .tables import MEMBERS, PROJECTS, QUOTA_IDENTITY, QUOTA_SHARED, QUOTAS, Col
 POOLS_PER_PAGE = (5, 10, 25, 50, 100)
 DEFAULT_POOLS_PER_PAGE = 10
 QUOTAS_CHANGED = "quotas-changed"  # the event a saved cell sends; quota regions refresh on it
+# What a quota table's totals row sums, per resource. Limits and weights are left blank: a sum of limits means
+# nothing when some are "none".
+SUMMED_FIGURES = ("deserved", "allocated", "fair_share", "over_quota")
+POOL_TOTAL = "Pool total"
 
 
 def row_context(request) -> RowContext:
@@ -75,6 +79,23 @@ def flat_rows(table: PoolTable) -> list[dict]:
             row[f"{resource.value}_weight"] = figures["over_quota_weight"]
         rows.append(row)
     return rows
+
+
+def quota_sums(rows: list[dict], columns: list[Column], *, leave_out: tuple[str, ...] = ()) -> dict:
+    """The totals row of quota rows: for each shown column of SUMMED_FIGURES, the sum over the department
+    rows (a department's row already holds its projects: its allocated is theirs, its fair share is what its
+    projects share, its deserved its own quota or else theirs), plus every project row shown without its
+    department's row (a member's rows, a search that matched a project and not its department): nothing shown
+    is counted twice, nothing shown is left out, and nothing the viewer does not see is summed. The columns of
+    the figures in `leave_out` ("allocated", "over_quota") are left blank."""
+    departments = {(row["pool"], row["department"]) for row in rows if row["project"] is None}
+    counted = [row for row in rows if row["project"] is None or (row["pool"], row["department"]) not in departments]
+    sums = {}
+    for column in columns:
+        resource, _, figure = column.key.partition("_")
+        if figure in SUMMED_FIGURES and figure not in leave_out:
+            sums[column.key] = _figure(Resource(resource), sum((row[column.key] or 0 for row in counted), 0))
+    return sums
 
 
 def _amount(resource: Resource, value) -> str:
@@ -126,6 +147,7 @@ class Section:
     borrowed: Decimal
     rows: list[dict]
     html: list[SafeString] = field(default_factory=list)
+    totals: SafeString = field(default_factory=SafeString)  # its totals row (`quota_sums`), "Pool total"
     engine: Enforcement | None = None
 
 
@@ -280,13 +302,14 @@ def quota_page(request, query: QueryDict, path: str, *, pools=None):
         kept = list(page.object_list)
     guarantees = gpu_guarantees([table.pool for table, _ in kept])
     sections = [section(table, rows, guarantees) for table, rows in kept]
+    listing = Listing(QUOTAS, path=path, query=query, columns=columns, sort=Sort(None, False), ctx=ctx, rows=[],
+                      total=sum(len(item.rows) for item in sections), filtered=form.active, live=True)
     edit = editing(request)
     by_name = {pool.name: pool for pool in visible}
     for item in sections:
         item.html = render_rows(item.rows, columns, ctx, edit)
+        item.totals = listing.sums_row(quota_sums(item.rows, columns), POOL_TOTAL)
         item.engine = enforcement(by_name[item.pool], staff, ctx.now)
-    listing = Listing(QUOTAS, path=path, query=query, columns=columns, sort=Sort(None, False), ctx=ctx, rows=[],
-                      total=sum(len(item.rows) for item in sections), filtered=form.active, live=True)
     if form.active and not sections:
         empty = "No quota matches these filters."
     elif projects is not None:
@@ -490,6 +513,13 @@ def project_detail(request, name: str):
         return csv.response(QUOTAS, csv_columns(chosen), rows, ctx)
     quota_listing = Listing(QUOTAS, path=request.path, query=QueryDict(), columns=columns, sort=Sort(None, False),
                             ctx=ctx, rows=[], total=len(rows), live=False)
+    # One row per pool, the project's own (no department rows here), so the sum over its pools counts nothing
+    # twice, except a pod without a pool label on a node of several pools, which each of those pools counts:
+    # then allocated and over quota are left blank (its rows say "counted in several pools").
+    shared = any(row["shared_usage"] for row in rows)
+    quota_totals = quota_listing.sums_row(
+        quota_sums(rows, columns, leave_out=("allocated", "over_quota") if shared else ()),
+        "Total" if len(rows) == 1 else f"Total of {len(rows)} pools")
     member_listing = Listing(MEMBERS, path=request.path, query=QueryDict("table=members"),
                              columns=list(MEMBERS.columns), sort=Sort(None, False), ctx=ctx, rows=members,
                              total=len(members), live=False, empty_message="Nobody is named as a member.")
@@ -497,7 +527,8 @@ def project_detail(request, name: str):
     shown_defaults = ctx.pools(defaults.pools)
     context = {
         "project": project, "nav": "projects", "quota_listing": quota_listing,
-        "quota_rows": render_rows(rows, columns, ctx, editing(request)),
+        "quota_rows": render_rows(rows, columns, ctx, editing(request)), "quota_totals": quota_totals,
+        "quota_totals_partial": shared,
         "members": member_listing, "defaults": defaults, "default_pool_names": shown_defaults,
         "hidden_defaults": len(defaults.pools) - len(shown_defaults),
     }
