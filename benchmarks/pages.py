@@ -450,7 +450,9 @@ def baseline_sql(columns, ordered: bool) -> str:
     select = []
     for column in columns:
         for name in column.export_fields:
-            select.append("b.name" if name == "backend__name" else f'n."{fields[name]}"')
+            # The backend's fields (its name, its last sync for "Last seen") from the joined backend row.
+            select.append(f'b."{name.removeprefix("backend__")}"' if name.startswith("backend__")
+                          else f'n."{fields[name]}"')
     order = " ORDER BY n.name, b.name, n.id" if ordered else ""
     return f"SELECT {', '.join(select)} FROM pools_node n JOIN pools_backend b ON b.id = n.backend_id{order}"
 
@@ -543,6 +545,8 @@ def scratch_fleet(nodes: int, pools: int, *, keep: bool = False):
         from pools.models import Backend
 
         call_command("migrate", verbosity=0)
+        # DEBUG off: the pages name their static files through the manifest, which collectstatic writes.
+        call_command("collectstatic", "--noinput", verbosity=0)
         init_defaults(author="bench")
         print(f"django {django.get_version()}, python {sys.version.split()[0]}, DEBUG off")
         start = time.perf_counter()

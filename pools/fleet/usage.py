@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, IntegerField, Q, Sum, Value, When
+from django.db.models import Case, Count, IntegerField, Min, Q, Sum, Value, When
 from django.utils import timezone
 
 from pools.inventory.status import READY, UNKNOWN
@@ -60,16 +60,19 @@ def last_contact(last_seen, last_sync_at):
     return max((moment for moment in (last_seen, last_sync_at) if moment is not None), default=None)
 
 
-def pool_status(pool: Pool, now=None, node_backends: list[Backend] | None = None) -> str:
-    """The default pool collects nodes of every backend, so it is ONLINE while all of those sync."""
+def pool_status(pool: Pool, now=None) -> str:
+    """The default pool collects nodes of every backend, so it is ONLINE while all of those sync: the oldest
+    last sync among its nodes' backends (`pools_with_usage` sets it) must be recent, and none may never have
+    synced. Any other pool (and the default one without nodes) follows its own backend."""
     if pool.enable_maintenance:
         return "MAINTENANCE"
-    backends = node_backends if pool.is_default and node_backends else [pool.backend]
-    return "ONLINE" if all(backend_online(backend, now) for backend in backends) else "OFFLINE"
-
-
-def default_pool_backends() -> list[Backend]:
-    return list(Backend.objects.filter(nodes__memberships__pool__name=Pool.DEFAULT_NAME).distinct())
+    if pool.is_default and pool.node_count:
+        now = now or timezone.now()
+        online = (not pool.node_backends_unsynced and pool.node_backends_synced_at is not None
+                  and now - pool.node_backends_synced_at <= stale_after())
+    else:
+        online = backend_online(pool.backend, now)
+    return "ONLINE" if online else "OFFLINE"
 
 
 def cores(millicores: int) -> Decimal:
@@ -77,20 +80,26 @@ def cores(millicores: int) -> Decimal:
 
 
 def pools_with_usage(pools=None) -> list[Pool]:
-    """Pools with node_count and every sum of `_SUMS` set as attributes: one query for the pools and one
-    GROUP BY over memberships, whatever the number of pools and nodes."""
+    """Pools with node_count and every sum of `_SUMS` set as attributes, and for `pool_status` the oldest last
+    sync of their nodes' backends (`node_backends_synced_at`) and how many of their nodes' backends never
+    synced (`node_backends_unsynced`): one query for the pools and one GROUP BY over memberships, whatever the
+    number of pools and nodes."""
     pools = list((Pool.objects.all() if pools is None else pools).select_related("backend"))
     sums = {
         row.pop("pool_id"): row
         for row in NodeMembership.objects.filter(pool_id__in=[pool.pk for pool in pools])
         .values("pool_id")
         .annotate(node_count=Count("id"), **{name: Sum(f"node__{column}") for name, column in _SUMS.items()},
-                  gpu_free_ready=Sum("node__gpu_free", filter=READY_SCHEDULABLE))
+                  gpu_free_ready=Sum("node__gpu_free", filter=READY_SCHEDULABLE),
+                  node_backends_synced_at=Min("node__backend__last_sync_at"),
+                  node_backends_unsynced=Count("id", filter=Q(node__backend__last_sync_at__isnull=True)))
         .order_by()
     }
-    empty = dict.fromkeys(("node_count", *_SUMS, "gpu_free_ready"), 0)
+    empty = dict.fromkeys(("node_count", *_SUMS, "gpu_free_ready", "node_backends_unsynced"), 0)
     for pool in pools:
-        for name, value in sums.get(pool.pk, empty).items():
+        figures = sums.get(pool.pk, empty)
+        pool.node_backends_synced_at = figures.pop("node_backends_synced_at", None)
+        for name, value in figures.items():
             setattr(pool, name, value or 0)
     return pools
 
@@ -106,15 +115,14 @@ def pool_rows(pools=None) -> list[dict[str, Any]]:
     pools = pools_with_usage(pools)
     platforms = _platform_names([pool.pk for pool in pools])
     now = timezone.now()
-    backends = default_pool_backends() if any(pool.is_default for pool in pools) else None
-    return [pool_row(pool, platforms.get(pool.pk, []), now, backends) for pool in pools]
+    return [pool_row(pool, platforms.get(pool.pk, []), now) for pool in pools]
 
 
-def pool_row(pool: Pool, platforms: list[str], now=None, node_backends=None) -> dict[str, Any]:
+def pool_row(pool: Pool, platforms: list[str], now=None) -> dict[str, Any]:
     return {
         "name": pool.name,
         "description": pool.description,
-        "status": pool_status(pool, now, node_backends),
+        "status": pool_status(pool, now),
         "backend": pool.backend.name,
         "node_count": pool.node_count,
         **{name: getattr(pool, name) for name in _SUMS},
@@ -152,7 +160,7 @@ def pool_detail(pool: Pool, nodes=None, access: Access | None = None) -> dict[st
     annotated = pools_with_usage(Pool.objects.filter(pk=pool.pk))[0]
     platforms = list(Platform.objects.filter(pool=pool).order_by("position", "name").values_list("name", flat=True))
     nodes = Node.objects.filter(memberships__pool=pool) if nodes is None else nodes.filter(memberships__pool=pool)
-    row = pool_row(annotated, platforms, node_backends=default_pool_backends() if pool.is_default else None)
+    row = pool_row(annotated, platforms)
     row["platforms"] = platform_figures(pool, platforms)
     row["nodes"] = list(node_rows(nodes, access))
     return row

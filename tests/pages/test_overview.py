@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from pools.fleet import snapshots
-from pools.models import Backend, Node, Pool
+from pools.models import Backend, Node, NodeMembership, Pool
 from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +86,24 @@ def test_pool_status_shows_offline_and_maintenance(staff_client, fleet):
 
     assert '<span class="status status-bad">OFFLINE' in text
     assert '<span class="status status-warn">MAINTENANCE' in text
+
+
+def test_the_default_pool_is_online_while_every_backend_of_its_nodes_syncs(fleet):
+    from pools.fleet.usage import pool_rows
+
+    def default_status():
+        return next(row["status"] for row in pool_rows() if row["name"] == "default")
+
+    other = Backend.objects.create(name="zeta", kind=Backend.objects.get(name="default").kind)
+    assert default_status() == "ONLINE"  # no nodes: its own backend, synced
+    make_nodes(2, ["default"], prefix="spare")
+    Node.objects.create(backend=other, name="zeta-0", status="Ready")
+    NodeMembership.objects.create(node=Node.objects.get(name="zeta-0"), pool=Pool.objects.get(name="default"))
+    assert default_status() == "OFFLINE"  # zeta never synced
+    Backend.objects.filter(pk=other.pk).update(last_sync_at=timezone.now() - dt.timedelta(days=1))
+    assert default_status() == "OFFLINE"  # zeta is silent
+    Backend.objects.filter(pk=other.pk).update(last_sync_at=timezone.now())
+    assert default_status() == "ONLINE"
 
 
 def test_the_pool_table_filters_and_sorts_from_the_url(staff_client, fleet):

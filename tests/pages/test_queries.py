@@ -1,10 +1,14 @@
 """The query budget: `/` and `/nodes/` (first page, filtered, and their live fragments) make at most 10
 SQL queries whatever the number of nodes, for staff and for a member whose roles are read per request."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from pools.fleet import snapshots
 from tests.pages.conftest import ALPHA, BRAVO, fragment, make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -55,3 +59,20 @@ def test_the_query_count_does_not_grow_with_the_fleet(staff_client, fleet):
         counts.append(len(queries))
 
     assert counts[0] == counts[1]
+
+
+def test_a_member_who_sees_the_default_pool_and_its_charts_stays_within_the_budget(client, alpha_member, settings,
+                                                                                    django_assert_max_num_queries):
+    # The default pool's status follows its nodes' backends: read with its figures, not in a query of its own.
+    settings.ACCESS_DEFAULT_POOL_OPEN = True
+    make_nodes(3, ["default"], prefix="spare")
+    make_nodes(3, [ALPHA])
+    snapshots.record(timezone.now() - timedelta(minutes=20))
+    snapshots.record()
+    client.force_login(alpha_member)
+
+    with django_assert_max_num_queries(BUDGET):
+        text = client.get("/").content.decode()
+
+    assert 'href="/pools/default/"' in text and "<svg" in text  # the default pool's row, charts inline
+    assert '"/?status=ONLINE">2 online</a>' in text and '"/?status=OFFLINE">0 offline</a>' in text
