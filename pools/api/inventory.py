@@ -12,6 +12,7 @@ from pools.access.serializers import StrictBooleanField, StrictCharField, named,
 from pools.fleet import labels, usage
 from pools.fleet.cordon import cordon_node
 from pools.fleet.filters import NodeFilterSet
+from pools.inventory import node_events
 from pools.models import Node, Pool
 from pools.models.visibility import access_for
 
@@ -94,6 +95,12 @@ class PoolDetailSerializer(PoolRowSerializer):
     nodes = NodeRowSerializer(many=True)
 
 
+class NodeEventSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    kind = serializers.ChoiceField(choices=node_events.KINDS)
+    event = serializers.CharField(help_text="In one line, naming only the pools the caller may see.")
+
+
 class NodeDetailSerializer(NodeRowSerializer):
     labels = serializers.DictField(child=serializers.CharField())
     conditions = serializers.ListField(child=serializers.DictField())
@@ -102,6 +109,8 @@ class NodeDetailSerializer(NodeRowSerializer):
     gpu_memory_mib = serializers.IntegerField()
     gpu_family = serializers.CharField()
     sharing = serializers.ChoiceField(choices=Node.Sharing.choices)
+    events = NodeEventSerializer(many=True, help_text="Its recent events, newest first: appeared, status, cordon, "
+                                                      "pools, left.")
 
 
 class LabelRequestSerializer(serializers.Serializer):

@@ -3,12 +3,14 @@ or a label through it, a configuration write that moves nodes between pools, a b
 the node page and `describe node`, dropped after `OSMO_NODE_EVENTS_KEEP_DAYS`. What an event means is
 `pools.inventory.node_events`."""
 
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from pools.models import Backend, NodeEvent
+from pools.inventory.node_events import describe
+from pools.models import Backend, Node, NodeEvent
 from pools.models.bulk import copy_or_bulk_create
 
 RECENT = 20
@@ -23,6 +25,14 @@ def record(backend: Backend, events: list[tuple[str, str, dict]], at) -> None:
 def recent(backend: Backend, name: str, limit: int = RECENT) -> list[NodeEvent]:
     """The node's latest events, newest first."""
     return list(NodeEvent.objects.filter(backend=backend, node=name).order_by("-at", "-id")[:limit])
+
+
+def described(node: Node, visible: Callable[[Iterable[str]], list[str]] = list) -> list[dict]:
+    """The node's latest events as {at, kind, event}, newest first, naming only the pools `visible` keeps (all
+    by default); an event about pools it hides is left out."""
+    rows = [{"at": event.at, "kind": event.kind, "event": describe(event.kind, event.details, visible)}
+            for event in recent(node.backend, node.name)]
+    return [row for row in rows if row["event"]]
 
 
 def prune(now=None) -> int:

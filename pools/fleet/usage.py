@@ -19,9 +19,10 @@ from django.conf import settings
 from django.db.models import Case, Count, IntegerField, Min, Q, Sum, Value, When
 from django.utils import timezone
 
+from pools.fleet import node_history
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Backend, Node, NodeMembership, Platform, Pool
-from pools.models.visibility import Access
+from pools.models.visibility import Access, redact
 
 POOL_STATUSES = ("ONLINE", "OFFLINE", "MAINTENANCE")
 ATTENTION = "attention"  # the status filter's value for every node that is not Ready, Unknown included
@@ -215,11 +216,16 @@ def node_rows(nodes=None, access: Access | None = None):
 
 
 def node_detail(node: Node, access: Access | None = None) -> dict[str, Any]:
-    """The row plus the node's facts. `sharing` is the true one (SHARED when the node is in several pools,
-    whether or not `access` sees them all): it says that, never which."""
+    """The row plus the node's facts and recent events. `sharing` is the true one (SHARED when the node is in
+    several pools, whether or not `access` sees them all): it says that, never which; the events name only the
+    pools `access` may see."""
+    def visible(names):
+        return list(names) if access is None else redact(names, access.visible_pool_names)
+
     return {**node_row(node, access), "labels": node.labels, "conditions": node.conditions,
             "components": node.components, "gpu_allocatable": node.gpu_allocatable,
-            "gpu_memory_mib": node.gpu_memory_mib, "gpu_family": node.gpu_family, "sharing": node.sharing}
+            "gpu_memory_mib": node.gpu_memory_mib, "gpu_family": node.gpu_family, "sharing": node.sharing,
+            "events": node_history.described(node, visible)}
 
 
 def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None, status: str | None = None,

@@ -19,7 +19,6 @@ from pools.engine import ConfigError
 from pools.fleet import node_history, usage
 from pools.fleet.cordon import cordon_node
 from pools.fleet.node_pods import pods_on
-from pools.inventory.node_events import describe
 from pools.models import Node, SyncLog
 from pools.models.dbwrites import NotRecorded
 
@@ -72,14 +71,6 @@ def _conditions(node: Node, now) -> list[dict]:
     return rows
 
 
-def events(node: Node, ctx) -> list[tuple[str, str, dict]]:
-    """The node's recent events as (kind, text, moment), naming only the pools the viewer may see; a change of
-    pools they may not see is left out."""
-    rows = [(event.kind, describe(event.kind, event.details, ctx.pools), event.at)
-            for event in node_history.recent(node.backend, node.name)]
-    return [(kind, text, moment(at, ctx.now)) for kind, text, at in rows if text]
-
-
 def node_context(request, node: Node) -> dict:
     ctx = row_context(request, nodes=True)
     row = {name: getattr(node, name) for column in NODES.columns if column.key in FIGURES for name in column.fields}
@@ -105,7 +96,8 @@ def node_context(request, node: Node) -> dict:
         "updated_at": moment(node.updated_at, ctx.now),
         "last_sync": moment(node.backend.last_sync_at, ctx.now),
         "backend_online": usage.backend_online(node.backend, ctx.now),
-        "events": events(node, ctx),
+        "events": [(row["kind"], row["event"], moment(row["at"], ctx.now))
+                   for row in node_history.described(node, ctx.pools)],
         "events_days": settings.OSMO_NODE_EVENTS_KEEP_DAYS,
         "sync_logs": [(log, moment(log.at, ctx.now)) for log in
                       SyncLog.objects.filter(backend=node.backend)[:RECENT_SYNC_LOGS]] if staff else [],

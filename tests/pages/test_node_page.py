@@ -3,6 +3,7 @@ pools and platforms; scoped like the nodes table (a member sees a node of their 
 pool they may not see); linked from every node name."""
 
 import datetime as dt
+import json
 import re
 import uuid
 
@@ -127,6 +128,11 @@ def test_its_recent_events_name_only_the_pools_the_viewer_may_see(staff_client, 
     client.force_login(alpha_member)  # the same client as staff_client's
     member_events, text = events(client)
     assert [kind for kind, _ in member_events] == ["status", "added"] and BRAVO not in text
+    # The API answers the same events, as scoped: GET /api/nodes/{name}/.
+    answer = client.get(f"/api/nodes/{shared.name}/").json()
+    assert [(event["kind"], event["event"]) for event in answer["events"]] == [
+        ("status", "Status Ready \u2192 <b>Not</b> ready"), ("added", f"Appeared: Ready, pools {ALPHA}")]
+    assert BRAVO not in json.dumps(answer)
 
 
 def test_every_node_name_links_to_its_page(staff_client, client, alpha_member, fleet):

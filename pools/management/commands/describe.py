@@ -6,9 +6,8 @@ from django.core.management.base import BaseCommand
 from pools.api.inventory import NodeDetailSerializer, PoolDetailSerializer
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.fleet import node_history, usage
+from pools.fleet import usage
 from pools.fleet.node_pods import pods_on
-from pools.inventory.node_events import describe
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Node, Pool
 from pools.pages.formatting import size
@@ -78,12 +77,9 @@ class Command(BaseCommand):
         if len(found) > 1:
             raise ConfigError(f"node {name!r} exists on several backends; name one with --backend", field="backend")
         node = found[0]
-        detail = NodeDetailSerializer(usage.node_detail(node)).data
-        events = [(event.at.isoformat(timespec="seconds"), event.kind, describe(event.kind, event.details, list))
-                  for event in node_history.recent(node.backend, node.name)]
+        detail = usage.node_detail(node)
         if format == "json":
-            print_json(self.stdout, {**detail, "events": [{"at": at, "kind": kind, "event": text}
-                                                          for at, kind, text in events]})
+            print_json(self.stdout, NodeDetailSerializer(detail).data)
             return
         out = self.stdout
         facts = [("Name", node.name), ("Backend", node.backend.name), ("Status", node.status),
@@ -105,8 +101,9 @@ class Command(BaseCommand):
                     [[f"  {c.get('type', '')}", c.get("status", ""), c.get("reason") or "-",
                       c.get("last_transition_time") or "-", c.get("message") or "-"] for c in node.conditions])
         out.write("Events:")
-        if events:
-            print_table(out, ["  AT", "KIND", "EVENT"], [[f"  {at}", kind, text] for at, kind, text in events])
+        if detail["events"]:
+            print_table(out, ["  AT", "KIND", "EVENT"], [[f"  {e['at'].isoformat(timespec='seconds')}", e["kind"],
+                                                          e["event"]] for e in detail["events"]])
         else:
             out.write("  (none recorded)")
         out.write("Taints:")
