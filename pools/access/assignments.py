@@ -1,5 +1,5 @@
 """Who holds which role: the one place that gives and takes roles away, for `manage.py user`, the admin's
-user page and `/api/auth/*`."""
+user page, `/api/auth/*` and the identity provider's groups at sign-in."""
 
 from collections.abc import Iterable
 
@@ -8,16 +8,16 @@ from django.db import transaction
 from pools.models import Role, RoleAssignment
 
 
-def add(pairs: Iterable[tuple], by: str) -> tuple[list[tuple], list[tuple]]:
-    """Give each (user, role) pair; answers (added, already held), each in the order given. A pair held
-    already is left as it is (its source and who assigned it are kept)."""
+def add(pairs: Iterable[tuple], by: str, source: str = RoleAssignment.Source.MANUAL) -> tuple[list[tuple], list[tuple]]:
+    """Give each (user, role) pair, recorded as given by `by` through `source`; answers (added, already held),
+    each in the order given. A pair held already is left as it is (its source and who assigned it are kept)."""
     pairs = list(dict.fromkeys((user, role) for user, role in pairs))
     held = set(RoleAssignment.objects.filter(user__in={user.pk for user, _ in pairs},
                                              role__in={role.pk for _, role in pairs})
                .values_list("user_id", "role_id"))
     new = [(user, role) for user, role in pairs if (user.pk, role.pk) not in held]
-    RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by=by) for user, role in new],
-                                       ignore_conflicts=True)
+    RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by=by, source=source)
+                                        for user, role in new], ignore_conflicts=True)
     return new, [(user, role) for user, role in pairs if (user.pk, role.pk) in held]
 
 

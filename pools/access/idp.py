@@ -26,6 +26,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.db import transaction
 from django.http import JsonResponse
 
+from pools.access import assignments
 from pools.models import Role, RoleAssignment
 
 log = logging.getLogger(__name__)
@@ -101,11 +102,9 @@ def sync_roles(user, groups: list[str]) -> tuple[list[str], list[str]]:
         add = [role for role in roles if role.id not in held and groups & set(role.groups)]
         remove = [role for role in roles if role.id in held and role.sync_mode == Role.SyncMode.FORCE
                   and not groups & set(role.groups)]
-        RoleAssignment.objects.bulk_create(
-            [RoleAssignment(user=user, role=role, source=RoleAssignment.Source.IDP, assigned_by="identity provider")
-             for role in add], ignore_conflicts=True)
+        assignments.add([(user, role) for role in add], by="identity provider", source=RoleAssignment.Source.IDP)
         if remove:
-            RoleAssignment.objects.filter(user=user, role__in=remove).delete()
+            assignments.remove(user, remove)
     return [role.name for role in add], [role.name for role in remove]
 
 
