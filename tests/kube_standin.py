@@ -894,6 +894,10 @@ class _Handler(BaseHTTPRequestHandler):
         if method != "POST":
             self._send_status(405, f"{method} is not supported here")
             return
+        if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
+            self._send_status(404, f'namespaces "{namespace}" not found',
+                              details={"name": namespace, "kind": "namespaces"})
+            return
         try:
             job = json.loads(body)
             name = job["metadata"]["name"]
@@ -903,10 +907,6 @@ class _Handler(BaseHTTPRequestHandler):
         if job["metadata"].get("namespace") not in (None, "", namespace):
             self._send_status(400, "the namespace of the provided object does not match the namespace sent on the "
                                    "request")
-            return
-        if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
-            self._send_status(404, f'namespaces "{namespace}" not found',
-                              details={"name": namespace, "kind": "namespaces"})
             return
         key = f"{namespace}/{name}"
         jobs = state._collections["jobs"]
