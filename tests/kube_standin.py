@@ -3,7 +3,9 @@
 It serves the slice of the API that `pools.cluster` uses, with the semantics that matter to a list-and-watch
 client: one global resourceVersion counter, consistent paged lists (continue tokens pin a snapshot), chunked
 watch streams replaying history after a resourceVersion, bookmarks, 410 Expired once history is compacted,
-merge patches, Jobs with AlreadyExists and propagationPolicy, and any custom resource (KAI's, Kueue's) under
+label and field selectors (tests/kube_selectors.py), merge and strategic merge patches (tests/kube_patches.py),
+replace (PUT) with optimistic concurrency (409 Conflict on a stale resourceVersion), Jobs with AlreadyExists and
+propagationPolicy, and any custom resource (KAI's, Kueue's) under
 /apis/{group}/{version}/..., cluster-scoped or namespaced, with finalizers holding deletions. Faults are
 injected on demand, and every request is logged so tests can assert what the client did (for example that it
 did not list again).
@@ -43,9 +45,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pools.cluster import selectors
 from pools.cluster.interface import ObjectKind
 from tests import kube_rules
+from tests.kube_patches import PatchError, merge_patch, strategic_merge_patch
+from tests.kube_selectors import SelectorError, field_selector, label_selector
 
 REASONS = {
     400: "BadRequest",
@@ -61,7 +64,8 @@ REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
-MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 # Objects are trees built by json.loads or our builders, never cyclic: skipping the check saves a fifth.
@@ -86,19 +90,6 @@ def status_body(code: int, message: str, reason: str | None = None, details: dic
     if details:
         body["details"] = details
     return body
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: dicts merge recursively, null removes a key, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def _now() -> str:
@@ -151,7 +142,8 @@ class _Collection:
     # Custom resources: whether the kind is namespaced, once a write or the test declared it (None: not yet).
     namespaced: bool | None = None
     objects: dict[str, bytes] = field(default_factory=dict)
-    history: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # (rv, type, object bytes)
+    # (rv, type, object bytes, the bytes it replaced): a selective watch needs both to tell entering from leaving.
+    history: list[tuple[int, bytes, bytes, bytes | None]] = field(default_factory=list)
     history_rvs: list[int] = field(default_factory=list)
     # A watch from an older resourceVersion than this gets 410: the events after it are gone.
     compacted: int = 0
@@ -655,11 +647,12 @@ class KubeStandin:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         data = _dumps(obj)
+        previous = collection.objects.get(key)
         if kind == b"DELETED":
             collection.objects.pop(key, None)
         else:
             collection.objects[key] = data
-        collection.history.append((self._rv, kind, data))
+        collection.history.append((self._rv, kind, data, previous))
         collection.history_rvs.append(self._rv)
         collection.changed = self._rv
         # Trim in batches so that a long run of changes costs amortized O(1) each.
@@ -718,8 +711,8 @@ class KubeStandin:
     def _list(self, name: str, query: dict[str, str], namespace: str | None = None) -> tuple[int, bytes]:
         collection = self._collections[name]
         try:
-            selected = selection(query.get("labelSelector", ""), namespace)
-        except ValueError as exc:
+            selected = selection(query, collection, namespace)
+        except SelectorError as exc:
             return 400, _dumps(status_body(400, str(exc)))
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
@@ -918,33 +911,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, data)
             return
-        if method != "PATCH":
-            self._send_status(405, f"{method} is not supported here")
-            return
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        if content_type not in MERGE_PATCH_TYPES:
-            self._send_status(
-                415,
-                f"the body of the request was in an unknown format - accepted media types "
-                f"include: {', '.join(MERGE_PATCH_TYPES)}",
-            )
-            return
-        try:
-            patch = json.loads(body)
-        except ValueError as exc:
-            self._send_status(400, f"error decoding patch: {exc}")
-            return
-        with state._cond:
-            if name not in nodes.objects:
-                self._send_status(404, f'nodes "{name}" not found', details={"name": name, "kind": "nodes"})
-                return
-            current = json.loads(nodes.objects[name])
-            updated = merge_patch(json.loads(nodes.objects[name]), patch)
-            if self._refused("Node", "", name, kube_rules.validate_update("Node", current, updated)):
-                return
-            data = state._record(nodes, b"MODIFIED", name, updated)
-            state._cond.notify_all()
-        self._send_json(200, data)
+        self._write(method, nodes, "nodes", None, name, body, {"name": name, "kind": "nodes"})
 
     def _get_pod(self, method: str, namespace: str, name: str) -> None:
         data = self.server_state._collections["pods"].objects.get(f"{namespace}/{name}")
@@ -1001,6 +968,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError):
             self._send_status(422, "Job.batch is invalid: metadata.name: Required value: name is required")
             return
+        if job["metadata"].get("namespace") not in (None, "", namespace):
+            self._send_status(400, "the namespace of the provided object does not match the namespace sent on the "
+                                   "request")
+            return
         scoped = {**job, "metadata": {**job["metadata"], "namespace": namespace}}
         if self._refused("Job", "batch", name, kube_rules.validate_create("Job", scoped)):
             return
@@ -1025,6 +996,9 @@ class _Handler(BaseHTTPRequestHandler):
         key = f"{namespace}/{name}"
         details = {"name": name, "group": "batch", "kind": "jobs"}
         jobs = state._collections["jobs"]
+        if method in ("PATCH", "PUT"):
+            self._write(method, jobs, "jobs.batch", namespace, name, body, details)
+            return
         with state._cond:
             data = jobs.objects.get(key)
             if data is None:
@@ -1040,21 +1014,6 @@ class _Handler(BaseHTTPRequestHandler):
                 state._record(jobs, b"DELETED", key, job)
                 state._cond.notify_all()
                 payload = _dumps({**status_body(200, "", ""), "details": {**details, "uid": job["metadata"]["uid"]}})
-            elif method == "PATCH":
-                # As a real server: the merge patch applies, then the rules for updates (a Job's template, selector
-                # and completions are immutable) decide.
-                try:
-                    patch = json.loads(body)
-                except ValueError as exc:
-                    self._send_status(400, f"error decoding patch: {exc}")
-                    return
-                current = json.loads(data)
-                updated = _patched(current, patch)
-                errors = kube_rules.validate_update("Job", current, merge_patch(json.loads(data), patch))
-                if self._refused("Job", "batch", name, errors):
-                    return
-                payload = data if updated == current else state._record(jobs, b"MODIFIED", key, updated)
-                state._cond.notify_all()
             else:
                 self._send_status(405, f"{method} is not supported here")
                 return
@@ -1165,21 +1124,11 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server_state
         resource = f"{plural}.{group}"
         key = _object_key(namespace, name)
-        if method == "PATCH":
-            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            if content_type not in MERGE_PATCH_TYPES:
-                self._send_status(415, f"the body of the request was in an unknown format - accepted media types "
-                                       f"include: {', '.join(MERGE_PATCH_TYPES)}")
-                return
-            try:
-                patch = json.loads(body)
-            except ValueError as exc:
-                self._send_status(400, f"error decoding patch: {exc}")
-                return
-            if not isinstance(patch, dict):
-                self._send_status(400, "a merge patch must be a JSON object")
-                return
-        elif method not in ("GET", "DELETE"):
+        if method in ("PATCH", "PUT"):
+            self._write(method, collection, resource, namespace, name, body,
+                        {"name": name, "group": group, "kind": plural}, custom=True)
+            return
+        if method not in ("GET", "DELETE"):
             self._send_status(405, f"{method} is not supported here")
             return
         with state._cond:
@@ -1190,27 +1139,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if method == "GET":
                 payload = data
-            elif method == "PATCH":
-                current = json.loads(data)
-                wanted = (patch.get("metadata") or {}).get("resourceVersion")
-                if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
-                    self._send_status(409, f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
-                                           "modified; please apply your changes to the latest version and try again",
-                                      "Conflict", {"name": name, "group": group, "kind": plural})
-                    return
-                updated = _patched(current, patch)
-                version = collection.api_version.split("/")[1]
-                crd = state._served_crd(group, version, plural)
-                if crd is not None:
-                    updated, errors = crd.admit(version, updated, current)
-                    errors += kube_rules.validate_metadata_update(current, merge_patch(json.loads(data), patch))
-                    if self._refused(crd.kind, group, name, errors):
-                        return
-                if updated == current:  # a no-op patch makes no new version, as on a real server
-                    payload = data
-                else:
-                    payload = state._record(collection, b"DELETED" if _released(updated) else b"MODIFIED", key,
-                                            updated)
             else:
                 obj = json.loads(data)
                 if obj["metadata"].get("finalizers"):
@@ -1225,6 +1153,99 @@ class _Handler(BaseHTTPRequestHandler):
             state._cond.notify_all()
         self._send_json(200, payload)
 
+    # Updates: PATCH and PUT of any stored object
+
+    def _write(
+        self, method: str, collection: _Collection, resource: str, namespace: str | None, name: str, body: bytes,
+        details: dict[str, Any], *, custom: bool = False,
+    ) -> None:
+        """PATCH or PUT (replace), checked as the API server checks them: the object keeps the URL's name and
+        namespace (400), a metadata.resourceVersion must be the stored one (409 Conflict; a custom resource's PUT
+        must carry one, 422), the uid never changes (422); other server-owned metadata is kept. A write that
+        changes nothing makes no new version. Custom resources take no strategic merge patch (415)."""
+        state = self.server_state
+        if method not in ("PATCH", "PUT"):
+            self._send_status(405, f"{method} is not supported here")
+            return
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        accepted = (MERGE_PATCH,) if custom else (MERGE_PATCH, STRATEGIC_MERGE_PATCH)
+        if method == "PATCH" and content_type not in accepted:
+            self._send_status(415, "the body of the request was in an unknown format - accepted media types "
+                                   f"include: {', '.join(accepted)}")
+            return
+        try:
+            change = json.loads(body)
+        except ValueError as exc:
+            self._send_status(400, f"error decoding {'patch' if method == 'PATCH' else 'body'}: {exc}")
+            return
+        if not isinstance(change, dict) or not isinstance(change.get("metadata", {}), dict):
+            self._send_status(400, f"the body of the {method} must be a JSON object")
+            return
+        if method == "PUT" and (refusal := _misaddressed(change, name, namespace)):
+            self._send_status(400, refusal)
+            return
+        key = _object_key(namespace, name)
+        with state._cond:
+            data = collection.objects.get(key)
+            if data is None:
+                self._send_status(404, f'{resource} "{name}" not found', details=details)
+                return
+            current = json.loads(data)
+            try:
+                if method == "PUT":
+                    wanted = change
+                elif content_type == STRATEGIC_MERGE_PATCH:
+                    wanted = strategic_merge_patch(current, change, collection.kind)
+                else:
+                    wanted = merge_patch(copy.deepcopy(current), change)
+            except PatchError as exc:
+                self._send_status(400, str(exc))
+                return
+            if not isinstance(wanted.get("metadata"), dict):
+                wanted["metadata"] = {}
+            if refusal := _misaddressed(wanted, name, namespace):
+                self._send_status(400, refusal)
+                return
+            version = wanted["metadata"].get("resourceVersion")
+            if not version and method == "PUT" and custom:
+                # Custom resources allow no unconditional update; built-in kinds do.
+                self._send_status(422, f'{resource} "{name}" is invalid: metadata.resourceVersion: Invalid value: '
+                                       "0x0: must be specified for an update", details=details)
+                return
+            if version and version != current["metadata"]["resourceVersion"]:
+                self._send_status(409, f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
+                                       "modified; please apply your changes to the latest version and try again",
+                                  "Conflict", details)
+                return
+            uid = wanted["metadata"].get("uid")
+            if uid and uid != current["metadata"].get("uid"):
+                group = collection.api_version.rpartition("/")[0]
+                kind = f"{collection.kind}.{group}" if group else collection.kind
+                message = f'metadata.uid: Invalid value: "{uid}": field is immutable'
+                self._send_status(422, f'{kind} "{name}" is invalid: {message}', details={
+                    **details, "causes": [{"reason": "FieldValueInvalid", "message": message.split(": ", 1)[1],
+                                           "field": "metadata.uid"}]})
+                return
+            updated = _updated(current, wanted)
+            # Then the rules for updates decide (tests/kube_rules.py): a custom object's schema and CEL rules
+            # (transition rules see the stored object), a Job's immutable template, selector and completions.
+            group, _, version = collection.api_version.rpartition("/")
+            crd = state._served_crd(group, version, resource.split(".")[0]) if custom else None
+            if crd is not None:
+                updated, errors = crd.admit(version, updated, current)
+            elif custom:
+                errors = kube_rules.validate_metadata_update(current, updated)
+            else:
+                errors = kube_rules.validate_update(collection.kind, current, updated)
+            if self._refused(collection.kind, group, name, errors):
+                return
+            if updated == current:  # a no-op write makes no new version, as on a real server
+                payload = data
+            else:
+                payload = state._record(collection, b"DELETED" if _released(updated) else b"MODIFIED", key, updated)
+                state._cond.notify_all()
+        self._send_json(200, payload)
+
     # Watches
 
     def _watch(self, name: str, query: dict[str, str], fault: _Fault | None, namespace: str | None = None) -> None:
@@ -1234,8 +1255,8 @@ class _Handler(BaseHTTPRequestHandler):
         timeout = float(query.get("timeoutSeconds") or state.default_watch_timeout)
         requested = query.get("resourceVersion", "")
         try:
-            selected = selection(query.get("labelSelector", ""), namespace)
-        except ValueError as exc:
+            selected = selection(query, collection, namespace)
+        except SelectorError as exc:
             self._send_status(400, str(exc))
             return
         with state._cond:
@@ -1326,8 +1347,8 @@ class _Handler(BaseHTTPRequestHandler):
                     start = bisect.bisect_right(collection.history_rvs, cursor)
                     if start < len(collection.history):
                         batch = collection.history[start : start + 1000]
-                        pending = [_event_line(kind, data) for _, kind, data in batch
-                                   if selected is None or selected(data)]
+                        pending = [line for rv, kind, data, previous in batch
+                                   if (line := _selected_event(rv, kind, data, previous, selected))]
                         cursor = batch[-1][0]
                         break
                     cursor = max(cursor, state._rv)
@@ -1361,25 +1382,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(b"".join(lines[start : start + 64]))
 
 
-def label_selector(text: str) -> Callable[[bytes], bool] | None:
-    """A predicate over stored objects for `labelSelector` (pools.cluster.selectors reads it as the API server
-    does), or None when empty. A MODIFIED event that leaves the selection is not turned into a DELETED one, as
-    the real server does."""
-    if not (text or "").strip():
+def selection(query: dict[str, str], collection: _Collection,
+              namespace: str | None = None) -> Callable[[bytes], bool] | None:
+    """A predicate over stored objects for a list's or a watch's labelSelector, fieldSelector and namespace, or
+    None when it selects everything. Raises SelectorError (a 400) for a selector the API server refuses."""
+    labels = query.get("labelSelector", "")
+    matches_labels = label_selector(labels) if labels.strip() else None
+    matches_fields = field_selector(query.get("fieldSelector", ""), collection.kind,
+                                    namespaced=collection.namespaced is not False)
+    if matches_labels is None and matches_fields is None and namespace is None:
         return None
-    matches = selectors.label_selector(text)
-    return lambda data: matches((json.loads(data).get("metadata") or {}).get("labels") or {})
-
-
-def selection(labels: str, namespace: str | None) -> Callable[[bytes], bool] | None:
-    """label_selector, restricted to one namespace when `namespace` is given."""
-    matches = label_selector(labels)
-    if namespace is None:
-        return matches
 
     def selected(data: bytes) -> bool:
-        in_namespace = (json.loads(data).get("metadata") or {}).get("namespace") == namespace
-        return in_namespace and (matches is None or matches(data))
+        obj = json.loads(data)
+        metadata = obj.get("metadata") or {}
+        return ((namespace is None or metadata.get("namespace") == namespace)
+                and (matches_labels is None or matches_labels(metadata.get("labels") or {}))
+                and (matches_fields is None or matches_fields(obj)))
 
     return selected
 
@@ -1398,6 +1417,26 @@ def _check_metadata(collection: str, obj: dict[str, Any]) -> None:
         raise kube_rules.Invalid(kind, group, (obj.get("metadata") or {}).get("name", ""), errors)
 
 
+def _selected_event(
+    rv: int, kind: bytes, data: bytes, previous: bytes | None, selected: Callable[[bytes], bool] | None
+) -> bytes | None:
+    """The event a watch with `selected` sends for a change, as the API server's watch cache does: an object that
+    enters the selection is ADDED, one that leaves it is DELETED (its last selected state, at the new
+    resourceVersion), one that stays is MODIFIED; None when the watch does not see the change."""
+    if selected is None:
+        return _event_line(kind, data)
+    if kind == b"DELETED":
+        return _event_line(kind, data) if selected(previous or data) else None
+    now, before = selected(data), previous is not None and selected(previous)
+    if now:
+        return _event_line(b"MODIFIED" if before else b"ADDED", data)
+    if before:
+        last = json.loads(previous)
+        last["metadata"]["resourceVersion"] = str(rv)
+        return _event_line(b"DELETED", _dumps(last))
+    return None
+
+
 def _namespace_of(collection: _Collection, namespace: str | None) -> str | None:
     """For the test helpers: a namespaced kind's objects are in "default" unless told otherwise."""
     return namespace or ("default" if collection.namespaced else None)
@@ -1407,11 +1446,22 @@ def _object_key(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-def _patched(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """`current` merge-patched, its identity and server-owned fields kept; generation counts changes to anything
-    but metadata and status (the rule for CRDs with a status subresource)."""
-    updated = merge_patch(copy.deepcopy(current), patch)
-    metadata = updated.setdefault("metadata", {})
+def _misaddressed(obj: dict[str, Any], name: str, namespace: str | None) -> str | None:
+    """Why the API server refuses a body whose name or namespace is not the URL's (a 400), or None."""
+    metadata = obj.get("metadata") or {}
+    if metadata.get("name") != name:
+        return f"the name of the object ({metadata.get('name') or ''}) does not match the name on the URL ({name})"
+    if namespace and metadata.get("namespace") not in (None, "", namespace):
+        return "the namespace of the provided object does not match the namespace sent on the request"
+    return None
+
+
+def _updated(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """`wanted` with `current`'s server-owned fields (uid, creationTimestamp, generation, deletion marks...); the
+    generation, where the kind has one, counts changes to anything but metadata and status (the rule for Jobs
+    and for CRDs with a status subresource)."""
+    updated = dict(wanted)
+    metadata = updated["metadata"] = dict(wanted["metadata"])
     for key in ("name", "namespace", "uid", "creationTimestamp", "resourceVersion", "generation",
                 "deletionTimestamp", "deletionGracePeriodSeconds"):
         if key in current["metadata"]:
@@ -1422,8 +1472,8 @@ def _patched(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         if key in current:
             updated[key] = current[key]
     outside = {key for key in (*current, *updated) if key not in ("metadata", "status")}
-    if any(current.get(key) != updated.get(key) for key in outside):
-        metadata["generation"] = int(current["metadata"].get("generation") or 1) + 1
+    if "generation" in metadata and any(current.get(key) != updated.get(key) for key in outside):
+        metadata["generation"] = int(metadata["generation"] or 1) + 1
     return updated
 
 
