@@ -196,7 +196,8 @@ def test_custom_objects_take_metadata_name_and_namespace_only_where_the_kind_is_
 def test_a_selective_watch_sees_an_object_enter_as_added_and_leave_as_deleted(kube, standin):
     ours = "runwhere.ai/workload"
     kube.create_job("team-a", {"metadata": {"name": "wl", "labels": {"app": "x"}},
-                               "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "i"}]}}}})
+                               "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                                              "containers": [{"name": "main", "image": "i"}]}}}})
     version = kube.list_jobs(ours).resource_version
     standin.modify_job("wl", {"metadata": {"labels": {ours: "1"}}}, namespace="team-a")  # enters
     standin.modify_job("wl", {"status": {"active": 1}}, namespace="team-a")  # stays
