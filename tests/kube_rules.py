@@ -47,7 +47,8 @@ def _regex_error(message: str, fmt: str, *examples: str) -> str:
 
 
 def _max_len(length: int) -> str:
-    return f"must be no more than {length} characters"
+    # Servers before 1.34 said "characters"; the reference server (v1.36, SOURCES.md) counts bytes.
+    return f"must be no more than {length} bytes"
 
 
 def dns1123_label(value: str) -> list[str]:
