@@ -674,7 +674,9 @@ def _check_rules(value: Any, schema: dict[str, Any], where: str, old: Any, cel_c
         except celpy.CELEvalError as exc:
             result = exc
         if isinstance(result, celpy.CELEvalError):
-            errors.append(invalid(where, _type_of(value), f"{result.args[0]} evaluating rule: {text}"))
+            # Worded as cel-go words a missing field, which the real server shows.
+            problem = re.sub(r"^no such member in mapping: '(.*)'$", r"no such key: \1", str(result.args[0]))
+            errors.append(invalid(where, _type_of(value), f"{problem} evaluating rule: {text}"))
         elif not bool(result):
             message = rule.get("message") or f"failed rule: {text}"
             errors.append(invalid(_child(where, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else where,

@@ -261,3 +261,20 @@ def test_a_stand_in_without_the_crds_it_was_asked_to_install_fails_at_once(tmp_p
 
     with pytest.raises(CRDsMissing, match=f"no CustomResourceDefinitions under {tmp_path}.*KUBE_CRD_DIR"):
         KubeStandin()
+
+
+def test_a_kueue_resource_flavor_keeps_its_topology_and_names_a_missing_field_as_cel_does(api):
+    objects = client.CustomObjectsApi(api)
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+              "spec": {"topologyName": "gb200", "nodeLabels": {"nvidia.com/gpu.product": "H100"}}}
+    objects.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", flavor)
+
+    moved = refusal(objects.patch_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "resourceflavors", "h100",
+                    {"spec": {"topologyName": "h100-racks"}}, _content_type=MERGE)
+    unlabelled = refusal(objects.create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "resourceflavors",
+                         {**flavor, "metadata": {"name": "l40s"}, "spec": {"topologyName": "gb200"}})
+
+    assert moved["message"].endswith('spec: Invalid value: "object": topologyName is immutable when topologyName '
+                                     "is set")
+    assert unlabelled["message"].endswith('spec: Invalid value: "object": no such key: nodeLabels evaluating rule: '
+                                          "!has(self.topologyName) || self.nodeLabels.size() >= 1")
