@@ -243,10 +243,10 @@ def validate_metadata(metadata: Any, *, name_rule=dns1123_subdomain, namespaced:
 
 
 def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
-    """Identity does not change (ValidateObjectMetaUpdate)."""
+    """Identity does not change (ValidateObjectMetaUpdate; a changed creationTimestamp is silently restored)."""
     before, after = old.get("metadata") or {}, new.get("metadata") or {}
     errors = []
-    for key in ("name", "namespace", "uid", "creationTimestamp"):
+    for key in ("name", "namespace", "uid"):
         if key in after and after.get(key) != before.get(key):
             errors.append(immutable(f"metadata.{key}", after.get(key)))
     return errors
