@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 HASH = 10
+NAME_MAX = 128  # ours
 DNS_LABEL_MAX = LABEL_VALUE_MAX = KEY_NAME_MAX = 63
 SUBDOMAIN_MAX = 253
 # An Indexed Job's pods are named `<job>-<index>-<5 random>` from a prefix the API server cuts at 58 characters and
@@ -105,8 +106,10 @@ def labelled(prefix: str, values: Mapping[str, str]) -> tuple[dict[str, str], di
 
 
 def full_value(metadata: Mapping[str, Any] | None, key: str) -> str:
-    """Our name under label `key` of an object's metadata: the annotation when the label had to be shortened."""
+    """Our name under label `key` of an object's metadata: the annotation when the label had to be shortened. An
+    annotation longer than any name of ours (anyone may annotate a pod) is not one: the label is read then."""
     metadata = metadata if isinstance(metadata, Mapping) else {}
     annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), Mapping) else {}
     labels = metadata.get("labels") if isinstance(metadata.get("labels"), Mapping) else {}
-    return str(annotations.get(key) or labels.get(key) or "")
+    full = str(annotations.get(key) or "")
+    return full if 0 < len(full) <= NAME_MAX else str(labels.get(key) or "")

@@ -115,4 +115,6 @@ def test_labelled_keeps_each_shortened_value_in_an_annotation_that_full_value_re
     assert k.full_value(metadata, "runwhere.ai/pool") == long
     assert k.full_value(metadata, "runwhere.ai/project") == "vision"
     assert k.full_value({}, "runwhere.ai/pool") == "" and k.full_value(None, "runwhere.ai/pool") == ""
+    too_long = {"labels": {"runwhere.ai/pool": "training"}, "annotations": {"runwhere.ai/pool": "t" * 129}}
+    assert k.full_value(too_long, "runwhere.ai/pool") == "training"  # no name of ours: the label it is
     assert k.labelled("runwhere.ai/", {"pool": "training"}) == ({"runwhere.ai/pool": "training"}, {})
