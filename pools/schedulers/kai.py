@@ -76,9 +76,10 @@ def _sum(units: Iterable[Unit]) -> Unit:
     return Unit(deserved=deserved)
 
 
-def metadata(name: str, prefix: str, pool: str, **more: str) -> dict[str, Any]:
-    """An object's name and our labels, with the annotations keeping the names that had to be shortened."""
-    labels, annotations = kube_names.labelled(prefix, {MANAGED_LABEL: MANAGED_VALUE, "pool": pool, **more})
+def metadata(name: str, prefix: str, **names: str) -> dict[str, Any]:
+    """An object's name and our labels (KAI's and Kueue's objects), with the annotations keeping the names that had
+    to be shortened."""
+    labels, annotations = kube_names.labelled(prefix, {MANAGED_LABEL: MANAGED_VALUE, **names})
     return {"name": name, "labels": labels, **({"annotations": annotations} if annotations else {})}
 
 
@@ -88,10 +89,10 @@ def queues(pool: str, departments: list[Department], *, prefix: str) -> list[dic
     for department in sorted(departments, key=lambda d: d.name):
         parent = queue_name(pool, department.name)
         row = department.row or _sum(department.projects.values())
-        parents.append(_queue(metadata(parent, prefix, pool, department=department.name), None, row,
+        parents.append(_queue(metadata(parent, prefix, pool=pool, department=department.name), None, row,
                               f"{department.name} in {pool}"))
         for project, unit in sorted(department.projects.items()):
-            leaves.append(_queue(metadata(queue_name(pool, department.name, project), prefix, pool,
+            leaves.append(_queue(metadata(queue_name(pool, department.name, project), prefix, pool=pool,
                                           department=department.name, project=project), parent, unit,
                                  f"{project} in {pool}"))
     return parents + leaves
@@ -127,5 +128,5 @@ def topology(pool: str, keys: list[dict[str, str]], *, prefix: str) -> dict[str,
     if not keys:
         return None
     return {"apiVersion": TOPOLOGY_API, "kind": "Topology",
-            "metadata": metadata(topology_name(pool), prefix, pool),
+            "metadata": metadata(topology_name(pool), prefix, pool=pool),
             "spec": {"levels": [{"nodeLabel": key["label"]} for key in keys]}}

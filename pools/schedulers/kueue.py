@@ -20,7 +20,7 @@ from typing import Any
 
 from pools.engine import ConfigError, kube_names
 
-from .kai import MANAGED_LABEL, MANAGED_VALUE, Unit
+from .kai import Unit, metadata
 
 API = "kueue.x-k8s.io/v1beta2"
 COVERED = ("cpu", "memory", "nvidia.com/gpu")
@@ -82,12 +82,6 @@ def cluster_queue_name(project: str) -> str:
 def local_queue_name(project: str) -> str:
     """The LocalQueue in the project's namespace; its Jobs carry it as `kueue.x-k8s.io/queue-name`."""
     return kube_names.dns_label(project)
-
-
-def metadata(name: str, prefix: str, **more: str) -> dict[str, Any]:
-    """An object's name and our labels, with the annotations keeping the names that had to be shortened."""
-    labels, annotations = kube_names.labelled(prefix, {MANAGED_LABEL: MANAGED_VALUE, **more})
-    return {"name": name, "labels": labels, **({"annotations": annotations} if annotations else {})}
 
 
 def _decimal(amount: Decimal) -> str:
