@@ -58,7 +58,7 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
         standin, kube, kueue):  # noqa: F811
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-x"},
               "spec": {"cohortName": "research", "resourceGroups": []}}
-    kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)
+    theirs = kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)  # as stored: with the schema's defaults
 
     first = reconcile(kueue, kube)
     assert first.refused == [] and first.updated == [] and first.deleted == []
@@ -132,7 +132,7 @@ def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_it
 def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_survived(standin, kube, kueue):  # noqa: F811
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "nlp"},
               "spec": {"cohortName": "elsewhere", "resourceGroups": []}}
-    kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)
+    theirs = kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)  # as stored: with the schema's defaults
     standin.fail_next(1, status=410, path_prefix="/apis/kueue.x-k8s.io/v1beta2/clusterqueues", method="GET")
     # Another worker reconciling at the same time: it creates vision's queue (from older rows) between our list and
     # our create, which the API server then answers with 409.
