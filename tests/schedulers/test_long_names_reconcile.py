@@ -10,7 +10,7 @@ from pools.engine import kube_names
 from pools.models import Backend, ConfigKind, Pool
 from pools.quotas.documents import default_namespace
 from pools.schedulers.reconcile import reconcile
-from tests.scheduling.conftest import kube, project, seed_pool, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import project, seed_pool
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -21,7 +21,7 @@ PROJECT = "Vision_" + "Y" * 119 + "-7"
 
 
 @pytest.fixture
-def long_names(world):  # noqa: F811
+def long_names(world):
     pool = {**seed_pool(), "name": POOL, "default_platform": PLATFORM, "common_pod_template": ["default_user"],
             "platforms": {PLATFORM: {"override_pod_template": ["h100"]}}}
     writes.import_document(ConfigKind.POOL, {"pools": {POOL: pool}}, author="tests")
@@ -37,7 +37,7 @@ def full_names(obj: dict) -> dict[str, str]:
 
 @pytest.mark.parametrize("scheduler", [Backend.Scheduler.KAI, Backend.Scheduler.KUEUE])
 def test_the_engines_objects_of_the_longest_names_are_accepted_and_keep_the_full_names(standin, kube, long_names,
-                                                                                      scheduler):  # noqa: F811
+                                                                                      scheduler):
     standin.strict_namespaces = True
     Backend.objects.filter(name="default").update(scheduler=scheduler)
     backend = Backend.objects.get(name="default")
