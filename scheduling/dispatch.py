@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
 from pools.cluster.kinds import KAI_PODGROUP
-from pools.engine import parse_timeout
+from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 from pools.schedulers import kai, kueue
@@ -87,8 +87,8 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
         try:
-            cluster.ensure_namespace(namespace, {f"{prefix}{MANAGED}": MANAGED_VALUE,
-                                                 f"{prefix}project": attempt.project})
+            cluster.ensure_namespace(namespace, *kube_names.labelled(prefix, {MANAGED: MANAGED_VALUE,
+                                                                              "project": attempt.project}))
             job = cluster.create_job(namespace, manifest)
             outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
         except Conflict:

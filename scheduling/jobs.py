@@ -17,6 +17,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from pools.engine import kube_names
 from pools.inventory.jobs import MANAGED_LABEL as MANAGED
 from pools.inventory.jobs import MANAGED_VALUE
 
@@ -60,14 +61,14 @@ class Attempt:
 
 
 def job_name(workload_id: str, attempt: int) -> str:
-    return f"wl-{workload_id.replace('-', '')[:12]}-{attempt}"
+    return kube_names.job_name(f"wl-{workload_id.replace('-', '')[:12]}-{attempt}")
 
 
-def labels(attempt: Attempt, prefix: str) -> dict[str, str]:
-    return {f"{prefix}{MANAGED}": MANAGED_VALUE, f"{prefix}workload": attempt.workload_id,
-            f"{prefix}project": attempt.project, f"{prefix}pool": attempt.pool,
-            f"{prefix}platform": attempt.platform, f"{prefix}priority": attempt.priority,
-            f"{prefix}attempt": str(attempt.attempt)}
+def labelled(attempt: Attempt, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Our labels of the Job, its pods and its PodGroup, and the annotations keeping the names they shortened."""
+    return kube_names.labelled(prefix, {
+        MANAGED: MANAGED_VALUE, "workload": attempt.workload_id, "project": attempt.project, "pool": attempt.pool,
+        "platform": attempt.platform, "priority": attempt.priority, "attempt": str(attempt.attempt)})
 
 
 def _topology_annotations(engine: Engine) -> dict[str, str]:
@@ -83,12 +84,12 @@ def _topology_annotations(engine: Engine) -> dict[str, str]:
 
 def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
                  priority_classes: dict[str, str] | None = None) -> dict[str, Any]:
-    ours = labels(attempt, prefix)
+    ours, names = labelled(attempt, prefix)
     engine = attempt.engine
-    annotations: dict[str, str] = {}
+    annotations: dict[str, str] = dict(names)
     if engine is not None and engine.kind == "kai":
         ours[KAI_QUEUE_LABEL] = engine.queue
-        annotations = _topology_annotations(engine)
+        annotations.update(_topology_annotations(engine))
     elif engine is not None and engine.kind == "kueue":
         ours[KUEUE_QUEUE_LABEL] = engine.queue
     template = copy.deepcopy(attempt.pod_template or {})
@@ -105,6 +106,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
         spec["schedulerName"] = KAI_SCHEDULER
         metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations, KAI_POD_GROUP: name,
                                    KAI_SKIP_GROUPER: "true"}
+    elif names:  # the pods' too: the sync reads a pod's pool from them
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **names}
     job_spec: dict[str, Any] = {
         "parallelism": attempt.replicas, "completions": attempt.replicas, "completionMode": "Indexed",
         "backoffLimit": 0, "ttlSecondsAfterFinished": ttl_seconds, "template": template,
@@ -138,9 +141,11 @@ def podgroup_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> 
     metadata = job.get("metadata") or {}
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": metadata.get("name"), "uid": metadata["uid"],
               "blockOwnerDeletion": False}] if metadata.get("uid") else []
+    ours, names = labelled(attempt, prefix)
     return {"apiVersion": PODGROUP_API, "kind": "PodGroup",
             "metadata": {"name": job_name(attempt.workload_id, attempt.attempt), "namespace": attempt.namespace,
-                         "labels": labels(attempt, prefix), **({"ownerReferences": owner} if owner else {})},
+                         "labels": ours, **({"annotations": names} if names else {}),
+                         **({"ownerReferences": owner} if owner else {})},
             "spec": spec}
 
 

@@ -99,9 +99,9 @@ class Cluster(Protocol):
 
     def set_unschedulable(self, name: str, unschedulable: bool) -> dict[str, Any]: ...
 
-    def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
-        """Create the namespace with `labels` unless it exists (its labels are then left alone); True when it
-        was created here."""
+    def ensure_namespace(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> bool:
+        """Create the namespace with `labels` (and `annotations`) unless it exists (its own are then left alone);
+        True when it was created here."""
         ...
 
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -162,14 +162,15 @@ class KubeCluster:
         what = f"{'cordoning' if unschedulable else 'uncordoning'} node {name}"
         return self._json(what, "PATCH", _node_path(name), body=patch, content=MERGE_PATCH)
 
-    def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
+    def ensure_namespace(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> bool:
         path = f"/api/v1/namespaces/{quote(name, safe='')}"
         try:
             self._json(f"getting namespace {name}", "GET", path)
             return False
         except NotFound:
             pass
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        metadata = {"name": name, "labels": labels, **({"annotations": annotations} if annotations else {})}
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
         try:
             self._json(f"creating namespace {name}", "POST", "/api/v1/namespaces", body=body)
         except Conflict:  # created meanwhile by someone else

@@ -1,6 +1,7 @@
 """gpuctl's label-bound pools from its pool YAML (`kind: pool`, seed 003): `create -f` makes the pool with
-selector `<prefix>pool=<name>` and labels its nodes; `delete -f` / `delete pool` remove the labels and the
-pool. The cluster is written first, then the database (a cluster change that could not be recorded says so).
+selector `<prefix>pool=<name>` (as a label value: `kube_names.label_value`) and labels its nodes; `delete -f` /
+`delete pool` remove the labels and the pool. The cluster is written first, then the database (a cluster change
+that could not be recorded says so).
 """
 
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from django.db import DatabaseError, transaction
 from pools.cluster import ClusterError
 from pools.config import writes
 from pools.engine import ConfigError, check_name, read_yaml_all
+from pools.engine.kube_names import label_value
 from pools.fleet.labels import LABEL_VALUE_RE, find_node, gpu_type_key, pool_key, reason_of, store_nodes
 from pools.fleet.sync import cluster_for
 from pools.models import Backend, ConfigKind, Node, Pod, Pool
@@ -88,17 +90,18 @@ def create_pool(spec: PoolFile, *, author=None, backend: str | None = None, over
                           field="nodes")
     backend_name = backends.pop() if backends else backend or _only_backend()
     existing = Pool.objects.filter(name=spec.name).select_related("backend").first()
-    if existing and existing.node_selector != {pool_key(): spec.name}:
+    value = label_value(spec.name)
+    if existing and existing.node_selector != {pool_key(): value}:
         raise ConfigError(f"pool {spec.name} already exists and is not bound to the label {pool_key()}",
                           field="pool.name")
     changes = {node.name: _wanted(node, spec) for node in nodes}
     taken = [f"{node.name} ({pool_key()}={node.labels[pool_key()]})" for node in nodes
-             if node.labels.get(pool_key()) not in (None, spec.name)]
+             if node.labels.get(pool_key()) not in (None, value)]
     if taken and not overwrite:
         raise ConfigError(f"nodes already in another pool: {', '.join(taken)}; pass overwrite to move them",
                           field="nodes")
     document = {spec.name: {"name": spec.name, "description": spec.description, "backend": backend_name,
-                            "node_selector": {pool_key(): spec.name}, "platforms": {}}}
+                            "node_selector": {pool_key(): value}, "platforms": {}}}
     if existing:
         document[spec.name] = {**writes.export(ConfigKind.POOL, spec.name)["pools"][spec.name],
                                "description": spec.description}
@@ -118,7 +121,7 @@ def create_pool(spec: PoolFile, *, author=None, backend: str | None = None, over
 
 
 def _wanted(node: Node, spec: PoolFile) -> dict[str, str | None]:
-    wanted: dict[str, str | None] = {pool_key(): spec.name}
+    wanted: dict[str, str | None] = {pool_key(): label_value(spec.name)}
     if spec.nodes[node.name]:
         wanted[gpu_type_key()] = spec.nodes[node.name]
     return wanted
@@ -191,7 +194,7 @@ def delete_pool(name: str, *, author=None) -> PoolOutcome:
 
 
 def _labelled(pool_name: str) -> list[Node]:
-    key = pool_key()
+    key, pool_name = pool_key(), label_value(pool_name)
     # A text pre-filter that both PostgreSQL and SQLite understand; the exact test is done here.
     candidates = Node.objects.select_related("backend").filter(labels__icontains=f'"{key}": "{pool_name}"')
     return [node for node in candidates if node.labels.get(key) == pool_name]

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from pools.engine import QuantityError, parse_quantity
+from pools.engine.kube_names import full_value
 
 GPU = "nvidia.com/gpu"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -62,7 +63,7 @@ def pod_facts(pod: Mapping[str, Any], *, pool_label: str) -> PodFacts:
         cpu_m=_whole(requests.get("cpu", 0) * 1000),
         memory=_whole(requests.get("memory", 0)),
         component=component_of(labels),
-        pool=str(labels.get(pool_label) or "") if pool_label else "",
+        pool=full_value(metadata, pool_label) if pool_label else "",  # a long name is in the annotation
     )
 
 

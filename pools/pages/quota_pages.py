@@ -28,13 +28,13 @@ from django_htmx.http import trigger_client_event
 from pools.access.scoping import Rule, access_required
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
+from pools.engine.kube_names import dns_label
 from pools.models import Backend, ConfigKind, Department, NodeMembership, Pod, Pool, Project, ProjectMember, Quota
 from pools.models.visibility import access_for
 from pools.quotas import edits
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import RESOURCES, PoolTable, gpu_guarantees, quota_tables
 from pools.quotas.projects import default_pools, memberships
-from pools.schedulers.kai import queue_name
 
 from . import csv, formatting, preferences, quota_html
 from .filters import FilterForm
@@ -121,7 +121,7 @@ def enforcement(pool: Pool, staff: bool, now=None) -> Enforcement:
     """`pool.backend` should be selected with the pool."""
     backend = pool.backend
     if backend.scheduler == Backend.Scheduler.KAI:
-        prefix = queue_name(pool.name, "d").split(".")[0]  # the pool's part of its queue names, as KAI has it
+        prefix = dns_label(pool.name)  # the pool's part of its queue names, as KAI has it
         text = f"Enforced by KAI Scheduler (Queues {prefix}.<department> and {prefix}.<department>.<project>)"
     elif backend.scheduler == Backend.Scheduler.KUEUE:
         text = "Enforced by Kueue (ClusterQueues <project> in Cohorts <department>)"

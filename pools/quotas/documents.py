@@ -14,7 +14,7 @@ department deserves the sum of its projects'.
 from decimal import Decimal
 from typing import Any
 
-from pools.engine import ConfigError, QuantityError, check_name, parse_quantity
+from pools.engine import ConfigError, QuantityError, check_name, kube_names, parse_quantity
 
 RESOURCES = ("gpu", "cpu", "memory")
 WEIGHTS: dict[str, int | None] = {"None": None, "Lowest": 0, "Low": 1, "Medium": 2, "High": 3}
@@ -33,7 +33,7 @@ MAX_WHOLE = 2 ** 63 - 1
 
 
 def default_namespace(project: str) -> str:
-    return f"proj-{project.lower().replace('_', '-').replace('.', '-')}"[:63].rstrip("-")
+    return kube_names.namespace(project)
 
 
 def weight_value(name: Any, field: str) -> int | None:

@@ -9,17 +9,16 @@ do not set is -1 (KAI: not limited). A department without a row deserves the sum
 admission. A pool with `topology_keys` gets a `kai.scheduler/v1alpha1` Topology, levels coarsest first.
 """
 
-import re
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from pools.engine import kube_names
+
 MANAGED_LABEL, MANAGED_VALUE = "managed-by", "osmo-pools"
 QUEUE_API, TOPOLOGY_API = "scheduling.run.ai/v2", "kai.scheduler/v1alpha1"
 RESOURCES = ("gpu", "cpu", "memory")
-_NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -39,19 +38,10 @@ class Department:
     projects: dict[str, Unit] = field(default_factory=dict)  # project name -> its row (a default Unit when none)
 
 
-def _part(text: str) -> str:
-    """A name part KAI accepts (a DNS label); a part that had to change keeps a hash of the original, so two
-    names that differ only in what was changed never collide."""
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
-    if cleaned != text or not _NAME_OK.fullmatch(cleaned):
-        cleaned = f"{cleaned[:40]}-{zlib.crc32(text.encode()):08x}"
-    return cleaned[:63].strip("-")
-
-
 def queue_name(pool: str, department: str, project: str | None = None) -> str:
     """`<pool>.<department>` for a parent, `<pool>.<department>.<project>` for a leaf: predictable, and unique
-    per pool, as KAI queues are cluster-wide."""
-    return ".".join(_part(p) for p in (pool, department, *([project] if project is not None else [])))
+    per pool, as KAI queues are cluster-wide. Jobs name their queue in a label, so it is a label value too."""
+    return kube_names.dotted(pool, department, *([project] if project is not None else []))
 
 
 def _units(resource: str, value: Any) -> int | float:
@@ -86,9 +76,11 @@ def _sum(units: Iterable[Unit]) -> Unit:
     return Unit(deserved=deserved)
 
 
-def labels(prefix: str, pool: str, **more: str) -> dict[str, str]:
-    return {f"{prefix}{MANAGED_LABEL}": MANAGED_VALUE, f"{prefix}pool": pool,
-            **{f"{prefix}{key}": value for key, value in more.items()}}
+def metadata(name: str, prefix: str, **names: str) -> dict[str, Any]:
+    """An object's name and our labels (KAI's and Kueue's objects), with the annotations keeping the names that had
+    to be shortened."""
+    labels, annotations = kube_names.labelled(prefix, {MANAGED_LABEL: MANAGED_VALUE, **names})
+    return {"name": name, "labels": labels, **({"annotations": annotations} if annotations else {})}
 
 
 def queues(pool: str, departments: list[Department], *, prefix: str) -> list[dict[str, Any]]:
@@ -97,25 +89,24 @@ def queues(pool: str, departments: list[Department], *, prefix: str) -> list[dic
     for department in sorted(departments, key=lambda d: d.name):
         parent = queue_name(pool, department.name)
         row = department.row or _sum(department.projects.values())
-        parents.append(_queue(parent, None, row, labels(prefix, pool, department=department.name),
+        parents.append(_queue(metadata(parent, prefix, pool=pool, department=department.name), None, row,
                               f"{department.name} in {pool}"))
         for project, unit in sorted(department.projects.items()):
-            leaves.append(_queue(queue_name(pool, department.name, project), parent, unit,
-                                 labels(prefix, pool, department=department.name, project=project),
+            leaves.append(_queue(metadata(queue_name(pool, department.name, project), prefix, pool=pool,
+                                          department=department.name, project=project), parent, unit,
                                  f"{project} in {pool}"))
     return parents + leaves
 
 
-def _queue(name: str, parent: str | None, unit: Unit, object_labels: dict[str, str], display: str) -> dict:
+def _queue(object_metadata: dict[str, Any], parent: str | None, unit: Unit, display: str) -> dict:
     spec: dict[str, Any] = {"displayName": display[:253], "resources": _resources(unit)}
     if parent:
         spec["parentQueue"] = parent
-    return {"apiVersion": QUEUE_API, "kind": "Queue", "metadata": {"name": name, "labels": object_labels},
-            "spec": spec}
+    return {"apiVersion": QUEUE_API, "kind": "Queue", "metadata": object_metadata, "spec": spec}
 
 
 def topology_name(pool: str) -> str:
-    return _part(pool)
+    return kube_names.dns_label(pool)
 
 
 def placement(keys: list[dict[str, str]], requests: list[dict[str, str]]) -> tuple[str, str]:
@@ -137,5 +128,5 @@ def topology(pool: str, keys: list[dict[str, str]], *, prefix: str) -> dict[str,
     if not keys:
         return None
     return {"apiVersion": TOPOLOGY_API, "kind": "Topology",
-            "metadata": {"name": topology_name(pool), "labels": labels(prefix, pool)},
+            "metadata": metadata(topology_name(pool), prefix, pool=pool),
             "spec": {"levels": [{"nodeLabel": key["label"]} for key in keys]}}

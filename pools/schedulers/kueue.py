@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pools.engine import ConfigError
+from pools.engine import ConfigError, kube_names
 
-from .kai import MANAGED_LABEL, MANAGED_VALUE, Unit, _part
+from .kai import Unit, metadata
 
 API = "kueue.x-k8s.io/v1beta2"
 COVERED = ("cpu", "memory", "nvidia.com/gpu")
@@ -68,24 +68,20 @@ class Department:
 
 
 def flavor_name(pool: str, platform: str) -> str:
-    return f"{_part(pool)}.{_part(platform)}"
+    return kube_names.dotted(pool, platform, limit=kube_names.SUBDOMAIN_MAX)
 
 
 def cohort_name(department: str) -> str:
-    return _part(department)
+    return kube_names.dns_label(department)
 
 
 def cluster_queue_name(project: str) -> str:
-    return _part(project)
+    return kube_names.dns_label(project)
 
 
 def local_queue_name(project: str) -> str:
     """The LocalQueue in the project's namespace; its Jobs carry it as `kueue.x-k8s.io/queue-name`."""
-    return _part(project)
-
-
-def labels(prefix: str, **more: str) -> dict[str, str]:
-    return {f"{prefix}{MANAGED_LABEL}": MANAGED_VALUE, **{f"{prefix}{key}": value for key, value in more.items()}}
+    return kube_names.dns_label(project)
 
 
 def _decimal(amount: Decimal) -> str:
@@ -181,8 +177,8 @@ def resource_flavor(platform: Platform, *, prefix: str) -> dict[str, Any]:
     if taints:
         spec["nodeTaints"] = taints
     return {"apiVersion": API, "kind": "ResourceFlavor",
-            "metadata": {"name": flavor_name(platform.pool, platform.name),
-                         "labels": labels(prefix, pool=platform.pool, platform=platform.name)},
+            "metadata": metadata(flavor_name(platform.pool, platform.name), prefix, pool=platform.pool,
+                                 platform=platform.name),
             "spec": spec}
 
 
@@ -220,7 +216,7 @@ def cohort(department: Department, projects: Sequence[Project], platforms: Seque
             flavors.append({"name": flavor_name(platform.pool, platform.name), "resources": resources})
         spec["resourceGroups"] = [{"coveredResources": list(COVERED), "flavors": flavors}]
     return {"apiVersion": API, "kind": "Cohort",
-            "metadata": {"name": cohort_name(department.name), "labels": labels(prefix, department=department.name)},
+            "metadata": metadata(cohort_name(department.name), prefix, department=department.name),
             "spec": spec}
 
 
@@ -235,15 +231,15 @@ def cluster_queue(project: Project, platforms: Sequence[Platform], *, prefix: st
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": project.namespace}},
             "resourceGroups": [{"coveredResources": list(COVERED), "flavors": flavors}], **QUEUE_POLICY}
     return {"apiVersion": API, "kind": "ClusterQueue",
-            "metadata": {"name": cluster_queue_name(project.name),
-                         "labels": labels(prefix, department=project.department, project=project.name)},
+            "metadata": metadata(cluster_queue_name(project.name), prefix, department=project.department,
+                                 project=project.name),
             "spec": spec}
 
 
 def local_queue(project: Project, *, prefix: str) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "LocalQueue",
-            "metadata": {"name": local_queue_name(project.name), "namespace": project.namespace,
-                         "labels": labels(prefix, department=project.department, project=project.name)},
+            "metadata": {**metadata(local_queue_name(project.name), prefix, department=project.department,
+                                    project=project.name), "namespace": project.namespace},
             "spec": {"clusterQueue": cluster_queue_name(project.name), "stopPolicy": "None"}}
 
 

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, ObjectKind
 from pools.cluster.kinds import KUEUE_LOCAL_QUEUE
-from pools.engine import ConfigError
+from pools.engine import ConfigError, kube_names
 from pools.models import Backend
 
 from . import kai
@@ -70,9 +70,10 @@ def _listed(cluster: Cluster, kind: ObjectKind) -> dict[tuple[str, str], dict] |
 
 
 def _same(existing: dict, wanted: dict) -> bool:
-    labels = (existing.get("metadata") or {}).get("labels") or {}
+    metadata = existing.get("metadata") or {}
     return existing.get("spec") == wanted.get("spec") and all(
-        labels.get(key) == value for key, value in wanted["metadata"]["labels"].items())
+        (metadata.get(field) or {}).get(key) == value
+        for field in ("labels", "annotations") for key, value in (wanted["metadata"].get(field) or {}).items())
 
 
 def _merge_patch(old: dict, new: dict) -> dict:
@@ -100,7 +101,8 @@ def _put(cluster: Cluster, kind: ObjectKind, key: tuple[str, str], obj: dict, ex
             if _same(existing, obj):
                 result.unchanged += 1
                 return
-    cluster.patch_object(kind, key[1], {"metadata": {"labels": obj["metadata"]["labels"]},
+    metadata = {field: obj["metadata"][field] for field in ("labels", "annotations") if field in obj["metadata"]}
+    cluster.patch_object(kind, key[1], {"metadata": metadata,
                                         "spec": _merge_patch(existing.get("spec") or {}, obj["spec"])},
                          namespace=namespace)
     result.updated.append(_label(kind, key))
@@ -154,8 +156,9 @@ def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
         for (namespace, name), obj in sorted(local_queues.items()):
             if (namespace, name) in present:
                 continue
-            cluster.ensure_namespace(namespace, {f"{prefix}{kai.MANAGED_LABEL}": kai.MANAGED_VALUE,
-                                                 f"{prefix}project": obj["metadata"]["labels"][f"{prefix}project"]})
+            project = kube_names.full_value(obj["metadata"], f"{prefix}project")
+            cluster.ensure_namespace(namespace, *kube_names.labelled(
+                prefix, {kai.MANAGED_LABEL: kai.MANAGED_VALUE, "project": project}))
     return apply(cluster, wanted)
 
 

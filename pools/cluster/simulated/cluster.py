@@ -144,7 +144,7 @@ class SimulatedCluster:
 
         return self._change_node(name, change)
 
-    def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
+    def ensure_namespace(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> bool:
         """Every namespace exists in the simulation (Jobs are accepted in any); nothing is created."""
         return False
 
