@@ -64,22 +64,25 @@ def _tolerates(tolerations: list[dict], taint: dict) -> bool:
     return False
 
 
-def _affinity_matches(affinity: dict, labels: dict[str, str]) -> bool:
+def _requirement_holds(expression: dict, fields: dict[str, str]) -> bool:
+    key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    value = fields.get(key)
+    return {"In": value in values, "NotIn": value not in values, "Exists": key in fields,
+            "DoesNotExist": key not in fields}.get(operator, False)
+
+
+def _affinity_matches(affinity: dict, labels: dict[str, str], name: str = "") -> bool:
+    """The kube-scheduler's required node affinity: any term whose label expressions and field expressions
+    (`metadata.name`, the only field kube allows there) all hold."""
     required = ((affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     if not required:
         return True
-    for term in required.get("nodeSelectorTerms") or []:
-        ok = True
-        for expression in term.get("matchExpressions") or []:
-            key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-            value = labels.get(key)
-            ok = {"In": value in values, "NotIn": value not in values, "Exists": key in labels,
-                  "DoesNotExist": key not in labels}.get(operator, False)
-            if not ok:
-                break
-        if ok:
-            return True
-    return False
+    fields = {"metadata.name": name}
+    # An empty term matches no node.
+    return any((term.get("matchExpressions") or term.get("matchFields"))
+               and all(_requirement_holds(e, labels) for e in term.get("matchExpressions") or [])
+               and all(_requirement_holds(e, fields) for e in term.get("matchFields") or [])
+               for term in required.get("nodeSelectorTerms") or [])
 
 
 def as_of(record: dict, rv: int) -> dict:
@@ -308,7 +311,7 @@ class JobController:
         labels = node["metadata"]["labels"]
         selector = pod_spec.get("nodeSelector") or {}
         if any(labels.get(key) != value for key, value in selector.items()) or not _affinity_matches(
-                pod_spec.get("affinity"), labels):
+                pod_spec.get("affinity"), labels, name):
             return "node(s) didn't match Pod's node affinity/selector"
         tolerations = pod_spec.get("tolerations") or []
         for taint in node["spec"].get("taints") or []:
