@@ -254,3 +254,23 @@ def test_the_simulated_cluster_places_pods_only_on_their_planned_nodes(tmp_path)
                          ttl_seconds=60)
     cluster.create_job("vision", loose)
     assert all(p["spec"].get("nodeName") not in planned for p in pods_of(cluster, loose["metadata"]["name"]))
+
+
+def test_the_simulated_cluster_counts_gpus_not_slots_so_a_plan_that_packs_a_node_fits_there(tmp_path):
+    """Its H100 training nodes run the simulation's gangs in one slot of 8 GPUs: admission packs eight one-GPU
+    replicas on such a node when it is idle, and the simulated scheduler must fit all eight there."""
+    from pools.cluster.simulated import SimulatedCluster
+
+    cluster = SimulatedCluster("default", tmp_path, clock=lambda: 1_800_000_000.0, sleep=lambda seconds: None)
+    holding = {p["spec"].get("nodeName") for p in cluster.list_pods(limit=5000).items
+               if p["status"].get("phase") in ("Pending", "Running") and any(
+                   (c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu") for c in p["spec"]["containers"])}
+    idle = next(n["metadata"]["name"] for n in cluster.list_nodes(limit=1000).items
+                if n["metadata"]["name"].startswith("dgx-h100-") and n["metadata"]["name"] not in holding
+                and not n["spec"].get("taints"))
+    template = {"spec": {"containers": [{"name": "user", "image": "busybox", "resources": {
+        "limits": {"nvidia.com/gpu": 1}}}]}}
+    job = job_manifest(attempt(pod_template=template, nodes=(idle,), replicas=10), prefix=PREFIX, ttl_seconds=60)
+    cluster.create_job("vision", job)
+    bound = [p["spec"].get("nodeName") for p in pods_of(cluster, job["metadata"]["name"])]
+    assert (bound.count(idle), bound.count(None), len(bound)) == (8, 2, 10)
