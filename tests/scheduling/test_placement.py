@@ -59,7 +59,7 @@ def test_the_pods_are_required_on_the_planned_nodes_anded_into_each_term_of_the_
         ZONES["preferredDuringSchedulingIgnoredDuringExecution"]
     assert spec["affinity"]["podAntiAffinity"] == TEMPLATE["spec"]["affinity"]["podAntiAffinity"]
     assert spec["nodeSelector"] == TEMPLATE["spec"]["nodeSelector"]
-    assert TEMPLATE == before  # the stored template is not changed
+    assert before == TEMPLATE  # the stored template is not changed
 
 
 def test_a_template_without_affinity_gets_one_term_of_the_planned_nodes_and_engines_and_no_plan_get_none():
