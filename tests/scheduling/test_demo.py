@@ -77,8 +77,10 @@ class SimulatedTime:
         return SimulatedCluster(backend.name, self.state_dir, clock=lambda: self.at)
 
     def step(self, seconds: float, now):
-        self.at += seconds
+        # Dispatch first, at the moment of the cycle that admitted (the workers dispatch on its commit): a plan made
+        # from the last sync meets the cluster it was made for. Then time passes, the sync and the follower run.
         sweeps.sweep(now, act=True, clusters=self.cluster)
+        self.at += seconds
         for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
             BackendSync(backend, self.cluster(backend)).run(seconds=0)
         Backend.objects.update(last_sync_at=now)  # synced at the test's moment, not the machine's

@@ -212,7 +212,7 @@ def test_get_jobs_describe_the_api_and_the_page_show_the_pods_nodes_and_ips_and_
     client.force_login(world["researcher"])
     page = client.get(f"/workloads/{workload.pk}/").content.decode()
     assert f'<span id="workload-placed">on <a href="/nodes/{planned}/">{planned}</a></span>' in page
-    assert f'(planned: {planned} (2))' in page
+    assert f'(planned: <a href="/nodes/{planned}/">{planned}</a> (2))' in page
     assert "<td>10.4.0.17</td><td>Running</td>" in page
 
 
