@@ -288,6 +288,8 @@ OSMO_DISPATCH_RETRY_SECONDS = env_int("OSMO_DISPATCH_RETRY_SECONDS", 30)
 OSMO_LIFECYCLE_INTERVAL = env_int("OSMO_LIFECYCLE_INTERVAL", 10)
 OSMO_MAX_RETRIES = env_int("OSMO_MAX_RETRIES", 3)
 OSMO_IMAGE_PULL_TIMEOUT = env_int("OSMO_IMAGE_PULL_TIMEOUT", 300)
+# A pod pinned to its planned nodes that finds no node for this many seconds ends the attempt (admitted again).
+OSMO_PLACEMENT_GRACE = env_int("OSMO_PLACEMENT_GRACE", 120)
 CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
     "task": "scheduling.tasks.lifecycle_sweep",
     "schedule": float(OSMO_LIFECYCLE_INTERVAL),

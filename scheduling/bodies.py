@@ -71,16 +71,33 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     }
 
 
-def _job(workload: Workload) -> dict | None:
+def placed(pods: dict[str, dict]) -> dict[str, int]:
+    """Where work runs or ran, from the pods (never from admission's plan): node -> pods bound there."""
+    found: dict[str, int] = {}
+    for pod in pods.values():
+        if pod.get("node"):
+            found[pod["node"]] = found.get(pod["node"], 0) + 1
+    return dict(sorted(found.items()))
+
+
+def current_runs(workloads) -> dict[str, ManagedJob]:
+    """The current attempt's ManagedJob of each dispatched workload, by workload id, in one query."""
+    keys = {(w.pool.backend_id, w.namespace, w.job_name): str(w.id) for w in workloads if w.job_name and w.pool_id}
+    if not keys:
+        return {}
+    rows = ManagedJob.objects.filter(workload__in=set(keys.values()), name__in={k[2] for k in keys})
+    return {keys[(row.backend_id, row.namespace, row.name)]: row for row in rows
+            if (row.backend_id, row.namespace, row.name) in keys}
+
+
+def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
     """The current attempt's Job and its pods as the sync last saw them."""
     if not workload.job_name:
         return None
-    run = ManagedJob.objects.filter(backend_id=workload.pool.backend_id, namespace=workload.namespace,
-                                    name=workload.job_name).first()
     pods = []
     for name, pod in sorted((run.pods if run else {}).items()):
-        pods.append({"name": name, "node": pod.get("node") or None, "phase": "Deleted" if pod.get("deleted")
-                     else pod.get("phase"), "exit_code": pod.get("exit_code"),
+        pods.append({"name": name, "node": pod.get("node") or None, "ip": pod.get("ip") or None,
+                     "phase": "Deleted" if pod.get("deleted") else pod.get("phase"), "exit_code": pod.get("exit_code"),
                      "reason": pod.get("waiting") or pod.get("reason") or pod.get("disrupted") or None})
     return {"name": workload.job_name, "namespace": workload.namespace, "dispatched_at": workload.dispatched_at,
             "seen": run is not None, "finished": (run.job.get("finished") or None) if run else None,
@@ -97,6 +114,7 @@ def _request(workload: Workload, keep) -> dict:
 def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
     keep = _visible(access)
     body = row(workload, access)
+    run = current_runs([workload]).get(str(workload.id)) if body["pool"] else None
     body.update({
         "department": workload.project.department.name,
         "resources": {"gpu": workload.gpu, "cpu": cores(workload.cpu), "memory": workload.memory,
@@ -109,12 +127,13 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
         "variables": workload.variables,
         "request": _request(workload, keep),
         "reasons": [r for r in workload.reasons or [] if keep(r.get("pool"))] if workload.status in WAITING else [],
-        "placement": workload.placement if body["pool"] else {},
+        "placement": placed(run.pods) if body["pool"] and run else {},
+        "planned_nodes": workload.placement if body["pool"] else {},
         "pod_templates": {pool: value for pool, value in (workload.templates or {}).items() if keep(pool)},
         "attempt": workload.attempt,
         "exit_code": workload.exit_code,
         "stopping": workload.stop_status or None,
-        "job": _job(workload) if body["pool"] else None,
+        "job": _job(workload, run) if body["pool"] else None,
         "attempts": [a for a in workload.attempts or [] if keep(a.get("pool") or None)],
         "events": [{"at": e.at, "status": e.status, "reason": e.reason,
                     "message": e.message if all(keep(p) for p in e.pools) else HIDDEN_MESSAGE}

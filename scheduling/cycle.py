@@ -109,8 +109,8 @@ def _admitted(admission: pure.Admission) -> str:
     if admission.engine:
         return (f"Handed to {admission.engine} in pool {admission.pool}, platform {admission.platform}: the engine "
                 "queues it against the pool's quotas and places it.")
-    return (f"Admitted to pool {admission.pool}, platform {admission.platform}, on "
-            f"{_nodes(admission.placement)}.")
+    return (f"Admitted to pool {admission.pool}, platform {admission.platform}, planned on "
+            f"{_nodes(admission.placement)} (its pods may run only there).")
 
 
 def _nodes(placement: dict[str, int]) -> str:

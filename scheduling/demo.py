@@ -134,7 +134,10 @@ def stage_reclaim(admin, result: Round) -> None:
     """Once per demo database: borrowers for every free GPU of the scene's pool, then, once they are all placed,
     the claimant, on the platform of the first borrower."""
     borrowers = Workload.objects.filter(name__startswith="borrow-")
-    if Workload.objects.filter(name__startswith="claim-").exists() or borrowers.filter(status=Status.PENDING).exists():
+    # A borrower queued again because its placement broke (the simulation's own work took its planned GPUs) may
+    # find no room again: it must not hold the scene back for ever.
+    if Workload.objects.filter(name__startswith="claim-").exists() or borrowers.filter(
+            status=Status.PENDING, attempt=1).exists():
         return  # done, or the next cycle places the borrowers first
     loaded = snapshot.load()
     departments = dict(Project.objects.values_list("name", "department__name"))

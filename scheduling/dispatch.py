@@ -51,9 +51,11 @@ def engine_of(workload: Workload) -> Engine | None:
 
 def attempt_of(workload: Workload) -> Attempt:
     template = (workload.templates.get(workload.pool.name) or {}).get("pod_template") or {}
+    engine = engine_of(workload)
     return Attempt(str(workload.id), workload.attempt, workload.project.name, workload.project.namespace,
                    workload.pool.name, workload.platform, workload.priority, workload.replicas, template,
-                   _seconds(workload.exec_timeout), engine_of(workload))
+                   _seconds(workload.exec_timeout), engine,
+                   nodes=tuple(sorted(workload.placement or {})) if engine is None else ())
 
 
 def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str) -> str:

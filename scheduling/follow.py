@@ -11,7 +11,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from pools.models import ManagedJob
+from pools.inventory.status import READY
+from pools.models import ManagedJob, Node
 
 from . import attempts, lifecycle
 from .models import Status, Workload, WorkloadEvent
@@ -24,7 +25,29 @@ FOLLOWED = (Status.SCHEDULING, Status.RUNNING)
 def _current(workload: Workload) -> lifecycle.Current:
     actions = workload.exit_actions or (workload.pool.default_exit_actions if workload.pool else {}) or {}
     return lifecycle.Current(workload.status, workload.replicas, workload.attempt, actions,
-                             settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT))
+                             settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT),
+                             planned=workload.placement or {},
+                             placement_grace=timedelta(seconds=settings.OSMO_PLACEMENT_GRACE))
+
+
+def _lost_nodes(workloads: list[Workload]) -> dict[tuple[int, str], str]:
+    """The planned nodes admission could no longer place on (the snapshot's rule: Ready and not cordoned), by
+    (backend, name): "deleted", "cordoned" or their status."""
+    wanted = {(w.pool.backend_id, name) for w in workloads if w.status == Status.SCHEDULING for name in w.placement}
+    if not wanted:
+        return {}
+    found = {(backend, name): (status, cordoned) for backend, name, status, cordoned in Node.objects.filter(
+        backend_id__in={b for b, _ in wanted}, name__in={n for _, n in wanted}).values_list(
+        "backend_id", "name", "status", "unschedulable")}
+    lost = {}
+    for key in wanted:
+        if key not in found:
+            lost[key] = "deleted"
+        elif found[key][1]:
+            lost[key] = "cordoned"
+        elif found[key][0] != READY:
+            lost[key] = found[key][0]
+    return lost
 
 
 def _reason(pool: str, text: str, engine: dict) -> dict:
@@ -53,13 +76,17 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
             return moved
         runs = {(row.backend_id, row.namespace, row.name): row for row in ManagedJob.objects.filter(
             workload__in=[str(w.pk) for w in workloads])}
+        lost = _lost_nodes(workloads)
         events = []
         for workload in workloads:
             row = runs.get((workload.pool.backend_id, workload.namespace, workload.job_name))
             if row is None:
                 continue  # dispatched, not seen by the sync yet
-            outcome = lifecycle.observe(_current(workload), lifecycle.Run(row.job, row.pods, row.gone, row.engine),
-                                        now)
+            backend = workload.pool.backend_id
+            run = lifecycle.Run(row.job, row.pods, row.gone, row.engine,
+                                lost={name: lost[(backend, name)] for name in workload.placement
+                                      if (backend, name) in lost})
+            outcome = lifecycle.observe(_current(workload), run, now)
             if outcome is None:
                 continue
             if outcome.status == Status.SCHEDULING:

@@ -11,7 +11,12 @@ On an engine backend (DESIGN.md section 3, "Engines") the Job is the engine's to
   pod-grouper would make a PodGroup of minMember 1, which is no gang. Topology requests are also written as
   KAI's placement annotations.
 - Kueue: `kueue.x-k8s.io/queue-name` names the project's LocalQueue and the Job starts suspended; Kueue unsuspends
-  it once its ClusterQueue reserves the quota (Kueue's batch/Job integration gangs all `parallelism` pods)."""
+  it once its ClusterQueue reserves the quota (Kueue's batch/Job integration gangs all `parallelism` pods).
+
+On a default-scheduler backend our admission's plan binds (DESIGN.md section 3, "Placement holds"): the pods
+carry a required node affinity to the planned nodes (`matchFields` metadata.name In [...], ANDed into every
+nodeSelectorTerm the pod template has: terms are ORed, so a term of its own would widen, not narrow), so the
+kube-scheduler places them only inside the capacity admission reserved."""
 
 import copy
 from dataclasses import dataclass
@@ -58,6 +63,7 @@ class Attempt:
     pod_template: dict[str, Any]  # the rendered template of the pool it was admitted to: {"spec": ...}
     exec_timeout_seconds: int | None = None
     engine: Engine | None = None
+    nodes: tuple[str, ...] = ()  # the planned nodes the pods must go to (default scheduler); () leaves them free
 
 
 def job_name(workload_id: str, attempt: int) -> str:
@@ -82,6 +88,16 @@ def _topology_annotations(engine: Engine) -> dict[str, str]:
     return found
 
 
+def pin_to_nodes(spec: dict[str, Any], nodes: tuple[str, ...] | list[str]) -> None:
+    """Require the pod `spec` (changed in place) to run on one of `nodes`, whatever node affinity it had."""
+    pin = {"key": "metadata.name", "operator": "In", "values": sorted(nodes)}
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [{**term, "matchFields": [*(term.get("matchFields") or []), pin]}
+                                     for term in terms]
+
+
 def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
                  priority_classes: dict[str, str] | None = None) -> dict[str, Any]:
     ours, names = labelled(attempt, prefix)
@@ -95,6 +111,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
     template = copy.deepcopy(attempt.pod_template or {})
     spec = template.setdefault("spec", {})
     spec["restartPolicy"] = "Never"
+    if attempt.nodes and engine is None:
+        pin_to_nodes(spec, attempt.nodes)
     priority_class = (engine.priority_class if engine is not None else "") or \
         (priority_classes or {}).get(attempt.priority)
     if priority_class:

@@ -23,6 +23,8 @@ class Current:
     exit_actions: dict[str, str]  # the request's, else the pool's default_exit_actions, else {}
     max_retries: int
     image_pull_limit: timedelta
+    planned: dict[str, int] = field(default_factory=dict)  # admission's plan, node -> replicas ({}: an engine's)
+    placement_grace: timedelta = timedelta(seconds=120)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Run:
     pods: dict[str, dict[str, Any]]  # pod name -> pod_run_facts
     gone: bool = False
     engine: dict[str, Any] = field(default_factory=dict)  # engine_facts: why KAI or Kueue holds it back, or {}
+    lost: dict[str, str] = field(default_factory=dict)  # planned node -> why admission could no longer use it
 
 
 @dataclass
@@ -100,6 +103,9 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     if run.gone:
         return Outcome("FAILED_BACKEND_ERROR", "JOB_DELETED", "The Job was deleted from the cluster by someone "
                                                               "else before it finished.")
+    broken = placement_broken(current, run, now)
+    if broken is not None:
+        return broken
     running = sum(1 for pod in pods.values() if pod.get("phase") == "Running" and not pod.get("deleted"))
     succeeded = sum(1 for pod in pods.values() if pod.get("phase") == "Succeeded")
     if current.status == "RUNNING":
@@ -122,12 +128,47 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     return Outcome("SCHEDULING", "WAITING", "; ".join(waiting), waiting=waiting, engine=run.engine)
 
 
+def placement_broken(current: Current, run: Run, now: datetime) -> Outcome | None:
+    """Admission's plan no longer holds while pods still wait for a node (DESIGN.md section 3, "Placement holds"):
+    a planned node that still owes replicas was lost (deleted, cordoned or not Ready: what admission itself would
+    no longer place on), or a pod has found no node for the grace. Either ends the attempt and admits it again."""
+    if not current.planned:
+        return None
+    live = [pod for pod in run.pods.values() if not pod.get("deleted")]
+    bound: dict[str, int] = {}
+    for pod in live:
+        if pod.get("node"):
+            bound[pod["node"]] = bound.get(pod["node"], 0) + 1
+    if sum(bound.values()) >= current.replicas:
+        return None  # every replica has its node: from here on, a lost node is an eviction
+    lost = [(node, run.lost[node]) for node in sorted(current.planned)
+            if node in run.lost and bound.get(node, 0) < current.planned[node]]
+    if lost:
+        nodes = ", ".join(f"{node} ({why})" for node, why in lost)
+        return Outcome(RESCHEDULE, "PLACEMENT_LOST", f"Planned node{'s' if len(lost) > 1 else ''} {nodes} lost "
+                       "before every pod was bound there; admitted again on other nodes.", stop=True)
+    for name, pod in sorted(run.pods.items()):
+        since = _time(pod.get("unschedulable_since"))
+        if since and not pod.get("node") and not pod.get("deleted") and now - since >= current.placement_grace:
+            return Outcome(RESCHEDULE, "UNSCHEDULABLE", f"Pod {name} found no node in its plan "
+                           f"({', '.join(sorted(current.planned))}) for {_minutes(current.placement_grace)} "
+                           f"({pod.get('unschedulable') or 'Unschedulable'}); admitted again.", stop=True)
+    return None
+
+
 ENGINE_NAMES = {"kai": "KAI Scheduler", "kueue": "Kueue"}
 
 
 def engine_message(facts: dict[str, Any]) -> str:
     name = ENGINE_NAMES.get(facts.get("engine", ""), facts.get("engine", ""))
     return f"{name} holds it back ({facts.get('code')}): {facts.get('message') or 'no message'}"
+
+
+def _time(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:  # not a time the API server would write: no deadline rather than a failed sweep
+        return None
 
 
 def _minutes(delta: timedelta) -> str:

@@ -122,7 +122,8 @@ class Resources(_Shape):
 
 class JobPod(_Shape):
     name: str
-    node: str | None
+    node: str | None = Field(description="The node the pod is bound to (its spec.nodeName), none until bound.")
+    ip: str | None = Field(description="The pod's IP (status.podIP), once it has one.")
     phase: str = Field(description="Pending, Running, Succeeded, Failed, or Deleted once the pod is gone.")
     exit_code: int | None
     reason: str | None = Field(description="Why it waits or failed (ErrImagePull, Evicted, ...).")
@@ -162,7 +163,10 @@ class WorkloadDetail(WorkloadRow):
     request: dict[str, Any] = Field(description="The validated request, amounts in base units (CPU millicores, "
                                                 "memory and storage bytes).")
     reasons: list[Reason]
-    placement: dict[str, int] = Field(description="Node name -> replicas reserved there.")
+    placement: dict[str, int] = Field(description="Where the current attempt's pods are: node name -> pods bound "
+                                                  "there, read from the pods ({} until one is bound).")
+    planned_nodes: dict[str, int] = Field(description="Admission's plan: node name -> replicas reserved there, "
+                                                      "the nodes the pods are required to go to.")
     pod_templates: dict[str, CandidateTemplate]
     attempt: int = Field(description="The current attempt, 1 and up; a RESCHEDULE exit action starts another.")
     exit_code: int | None = Field(description="The user container's exit code of the last ended attempt.")

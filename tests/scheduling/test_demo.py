@@ -3,7 +3,7 @@ door (the API, OSMO's workflow path, gpuctl's job file) dispatched to the simula
 and COMPLETED."""
 
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -20,6 +20,8 @@ from scheduling.models import Status, Workload
 
 pytestmark = pytest.mark.django_db
 SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
+# Our clock where it meets the simulated cluster's: times it writes (a pod Unschedulable since...) count as they would.
+SIMULATED_NOW = datetime.fromtimestamp(SIMULATED_AT, UTC)
 
 
 @pytest.fixture
@@ -75,8 +77,10 @@ class SimulatedTime:
         return SimulatedCluster(backend.name, self.state_dir, clock=lambda: self.at)
 
     def step(self, seconds: float, now):
-        self.at += seconds
+        # Dispatch first, at the moment of the cycle that admitted (the workers dispatch on its commit): a plan made
+        # from the last sync meets the cluster it was made for. Then time passes, the sync and the follower run.
         sweeps.sweep(now, act=True, clusters=self.cluster)
+        self.at += seconds
         for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
             BackendSync(backend, self.cluster(backend)).run(seconds=0)
         Backend.objects.update(last_sync_at=now)  # synced at the test's moment, not the machine's
@@ -105,10 +109,11 @@ def test_work_from_each_door_runs_on_the_simulated_cluster_and_completes(demo_si
     doors = {w.source: w for w in Workload.objects.all()}
     assert set(doors) == {"api", "osmo", "gpuctl"}
 
-    simulated, now = SimulatedTime(tmp_path / "sim"), timezone.now()
+    simulated, now = SimulatedTime(tmp_path / "sim"), SIMULATED_NOW
     run_cycle(now)
     seen: dict[str, list[str]] = {source: [] for source in doors}
     for _ in range(16):  # 16 steps of 60 s: past every simulated run time (one to ten minutes)
+        run_cycle(now)  # as beat runs them: an attempt whose planned node the simulation cordons is admitted again
         simulated.step(60, now)
         now += timedelta(seconds=60)
         for source, workload in doors.items():
@@ -137,7 +142,7 @@ def test_ten_minutes_of_the_demo_show_pending_borrowing_running_and_completed_wo
     """The trickle with dispatch: pending work with reasons, borrowing, the reclaim scene's claim, and Jobs that run
     and complete on the simulated cluster."""
 
-    rng, now, simulated = random.Random(12), timezone.now(), SimulatedTime(tmp_path)
+    rng, now, simulated = random.Random(12), SIMULATED_NOW, SimulatedTime(tmp_path)
     for _ in range(40):  # 40 rounds of 15 s, with a cycle after each, as beat runs them
         demo.trickle(rng, now=now)
         run_cycle(now)

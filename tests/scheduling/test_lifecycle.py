@@ -301,7 +301,7 @@ def test_the_workload_page_shows_its_job_pods_and_earlier_attempts(standin, kube
     page = client.get(f"/workloads/{workload.pk}/").content.decode()
     assert "Job, attempt 2" in page and f"{workload.namespace}/{workload.job_name}" in page
     assert (f"{workload.job_name}-0-abcde</td><td><a href=\"/nodes/training-h100-001/\">training-h100-001</a></td>"
-            "<td>Running") in page
+            "<td>—</td><td>Running") in page
     assert "Earlier attempts" in page and f"<td>{first_job}</td>" in page and '<td class="num">137</td>' in page
     fragment = client.get(f"/workloads/{workload.pk}/", HTTP_HX_REQUEST="true",
                           HTTP_HX_TARGET="workload-live").content.decode()

@@ -64,22 +64,25 @@ def _tolerates(tolerations: list[dict], taint: dict) -> bool:
     return False
 
 
-def _affinity_matches(affinity: dict, labels: dict[str, str]) -> bool:
+def _requirement_holds(expression: dict, fields: dict[str, str]) -> bool:
+    key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    value = fields.get(key)
+    return {"In": value in values, "NotIn": value not in values, "Exists": key in fields,
+            "DoesNotExist": key not in fields}.get(operator, False)
+
+
+def _affinity_matches(affinity: dict, labels: dict[str, str], name: str = "") -> bool:
+    """The kube-scheduler's required node affinity: any term whose label expressions and field expressions
+    (`metadata.name`, the only field kube allows there) all hold."""
     required = ((affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     if not required:
         return True
-    for term in required.get("nodeSelectorTerms") or []:
-        ok = True
-        for expression in term.get("matchExpressions") or []:
-            key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-            value = labels.get(key)
-            ok = {"In": value in values, "NotIn": value not in values, "Exists": key in labels,
-                  "DoesNotExist": key not in labels}.get(operator, False)
-            if not ok:
-                break
-        if ok:
-            return True
-    return False
+    fields = {"metadata.name": name}
+    # An empty term matches no node.
+    return any((term.get("matchExpressions") or term.get("matchFields"))
+               and all(_requirement_holds(e, labels) for e in term.get("matchExpressions") or [])
+               and all(_requirement_holds(e, fields) for e in term.get("matchFields") or [])
+               for term in required.get("nodeSelectorTerms") or [])
 
 
 def as_of(record: dict, rv: int) -> dict:
@@ -88,7 +91,8 @@ def as_of(record: dict, rv: int) -> dict:
     if kai is None or (kai["placed_rv"] is not None and kai["placed_rv"] <= rv):
         return record
     return {**record, "start_tick": kai["created_tick"],
-            "pods": [{"node": None, "slots": [], "gpus": pod["gpus"], "name": pod["name"]} for pod in record["pods"]]}
+            "pods": [{"node": None, "slots": [], "taken": [], "gpus": pod["gpus"], "name": pod["name"]}
+                     for pod in record["pods"]]}
 
 
 class JobController:
@@ -291,10 +295,10 @@ class JobController:
             free = self._free_slots(view, state, tick, rv)
             eligible = self.eligible_nodes(view, pod_spec)
             for number in range(count):
-                node, slots = self.place_pod(free, eligible, gpus, job["metadata"]["uid"], number)
-                pods.append({"node": node, "slots": slots, "gpus": gpus})
+                node, slots, taken = self.place_pod(free, eligible, gpus, job["metadata"]["uid"], number)
+                pods.append({"node": node, "slots": slots, "taken": taken, "gpus": gpus})
         else:
-            pods = [{"node": None, "slots": [], "gpus": gpus} for _ in range(count)]
+            pods = [{"node": None, "slots": [], "taken": [], "gpus": gpus} for _ in range(count)]
         for number, pod in enumerate(pods):
             pod["name"] = f"{job['metadata']['name']}-{stable_suffix(5, job['metadata']['uid'], number)}"
         return {"pods": pods, "start_tick": tick, "run_ticks": run_ticks, "outcome": outcome, "reason": reason}
@@ -308,7 +312,7 @@ class JobController:
         labels = node["metadata"]["labels"]
         selector = pod_spec.get("nodeSelector") or {}
         if any(labels.get(key) != value for key, value in selector.items()) or not _affinity_matches(
-                pod_spec.get("affinity"), labels):
+                pod_spec.get("affinity"), labels, name):
             return "node(s) didn't match Pod's node affinity/selector"
         tolerations = pod_spec.get("tolerations") or []
         for taint in node["spec"].get("taints") or []:
@@ -325,26 +329,33 @@ class JobController:
 
     @staticmethod
     def place_pod(free: dict[str, list[tuple[int, int]]], eligible: list[str], gpus: int, uid: str,
-                  number: int) -> tuple[str | None, list[int]]:
-        """The node (the fullest that fits) and GPU slots for one pod, taken out of `free`; (None, []) when none
-        of `eligible` has room."""
+                  number: int) -> tuple[str | None, list[int], list[int]]:
+        """The node (the fullest that fits), the GPU slots for one pod and the GPUs it takes of each, taken out of
+        `free` (a slot's GPUs left over stay free for other pods of users' Jobs, as a kube-scheduler counts GPUs,
+        not slots); (None, [], []) when none of `eligible` has room."""
         candidates = []
         for name in eligible:
             available = sum(size for _, size in free.get(name, []))
             if available >= gpus:
                 candidates.append((available - gpus, stable_hash(uid, number, name), name))
         if not candidates:
-            return None, []
+            return None, [], []
         _, _, chosen = min(candidates)
-        fitting = sorted((size, index) for index, size in free[chosen] if size >= gpus)
-        taken, total = ([fitting[0][1]], fitting[0][0]) if fitting and gpus else ([], 0)
-        for index, size in sorted(free[chosen], key=lambda item: -item[1]):
-            if total >= gpus:
+        left = dict(free[chosen])
+        fitting = sorted((size, index) for index, size in left.items() if size >= gpus)
+        order = [fitting[0][1]] if fitting and gpus else []
+        order += [index for index, _ in sorted(left.items(), key=lambda item: -item[1]) if index not in order]
+        slots, taken, need = [], [], gpus
+        for index in order:
+            if need <= 0:
                 break
-            taken.append(index)
-            total += size
-        free[chosen] = [(index, size) for index, size in free[chosen] if index not in taken]
-        return chosen, taken
+            amount = min(need, left[index])
+            left[index] -= amount
+            need -= amount
+            slots.append(index)
+            taken.append(amount)
+        free[chosen] = [(index, size) for index, size in left.items() if size > 0]
+        return chosen, slots, taken
 
     def free_slots(self, view: View, state: dict, tick: int, rv: int) -> dict[str, list[tuple[int, int]]]:
         """The GPU slots of each node that no running pod of the simulation nor live Job holds at `rv`."""
@@ -352,6 +363,7 @@ class JobController:
 
     def _free_slots(self, view: View, state: dict, tick: int, rv: int) -> dict[str, list[tuple[int, int]]]:
         busy = {(node, index) for _, node, index, _, _, holds in view.work if holds}
+        used: dict[tuple[str, int], float] = {}
         for record in state["jobs"]:
             if record["created_rv"] > rv or (record["deleted_rv"] is not None and record["deleted_rv"] <= rv):
                 continue
@@ -359,11 +371,14 @@ class JobController:
             if tick >= record["start_tick"] + 1 + record["run_ticks"]:
                 continue
             for pod in record["pods"]:
-                for index in pod["slots"]:
-                    busy.add((pod["node"], index))
+                # A pod recorded before `taken` was kept holds its slots whole.
+                for index, amount in zip(pod["slots"], pod.get("taken") or [math.inf] * len(pod["slots"]),
+                                         strict=True):
+                    used[(pod["node"], index)] = used.get((pod["node"], index), 0) + amount
         free = {}
         for name, slots in self._catalog.node_slots.items():
-            free[name] = [(index, size) for index, size in slots if (name, index) not in busy]
+            free[name] = [(index, size - used.get((name, index), 0)) for index, size in slots
+                          if (name, index) not in busy and size - used.get((name, index), 0) > 0]
         return free
 
     @staticmethod

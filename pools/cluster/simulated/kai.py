@@ -277,10 +277,10 @@ class KaiScheduler:
             trial = dict(free)  # place_pod replaces a node's list, never changes it
             pods = []
             for number in range(count):
-                node, slots = self._jobs.place_pod(trial, nodes, gpus, uid, number)
+                node, slots, taken = self._jobs.place_pod(trial, nodes, gpus, uid, number)
                 if node is None:
                     return None, pods, trial
-                pods.append({"node": node, "slots": slots, "gpus": gpus})
+                pods.append({"node": node, "slots": slots, "taken": taken, "gpus": gpus})
             return pods, pods, trial
 
         constraint = ((group.podgroup or {}).get("spec") or {}).get("topologyConstraint") or {}

@@ -31,14 +31,22 @@ def job_rows(pool: str | None, now=None) -> list[dict]:
     if pool:
         rows = rows.filter(Q(pool__name=pool) | Q(pool__isnull=True, pools__0=pool))
     access = operator_access()
+    workloads = list(rows)
+    runs = bodies.current_runs(workloads)
     result = []
-    for workload in rows:
+    for workload in workloads:
         row = bodies.row(workload, access)
-        nodes = sorted(workload.placement) if workload.pool_id else []
+        # Where the pods are, as the sync last saw them (not admission's plan: the kube-scheduler binds them).
+        pods = [pod for pod in (runs[str(workload.id)].pods if str(workload.id) in runs else {}).values()
+                if not pod.get("deleted")]
+        nodes = sorted({pod["node"] for pod in pods if pod.get("node")})
+        ips = sorted({pod["ip"] for pod in pods if pod.get("ip")})
+        ready = sum(1 for pod in pods if pod.get("phase") == "Running")
         result.append({"job_id": str(workload.id), "name": workload.name, "namespace": workload.project.namespace,
                        "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
-                       "ready": f"0/{workload.replicas}", "node": ",".join(nodes) or "<none>", "ip": "<none>",
-                       "age": age(workload.submitted_at, now), "pool": row["pool"] or (row["pools"] or [""])[0]})
+                       "ready": f"{ready}/{workload.replicas}", "node": ",".join(nodes) or "<none>",
+                       "ip": ",".join(ips) or "<none>", "age": age(workload.submitted_at, now),
+                       "pool": row["pool"] or (row["pools"] or [""])[0]})
     return result
 
 

@@ -63,7 +63,7 @@ class Command(BaseCommand):
         for item in result.admitted:
             nodes = ", ".join(f"{node}x{n}" if n > 1 else node for node, n in sorted(item["placement"].items()))
             self.stdout.write(f"ADMITTED   {item['id'][:8]} {item['name']}: pool {item['pool']}, platform "
-                              f"{item['platform']}, on {nodes}")
+                              f"{item['platform']}, planned on {nodes}")
         for item in result.preempted:
             self.stdout.write(f"PREEMPTING {item['id'][:8]} {item['name']}: {item['why']}")
         for item in result.pending:

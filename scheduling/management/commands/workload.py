@@ -124,9 +124,11 @@ class Command(BaseCommand):
             f"{_gib(r['memory'])} memory, {_gib(r['storage'])} storage")
         out(f"  Pools:      {', '.join(body['pools'])}")
         if body["pool"]:
-            nodes = ", ".join(f"{n} x{k}" for n, k in sorted(body["placement"].items()))
-            out(f"  Admitted:   pool {body['pool']}, platform {body['platform']}, on {nodes} at "
-                f"{body['admitted_at']:%Y-%m-%d %H:%M:%S}")
+            planned = ", ".join(f"{n} x{k}" for n, k in sorted(body["planned_nodes"].items()))
+            out(f"  Admitted:   pool {body['pool']}, platform {body['platform']} at "
+                f"{body['admitted_at']:%Y-%m-%d %H:%M:%S}" + (f", planned on {planned}" if planned else ""))
+            placed = ", ".join(f"{n} x{k}" for n, k in sorted(body["placement"].items()))
+            out(f"  Placed on:  {placed or 'no node yet (no pod bound)'}")
         if body["job"]:
             job = body["job"]
             out(f"  Job:        {job['namespace']}/{job['name']} (attempt {body['attempt']}"
@@ -134,7 +136,8 @@ class Command(BaseCommand):
             for pod in job["pods"]:
                 code = f", exit {pod['exit_code']}" if pod["exit_code"] is not None else ""
                 why = f" ({pod['reason']})" if pod["reason"] else ""
-                out(f"    pod {pod['name']} on {pod['node'] or '-'}: {pod['phase']}{code}{why}")
+                ip = f" ({pod['ip']})" if pod["ip"] else ""
+                out(f"    pod {pod['name']} on {pod['node'] or '-'}{ip}: {pod['phase']}{code}{why}")
         for item in body["attempts"]:
             code = f", exit code {item['exit_code']}" if item["exit_code"] is not None else ""
             out(f"  Attempt {item['attempt']}:  {item['status']}{code} ({item['job'] or 'not dispatched'}): "
