@@ -3,6 +3,7 @@ terminal): each is started as a real process against the test database, signalle
 it started gone and its lease or lock released, so that a restart right after takes it at once. And `sync NAME
 --once` beside a sync that holds the lease: it asks that sync for a full list and waits for it, never failing."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from django.utils import timezone
 from pools.models import Backend
 from scheduling.models import AdmissionState
 from tests.faults.conftest import busy_cluster
-from tests.scheduling.conftest import world as world_fixture  # noqa: F401  (the fixture `world`)
+from tests.scheduling.conftest import world  # noqa: F401  (a fixture: pools, projects, quotas)
 from tests.scheduling.test_faults import child_env, free_port
 from tests.waiting import until
 
@@ -83,8 +84,12 @@ class Command:
             self.kill()
             pytest.fail(f"{self.process.args} did not end after the signal: {self.output()[-3000:]}")
 
-    def kill(self) -> None:
-        """The test's own clean-up, whatever happened: the whole session."""
+    def kill(self, others: set[int] = frozenset()) -> None:
+        """The test's own clean-up, whatever happened: its session, and `others` (processes seen below it, which
+        may be in sessions of their own)."""
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
@@ -184,7 +189,7 @@ def admission_lock_free() -> bool:
     return True
 
 
-def test_schedule_stopped_by_sigterm_ends_cleanly_and_a_restart_cycles_at_once(world, tmp_path):
+def test_schedule_stopped_by_sigterm_ends_cleanly_and_a_restart_cycles_at_once(world, tmp_path):  # noqa: F811
     schedule = Command(tmp_path, "schedule", "--interval", "0.5")
     try:
         until(lambda: schedule.process.poll() is not None or schedule.output().count("Cycle:") >= 2,
@@ -218,12 +223,16 @@ def make_demo(tmp_path, port: int) -> Command:
 def test_make_demo_stopped_leaves_no_process_and_no_lease(tmp_path, how):
     port = free_port()
     demo = make_demo(tmp_path, port)
+    below: set[int] = set()
     try:
         until(lambda: demo.process.poll() is not None or "Serving:" in demo.output(), "the demo to serve",
               seconds=600, detail=lambda: demo.output()[-3000:])
         assert demo.process.poll() is None, demo.output()[-3000:]
         pids = served_pids(demo.output())
-        until(lambda: all(descendants(pid) for pid in pids[1:2]), "the worker's pool")
+        # Stopped in the middle of a sync round of the worker's (beat starts one per backend every 30 s).
+        worker = pids[1]
+        until(lambda: Backend.objects.filter(sync_lease_owner__contains=f":{worker}:").exists(),
+              "a sync round in the worker", detail=lambda: demo.output()[-3000:])
         below = descendants(demo.process.pid)
         assert set(pids) <= below
         if how == "kill make":
@@ -232,7 +241,7 @@ def test_make_demo_stopped_leaves_no_process_and_no_lease(tmp_path, how):
             os.killpg(demo.process.pid, signal.SIGHUP)  # what the terminal sends its foreground job
         demo.wait()
     finally:
-        demo.kill()
+        demo.kill(below)
     assert "Stopped." in demo.output(), demo.output()[-3000:]
     assert not [pid for pid in below if running(pid)], demo.output()[-3000:]
     assert not Backend.objects.exclude(sync_lease_owner="").exists()
