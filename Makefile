@@ -26,10 +26,11 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 	$(PY) -m osmo_site.env
 
+# PORT: the demo site's port (default 8000). make passes a SIGTERM on to the demo, which stops everything it started.
 demo: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py config init
-	$(PY) manage.py demo
+	$(PY) manage.py demo --port $(or $(PORT),8000)
 
 # Production-style: migrations, static files, then gunicorn, a Celery worker and beat (manage.py serve) against
 # DATABASE_URL and CELERY_BROKER_URL from the environment (README "Running in production").

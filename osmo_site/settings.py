@@ -206,6 +206,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_queue / "control"),  # kombu's default is ./control, beside manage.py
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith("redis://"):
+    # Kombu's Redis transport with a guard that keeps the worker alive through a broker outage (osmo_site/broker.py).
+    CELERY_BROKER_TRANSPORT = "osmo_site.broker:Transport"
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_IGNORE_RESULT = CELERY_RESULT_BACKEND is None
 CELERY_TASK_TIME_LIMIT = 300

@@ -1,15 +1,24 @@
 """Celery tasks: beat starts `sync_backends`, which queues one `sync_backend` per connected backend."""
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 from django.conf import settings
 from django.db import OperationalError
 
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
 from pools.fleet import node_history, snapshots
-from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends
+from pools.fleet.sync import STOPPING, BackendSync, SyncBusy, cluster_for, mark_stale_backends
 from pools.models import Backend
 from pools.models.dbwrites import is_locked
+
+
+@worker_shutting_down.connect
+def end_sync_rounds(**_kwargs) -> None:
+    """A warm shutdown waits for the tasks running: a sync round in this process (solo or threads pool) ends within
+    a second, its lease released. In a prefork pool's child the round ends when it would have, within the stop's
+    grace (the Deployment's 60 s)."""
+    STOPPING.set()
 
 
 @shared_task(time_limit=60, soft_time_limit=50)

@@ -24,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from pools.access.tokens import create_token
+from tests.processes import descendants, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,14 +167,13 @@ def test_serve_runs_web_worker_and_beat_and_stops_them_all(tmp_path):
                  "a task's log line from the worker")
         children = [line for line in served.lines() if line.startswith("Serving:")]
         assert children and all(name in children[0] for name in ("web", "worker", "beat"))
+        below = descendants(served.process.pid)  # gunicorn's and Celery's own workers too
     finally:
         status = served.stop()
     assert status == 0
     pids = [int(part.split(")")[0]) for part in children[0].split("pid ")[1:]]
-    assert len(pids) == 3
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert len(pids) == 3 and set(pids) < below
+    assert not [pid for pid in below if running(pid)]
 
 
 def test_serve_with_nothing_to_run_is_one_line(tmp_path):
@@ -181,3 +181,16 @@ def test_serve_with_nothing_to_run_is_one_line(tmp_path):
                             cwd=ROOT, env=serve_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert result.stderr.strip() == "CommandError: nothing to run: --no-web, --no-worker and --no-beat leave no process"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_stopped_by_sighup_as_a_closed_terminal_leaves_no_process(tmp_path):
+    served = Served(tmp_path, ["--no-worker", "--no-beat"])
+    try:
+        wait_for(lambda: get(f"{served.url}/readyz")[0] == 200, "/readyz to answer 200", process=served.process)
+        below = descendants(served.process.pid)  # gunicorn's master and its worker
+        served.process.send_signal(signal.SIGHUP)
+    finally:
+        status = served.stop()
+    assert status == 0
+    assert len(below) >= 2 and not [pid for pid in below if running(pid)]

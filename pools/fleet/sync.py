@@ -69,6 +69,13 @@ MAX_BATCH_SQLITE = 500
 SYNC_LOG_KEEP = 200
 # A long run stops its watches this often to check that they can still be trusted (see BackendSync.must_list_again).
 CHECK_SECONDS = 60.0
+# A running sync looks this often (in seconds) whether it was asked for a full list (`sync NAME --once` beside it,
+# or the backend marked stale): both clear the backend's listed_at.
+ASKED_SECONDS = 1.0
+# Set when this process is shutting down (a Celery worker's warm shutdown, pools.tasks): a round running here ends
+# within ASKED_SECONDS and releases its lease, instead of holding the shutdown up for the rest of its round or, if
+# killed meanwhile, leaving the lease to expire.
+STOPPING = threading.Event()
 
 POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool")
 
@@ -396,7 +403,7 @@ class BackendSync:
                 end = self.clock() + seconds
                 while True:
                     self.follow(min(end, self.clock() + self.check_seconds))
-                    if self.clock() >= end:
+                    if self.clock() >= end or STOPPING.is_set():
                         break
                     if self.must_list_again():
                         self.list_everything()
@@ -668,8 +675,11 @@ class BackendSync:
         events: queue.Queue = queue.Queue()
         limit = MAX_BATCH_SQLITE if connection.vendor == "sqlite" else MAX_BATCH
         running = {}
+        stopped = threading.Event()  # set when asked for a full list: the watches still open end unread
         for kind in self.kinds:
-            running[kind] = self._start(kind, getattr(self.backend, f"{kind}_resource_version"), deadline, events)
+            running[kind] = self._start(kind, getattr(self.backend, f"{kind}_resource_version"), deadline, events,
+                                        stopped)
+        next_look = time.monotonic() + ASKED_SECONDS
         while running:
             batch: list[tuple[str, Any]] = []
             try:
@@ -697,15 +707,27 @@ class BackendSync:
                         log.info("backend %s: %s watch expired; listing again", self.backend.name, ended)
                         version = self._relist(ended)
                         if self.clock() < deadline:
-                            running[ended] = self._start(ended, version, deadline, events)
+                            running[ended] = self._start(ended, version, deadline, events, stopped)
                     elif error is not None:
                         raise error
                     else:
                         self._save_versions(**{ended: follower.resource_version})
             if not self._lease.renew():
                 raise ClusterError(f"backend {self.backend.name}: lost the sync lease")
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + ASKED_SECONDS
+                if STOPPING.is_set():
+                    stopped.set()
+                    return
+                if Backend.objects.filter(pk=self.backend.pk, listed_at__isnull=True).exists():
+                    # The run lists in full before it follows again (must_list_again); what the watches
+                    # delivered is applied, and their versions are saved with it.
+                    log.info("backend %s: asked for a full list", self.backend.name)
+                    stopped.set()
+                    return
 
-    def _start(self, kind: str, version: str, deadline: float, events: queue.Queue) -> Follower:
+    def _start(self, kind: str, version: str, deadline: float, events: queue.Queue,
+               stopped: threading.Event) -> Follower:
         watch = {"jobs": self._watch_jobs, "engine": self._watch_engine}.get(kind) or getattr(self.cluster,
                                                                                               f"watch_{kind}")
         follower = Follower(self._recording(watch, kind), version, timeout_seconds=60, clock=self.clock,
@@ -715,6 +737,8 @@ class BackendSync:
             error = None
             try:
                 for event in follower.events(deadline):
+                    if stopped.is_set():
+                        return
                     events.put((kind, event))
             except BaseException as exc:  # handed to the main thread, which decides
                 error = exc

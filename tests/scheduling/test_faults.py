@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -303,9 +302,10 @@ def test_a_broker_outage_during_dispatch_loses_no_workload_and_the_sweep_gives_e
     assert len(jobs) == len(everyone)
     # The outage must not break the callers that send: a submission, a cycle, a sweep. Their rows are saved
     # before the send, so an error here tells a user their submission failed when it did not.
-    if worker.deaths:  # not the product's code (see the report): a supervisor restarts the worker
-        warnings.warn(f"the Celery worker died during the broker outage: {worker.deaths}", stacklevel=1)
     assert caller_errors == [], caller_errors
+    # Nor the worker: it reconnects by itself (Celery 5.7.0 crashed here, see pyproject.toml); a supervisor's
+    # restart is the last resort, not the way through an outage.
+    assert worker.deaths == [], worker.deaths
 
 
 # ---- The callers of the outbox while the broker does not answer ---------------------------------------------------

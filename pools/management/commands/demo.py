@@ -10,7 +10,6 @@ queues with OverLimit or NonPreemptibleOverQuota. Its Queues and Topology are wr
 
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pools.config.defaults import init_demo
 from pools.config.kinds import WriteResult
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
 from pools.management.cli import clear_errors
+from pools.management.stopping import interrupt_on_stop_signals, stop_children
 from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
 from pools.quotas.writes import department_docs, project_docs
 from pools.schedulers import reconcile
@@ -65,40 +65,47 @@ class Command(BaseCommand):
 
     @clear_errors
     def handle(self, *args, port, no_serve, **options):
-        password = self.ensure_admin()
-        self.load_demo()
-        self.stdout.write(self.style.SUCCESS(
-            f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/)"))
-        if no_serve:
-            return
+        # `make demo` stopped by `kill` (make passes SIGTERM on), a closed terminal (SIGHUP) or Ctrl-C: the same
+        # clean stop, here or while the demo loads (a sync's lease released).
+        with interrupt_on_stop_signals():
+            try:
+                password = self.ensure_admin()
+                self.load_demo()
+                self.stdout.write(self.style.SUCCESS(
+                    f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/)"))
+                if not no_serve:
+                    self.serve(port)
+            except KeyboardInterrupt:
+                self.stdout.write("Stopped.")
+
+    def serve(self, port: int) -> None:
         celery = [sys.executable, "-m", "celery", "-A", "osmo_site"]
         commands = {
             "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-            "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
+            # Threads: a warm shutdown ends the running sync rounds at once (pools.tasks.end_sync_rounds), so Ctrl-C
+            # leaves no lease behind; and each backend's sync holds one of them, so more than the two backends.
+            "worker": [*celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency", "4"],
             "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
         # Beat also runs the demo's trickle of workload submissions (scheduling.demo), unless set otherwise.
         env = {"OSMO_DEMO_TRICKLE": "15", **os.environ}
-        processes = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
-                     for name, cmd in commands.items()}
+        processes = {}
         try:
+            for name, cmd in commands.items():
+                processes[name] = subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
+            self.stdout.write(f"Serving: {', '.join(f'{name} (pid {p.pid})' for name, p in processes.items())}")
+            self.stdout.flush()
             while all(process.poll() is None for process in processes.values()):
                 time.sleep(0.5)
             dead = [name for name, process in processes.items() if process.poll() is not None]
             self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest.")
         except KeyboardInterrupt:
             self.stdout.write("Stopping...")
+            self.stdout.flush()
+            raise
         finally:
             # TERM to each leader lets Celery stop its own pool children (a warm shutdown).
-            for process in processes.values():
-                if process.poll() is None:
-                    process.terminate()
-            for process in processes.values():
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            stop_children(processes, 15, self.stderr.write)
 
     def load_demo(self) -> None:
         for result in init_demo():

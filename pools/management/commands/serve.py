@@ -1,8 +1,9 @@
 """`./manage.py serve`: the production web server, a Celery worker and beat, as one foreground command.
 
 Each runs as a child process against the database and broker of the environment (DATABASE_URL,
-CELERY_BROKER_URL). Ctrl-C or SIGTERM stops all three; when one of them exits, the others are stopped and the
-command exits with its status, so a supervisor (systemd, a container runtime) sees the failure and restarts.
+CELERY_BROKER_URL). Ctrl-C, SIGTERM or SIGHUP stops all three and whatever processes they started; when one of
+them exits, the others are stopped and the command exits with its status, so a supervisor (systemd, a container
+runtime) sees the failure and restarts.
 On Kubernetes each runs in its own Deployment instead (deploy/base).
 """
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from pools.management.stopping import STOP_SIGNALS, stop_children
 
 GUNICORN_CONF = Path(settings.BASE_DIR) / "deploy" / "gunicorn.conf.py"
 
@@ -49,9 +52,12 @@ class Command(BaseCommand):
         def stop(signum, _frame):
             stopping.append(signum)
 
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        children = {name: subprocess.Popen(argv) for name, argv in chosen.items()}
+        for number in STOP_SIGNALS:
+            signal.signal(number, stop)
+        # Each in a session of its own: only this command signals them (a terminal's Ctrl-C or SIGHUP reaches this
+        # command alone, and Celery does not take a second signal for a cold shutdown), and stop_children can
+        # kill what a child leaves behind.
+        children = {name: subprocess.Popen(argv, start_new_session=True) for name, argv in chosen.items()}
         self.stdout.write(f"Serving: {', '.join(f'{name} (pid {child.pid})' for name, child in children.items())}"
                           f"; the site at http://{bind}/ ; Ctrl-C stops all.")
         self.stdout.flush()
@@ -63,15 +69,6 @@ class Command(BaseCommand):
                 self.stderr.write(f"serve: {name} exited with status {status}; stopping the others")
                 break
             time.sleep(0.2)
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for name, child in children.items():
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.stderr.write(f"serve: {name} did not stop within 30 s; killing it")
-                child.kill()
-                child.wait()
+        stop_children(children, 30, lambda message: self.stderr.write(f"serve: {message}"))
         if status:
             raise CommandError(f"a process exited with status {status}", returncode=status)

@@ -1,7 +1,8 @@
 """`./manage.py schedule [--once]`: admission cycles in the foreground, for operators and tests, each followed by
 the lifecycle sweep acting in place: every ADMITTED workload dispatched, stops carried out, timeouts enforced,
 dispatched workloads re-read from the synced Jobs. Each cycle holds the admission lock and each dispatch or stop
-its row's, so this may run beside the workers."""
+its row's, so this may run beside the workers. SIGTERM, SIGHUP and Ctrl-C stop it between or within a cycle (whose
+transaction rolls back, releasing the lock)."""
 
 import time
 
@@ -9,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connections
 
 from pools.management.cli import clear_errors, print_json
+from pools.management.stopping import interrupt_on_stop_signals
 from scheduling.cycle import CycleResult, run_cycle
 from scheduling.sweeps import SweepResult, sweep
 
@@ -30,6 +32,13 @@ class Command(BaseCommand):
         if not 0 < interval <= MAX_INTERVAL:  # NaN fails this too
             raise CommandError(f"--interval must be a number of seconds above 0 and at most {MAX_INTERVAL:g} "
                                f"(not {interval:g})")
+        with interrupt_on_stop_signals():
+            try:
+                self.cycles(once, interval, format)
+            except KeyboardInterrupt:  # a cycle cut short rolls back with its transaction, and its lock with it
+                self.stdout.write("Stopped.")
+
+    def cycles(self, once: bool, interval: float, format: str) -> None:
         while True:
             try:
                 result = run_cycle(details=once)
