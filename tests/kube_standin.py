@@ -195,6 +195,11 @@ class KubeStandin:
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
                              "namespaces": _Collection("Namespace", "NamespaceList")}
+        # kube-system's uid names the cluster (`backend add`); kept out of the history, so no resourceVersion moves.
+        self.kube_system_uid = str(uuid.uuid4())
+        self._collections["namespaces"].objects["kube-system"] = _dumps({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "kube-system", "uid": self.kube_system_uid, "resourceVersion": "1"}})
         self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
         self._snapshot_ids = 0
         self._faults: list[_Fault] = []

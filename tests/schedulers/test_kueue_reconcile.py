@@ -15,6 +15,7 @@ from tests.scheduling.conftest import SHARED, kube, project, world  # noqa: F401
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
 MANAGED = {f"{PREFIX}managed-by": "osmo-pools"}
+OWNED = {**MANAGED, f"{PREFIX}backend": "default"}  # the backend that wrote them
 A100, L40S = flavor_name(SHARED, "a100_platform"), flavor_name(SHARED, "l40s_platform")
 POLICY = {"queueingStrategy": "BestEffortFIFO", "stopPolicy": "None",
           "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "Never"},
@@ -72,7 +73,7 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
         L40S: {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
         "training.h100": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
         "default.default": {}}
-    assert flavors[A100]["metadata"]["labels"] == {**MANAGED, f"{PREFIX}pool": SHARED,
+    assert flavors[A100]["metadata"]["labels"] == {**OWNED, f"{PREFIX}pool": SHARED,
                                                    f"{PREFIX}platform": "a100_platform"}
 
     cohorts = stored(standin, KUEUE_COHORT)
@@ -96,14 +97,14 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
     assert queues["serving"]["spec"] == {
         "cohortName": "product", "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "proj-serving"}},
         "resourceGroups": group(serving), **POLICY}
-    assert queues["serving"]["metadata"]["labels"] == {**MANAGED, f"{PREFIX}department": "product",
+    assert queues["serving"]["metadata"]["labels"] == {**OWNED, f"{PREFIX}department": "product",
                                                        f"{PREFIX}project": "serving"}
 
     local = stored(standin, KUEUE_LOCAL_QUEUE)
     assert {name: queue["spec"] for name, queue in local.items()} == {
         f"proj-{name}/{name}": {"clusterQueue": name, "stopPolicy": "None"} for name in ("nlp", "serving", "vision")}
     for name in ("nlp", "serving", "vision"):
-        assert standin.namespace(f"proj-{name}")["metadata"]["labels"] == {**MANAGED, f"{PREFIX}project": name}
+        assert standin.namespace(f"proj-{name}")["metadata"]["labels"] == {**OWNED, f"{PREFIX}project": name}
 
     assert len(standin.requests_to("/api/v1/namespaces", method="POST")) == 3
     standin.clear_requests()
@@ -141,7 +142,7 @@ def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_su
              "spec": {"cohortName": "research"}}
     result = reconcile(kueue, Racing(kube, standin, KUEUE_CLUSTER_QUEUE, older))
 
-    assert result.refused == ["ClusterQueue/nlp"]
+    assert [refusal.label for refusal in result.refused] == ["ClusterQueue/nlp"]
     assert "ClusterQueue/vision" in result.updated and "ClusterQueue/vision" not in result.created
     queues = stored(standin, KUEUE_CLUSTER_QUEUE)
     assert queues["nlp"]["spec"] == theirs["spec"] and not queues["nlp"]["metadata"].get("labels")
