@@ -204,3 +204,16 @@ class Racing:
 
     def __getattr__(self, name):
         return getattr(self.cluster, name)
+
+
+def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_field_is_immutable(standin, kube,  # noqa: F811
+                                                                                               kueue):
+    reconcile(kueue, kube)
+    standin.modify_object(KUEUE_LOCAL_QUEUE, "vision", {"spec": {"clusterQueue": "elsewhere"}}, namespace="proj-vision")
+    standin.clear_requests()
+
+    result = reconcile(kueue, kube)
+
+    assert (result.recreated, result.updated, result.refused) == (["LocalQueue/proj-vision/vision"], [], [])
+    assert stored(standin, KUEUE_LOCAL_QUEUE)["proj-vision/vision"]["spec"]["clusterQueue"] == "vision"
+    assert not [r for r in standin.requests if r.method == "PATCH"]
