@@ -61,8 +61,10 @@ def test_same_cluster_as_names_a_backend_of_this_cluster(standin, tmp_path, defa
 
     add("second", "--kubeconfig", path, "--same-cluster-as", "first")
 
+    add("second", "--kubeconfig", path, "--scheduler", "kai")  # an update keeps the split
     second = Backend.objects.get(name="second")
     assert second.cluster_uid == standin.kube_system_uid and second.same_cluster_as == "first"
+    assert second.scheduler == "kai"
     out = io.StringIO()
     call_command("backend", "list", "--format", "json", stdout=out)
     rows = {row["name"]: row for row in json.loads(out.getvalue())}

@@ -134,15 +134,17 @@ class Command(BaseCommand):
             messages = getattr(exc, "messages", [str(exc)])
             raise ConfigError(f"backend {name}: {'; '.join(messages)}") from None
         uid, why = cluster_uid(backend)
-        check_registered_once(backend, uid, options["same_cluster_as"])
+        same_as = options["same_cluster_as"] or backend.same_cluster_as  # an update keeps a split made before
+        check_registered_once(backend, uid, same_as)
         backend.cluster_uid = uid or backend.cluster_uid
-        backend.same_cluster_as = options["same_cluster_as"]
+        backend.same_cluster_as = same_as
         backend.save()
         self.stdout.write(f"Backend {name} {'added' if created else 'updated'}; "
                           f"run `./manage.py sync {name} --once` to read its nodes.")
         if not uid:
-            self.stdout.write(f"Could not read the cluster's identity (the uid of kube-system): {why} Whether it "
-                              f"is registered twice is checked when `backend add {name}` runs again and it answers.")
+            self.stdout.write(f"Could not read the cluster's identity (the uid of kube-system): {why.rstrip('.')}. "
+                              f"Whether it is registered twice is checked when `backend add {name}` runs again and "
+                              "it answers.")
 
     def do_list(self, options):
         backends = list(Backend.objects.annotate(node_total=Count("nodes")))
