@@ -45,6 +45,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pools.cluster import selectors
 from pools.cluster.interface import ObjectKind
+from tests import kube_rules
 
 REASONS = {
     400: "BadRequest",
@@ -179,6 +180,8 @@ class KubeStandin:
         snapshot_limit: int = 32,
         default_watch_timeout: float = 60.0,
         strict_namespaces: bool = False,
+        crds: Iterable[str] | str | None = "all",
+        schemaless_custom_resources: bool = False,
     ):
         self.history_limit = history_limit
         self.bookmark_interval = bookmark_interval
@@ -187,6 +190,11 @@ class KubeStandin:
         # As the API server: a Job in a namespace that does not exist is refused (404). Off by default, so that
         # tests of other things need not create namespaces.
         self.strict_namespaces = strict_namespaces
+        # Custom resources are served only for installed CRDs, and checked against their schemas and CEL rules
+        # (tests/kube_rules.py), as a real server does. `crds` names those installed now ("all" of the reference
+        # ones, or none); schemaless_custom_resources serves any kind unchecked, for a test that asks for it.
+        self.schemaless_custom_resources = schemaless_custom_resources
+        self._crds: dict[tuple[str, str], kube_rules.CustomResource] = {}
         self.requests: list[LoggedRequest] = []
         self.job_deletions: list[JobDeletion] = []
         self.server_errors: list[str] = []
@@ -211,6 +219,10 @@ class KubeStandin:
         self._open_watches = 0
         self._closing = False
         self._connections: set[socket.socket] = set()
+        if crds == "all":
+            self.install_crds()
+        elif crds:
+            self.install_crds(*crds)
         self._serve(0)
 
     def _serve(self, port: int) -> None:
@@ -310,6 +322,26 @@ class KubeStandin:
     def clear_requests(self) -> None:
         self.requests.clear()
 
+    def install_crds(self, *names: str, directory: str | Path | None = None) -> list[str]:
+        """Installs CRDs from `directory` (KUBE_CRD_DIR, or shared/reference/crds beside the checkout): all of
+        them, or those `names` (`queues.scheduling.run.ai`, as `kubectl get crd` names them). Returns the names
+        installed; raises kube_rules.CRDsMissing when the directory holds none, KeyError for an unknown name."""
+        available = kube_rules.load_crds(Path(directory) if directory else None)
+        by_name = {crd.name: crd for crd in available.values()}
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise KeyError(f"no such CRD: {', '.join(missing)} (known: {', '.join(sorted(by_name))})")
+        chosen = [by_name[name] for name in names] if names else list(available.values())
+        with self._cond:
+            for crd in chosen:
+                self._crds[(crd.group, crd.plural)] = crd
+        return [crd.name for crd in chosen]
+
+    def _served_crd(self, group: str, version: str, plural: str) -> kube_rules.CustomResource | None:
+        """The installed CRD serving group/version/plural, or None (a 404 on a real server)."""
+        crd = self._crds.get((group, plural))
+        return crd if crd is not None and crd.serves(version) else None
+
     # Objects
 
     def add_node(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -393,6 +425,7 @@ class KubeStandin:
         if isinstance(kind, ObjectKind):
             prepared.setdefault("apiVersion", kind.api_version)
             prepared.setdefault("kind", kind.kind)
+        prepared = self._admitted(kind, prepared)
         key = _object_key(namespace, metadata["name"])
         with self._cond:
             self._record(collection, b"MODIFIED" if key in collection.objects else b"ADDED", key, prepared)
@@ -416,6 +449,7 @@ class KubeStandin:
                 raise KeyError(f"{kind} {key} does not exist")
             current = json.loads(collection.objects[key])
             updated = (change(current) or current) if callable(change) else merge_patch(current, change)
+            updated = self._admitted(kind, updated, json.loads(collection.objects[key]))
             self._record(collection, b"DELETED" if _released(updated) else b"MODIFIED", key, updated)
             self._cond.notify_all()
         return updated
@@ -555,15 +589,35 @@ class KubeStandin:
         else:
             group, version, plural = kind.split("/")
         name = f"{group}/{version}/{plural}"
+        crd = self._served_crd(group, version, plural)
+        if crd is None and not self.schemaless_custom_resources:
+            raise LookupError(f"{name} is not served: no CRD installed for it (install_crds)")
         with self._cond:
             collection = self._collections.get(name)
             if collection is None:
                 collection = _Collection("", "List", f"{group}/{version}")
                 self._collections[name] = collection
+            if crd is not None and not collection.kind:
+                collection.kind, collection.list_kind, collection.namespaced = crd.kind, f"{crd.kind}List", \
+                    crd.namespaced
             if isinstance(kind, ObjectKind) and not collection.kind:
                 collection.kind, collection.list_kind = kind.kind, f"{kind.kind}List"
                 collection.namespaced = kind.namespaced
         return collection
+
+    def _admitted(self, kind: ObjectKind | str, obj: dict[str, Any], old: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+        """`obj` as the CRD of `kind` stores it (pruned, defaulted), or kube_rules.Invalid: the helpers acting as
+        KAI or Kueue write through the same rules as our code."""
+        group, version, plural = (kind.group, kind.version, kind.plural) if isinstance(kind, ObjectKind) \
+            else kind.split("/")
+        crd = self._served_crd(group, version, plural)
+        if crd is None:
+            return obj
+        admitted, errors = crd.admit(version, obj, old)
+        if errors:
+            raise kube_rules.Invalid(crd.kind, group, (obj.get("metadata") or {}).get("name", ""), errors)
+        return admitted
 
     def _add_fault(self, fault: _Fault) -> None:
         with self._cond:
@@ -598,6 +652,7 @@ class KubeStandin:
         if "creationTimestamp" not in metadata:
             metadata["creationTimestamp"] = _now()
         prepared = {**obj, "metadata": metadata}
+        _check_metadata(collection, prepared)
         return self._key(collection, prepared), prepared
 
     def _record(self, collection: _Collection, kind: bytes, key: str, obj: dict[str, Any]) -> bytes:
@@ -648,6 +703,7 @@ class KubeStandin:
                 raise KeyError(f"{name} {key} does not exist")
             current = json.loads(collection.objects[key])
             updated = (change(current) or current) if callable(change) else merge_patch(current, change)
+            _check_metadata(name, updated)
             self._record(collection, b"MODIFIED", key, updated)
             self._cond.notify_all()
         return updated
@@ -838,6 +894,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_status(self, code: int, message: str, reason: str | None = None, details: dict | None = None) -> None:
         self._send_json(code, _dumps(status_body(code, message, reason, details)))
 
+    def _refused(self, kind: str, group: str, name: str, errors: list[kube_rules.FieldError]) -> bool:
+        """Sends the 422 a real server answers for `errors`, if any; True when it did."""
+        if errors:
+            self._send_json(422, _dumps(kube_rules.invalid_status(kind, group, name, errors)))
+        return bool(errors)
+
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
@@ -881,7 +943,10 @@ class _Handler(BaseHTTPRequestHandler):
             if name not in nodes.objects:
                 self._send_status(404, f'nodes "{name}" not found', details={"name": name, "kind": "nodes"})
                 return
+            current = json.loads(nodes.objects[name])
             updated = merge_patch(json.loads(nodes.objects[name]), patch)
+            if self._refused("Node", "", name, kube_rules.validate_update("Node", current, updated)):
+                return
             data = state._record(nodes, b"MODIFIED", name, updated)
             state._cond.notify_all()
         self._send_json(200, data)
@@ -914,6 +979,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError):
             self._send_status(422, "Namespace is invalid: metadata.name: Required value")
             return
+        if self._refused("Namespace", "", name, kube_rules.validate_create("Namespace", obj)):
+            return
         key, prepared = state._prepare("namespaces", obj)
         with state._cond:
             if key in namespaces.objects:
@@ -938,6 +1005,9 @@ class _Handler(BaseHTTPRequestHandler):
             name = job["metadata"]["name"]
         except (ValueError, KeyError, TypeError):
             self._send_status(422, "Job.batch is invalid: metadata.name: Required value: name is required")
+            return
+        scoped = {**job, "metadata": {**job["metadata"], "namespace": namespace}}
+        if self._refused("Job", "batch", name, kube_rules.validate_create("Job", scoped)):
             return
         key = f"{namespace}/{name}"
         jobs = state._collections["jobs"]
@@ -975,6 +1045,21 @@ class _Handler(BaseHTTPRequestHandler):
                 state._record(jobs, b"DELETED", key, job)
                 state._cond.notify_all()
                 payload = _dumps({**status_body(200, "", ""), "details": {**details, "uid": job["metadata"]["uid"]}})
+            elif method == "PATCH":
+                # As a real server: the merge patch applies, then the rules for updates (a Job's template, selector
+                # and completions are immutable) decide.
+                try:
+                    patch = json.loads(body)
+                except ValueError as exc:
+                    self._send_status(400, f"error decoding patch: {exc}")
+                    return
+                current = json.loads(data)
+                updated = _patched(current, patch)
+                errors = kube_rules.validate_update("Job", current, merge_patch(json.loads(data), patch))
+                if self._refused("Job", "batch", name, errors):
+                    return
+                payload = data if updated == current else state._record(jobs, b"MODIFIED", key, updated)
+                state._cond.notify_all()
             else:
                 self._send_status(405, f"{method} is not supported here")
                 return
@@ -998,6 +1083,9 @@ class _Handler(BaseHTTPRequestHandler):
         plural, name = rest[0], rest[1] if len(rest) == 2 else None
         state = self.server_state
         key = f"{group}/{version}/{plural}"
+        if state._served_crd(group, version, plural) is None and not state.schemaless_custom_resources:
+            self._send_status(404, "the server could not find the requested resource")
+            return
         collection = state._custom_collection(key)
         with state._cond:
             if collection.namespaced is None and method == "POST":
@@ -1052,6 +1140,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_status(404, f'namespaces "{namespace}" not found',
                               details={"name": namespace, "kind": "namespaces"})
             return
+        crd = state._served_crd(group, version, plural)
+        if crd is not None:
+            obj, errors = crd.admit(version, obj)
+            if self._refused(crd.kind, group, name, errors):
+                return
+            metadata = obj["metadata"]
         key = _object_key(namespace, name)
         with state._cond:
             if key in collection.objects:
@@ -1110,6 +1204,13 @@ class _Handler(BaseHTTPRequestHandler):
                                       "Conflict", {"name": name, "group": group, "kind": plural})
                     return
                 updated = _patched(current, patch)
+                version = collection.api_version.split("/")[1]
+                crd = state._served_crd(group, version, plural)
+                if crd is not None:
+                    updated, errors = crd.admit(version, updated, current)
+                    errors += kube_rules.validate_metadata_update(current, merge_patch(json.loads(data), patch))
+                    if self._refused(crd.kind, group, name, errors):
+                        return
                 if updated == current:  # a no-op patch makes no new version, as on a real server
                     payload = data
                 else:
@@ -1286,6 +1387,20 @@ def selection(labels: str, namespace: str | None) -> Callable[[bytes], bool] | N
         return in_namespace and (matches is None or matches(data))
 
     return selected
+
+
+_BUILTIN_KINDS = {"nodes": "Node", "pods": "Pod", "jobs": "Job", "namespaces": "Namespace"}
+
+
+def _check_metadata(collection: str, obj: dict[str, Any]) -> None:
+    """The test helpers write nodes, pods and Jobs as the kubelet and controllers would: through the API server,
+    whose rules for names, labels and annotations hold for them too (their specs are theirs to get right)."""
+    kind = _BUILTIN_KINDS[collection]
+    errors = kube_rules.validate_metadata(obj.get("metadata"), name_rule=kube_rules.NAME_RULES[kind],
+                                          namespaced=kube_rules.NAMESPACED[kind])
+    if errors:
+        group = "batch" if kind == "Job" else ""
+        raise kube_rules.Invalid(kind, group, (obj.get("metadata") or {}).get("name", ""), errors)
 
 
 def _namespace_of(collection: _Collection, namespace: str | None) -> str | None:

@@ -231,6 +231,22 @@ def test_requests_map_to_rbac_as_the_api_server_maps_them():
                                                                                      "update")
 
 
+# Objects the API server accepts (a Topology needs levels) and a change to each that its schema and CEL rules
+# allow (a KAI Topology's levels keep their nodeLabels; only aliases may change).
+SOME_SPEC = {"Topology": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}
+DRIFTS = {"Queue": {"priority": 7}, "ResourceFlavor": {"tolerations": [{"key": "drifted", "operator": "Exists"}]},
+          "Cohort": {"parentName": "drifted"}, "ClusterQueue": {"stopPolicy": "Hold"},
+          "LocalQueue": {"stopPolicy": "Hold"}, "PodGroup": {"minMember": 7}}
+
+
+def drift(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    if obj["kind"] == "Topology":
+        spec["levels"] = [{**level, "alias": "drifted"} for level in spec["levels"]]
+    else:
+        spec.update(DRIFTS[obj["kind"]])
+
+
 def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
     """Three runs over every kind the backend wants: names taken by objects not ours (create, 409, get) and a
     stale object of ours per managed kind (delete); the names freed (create); then all drifted (patch)."""
@@ -238,11 +254,12 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
     assert wanted
     owned = {**MANAGED, "runwhere.ai/backend": backend.name}
     for kind, _ in for_backend(backend):
-        standin.add_object(kind, {"metadata": {"name": "stale", "labels": owned}, "spec": {}},
-                           namespace="stale" if kind.namespaced else None)
+        standin.add_object(kind, {"metadata": {"name": "stale", "labels": owned},
+                                  "spec": SOME_SPEC.get(kind.kind, {})}, namespace="stale" if kind.namespaced else None)
     for kind, objects in wanted:
         for (namespace, name), _ in objects.items():
-            standin.add_object(kind, {"metadata": {"name": name}, "spec": {}}, namespace=namespace or None)
+            standin.add_object(kind, {"metadata": {"name": name}, "spec": SOME_SPEC.get(kind.kind, {})},
+                               namespace=namespace or None)
     first = reconcile(backend, kube)
     assert first is not None and first.refused and first.deleted and not first.created, backend.engine_error
     for kind, objects in wanted:
@@ -252,7 +269,7 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
     assert second is not None and len(second.created) == sum(len(objects) for _, objects in wanted)
     for kind, objects in wanted:
         for namespace, name in objects:
-            standin.modify_object(kind, name, {"spec": {"drifted": True}}, namespace=namespace or None)
+            standin.modify_object(kind, name, drift, namespace=namespace or None)
     third = reconcile(backend, kube)
     assert third is not None and len(third.updated) == len(second.created)
 

@@ -12,7 +12,8 @@ OURS = "runwhere.ai/workload"
 def job(name: str, workload: str | None = None) -> dict:
     labels = {OURS: workload} if workload else {"app": "someone-else"}
     return {"metadata": {"name": name, "labels": labels},
-            "spec": {"template": {"spec": {"containers": [{"name": "user", "image": "busybox"}]}}}}
+            "spec": {"template": {"spec": {"containers": [{"name": "user", "image": "busybox"}],
+                                           "restartPolicy": "Never"}}}}
 
 
 @pytest.fixture

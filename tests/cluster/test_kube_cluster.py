@@ -366,12 +366,15 @@ def test_it_cordons_and_uncordons_a_node(standin, kube):
     assert len(patches) == 2
 
 
+JOB_SPEC = {"template": {"spec": {"containers": [{"name": "main", "image": "busybox"}], "restartPolicy": "Never"}}}
+
+
 def test_it_creates_gets_and_deletes_a_job(standin, kube):
     body = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "wl-42", "labels": {"osmo/workload": "42"}},
-        "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}},
+        "spec": JOB_SPEC,
     }
 
     created = kube.create_job("team-a", body)
@@ -388,7 +391,7 @@ def test_it_creates_gets_and_deletes_a_job(standin, kube):
 
 
 def test_creating_a_job_twice_raises_conflict(standin, kube):
-    body = {"metadata": {"name": "wl-42"}, "spec": {}}
+    body = {"metadata": {"name": "wl-42"}, "spec": JOB_SPEC}
     kube.create_job("team-a", body)
 
     with pytest.raises(Conflict) as caught:
@@ -406,7 +409,7 @@ def test_a_missing_job_raises_not_found_on_get_and_delete(standin, kube):
 
 
 def test_delete_sends_the_requested_propagation_policy(standin, kube):
-    kube.create_job("team-a", {"metadata": {"name": "wl-1"}, "spec": {}})
+    kube.create_job("team-a", {"metadata": {"name": "wl-1"}, "spec": JOB_SPEC})
 
     kube.delete_job("team-a", "wl-1", propagation_policy="Foreground")
 

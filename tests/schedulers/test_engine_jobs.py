@@ -166,11 +166,12 @@ def test_a_kueue_job_is_suspended_in_its_local_queue_and_quota_reserved_false_be
                                           "uid": job["metadata"]["uid"]}]},
         "spec": {"queueName": kueue.local_queue_name("vision")},
         "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "WaitingForQuota",
-                                   "message": message}]}})
+                                   "message": message, "lastTransitionTime": "2026-11-25T10:00:00Z"}]}})
     standin.add_object(KUEUE_WORKLOAD, {  # somebody else's Workload: never read into ours
         "metadata": {"name": "job-theirs-9z", "namespace": workload.namespace,
                      "ownerReferences": [{"kind": "Job", "name": "theirs", "uid": "x"}]},
-        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "ExceedsMaxQuota"}]}})
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "ExceedsMaxQuota",
+                                   "message": "", "lastTransitionTime": "2026-11-25T10:00:00Z"}]}})
     synced(backend, kube)
     workload.refresh_from_db()
     (reason,) = workload.reasons

@@ -59,7 +59,7 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
         standin, kube, kueue):  # noqa: F811
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-x"},
               "spec": {"cohortName": "research", "resourceGroups": []}}
-    kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)
+    theirs = kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)  # as stored: with the schema's defaults
 
     first = reconcile(kueue, kube)
     assert first.refused == [] and first.updated == [] and first.deleted == []
@@ -133,7 +133,7 @@ def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_it
 def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_survived(standin, kube, kueue):  # noqa: F811
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "nlp"},
               "spec": {"cohortName": "elsewhere", "resourceGroups": []}}
-    kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)
+    theirs = kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)  # as stored: with the schema's defaults
     standin.fail_next(1, status=410, path_prefix="/apis/kueue.x-k8s.io/v1beta2/clusterqueues", method="GET")
     # Another worker reconciling at the same time: it creates vision's queue (from older rows) between our list and
     # our create, which the API server then answers with 409.
@@ -209,7 +209,11 @@ class Racing:
 def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_field_is_immutable(standin, kube,  # noqa: F811
                                                                                                kueue):
     reconcile(kueue, kube)
-    standin.modify_object(KUEUE_LOCAL_QUEUE, "vision", {"spec": {"clusterQueue": "elsewhere"}}, namespace="proj-vision")
+    before = standin.object(KUEUE_LOCAL_QUEUE, "vision", namespace="proj-vision")
+    standin.delete_object(KUEUE_LOCAL_QUEUE, "vision", namespace="proj-vision")  # the field cannot be patched
+    standin.add_object(KUEUE_LOCAL_QUEUE, {"metadata": {"name": "vision", "labels": before["metadata"]["labels"]},
+                                           "spec": {**before["spec"], "clusterQueue": "elsewhere"}},
+                       namespace="proj-vision")
     standin.clear_requests()
 
     result = reconcile(kueue, kube)

@@ -1,0 +1,257 @@
+"""The stand-in API server refuses what a real kube-apiserver refuses (tests/kube_rules.py), as the real
+`kubernetes` client sees it: a 422 Status naming the field, or a 404 for a kind whose CRD is not installed."""
+
+import json
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from pools.cluster.kinds import KAI_TOPOLOGY
+from tests.kube_rules import Invalid
+from tests.kube_standin import KubeStandin
+
+MERGE = "application/merge-patch+json"
+
+
+@pytest.fixture
+def api(standin, tmp_path):
+    api_client = config.new_client_from_config(standin.kubeconfig(tmp_path / "kubeconfig"))
+    yield api_client
+    api_client.close()
+
+
+def refusal(call, *args, **kwargs) -> dict:
+    with pytest.raises(ApiException) as caught:
+        call(*args, **kwargs)
+    body = json.loads(caught.value.body)
+    assert caught.value.status == body["code"]
+    return body
+
+
+def job(name: str, labels: dict | None = None, image: str = "busybox") -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"template": {"metadata": {"labels": labels or {}},
+                                  "spec": {"containers": [{"name": "main", "image": image}],
+                                           "restartPolicy": "Never"}}}}
+
+
+def test_it_refuses_a_namespace_labelled_with_a_project_name_over_63_characters(api):
+    project = "vision-long-" + "x" * 58
+
+    body = refusal(client.CoreV1Api(api).create_namespace,
+                   {"metadata": {"name": "team-vision", "labels": {"runwhere.ai/project": project}}})
+
+    assert body["reason"] == "Invalid" and body["code"] == 422
+    assert body["message"] == (f'Namespace "team-vision" is invalid: metadata.labels: Invalid value: "{project}": '
+                               "must be no more than 63 characters")
+    assert body["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "metadata.labels",
+                                          "message": f'Invalid value: "{project}": must be no more than 63 '
+                                                     "characters"}]
+
+
+def test_it_refuses_a_namespace_name_that_is_no_dns_label(api, standin):
+    body = refusal(client.CoreV1Api(api).create_namespace, {"metadata": {"name": "Team_A"}})
+
+    assert body["details"]["causes"][0]["field"] == "metadata.name"
+    assert "a lowercase RFC 1123 label must consist of" in body["message"]
+    assert standin._collections["namespaces"].objects == {}
+
+
+def test_it_refuses_a_job_whose_pods_carry_a_65_character_platform_name(api, standin):
+    platform = "p" * 65
+
+    body = refusal(client.BatchV1Api(api).create_namespaced_job, "team-a",
+                   job("wl-1", {"runwhere.ai/platform": platform}))
+
+    assert body["message"] == (f'Job.batch "wl-1" is invalid: spec.template.labels: Invalid value: "{platform}": '
+                               "must be no more than 63 characters")
+    assert standin.jobs() == []
+
+
+def test_it_refuses_a_job_name_too_long_for_the_job_name_label_of_its_pods(api):
+    name = "w" * 64
+
+    body = refusal(client.BatchV1Api(api).create_namespaced_job, "team-a", job(name))
+
+    assert body["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "field": "spec.template.labels",
+         "message": f'Invalid value: "{name}": must be no more than 63 characters'}] * 2
+
+
+def test_a_job_name_of_63_characters_is_accepted(api, standin):
+    client.BatchV1Api(api).create_namespaced_job("team-a", job("w" * 63))
+
+    assert standin.job("w" * 63, namespace="team-a")["metadata"]["name"] == "w" * 63
+
+
+def test_it_refuses_a_change_to_a_jobs_template_after_creation_and_accepts_one_to_its_parallelism(api, standin):
+    batch = client.BatchV1Api(api)
+    batch.create_namespaced_job("team-a", job("wl-1"))
+    changed = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}}}
+
+    body = refusal(batch.patch_namespaced_job, "wl-1", "team-a", changed, _content_type=MERGE)
+    batch.patch_namespaced_job("wl-1", "team-a", {"spec": {"parallelism": 2}}, _content_type=MERGE)
+
+    assert body["reason"] == "Invalid"
+    assert [cause["field"] for cause in body["details"]["causes"]] == ["spec.template"]
+    assert body["message"].endswith(": field is immutable")
+    stored = standin.job("wl-1", namespace="team-a")
+    assert stored["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+    assert stored["spec"]["parallelism"] == 2
+
+
+def test_it_refuses_annotations_over_256_kib_in_all(api):
+    annotations = {f"note-{i}": "n" * 65_536 for i in range(4)}
+
+    body = refusal(client.CoreV1Api(api).create_namespace,
+                   {"metadata": {"name": "team-a", "annotations": annotations}})
+
+    assert body["message"] == ('Namespace "team-a" is invalid: metadata.annotations: Too long: may not be more '
+                               "than 262144 bytes")
+
+
+def test_it_refuses_a_node_label_key_with_two_slashes(api, standin):
+    from tests.kube_objects import make_node
+
+    standin.add_node(make_node("gpu-1"))
+
+    body = refusal(client.CoreV1Api(api).patch_node, "gpu-1", {"metadata": {"labels": {"a/b/c": "x"}}})
+
+    assert body["details"]["causes"][0]["field"] == "metadata.labels"
+    assert "a qualified name must consist of alphanumeric characters" in body["message"]
+    assert "a/b/c" not in standin.node("gpu-1")["metadata"]["labels"]
+
+
+def topology(levels: list[dict]) -> dict:
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "gb200"},
+            "spec": {"levels": levels}}
+
+
+def test_a_kai_topology_may_rename_its_aliases_but_not_change_its_node_labels(api, standin):
+    objects = client.CustomObjectsApi(api)
+    levels = [{"nodeLabel": "nvidia.com/gpu.clique"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    objects.create_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", topology(levels))
+    aliased = [{"nodeLabel": "nvidia.com/gpu.clique", "alias": "nvlink"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    relabelled = [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "kubernetes.io/hostname"}]
+
+    objects.patch_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", "gb200",
+                                        {"spec": {"levels": aliased}}, _content_type=MERGE)
+    body = refusal(objects.patch_cluster_custom_object, "kai.scheduler", "v1alpha1", "topologies", "gb200",
+                   {"spec": {"levels": relabelled}}, _content_type=MERGE)
+
+    assert body["message"] == ('Topology.kai.scheduler "gb200" is invalid: spec.levels: Invalid value: "array": '
+                               "nodeLabel structure is immutable; only aliases may be edited")
+    assert body["details"] == {"name": "gb200", "group": "kai.scheduler", "kind": "Topology", "causes": [
+        {"reason": "FieldValueInvalid", "field": "spec.levels",
+         "message": 'Invalid value: "array": nodeLabel structure is immutable; only aliases may be edited'}]}
+    assert standin.object("kai.scheduler/v1alpha1/topologies", "gb200")["spec"]["levels"] == aliased
+
+
+def test_it_refuses_a_kai_topology_with_the_hostname_above_another_level(api):
+    levels = [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "nvidia.com/gpu.clique"}]
+
+    body = refusal(client.CustomObjectsApi(api).create_cluster_custom_object, "kai.scheduler", "v1alpha1",
+                   "topologies", topology(levels))
+
+    assert body["message"].endswith("the kubernetes.io/hostname label can only be used at the lowest level of "
+                                    "topology")
+
+
+def test_it_refuses_a_kai_queue_whose_quota_is_no_number_and_prunes_unknown_fields(api, standin):
+    objects = client.CustomObjectsApi(api)
+    queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "training"},
+             "spec": {"resources": {"gpu": {"quota": "lots"}}}}
+
+    body = refusal(objects.create_cluster_custom_object, "scheduling.run.ai", "v2", "queues", queue)
+    queue["spec"] = {"resources": {"gpu": {"quota": 8}}, "displayNmae": "typo"}
+    created = objects.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue)
+
+    assert body["details"]["causes"][0] == {
+        "reason": "FieldValueTypeInvalid", "field": "spec.resources.gpu.quota",
+        "message": 'Invalid value: "lots": spec.resources.gpu.quota in body must be of type number: "string"'}
+    assert created["spec"] == {"resources": {"gpu": {"quota": 8}}}
+    assert standin.object("scheduling.run.ai/v2/queues", "training")["spec"] == created["spec"]
+
+
+def test_it_refuses_a_kueue_cluster_queue_that_borrows_without_a_cohort(api):
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "training"},
+             "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                 {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}
+             ]}]}}
+
+    body = refusal(client.CustomObjectsApi(api).create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
+                   "clusterqueues", queue)
+
+    assert body["message"] == ('ClusterQueue.kueue.x-k8s.io "training" is invalid: spec: Invalid value: "object": '
+                               "borrowingLimit must be nil when cohort is empty")
+
+
+def test_it_refuses_a_kueue_cluster_queue_with_an_unsupported_queueing_strategy(api):
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "training"},
+             "spec": {"queueingStrategy": "Random"}}
+
+    body = refusal(client.CustomObjectsApi(api).create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
+                   "clusterqueues", queue)
+
+    assert body["details"]["causes"][0] == {
+        "reason": "FieldValueNotSupported", "field": "spec.queueingStrategy",
+        "message": 'Unsupported value: "Random": supported values: "StrictFIFO", "BestEffortFIFO"'}
+
+
+def test_a_kueue_cluster_queue_is_stored_with_its_schema_defaults(api):
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "training"},
+             "spec": {}}
+
+    created = client.CustomObjectsApi(api).create_cluster_custom_object("kueue.x-k8s.io", "v1beta2",
+                                                                        "clusterqueues", queue)
+
+    assert created["spec"]["queueingStrategy"] == "BestEffortFIFO"
+
+
+def test_a_kueue_local_queue_keeps_its_cluster_queue(api):
+    objects = client.CustomObjectsApi(api)
+    local = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default"},
+             "spec": {"clusterQueue": "training"}}
+    objects.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues", local)
+
+    body = refusal(objects.patch_namespaced_custom_object, "kueue.x-k8s.io", "v1beta2", "team-a", "localqueues",
+                   "default", {"spec": {"clusterQueue": "inference"}}, _content_type=MERGE)
+
+    assert body["details"]["causes"][0]["field"] == "spec.clusterQueue"
+    assert body["details"]["causes"][0]["message"] == 'Invalid value: "string": field is immutable'
+
+
+def test_it_answers_404_for_a_kind_whose_crd_is_not_installed_until_it_is(tmp_path):
+    with KubeStandin(crds=()) as bare:
+        api_client = config.new_client_from_config(bare.kubeconfig(tmp_path / "kubeconfig"))
+        objects = client.CustomObjectsApi(api_client)
+
+        body = refusal(objects.list_cluster_custom_object, "scheduling.run.ai", "v2", "queues")
+        installed = bare.install_crds("queues.scheduling.run.ai")
+        listed = objects.list_cluster_custom_object("scheduling.run.ai", "v2", "queues")
+        still = refusal(objects.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        api_client.close()
+
+    assert body["code"] == 404 and body["message"] == "the server could not find the requested resource"
+    assert installed == ["queues.scheduling.run.ai"]
+    assert listed["items"] == []
+    assert still["code"] == 404
+
+
+def test_a_version_the_crd_does_not_serve_is_not_found(api):
+    body = refusal(client.CustomObjectsApi(api).list_cluster_custom_object, "kueue.x-k8s.io", "v1alpha1",
+                   "clusterqueues")
+
+    assert body["code"] == 404
+
+
+def test_the_test_helpers_write_through_the_same_rules(standin):
+    from tests.kube_objects import make_node
+
+    with pytest.raises(Invalid, match=r'^Node "gpu-1" is invalid: metadata.labels: Invalid value: "-x"'):
+        standin.add_node(make_node("gpu-1", labels={"pool": "-x"}))
+    with pytest.raises(Invalid, match=r"spec.levels: Invalid value: \"array\": nodeLabel must be unique"):
+        standin.add_object(KAI_TOPOLOGY, topology([{"nodeLabel": "zone"}, {"nodeLabel": "zone"}]))
+    with pytest.raises(LookupError, match="no CRD installed"):
+        standin.add_object("example.com/v1/widgets", {"metadata": {"name": "w"}})

@@ -1,0 +1,716 @@
+"""What a real kube-apiserver refuses, for the stand-in (tests/kube_standin.py): the oracle our writes are checked
+against, written from the API server's own rules and the published CRDs, never from our code (so it imports
+nothing of pools or scheduling).
+
+Pure functions: `validate_create(kind, obj)` and `validate_update(kind, old, new)` answer the field errors a real
+server gives for the built-in kinds we write (Namespace, Node, Pod, Job); `CustomResource.admit()` prunes,
+defaults and validates a custom object against its CRD's structural schema and CEL rules (`x-kubernetes-
+validations`, transition rules on `oldSelf` included). `invalid_status()` turns errors into the 422 Status.
+
+The messages follow k8s.io/apimachinery's validation (IsDNS1123Label, IsQualifiedName, field.Error) and
+apiextensions' schema and CEL validation, so a test can compare them with what a real cluster answered.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import celpy
+import yaml
+
+# Messages as k8s.io/apimachinery/pkg/util/validation words them.
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN_FMT = f"{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*"
+QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+LABEL_VALUE_FMT = f"({QUALIFIED_NAME_FMT})?"
+_DNS1123_LABEL = re.compile(DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_FMT)
+_QUALIFIED_NAME = re.compile(QUALIFIED_NAME_FMT)
+_LABEL_VALUE = re.compile(LABEL_VALUE_FMT)
+TOTAL_ANNOTATION_SIZE = 256 * 1024
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+
+
+def _regex_error(message: str, fmt: str, *examples: str) -> str:
+    # The double spaces are the real server's (validation.RegexError).
+    shown = "".join(("" if i == 0 else " or ") + f"'{example}', " for i, example in enumerate(examples))
+    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def _max_len(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+def dns1123_label(value: str) -> list[str]:
+    errors = [_max_len(63)] if len(value) > 63 else []
+    if not _DNS1123_LABEL.fullmatch(value):
+        errors.append(_regex_error("a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+                                   "or '-', and must start and end with an alphanumeric character",
+                                   DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errors
+
+
+def dns1123_subdomain(value: str) -> list[str]:
+    errors = [_max_len(253)] if len(value) > 253 else []
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        errors.append(_regex_error("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                                   "characters, '-' or '.', and must start and end with an alphanumeric character",
+                                   DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errors
+
+
+def qualified_name(value: str) -> list[str]:
+    """A label or annotation key: an optional DNS-subdomain prefix and '/', then a name of at most 63."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+        errors: list[str] = []
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errors = ["prefix part must be non-empty"]
+        else:
+            errors = [f"prefix part {message}" for message in dns1123_subdomain(prefix)]
+    else:
+        return ["a qualified name " + _regex_error(
+            "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+            "alphanumeric character", QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    if not name:
+        errors.append("name part must be non-empty")
+    else:
+        if len(name) > 63:
+            errors.append(f"name part {_max_len(63)}")
+        if not _QUALIFIED_NAME.fullmatch(name):
+            errors.append("name part " + _regex_error(
+                "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                "alphanumeric character", QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc"))
+    return errors
+
+
+def label_value(value: str) -> list[str]:
+    errors = [_max_len(63)] if len(value) > 63 else []
+    if not _LABEL_VALUE.fullmatch(value):
+        errors.append(_regex_error("a valid label must be an empty string or consist of alphanumeric characters, "
+                                   "'-', '_' or '.', and must start and end with an alphanumeric character",
+                                   LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errors
+
+
+# Field errors, as k8s.io/apimachinery/pkg/util/validation/field reports them.
+
+_TYPE_WORDS = {"Invalid": "Invalid value", "TypeInvalid": "Invalid value", "Required": "Required value",
+               "NotSupported": "Unsupported value", "Forbidden": "Forbidden", "TooLong": "Too long",
+               "TooMany": "Too many", "Duplicate": "Duplicate value"}
+_OMITTED = object()
+
+
+@dataclass(frozen=True)
+class FieldError:
+    type: str  # a key of _TYPE_WORDS
+    field: str
+    value: Any = _OMITTED
+    detail: str = ""
+
+    @property
+    def body(self) -> str:
+        text = _TYPE_WORDS[self.type]
+        if self.value is not _OMITTED and self.type not in ("Required", "Forbidden", "TooLong"):
+            text += f": {_shown(self.value)}"
+        return f"{text}: {self.detail}" if self.detail else text
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body}"
+
+    def cause(self) -> dict[str, str]:
+        return {"reason": f"FieldValue{self.type}", "message": self.body, "field": self.field}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def invalid(field_path: str, value: Any, detail: str) -> FieldError:
+    return FieldError("Invalid", field_path, value, detail)
+
+
+def required(field_path: str, detail: str = "") -> FieldError:
+    return FieldError("Required", field_path, detail=detail)
+
+
+def immutable(field_path: str, value: Any) -> FieldError:
+    return invalid(field_path, value, "field is immutable")
+
+
+def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -> dict[str, Any]:
+    """The 422 Status body: `Job.batch "x" is invalid: <error>` (several in brackets), with one cause each."""
+    qualified = f"{kind}.{group}" if group else kind
+    texts = list(dict.fromkeys(str(error) for error in errors))
+    summary = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
+    details: dict[str, Any] = {"name": name, "kind": kind, "causes": [error.cause() for error in errors]}
+    if group:
+        details["group"] = group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f'{qualified} "{name}" is invalid: {summary}', "reason": "Invalid", "details": details,
+            "code": 422}
+
+
+class Invalid(ValueError):
+    """A write a real server would refuse with 422 (raised by the stand-in's test helpers)."""
+
+    def __init__(self, kind: str, group: str, name: str, errors: list[FieldError]):
+        self.status = invalid_status(kind, group, name, errors)
+        self.errors = errors
+        super().__init__(self.status["message"])
+
+
+# Object metadata (ValidateObjectMeta)
+
+def _generated(value: str) -> str:
+    """generateName is checked with its trailing dash masked (a random suffix follows it)."""
+    return value[:-1] + "a" if len(value) > 1 and value.endswith("-") else value
+
+
+def validate_labels(labels: Any, path: str) -> list[FieldError]:
+    if labels is None:
+        return []
+    if not isinstance(labels, dict):
+        return [FieldError("TypeInvalid", path, labels, "must be a map of strings")]
+    errors = []
+    for key, value in labels.items():
+        errors += [invalid(path, key, message) for message in qualified_name(key)]
+        if not isinstance(value, str):
+            errors.append(FieldError("TypeInvalid", path, value, "label values must be strings"))
+        else:
+            errors += [invalid(path, value, message) for message in label_value(value)]
+    return errors
+
+
+def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
+    if annotations is None:
+        return []
+    if not isinstance(annotations, dict):
+        return [FieldError("TypeInvalid", path, annotations, "must be a map of strings")]
+    errors = []
+    size = 0
+    for key, value in annotations.items():
+        errors += [invalid(path, key, message) for message in qualified_name(key.lower())]
+        size += len(key) + len(value if isinstance(value, str) else "")
+    if size > TOTAL_ANNOTATION_SIZE:
+        errors.append(FieldError("TooLong", path, detail=f"may not be more than {TOTAL_ANNOTATION_SIZE} bytes"))
+    return errors
+
+
+def validate_metadata(metadata: Any, *, name_rule=dns1123_subdomain, namespaced: bool,
+                      path: str = "metadata") -> list[FieldError]:
+    if not isinstance(metadata, dict):
+        return [required(f"{path}.name", "name or generateName is required")]
+    errors = []
+    generate = metadata.get("generateName") or ""
+    name = metadata.get("name") or ""
+    if generate:
+        errors += [invalid(f"{path}.generateName", generate, message) for message in name_rule(_generated(generate))]
+    if not name and not generate:
+        errors.append(required(f"{path}.name", "name or generateName is required"))
+    elif name:
+        errors += [invalid(f"{path}.name", name, message) for message in name_rule(name)]
+    namespace = metadata.get("namespace") or ""
+    if namespaced and namespace:
+        errors += [invalid(f"{path}.namespace", namespace, message) for message in dns1123_label(namespace)]
+    elif not namespaced and namespace:
+        errors.append(FieldError("Forbidden", f"{path}.namespace", detail="not allowed on this type"))
+    errors += validate_labels(metadata.get("labels"), f"{path}.labels")
+    errors += validate_annotations(metadata.get("annotations"), f"{path}.annotations")
+    for finalizer in metadata.get("finalizers") or []:
+        errors += [invalid(f"{path}.finalizers", finalizer, message) for message in qualified_name(finalizer)]
+    return errors
+
+
+def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    """Identity does not change (ValidateObjectMetaUpdate)."""
+    before, after = old.get("metadata") or {}, new.get("metadata") or {}
+    errors = []
+    for key in ("name", "namespace", "uid", "creationTimestamp"):
+        if key in after and after.get(key) != before.get(key):
+            errors.append(immutable(f"metadata.{key}", after.get(key)))
+    return errors
+
+
+# Built-in kinds
+
+NAME_RULES = {"Namespace": dns1123_label, "Node": dns1123_subdomain, "Pod": dns1123_subdomain,
+              "Job": dns1123_subdomain}
+NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True}
+
+
+def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
+    """The errors a real server gives for creating `obj` of the built-in `kind`."""
+    errors = validate_metadata(obj.get("metadata"), name_rule=NAME_RULES[kind], namespaced=NAMESPACED[kind])
+    if kind == "Job":
+        errors += _job_spec(obj)
+    elif kind == "Pod":
+        errors += _pod_spec(obj.get("spec"), "spec", restart=("Always", "OnFailure", "Never"))
+    return errors
+
+
+def validate_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    """The errors a real server gives for replacing `old` with `new` (after a patch is applied)."""
+    errors = validate_metadata_update(old, new)
+    errors += validate_metadata(new.get("metadata"), name_rule=NAME_RULES[kind], namespaced=NAMESPACED[kind])
+    if kind == "Job":
+        errors += _job_spec_update(old.get("spec") or {}, new.get("spec") or {})
+    return errors
+
+
+def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldError]:
+    if not isinstance(spec, dict):
+        return [required(path)]
+    errors = []
+    policy = spec.get("restartPolicy")
+    if policy is None and restart != ("Always", "OnFailure", "Never"):
+        errors.append(required(f"{path}.restartPolicy", 'valid values: "OnFailure", "Never"'))
+    elif policy is not None and policy not in restart:
+        supported = ", ".join(f'"{value}"' for value in restart)
+        errors.append(FieldError("NotSupported", f"{path}.restartPolicy", policy, f"supported values: {supported}"))
+    containers = spec.get("containers")
+    if not containers:
+        errors.append(required(f"{path}.containers"))
+    for group in ("initContainers", "containers"):
+        seen = set()
+        for index, container in enumerate(spec.get(group) or []):
+            where = f"{path}.{group}[{index}]"
+            name = container.get("name") or ""
+            if not name:
+                errors.append(required(f"{where}.name"))
+            else:
+                errors += [invalid(f"{where}.name", name, message) for message in dns1123_label(name)]
+                if name in seen:
+                    errors.append(FieldError("Duplicate", f"{where}.name", name))
+                seen.add(name)
+            if not container.get("image"):
+                errors.append(required(f"{where}.image"))
+    return errors
+
+
+def _job_spec(job: dict[str, Any]) -> list[FieldError]:
+    spec = job.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    metadata = job.get("metadata") or {}
+    name = metadata.get("name") or ""
+    template = spec.get("template") or {}
+    template_metadata = template.get("metadata") or {}
+    errors = []
+    labels = dict(template_metadata.get("labels") or {})
+    if not spec.get("manualSelector"):
+        if spec.get("selector"):
+            errors.append(invalid("spec.selector", spec["selector"], "`selector` will be auto-generated"))
+        # The server labels the pods with the Job's name (and selects them by its uid): a name that is no valid
+        # label value is refused through these labels.
+        labels.update(dict.fromkeys(JOB_NAME_LABELS, name))
+    elif not spec.get("selector"):
+        errors.append(required("spec.selector"))
+    errors += validate_labels(labels, "spec.template.labels")
+    errors += validate_annotations(template_metadata.get("annotations"), "spec.template.annotations")
+    errors += _pod_spec(template.get("spec"), "spec.template.spec", restart=("OnFailure", "Never"))
+    for key in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, int) or value < 0):
+            errors.append(invalid(f"spec.{key}", value, "must be greater than or equal to 0"))
+    mode = spec.get("completionMode")
+    if mode is not None and mode not in ("NonIndexed", "Indexed"):
+        errors.append(FieldError("NotSupported", "spec.completionMode", mode,
+                                 'supported values: "NonIndexed", "Indexed"'))
+    completions = spec.get("completions")
+    if mode == "Indexed":
+        if completions is None:
+            errors.append(required("spec.completions", "when completion mode is Indexed"))
+        elif isinstance(completions, int) and completions > 0 and dns1123_label(f"{name}-{completions - 1}"):
+            errors.append(invalid("metadata.name", name, "will not able to create pod with invalid DNS label: "
+                                                         f"{name}-{completions - 1}"))
+    return errors
+
+
+# Fields of a Job that may change (batch validation's ValidateJobSpecUpdate); parallelism, suspend and the rest
+# of the mutable ones are not listed because nothing is checked for them.
+_JOB_IMMUTABLE = ("selector", "template", "completionMode", "podFailurePolicy", "backoffLimitPerIndex",
+                  "managedBy")
+
+
+def _job_spec_update(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    for key in _JOB_IMMUTABLE:
+        if key == "template" and old.get("suspend") and new.get("suspend"):
+            # A suspended Job's scheduling directives may change; the containers may not.
+            if _without_directives(old.get(key)) != _without_directives(new.get(key)):
+                errors.append(immutable("spec.template", new.get(key)))
+            continue
+        if old.get(key) != new.get(key):
+            errors.append(immutable(f"spec.{key}", new.get(key)))
+    if old.get("completions") != new.get("completions"):
+        # Only an Indexed Job scaled as a whole (completions moving with parallelism) may change completions.
+        elastic = new.get("completionMode") == "Indexed" and new.get("completions") == new.get("parallelism")
+        if not elastic:
+            errors.append(immutable("spec.completions", new.get("completions")))
+    return errors
+
+
+def _without_directives(template: Any) -> Any:
+    template = copy.deepcopy(template or {})
+    template.pop("metadata", None)
+    for key in ("nodeSelector", "tolerations", "affinity", "schedulingGates"):
+        (template.get("spec") or {}).pop(key, None)
+    return template
+
+
+# Custom resources: the CRDs
+
+def crd_directory() -> Path:
+    """KUBE_CRD_DIR, or shared/reference/crds beside the checkout."""
+    configured = os.environ.get("KUBE_CRD_DIR")
+    return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "reference" / "crds"
+
+
+class CRDsMissing(FileNotFoundError):
+    pass
+
+
+@dataclass
+class CustomResource:
+    """One CRD: its names, scope and the schema of each served version."""
+
+    group: str
+    plural: str
+    kind: str
+    namespaced: bool
+    schemas: dict[str, dict[str, Any]]  # served version -> openAPIV3Schema
+    name: str = ""
+    _cel: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def serves(self, version: str) -> bool:
+        return version in self.schemas
+
+    def admit(self, version: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+              ) -> tuple[dict[str, Any], list[FieldError]]:
+        """`obj` pruned of unknown fields and defaulted (as the server stores it), and the errors a real server
+        gives for creating it (or, with `old`, for replacing `old` with it)."""
+        schema = self.schemas[version]
+        obj = copy.deepcopy(obj)
+        metadata = obj.get("metadata")
+        _prune_and_default(obj, schema, root=True)
+        errors = validate_metadata_update(old, obj) if old is not None else []
+        errors += validate_metadata(metadata, name_rule=dns1123_subdomain, namespaced=self.namespaced)
+        # The schema's own rules for metadata (if any) apply to name and generateName only.
+        errors += _check(obj, schema, "", old, self._cel, root=True)
+        if any(error.type in ("TypeInvalid", "NotSupported") for error in errors):
+            errors.append(invalid("<nil>", "null", "some validation rules were not checked because the object was "
+                                                   "invalid; correct the existing errors to complete validation"))
+        else:
+            errors += _check(obj, schema, "", old, self._cel, rules=True, root=True)
+        return obj, errors
+
+
+def load_crds(directory: Path | None = None) -> dict[tuple[str, str], CustomResource]:
+    """The CRDs in `directory` (crd_directory() by default), by (group, plural). Raises CRDsMissing when there
+    are none: a stand-in that serves custom objects without their schemas would accept what a cluster refuses."""
+    return _load(str((directory or crd_directory()).resolve()))
+
+
+@cache
+def _load(directory: str) -> dict[tuple[str, str], CustomResource]:
+    files = sorted(Path(directory).rglob("*.yaml")) if Path(directory).is_dir() else []
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    found: dict[tuple[str, str], CustomResource] = {}
+    for path in files:
+        with path.open() as stream:
+            for document in yaml.load_all(stream, Loader=loader):
+                if not document or document.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = document["spec"]
+                schemas = {version["name"]: version["schema"]["openAPIV3Schema"]
+                           for version in spec["versions"] if version.get("served", True)}
+                resource = CustomResource(spec["group"], spec["names"]["plural"], spec["names"]["kind"],
+                                          spec["scope"] == "Namespaced", schemas, document["metadata"]["name"])
+                found[(resource.group, resource.plural)] = resource
+    if not found:
+        raise CRDsMissing(
+            f"no CustomResourceDefinitions under {directory}: the stand-in API server validates custom objects "
+            "against the published CRDs of KAI and Kueue (shared/reference/crds beside the checkout). Set "
+            "KUBE_CRD_DIR to their directory.")
+    return found
+
+
+# Custom resources: pruning, defaulting (structural schemas)
+
+def _prune_and_default(value: Any, schema: dict[str, Any], *, root: bool = False) -> None:
+    """In place, as the server does before validating: unknown fields dropped (unless the schema preserves them),
+    nulls dropped where not nullable, defaults filled in."""
+    if isinstance(value, dict) and schema.get("type", "object") == "object":
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+        for key in list(value):
+            if root and key in ("apiVersion", "kind", "metadata"):
+                continue
+            sub = (properties or {}).get(key)
+            if sub is None and isinstance(extra, dict):
+                sub = extra
+            if sub is None:
+                if not preserve and (properties is not None or extra is None or extra is False):
+                    del value[key]
+                continue
+            if value[key] is None and not sub.get("nullable"):
+                del value[key]
+                continue
+            _prune_and_default(value[key], sub)
+        for key, sub in (properties or {}).items():
+            if root and key == "metadata":
+                continue
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+                _prune_and_default(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            _prune_and_default(item, schema["items"])
+
+
+# Custom resources: validation (OpenAPI v3 value validation and CEL)
+
+def _type_of(value: Any) -> str:
+    """The JSON type of a decoded value (bool before int: Python's bools are ints)."""
+    for python, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+                         (dict, "object")):
+        if isinstance(value, python):
+            return name
+    return "null"
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check(value: Any, schema: dict[str, Any], path: str, old: Any, cel_cache: dict, *, rules: bool = False,
+           root: bool = False) -> list[FieldError]:
+    """The value errors of `value` at `path` (dotted, as the server names fields); with `rules`, the errors of its
+    CEL rules instead (the server evaluates those only on an object whose types and enums hold)."""
+    where = path or "<root>"
+    if value is None:
+        if rules or schema.get("nullable"):
+            return []
+        return [FieldError("TypeInvalid", where, None,
+                           f'{where} in body must be of type {schema.get("type", "object")}: "null"')]
+    errors: list[FieldError] = []
+    if not rules:
+        wanted = "int-or-string" if schema.get("x-kubernetes-int-or-string") else schema.get("type")
+        if wanted and _type_of(value) not in _ACCEPTED[wanted]:
+            return [FieldError("TypeInvalid", where, value,
+                               f'{where} in body must be of type {wanted}: "{_type_of(value)}"')]
+        if "enum" in schema and value not in schema["enum"]:
+            supported = ", ".join(_shown(option) for option in schema["enum"])
+            errors.append(FieldError("NotSupported", where, value, f"supported values: {supported}"))
+        if isinstance(value, str):
+            errors += _check_string(value, schema, where)
+        elif _type_of(value) in ("integer", "number"):
+            errors += _check_number(value, schema, where)
+        errors += _check_combinators(value, schema, path, cel_cache)
+    if isinstance(value, list):
+        errors += _check_array(value, schema, path, old, cel_cache, rules)
+    elif isinstance(value, dict):
+        errors += _check_object(value, schema, path, old, cel_cache, rules, root=root)
+    if rules:
+        errors += _check_rules(value, schema, where, old, cel_cache)
+    return errors
+
+
+_ACCEPTED = {"string": ("string",), "integer": ("integer",), "number": ("integer", "number"),
+             "boolean": ("boolean",), "object": ("object",), "array": ("array",),
+             "int-or-string": ("integer", "string")}
+
+
+def _check_combinators(value: Any, schema: dict[str, Any], path: str, cel_cache: dict) -> list[FieldError]:
+    where = path or "<root>"
+    errors = []
+    for combinator in ("allOf", "anyOf", "oneOf"):
+        if combinator in schema:
+            passed = [not _check(value, sub, path, None, cel_cache) for sub in schema[combinator]]
+            if combinator == "allOf" and not all(passed):
+                errors.append(invalid(where, value, f"{where} in body must validate all the schemas (allOf)"))
+            if combinator == "anyOf" and not any(passed):
+                errors.append(invalid(where, value, f"{where} in body must validate at least one schema (anyOf)"))
+            if combinator == "oneOf" and sum(passed) != 1:
+                errors.append(invalid(where, value, f"{where} in body must validate one and only one schema "
+                                                    "(oneOf)"))
+    return errors
+
+
+def _check_string(value: str, schema: dict[str, Any], where: str) -> list[FieldError]:
+    errors = []
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(FieldError("TooLong", where, value, f"may not be more than {schema['maxLength']} bytes"))
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        errors.append(invalid(where, value, f"{where} in body should be at least {schema['minLength']} chars long"))
+    if "pattern" in schema and not _pattern(schema["pattern"]).search(value):
+        errors.append(invalid(where, value, f"{where} in body should match '{schema['pattern']}'"))
+    if schema.get("format") == "date-time" and not _is_date_time(value):
+        errors.append(invalid(where, value, f'{where} in body must be of type date-time: "{value}"'))
+    return errors
+
+
+def _check_number(value: float, schema: dict[str, Any], where: str) -> list[FieldError]:
+    errors = []
+    if "minimum" in schema:
+        low, exclusive = schema["minimum"], schema.get("exclusiveMinimum")
+        if value < low or (exclusive and value == low):
+            relation = "greater than" if exclusive else "greater than or equal to"
+            errors.append(invalid(where, value, f"{where} in body should be {relation} {low}"))
+    if "maximum" in schema:
+        high, exclusive = schema["maximum"], schema.get("exclusiveMaximum")
+        if value > high or (exclusive and value == high):
+            relation = "less than" if exclusive else "less than or equal to"
+            errors.append(invalid(where, value, f"{where} in body should be {relation} {high}"))
+    limits = {"int32": 2**31, "int64": 2**63}
+    if isinstance(value, int) and schema.get("format") in limits and not (
+            -limits[schema["format"]] <= value < limits[schema["format"]]):
+        errors.append(invalid(where, value, f"{where} in body must be of type {schema['format']}: \"{value}\""))
+    return errors
+
+
+def _check_array(value: list, schema: dict[str, Any], path: str, old: Any, cel_cache: dict,
+                 rules: bool) -> list[FieldError]:
+    where = path or "<root>"
+    errors = []
+    if not rules:
+        errors += _check_list_size_and_keys(value, schema, where)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        # Transition rules reach into items only where the server can match an item with its old self: lists of
+        # type map, by their keys.
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        olds = {}
+        if rules and schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
+            olds = {json.dumps({key: item.get(key) for key in keys}, sort_keys=True): item
+                    for item in old if isinstance(item, dict)}
+        for index, item in enumerate(value):
+            previous = None
+            if olds and isinstance(item, dict):
+                previous = olds.get(json.dumps({key: item.get(key) for key in keys}, sort_keys=True))
+            errors += _check(item, items, f"{where}[{index}]", previous, cel_cache, rules=rules)
+    return errors
+
+
+def _check_list_size_and_keys(value: list, schema: dict[str, Any], where: str) -> list[FieldError]:
+    errors = []
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(FieldError("TooMany", where, len(value), f"must have at most {schema['maxItems']} items"))
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        errors.append(invalid(where, len(value), f"{where} in body should have at least {schema['minItems']} "
+                                                 "items"))
+    list_type = schema.get("x-kubernetes-list-type")
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    seen: list[Any] = []
+    for index, item in enumerate(value):
+        identity = ({key: item.get(key) for key in keys} if list_type == "map" and isinstance(item, dict)
+                    else item)
+        if list_type in ("set", "map") and identity in seen:
+            errors.append(FieldError("Duplicate", f"{where}[{index}]", identity))
+        seen.append(identity)
+    return errors
+
+
+def _check_object(value: dict, schema: dict[str, Any], path: str, old: Any, cel_cache: dict, rules: bool, *,
+                  root: bool) -> list[FieldError]:
+    where = path or "<root>"
+    errors = []
+    properties = schema.get("properties") or {}
+    if not rules:
+        for key in schema.get("required") or []:
+            if key not in value:
+                errors.append(required(_child(path, key)))
+        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+            errors.append(FieldError("TooMany", where, len(value),
+                                     f"must have at most {schema['maxProperties']} items"))
+    extra = schema.get("additionalProperties")
+    for key, item in value.items():
+        if root and key == "metadata":
+            continue  # ObjectMeta is validated as for every kind (validate_metadata)
+        sub = properties.get(key, extra if isinstance(extra, dict) else None)
+        if sub is not None:
+            previous = old.get(key) if isinstance(old, dict) else None
+            errors += _check(item, sub, _child(path, key), previous, cel_cache, rules=rules)
+    return errors
+
+
+def _check_rules(value: Any, schema: dict[str, Any], where: str, old: Any, cel_cache: dict) -> list[FieldError]:
+    errors = []
+    for rule in schema.get("x-kubernetes-validations") or []:
+        text = rule["rule"]
+        transition = "oldSelf" in text
+        if transition and old is None:
+            continue  # a transition rule only judges a change of a value that was there before
+        program = cel_cache.get(text)
+        if program is None:
+            program = cel_cache[text] = _compile(text)
+        activation = {"self": celpy.json_to_cel(value)}
+        if transition:
+            activation["oldSelf"] = celpy.json_to_cel(old)
+        try:
+            result = program.evaluate(activation)
+        except celpy.CELEvalError as exc:
+            result = exc
+        if isinstance(result, celpy.CELEvalError):
+            errors.append(invalid(where, _type_of(value), f"{result.args[0]} evaluating rule: {text}"))
+        elif not bool(result):
+            message = rule.get("message") or f"failed rule: {text}"
+            errors.append(invalid(_child(where, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else where,
+                                  _type_of(value), message))
+    return errors
+
+
+_CEL = celpy.Environment()
+
+
+def _compile(text: str) -> Any:
+    return _CEL.program(_CEL.compile(text))
+
+
+@cache
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _is_date_time(value: str) -> bool:
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in value or "t" in value
+
+
+def rules_of(resource: CustomResource, version: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every CEL rule of a served version, with the path it sits at (for reports and tests)."""
+    def walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        for rule in schema.get("x-kubernetes-validations") or []:
+            yield path or ".", rule
+        for key, sub in (schema.get("properties") or {}).items():
+            yield from walk(sub, f"{path}.{key}")
+        if isinstance(schema.get("items"), dict):
+            yield from walk(schema["items"], f"{path}[*]")
+        if isinstance(schema.get("additionalProperties"), dict):
+            yield from walk(schema["additionalProperties"], f"{path}[*]")
+
+    yield from walk(resource.schemas[version], "")
