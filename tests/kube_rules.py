@@ -47,7 +47,8 @@ def _regex_error(message: str, fmt: str, *examples: str) -> str:
 
 
 def _max_len(length: int) -> str:
-    return f"must be no more than {length} characters"
+    # Servers before 1.34 said "characters"; the reference server (v1.36, SOURCES.md) counts bytes.
+    return f"must be no more than {length} bytes"
 
 
 def dns1123_label(value: str) -> list[str]:
@@ -242,10 +243,10 @@ def validate_metadata(metadata: Any, *, name_rule=dns1123_subdomain, namespaced:
 
 
 def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
-    """Identity does not change (ValidateObjectMetaUpdate)."""
+    """Identity does not change (ValidateObjectMetaUpdate; a changed creationTimestamp is silently restored)."""
     before, after = old.get("metadata") or {}, new.get("metadata") or {}
     errors = []
-    for key in ("name", "namespace", "uid", "creationTimestamp"):
+    for key in ("name", "namespace", "uid"):
         if key in after and after.get(key) != before.get(key):
             errors.append(immutable(f"metadata.{key}", after.get(key)))
     return errors
@@ -673,7 +674,9 @@ def _check_rules(value: Any, schema: dict[str, Any], where: str, old: Any, cel_c
         except celpy.CELEvalError as exc:
             result = exc
         if isinstance(result, celpy.CELEvalError):
-            errors.append(invalid(where, _type_of(value), f"{result.args[0]} evaluating rule: {text}"))
+            # Worded as cel-go words a missing field, which the real server shows.
+            problem = re.sub(r"^no such member in mapping: '(.*)'$", r"no such key: \1", str(result.args[0]))
+            errors.append(invalid(where, _type_of(value), f"{problem} evaluating rule: {text}"))
         elif not bool(result):
             message = rule.get("message") or f"failed rule: {text}"
             errors.append(invalid(_child(where, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else where,

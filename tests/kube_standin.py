@@ -1052,6 +1052,9 @@ class _Handler(BaseHTTPRequestHandler):
                 except ValueError as exc:
                     self._send_status(400, f"error decoding patch: {exc}")
                     return
+                if not isinstance(patch, dict):
+                    self._send_status(400, "a merge patch must be a JSON object")
+                    return
                 current = json.loads(data)
                 updated = _patched(current, patch)
                 errors = kube_rules.validate_update("Job", current, merge_patch(json.loads(data), patch))

@@ -8,7 +8,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from pools.cluster.kinds import KAI_TOPOLOGY
-from tests.kube_rules import Invalid
+from tests.kube_rules import CRDsMissing, Invalid
 from tests.kube_standin import KubeStandin
 
 MERGE = "application/merge-patch+json"
@@ -44,10 +44,9 @@ def test_it_refuses_a_namespace_labelled_with_a_project_name_over_63_characters(
 
     assert body["reason"] == "Invalid" and body["code"] == 422
     assert body["message"] == (f'Namespace "team-vision" is invalid: metadata.labels: Invalid value: "{project}": '
-                               "must be no more than 63 characters")
+                               "must be no more than 63 bytes")
     assert body["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "metadata.labels",
-                                          "message": f'Invalid value: "{project}": must be no more than 63 '
-                                                     "characters"}]
+                                          "message": f'Invalid value: "{project}": must be no more than 63 bytes'}]
 
 
 def test_it_refuses_a_namespace_name_that_is_no_dns_label(api, standin):
@@ -65,7 +64,7 @@ def test_it_refuses_a_job_whose_pods_carry_a_65_character_platform_name(api, sta
                    job("wl-1", {"runwhere.ai/platform": platform}))
 
     assert body["message"] == (f'Job.batch "wl-1" is invalid: spec.template.labels: Invalid value: "{platform}": '
-                               "must be no more than 63 characters")
+                               "must be no more than 63 bytes")
     assert standin.jobs() == []
 
 
@@ -76,7 +75,7 @@ def test_it_refuses_a_job_name_too_long_for_the_job_name_label_of_its_pods(api):
 
     assert body["details"]["causes"] == [
         {"reason": "FieldValueInvalid", "field": "spec.template.labels",
-         "message": f'Invalid value: "{name}": must be no more than 63 characters'}] * 2
+         "message": f'Invalid value: "{name}": must be no more than 63 bytes'}] * 2
 
 
 def test_a_job_name_of_63_characters_is_accepted(api, standin):
@@ -255,3 +254,27 @@ def test_the_test_helpers_write_through_the_same_rules(standin):
         standin.add_object(KAI_TOPOLOGY, topology([{"nodeLabel": "zone"}, {"nodeLabel": "zone"}]))
     with pytest.raises(LookupError, match="no CRD installed"):
         standin.add_object("example.com/v1/widgets", {"metadata": {"name": "w"}})
+
+
+def test_a_stand_in_without_the_crds_it_was_asked_to_install_fails_at_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBE_CRD_DIR", str(tmp_path))
+
+    with pytest.raises(CRDsMissing, match=f"no CustomResourceDefinitions under {tmp_path}.*KUBE_CRD_DIR"):
+        KubeStandin()
+
+
+def test_a_kueue_resource_flavor_keeps_its_topology_and_names_a_missing_field_as_cel_does(api):
+    objects = client.CustomObjectsApi(api)
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+              "spec": {"topologyName": "gb200", "nodeLabels": {"nvidia.com/gpu.product": "H100"}}}
+    objects.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", flavor)
+
+    moved = refusal(objects.patch_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "resourceflavors", "h100",
+                    {"spec": {"topologyName": "h100-racks"}}, _content_type=MERGE)
+    unlabelled = refusal(objects.create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "resourceflavors",
+                         {**flavor, "metadata": {"name": "l40s"}, "spec": {"topologyName": "gb200"}})
+
+    assert moved["message"].endswith('spec: Invalid value: "object": topologyName is immutable when topologyName '
+                                     "is set")
+    assert unlabelled["message"].endswith('spec: Invalid value: "object": no such key: nodeLabels evaluating rule: '
+                                          "!has(self.topologyName) || self.nodeLabels.size() >= 1")
