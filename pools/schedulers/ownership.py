@@ -7,23 +7,25 @@ backend label existed carry only managed-by: a reconcile adopts those whose (nam
 its label on them) and leaves the others alone, since it cannot tell whose they were.
 """
 
+import hashlib
 import re
-import zlib
 
 from .kai import MANAGED_LABEL, MANAGED_VALUE
 
 BACKEND_LABEL = "backend"
-_VALUE_OK = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_VALUE_OK = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_MAX, _HASH = 63, 10
 
 
 def label_value(name: str) -> str:
-    """`name` as a label value: unchanged when it is one, else a readable prefix and a stable hash of the whole.
-    (A stop-gap: the names module of DESIGN.md's "Names in Kubernetes" replaces it.)"""
-    if _VALUE_OK.fullmatch(name):
+    """`name` as a label value: unchanged when it is one, else a readable prefix, `-` and the first ten hex digits
+    of the sha256 of the whole. A stop-gap computing what `pools.engine.kube_names.label_value` (branch h-names)
+    does, so that swapping this for it leaves every label already written as it is."""
+    if len(name) <= _MAX and _VALUE_OK.fullmatch(name):
         return name
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:54].strip("-_.")
-    digest = f"{zlib.crc32(name.encode()):08x}"
-    return f"{readable}-{digest}" if readable else digest
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH]
+    head = re.sub(r"[^-A-Za-z0-9_.]+", "-", name).lstrip("-_.")[:_MAX - _HASH - 1].rstrip("-_.")
+    return f"{head}-{digest}" if head else digest
 
 
 def owner_labels(prefix: str, backend: str) -> dict[str, str]:

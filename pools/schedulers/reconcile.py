@@ -96,9 +96,10 @@ def _listed(cluster: Cluster, kind: ObjectKind, label_selector: str) -> dict[tup
 
 
 def _same(existing: dict, wanted: dict) -> bool:
-    labels = (existing.get("metadata") or {}).get("labels") or {}
+    metadata = existing.get("metadata") or {}
     return existing.get("spec") == wanted.get("spec") and all(
-        labels.get(key) == value for key, value in wanted["metadata"]["labels"].items())
+        (metadata.get(field) or {}).get(key) == value
+        for field in ("labels", "annotations") for key, value in (wanted["metadata"].get(field) or {}).items())
 
 
 def _merge_patch(old: dict, new: dict) -> dict:
@@ -153,7 +154,8 @@ class _Run:
         if field_ is not None:
             self.recreate(kind, key, obj, field_)
             return
-        self.cluster.patch_object(kind, key[1], {"metadata": {"labels": obj["metadata"]["labels"]},
+        metadata = {field: obj["metadata"][field] for field in ("labels", "annotations") if field in obj["metadata"]}
+        self.cluster.patch_object(kind, key[1], {"metadata": metadata,
                                                  "spec": _merge_patch(existing.get("spec") or {}, obj["spec"])},
                                   namespace=namespace)
         self.result.updated.append(_label(kind, key))
