@@ -221,3 +221,18 @@ def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_fiel
     assert (result.recreated, result.updated, result.refused) == (["LocalQueue/proj-vision/vision"], [], [])
     assert stored(standin, KUEUE_LOCAL_QUEUE)["proj-vision/vision"]["spec"]["clusterQueue"] == "vision"
     assert not [r for r in standin.requests if r.method == "PATCH"]
+
+
+def test_a_namespace_the_server_refuses_is_recorded_and_every_queue_is_still_written(standin, kube, kueue):  # noqa: F811
+    forbidden = ('namespaces is forbidden: User "system:serviceaccount:osmo:osmo" cannot create resource '
+                 '"namespaces" in API group "" at the cluster scope')
+    standin.fail_next(1, status=403, path_prefix="/api/v1/namespaces", method="POST", message=forbidden)
+
+    result = run(kueue, kube)
+
+    (refusal,) = result.refused
+    assert (refusal.kind, refusal.action) == ("Namespace", "create") and forbidden in refusal.message
+    assert set(stored(standin, KUEUE_CLUSTER_QUEUE)) == {"vision", "nlp", "serving"}
+    assert len(stored(standin, KUEUE_LOCAL_QUEUE)) == 3
+    (record,) = Backend.objects.get(pk=kueue.pk).engine_refused
+    assert record["kind"] == "Namespace" and record["name"] == refusal.name
