@@ -118,15 +118,13 @@ class _Run:
         self.cluster, self.result = cluster, Reconciled()
         self.prefix, self.owner = settings.OSMO_LABEL_PREFIX, ownership.label_value(backend)
 
-    def attempt(self, kind: ObjectKind, key: tuple[str, str], action: str, write) -> bool:
+    def attempt(self, kind: ObjectKind, key: tuple[str, str], action: str, write) -> None:
         try:
             write()
-            return True
         except ClusterError as exc:
             if exc.status is None:  # no answer at all: the cluster is gone, and so would every other write be
                 raise
             self.refuse(kind, key, action, exc.message)
-            return False
 
     def refuse(self, kind: ObjectKind, key: tuple[str, str], action: str, message: str) -> None:
         self.result.refused.append(Refusal(kind.kind, key[0], key[1], action, message))
