@@ -344,9 +344,8 @@ class BackendAdmin(admin.ModelAdmin):
         rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", sorted(counts.items())) \
             or format_html('<tr><td colspan="2">none</td></tr>')
         changes = ", ".join(f"{key} {stored.get(key, 0)}" for key in ("created", "updated", "deleted", "unchanged"))
-        changes += "".join(f", {word} {stored[key]}" for key, word in (("recreated", "re-created (an immutable "
-                                                                        "field changed)"), ("adopted", "adopted"))
-                           if stored.get(key))
+        rarer = {"recreated": "re-created (an immutable field changed)", "adopted": "adopted"}
+        changes += "".join(f", {word} {stored[key]}" for key, word in rarer.items() if stored.get(key))
         refused = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
             (r.get("kind"), "/".join(filter(None, (r.get("namespace"), r.get("name")))), r.get("action"),
              r.get("since"), r.get("message")) for r in backend.engine_refused or []))
