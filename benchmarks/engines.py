@@ -5,10 +5,15 @@ Usage, from the project root (about 20 seconds on 2 cores with the defaults; abo
 --projects-per 25):
 
     .venv/bin/python benchmarks/engines.py [--pools 8] [--departments 10] [--projects-per 10] [--repeat 3]
-        [--workloads 30] [--keep]
+        [--workloads 30] [--keep] [--parts 1,2,3,4]
+
+4,000 KAI Queues with one refused (part 4 alone, about 3 minutes):
+
+    .venv/bin/python benchmarks/engines.py --parts 4 --departments 20 --projects-per 24
 
 Database: PostgreSQL, a scratch database `osmo_bench_engines` on the server of DATABASE_URL if set (else
-postgres://postgres@127.0.0.1:5432), dropped and recreated at start and dropped at the end (--keep leaves it).
+postgres://postgres@127.0.0.1:5432; OSMO_BENCH_DB names another), dropped and recreated at start and dropped at
+the end (--keep leaves it).
 DEBUG is off here and in the child process. OSMO_ENGINE_RECONCILE_ON_COMMIT and OSMO_ADMISSION_ON_COMMIT are off
 (no Celery: every reconcile, cycle and dispatch is called here).
 
@@ -50,6 +55,12 @@ Measured (time.perf_counter, wall time):
      Baseline, same changes: a plain `watch_objects(KAI_PODGROUP, ...)` client in a thread here, from the change
      to its receiving the event. Printed: median and 95th percentile of both and the ratio of the medians.
 
+  4. A refused object (issue 23): the KAI world into a fresh stand-in that refuses the first Queue created (HTTP 422,
+     as a real server refuses a label value over 63 characters), through `reconcile.run` (which records the refusal
+     on the backend row): time, objects written and requests; then the next run, which creates that one and clears
+     the record. Baseline, same run, in turn: the same objects by a plain loop of `create_object` into a fresh
+     stand-in refusing the same one (caught), and a plain paged list. Printed: both times and the ratios.
+
 Notes. The stand-in shares this process (and its GIL) with the reconcile, the baselines and the polls; the sync of
 3 is a process of its own, as in production. Its lag includes the sync's batch window (pools.fleet.sync.BATCH_WAIT,
 0.2 s: a batch waits that long for more events once one has come).
@@ -72,7 +83,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pages as bench  # benchmarks/pages.py: the scratch database helpers
 
-bench.BENCH_DB = "osmo_bench_engines"
+bench.BENCH_DB = os.environ.get("OSMO_BENCH_DB", "osmo_bench_engines")  # another name: runs side by side
 BASE_DIR = Path(__file__).resolve().parent.parent
 BACKEND = "engines"
 PLATFORMS = {"h100": "NVIDIA-H100-80GB-HBM3", "a100": "NVIDIA-A100-SXM4-80GB"}
@@ -279,7 +290,7 @@ def baseline_list(stand: Stand, wanted) -> tuple[float, int]:
     for kind, objects in wanted:
         if objects:
             listed += len(list_all(lambda kind=kind, **kw: stand.kube.list_objects(
-                kind, label_selector=selector(), **kw)).items)
+                kind, label_selector=selector(BACKEND), **kw)).items)
     return time.perf_counter() - started, listed
 
 
@@ -561,6 +572,82 @@ def bench_reason_lag(args, world: dict, scratch: Path, cleanup: contextlib.ExitS
           f"ratio to the raw watch's delivery {median / base:.0f}x (the sync's batch window is 200 ms)")
 
 
+# ---- 4: a refused object ---------------------------------------------------------------------------------------
+
+REFUSAL = ('Queue.scheduling.run.ai "{name}" is invalid: metadata.labels: Invalid value: "x": must be no more than 63 '
+           "characters")
+
+
+def bench_refusal(args, scratch: Path, cleanup: contextlib.ExitStack) -> None:
+    from pools.cluster import ClusterError
+    from pools.cluster.kinds import KAI_QUEUE
+    from pools.models import Backend
+    from pools.schedulers.desired import for_backend
+    from pools.schedulers.reconcile import run
+
+    Backend.objects.filter(name=BACKEND).update(scheduler=Backend.Scheduler.KAI)
+    backend = Backend.objects.get(name=BACKEND)
+    wanted = for_backend(backend)
+    queues = dict(wanted)[KAI_QUEUE]
+    total = sum(len(objects) for _, objects in wanted)
+    collection = f"/apis/{KAI_QUEUE.group}/{KAI_QUEUE.version}/{KAI_QUEUE.plural}"
+    print(f"\n4. KAI reconcile with one refused object: {len(queues):,} Queues ({total:,} objects), the API server "
+          "refusing the first Queue created (HTTP 422, a label too long); `reconcile.run`, which records it")
+    runs, bases, repairs, lists = [], [], [], []
+    first = repair = None
+    written = requests = repair_requests = ""
+    for index in range(args.repeat):
+        stand = Stand(scratch, f"refusal-{index}", cleanup)
+        stand.server.fail_next(1, status=422, path_prefix=collection, method="POST", message=REFUSAL)
+        mark = len(stand.server.requests)
+        started = time.perf_counter()
+        first = run(backend, stand.kube)
+        runs.append(time.perf_counter() - started)
+        requests = stand.requests_since(mark)
+        if first is None or len(first.refused) != 1 or len(first.created) != total - 1:
+            raise SystemExit(f"the run with one refusal did {first and first.summary()} for {total} objects")
+        if len(Backend.objects.get(pk=backend.pk).engine_refused) != 1:
+            raise SystemExit("the refusal was not recorded on the backend")
+        written = f"{len(first.created):,} created, {len(first.refused)} refused"
+        mark = len(stand.server.requests)
+        started = time.perf_counter()
+        repair = run(backend, stand.kube)
+        repairs.append(time.perf_counter() - started)
+        repair_requests = stand.requests_since(mark)
+        if repair is None or len(repair.created) != 1 or repair.refused or Backend.objects.get(
+                pk=backend.pk).engine_refused:
+            raise SystemExit(f"the next run did {repair and repair.summary()}; it should create the refused one")
+        stand.check()
+        stand.close()
+
+        base = Stand(scratch, f"refusal-baseline-{index}", cleanup)
+        base.server.fail_next(1, status=422, path_prefix=collection, method="POST", message=REFUSAL)
+        started = time.perf_counter()
+        refused = 0
+        for kind, objects in wanted:
+            for (namespace, _), obj in objects.items():
+                try:
+                    base.kube.create_object(kind, obj, namespace=namespace or None)
+                except ClusterError:
+                    refused += 1
+        bases.append(time.perf_counter() - started)
+        seconds, _ = baseline_list(base, wanted)
+        lists.append(seconds)
+        if refused != 1:
+            raise SystemExit(f"the baseline's creates were refused {refused} times")
+        base.check()
+        base.close()
+    took, base, again, listed = (statistics.median(v) for v in (runs, bases, repairs, lists))
+    runs_ = f"median of {args.repeat}, a fresh stand-in each"
+    print(f"run with one refusal ({runs_}): {took:.2f} s, {written} ({requests} requests), "
+          f"{(total - 1) / took:,.0f} objects written/s; the refusal recorded on the backend")
+    print(f"baseline: {total:,} plain create_object, one refused and caught ({runs_}): {base:.2f} s, "
+          f"{(total - 1) / base:,.0f} objects/s")
+    print(f"ratio run with one refusal / baseline: {took / base:.2f}x the baseline's time")
+    print(f"next run (creates the refused one, clears the record; {runs_}): {ms(again)} ({repair_requests} "
+          f"requests); baseline, one plain paged list of the same objects: {ms(listed)}; ratio {again / listed:.1f}x")
+
+
 # ---- main ----------------------------------------------------------------------------------------------------
 
 def main() -> None:
@@ -571,9 +658,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="no-op and one-change runs, and baseline lists (median)")
     parser.add_argument("--workloads", type=int, default=30, help="PodGroup changes timed in 3")
     parser.add_argument("--keep", action="store_true", help="leave the scratch database")
+    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run (4 with --departments 20 "
+                                                           "--projects-per 24: 4,000 KAI Queues)")
     args = parser.parse_args()
     if min(args.pools, args.departments, args.projects_per, args.repeat, args.workloads) < 1:
         parser.error("the counts must be at least 1")
+    parts = {part.strip() for part in args.parts.split(",")}
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM cleans up as Ctrl-C does
     os.chdir(BASE_DIR)
@@ -590,13 +680,17 @@ def main() -> None:
         from pools.models import Backend
 
         world = build_world(args)
-        bench_reconcile(Backend.Scheduler.KAI, "KAI", 1, args, world, scratch, cleanup)
-        if args.pools * len(PLATFORMS) > MAX_KUEUE_FLAVORS:
+        if "1" in parts:
+            bench_reconcile(Backend.Scheduler.KAI, "KAI", 1, args, world, scratch, cleanup)
+        if "2" in parts and args.pools * len(PLATFORMS) > MAX_KUEUE_FLAVORS:
             print(f"\n2. Kueue reconcile: skipped, {args.pools} pools x {len(PLATFORMS)} platforms make more "
                   f"ResourceFlavors than a ClusterQueue's resource group holds ({MAX_KUEUE_FLAVORS})")
-        else:
+        elif "2" in parts:
             bench_reconcile(Backend.Scheduler.KUEUE, "Kueue", 2, args, world, scratch, cleanup)
-        bench_reason_lag(args, world, scratch, cleanup)
+        if "3" in parts:
+            bench_reason_lag(args, world, scratch, cleanup)
+        if "4" in parts:
+            bench_refusal(args, scratch, cleanup)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

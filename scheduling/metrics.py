@@ -8,6 +8,8 @@ Families (README "Health and metrics"):
 
 - osmo_backend_sync_age_seconds{backend}: seconds since the backend's last good sync (+Inf if it never synced).
 - osmo_backend_sync_error{backend}: 1 while the backend's sync is failing (its last sync error), else 0.
+- osmo_backend_engine_refused_objects{backend}: engine objects (KAI's, Kueue's) the cluster refused in the
+  backend's last reconcile (pools.schedulers.reconcile; 0 once a run writes them all).
 - osmo_nodes{backend,status}: nodes by status ("Ready", "Not ready (...)", "Unknown", ...).
 - osmo_pool_nodes{pool}, osmo_pool_gpu_capacity{pool}, osmo_pool_gpu_used{pool}, osmo_pool_gpu_free{pool}:
   as `pool list` shows them (pools.fleet.usage.pools_with_usage).
@@ -59,12 +61,18 @@ class OsmoCollector:
                                 labels=["backend"])
         error = GaugeMetricFamily("osmo_backend_sync_error", "1 while the backend's sync is failing, else 0.",
                                   labels=["backend"])
-        for name, last_sync_at, sync_error in Backend.objects.order_by("name").values_list(
-                "name", "last_sync_at", "sync_error"):
+        refused = GaugeMetricFamily("osmo_backend_engine_refused_objects",
+                                    "Engine objects the cluster refused in the backend's last reconcile.",
+                                    labels=["backend"])
+        for name, last_sync_at, sync_error, engine_objects, records in Backend.objects.order_by("name").values_list(
+                "name", "last_sync_at", "sync_error", "engine_objects", "engine_refused"):
             age.add_metric([name], (now - last_sync_at).total_seconds() if last_sync_at else math.inf)
             error.add_metric([name], 1 if sync_error else 0)
+            count = (engine_objects or {}).get("refused")
+            refused.add_metric([name], count if isinstance(count, int) else len(records or []))
         yield age
         yield error
+        yield refused
 
     def _nodes(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily("osmo_nodes", "Nodes by backend and status.", labels=["backend", "status"])

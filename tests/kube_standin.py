@@ -195,6 +195,10 @@ class KubeStandin:
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
                              "namespaces": _Collection("Namespace", "NamespaceList")}
+        # kube-system's uid names the cluster (`backend add`); served on GET only, out of the stored namespaces.
+        self.kube_system_uid = str(uuid.uuid4())
+        self._kube_system = _dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": "kube-system", "uid": self.kube_system_uid, "resourceVersion": "1"}})
         self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
         self._snapshot_ids = 0
         self._faults: list[_Fault] = []
@@ -926,7 +930,7 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server_state
         namespaces = state._collections["namespaces"]
         if method == "GET" and name is not None:
-            data = namespaces.objects.get(name)
+            data = namespaces.objects.get(name) or (state._kube_system if name == "kube-system" else None)
             if data is None:
                 self._send_status(404, f'namespaces "{name}" not found', details={"name": name, "kind": "namespaces"})
             else:

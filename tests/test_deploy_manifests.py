@@ -252,8 +252,9 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
     stale object of ours per managed kind (delete); the names freed (create); then all drifted (patch)."""
     wanted = [(kind, objects) for kind, objects in for_backend(backend) if objects]
     assert wanted
+    owned = {**MANAGED, "runwhere.ai/backend": backend.name}
     for kind, _ in for_backend(backend):
-        standin.add_object(kind, {"metadata": {"name": "stale", "labels": MANAGED},
+        standin.add_object(kind, {"metadata": {"name": "stale", "labels": owned},
                                   "spec": SOME_SPEC.get(kind.kind, {})}, namespace="stale" if kind.namespaced else None)
     for kind, objects in wanted:
         for (namespace, name), _ in objects.items():
@@ -321,6 +322,7 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
         stats = BackendSync(backend, kube).run(seconds=1, relist=True)
         assert not stats.errors, stats.errors
     assert label_node("gpu-1", {"runwhere.ai/team": "vision"})["runwhere.ai/team"] == "vision"
+    assert kube.namespace_uid("kube-system") == standin.kube_system_uid  # as `backend add` reads it
     assert cordon_node("gpu-1", True).unschedulable and not cordon_node("gpu-1", False).unschedulable
 
     sent = {authorized(request.method, request.path, request.watch) for request in standin.requests}

@@ -100,8 +100,11 @@ def test_the_backend_admin_page_shows_the_engine_the_objects_we_manage_and_the_l
 def test_the_backend_admin_page_shows_the_engine_error_escaped_and_the_refused_names(admin_client, kai):
     Backend.objects.filter(pk=kai.pk).update(
         engine_error="<b>queues.scheduling.run.ai</b> is not served", engine_reconciled_at=timezone.now(),
-        engine_objects={"created": 0, "updated": 0, "deleted": 0, "unchanged": 3, "refused": ["Queue/team-x"],
-                        "objects": {"Queue": 3}})
+        engine_objects={"created": 0, "updated": 0, "deleted": 0, "unchanged": 3, "refused": 1,
+                        "objects": {"Queue": 3}},
+        engine_refused=[{"kind": "Queue", "namespace": "", "name": "team-x", "action": "create",
+                         "message": "<i>the name is taken</i>", "since": "2026-11-27T10:00:00+00:00",
+                         "at": "2026-11-27T10:05:00+00:00"}])
 
     page = text(admin_client.get(f"/admin/pools/backend/{kai.pk}/change/"))
     listing = text(admin_client.get("/admin/pools/backend/"))
@@ -109,7 +112,8 @@ def test_the_backend_admin_page_shows_the_engine_error_escaped_and_the_refused_n
     assert "failing: &lt;b&gt;queues.scheduling.run.ai&lt;/b&gt; is not served" in page
     assert "<b>queues" not in page and "<b>queues" not in listing
     assert "failing: &lt;b&gt;queues" in listing
-    assert "Queue/team-x" in page
+    assert "<td>Queue</td><td>team-x</td><td>create</td><td>2026-11-27T10:00:00+00:00</td>" in page
+    assert "<td>&lt;i&gt;the name is taken&lt;/i&gt;</td>" in page
 
 
 def test_the_reconcile_action_writes_the_engine_objects_and_says_what_it_did(admin_client, on_standin, kube):  # noqa: F811
@@ -212,7 +216,8 @@ def test_backend_reconcile_names_objects_left_alone(on_standin, kube):  # noqa: 
     printed = backend_command("reconcile", "default")
 
     assert "refused 1." in printed
-    assert "Left alone, their names taken by objects that are not ours: Queue/training.research." in printed
+    assert ("Refused: Queue/training.research (create): the name is taken by an object of someone else (not "
+            "labelled as ours); left alone.") in printed
 
 
 def test_backend_reconcile_fails_in_one_paragraph_without_a_traceback(unreachable):

@@ -24,7 +24,7 @@ FAMILIES = {
     "osmo_backend_sync_age_seconds", "osmo_backend_sync_error", "osmo_nodes", "osmo_pool_nodes",
     "osmo_pool_gpu_capacity", "osmo_pool_gpu_used", "osmo_pool_gpu_free", "osmo_pool_workloads",
     "osmo_admission_last_cycle_duration_seconds", "osmo_admission_last_cycle_age_seconds",
-    "osmo_dispatch_errors_last_hour",
+    "osmo_dispatch_errors_last_hour", "osmo_backend_engine_refused_objects",
 }
 
 

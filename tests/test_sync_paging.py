@@ -117,8 +117,8 @@ def expected_pods(standin, kube) -> set[tuple]:
 @pytest.fixture
 def two_backends(standin, tmp_path, defaults):
     path = standin.kubeconfig(tmp_path / "kubeconfig")
-    for name in ("paged", "whole"):
-        call_command("backend", "add", name, "--kubeconfig", path)
+    call_command("backend", "add", "paged", "--kubeconfig", path)
+    call_command("backend", "add", "whole", "--kubeconfig", path, "--same-cluster-as", "paged")  # one cluster, twice
     return Backend.objects.get(name="paged"), Backend.objects.get(name="whole")
 
 

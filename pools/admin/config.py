@@ -267,8 +267,8 @@ def reconcile_backend(backend: Backend) -> tuple[str, str]:
     text = (f"{backend.name} ({engine}): created {summary['created']}, updated {summary['updated']}, "
             f"deleted {summary['deleted']}, unchanged {summary['unchanged']}; objects now: {counts}.")
     if result.refused:
-        return messages.WARNING, f"{text} Left alone (the name is taken by an object not ours): " \
-                                 f"{', '.join(result.refused)}."
+        return messages.WARNING, f"{text} Refused by the cluster (the others were written): " + "; ".join(
+            f"{r.label} ({r.action}): {_short(r.message, 300)}" for r in result.refused[:20]) + "."
     return messages.SUCCESS, text
 
 
@@ -321,6 +321,8 @@ class BackendAdmin(admin.ModelAdmin):
                                _short(backend.engine_error, 120))
         count = engine_object_count(backend)
         parts.append(f"{count} object{'' if count == 1 else 's'}")
+        if backend.engine_refused:
+            parts.append(f"{len(backend.engine_refused)} refused")
         parts.append(_ago(backend.engine_reconciled_at) if backend.engine_reconciled_at else "not reconciled yet")
         return " · ".join(parts)
 
@@ -342,13 +344,19 @@ class BackendAdmin(admin.ModelAdmin):
         rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", sorted(counts.items())) \
             or format_html('<tr><td colspan="2">none</td></tr>')
         changes = ", ".join(f"{key} {stored.get(key, 0)}" for key in ("created", "updated", "deleted", "unchanged"))
-        refused = stored.get("refused") or []
+        rarer = {"recreated": "re-created (an immutable field changed)", "adopted": "adopted"}
+        changes += "".join(f", {word} {stored[key]}" for key, word in rarer.items() if stored.get(key))
+        refused = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (r.get("kind"), "/".join(filter(None, (r.get("namespace"), r.get("name")))), r.get("action"),
+             r.get("since"), r.get("message")) for r in backend.engine_refused or []))
         return format_html(
             '<table class="engine-objects"><thead><tr><th scope="col">Kind</th><th scope="col">Objects</th></tr>'
             "</thead><tbody>{}</tbody></table><p>Last run: {}.</p>{}",
             rows, changes,
-            format_html("<p>Left alone, their names taken by objects that are not ours: {}</p>",
-                        ", ".join(refused)) if refused else "",
+            format_html('<p>Refused by the cluster in the last run (every other object was written):</p>'
+                        '<table class="engine-refused"><thead><tr><th scope="col">Kind</th><th scope="col">Name</th>'
+                        '<th scope="col">Action</th><th scope="col">Since</th><th scope="col">The server said</th>'
+                        "</tr></thead><tbody>{}</tbody></table>", refused) if refused else "",
         )
 
     @admin.action(description="Reconcile engine objects now", permissions=["change"])

@@ -104,6 +104,10 @@ class Cluster(Protocol):
         True when it was created here."""
         ...
 
+    def namespace_uid(self, name: str) -> str:
+        """The namespace's metadata.uid (NotFound when there is none): kube-system's names the cluster."""
+        ...
+
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Raises Conflict when a Job of that name exists."""
         ...

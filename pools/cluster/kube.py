@@ -177,6 +177,10 @@ class KubeCluster:
             return False
         return True
 
+    def namespace_uid(self, name: str) -> str:
+        namespace = self._json(f"getting namespace {name}", "GET", f"/api/v1/namespaces/{quote(name, safe='')}")
+        return (namespace.get("metadata") or {}).get("uid") or ""
+
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName", "?")
         path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs"

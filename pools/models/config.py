@@ -67,6 +67,13 @@ class Backend(models.Model):
     engine_reconciled_at = models.DateTimeField(null=True, blank=True, editable=False)
     engine_objects = models.JSONField(default=dict, blank=True, editable=False)
     engine_error = models.TextField(blank=True, editable=False)
+    # The objects the API server refused in the last reconcile, each with its words ([{kind, namespace, name,
+    # action, message, since, at}]); a run that writes them clears them.
+    engine_refused = models.JSONField(default=list, blank=True, editable=False)
+    # The uid of the cluster's kube-system namespace, read at `backend add`: one cluster is registered once.
+    cluster_uid = models.CharField(max_length=64, blank=True, editable=False)
+    # The backend this one deliberately shares its cluster with (`backend add --same-cluster-as`).
+    same_cluster_as = models.CharField(max_length=128, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -21,7 +21,7 @@ from pools.config.effective import effective_platform
 from pools.config.writes import catalog_for, pool_documents_from_db
 from pools.models import Backend, Department, Pool, Project, Quota
 
-from . import kai, kueue
+from . import kai, kueue, ownership
 
 Wanted = list[tuple[ObjectKind, dict[tuple[str, str], dict]]]
 
@@ -105,10 +105,14 @@ def kueue_objects(backend: Backend) -> Wanted:
 
 
 def for_backend(backend: Backend) -> Wanted:
-    """The objects the backend's engine should hold; every kind we manage is listed, empty where the backend's
-    engine is another (so that switching engines deletes what we wrote for the old one)."""
+    """The objects the backend's engine should hold, labelled as its own; every kind we manage is listed, empty
+    where the backend's engine is another (so that switching engines deletes what we wrote for the old one)."""
     builders = {Backend.Scheduler.KAI: kai_objects, Backend.Scheduler.KUEUE: kueue_objects}
     wanted = builders.get(backend.scheduler, lambda _: [])(backend)
+    owner = ownership.owner_labels(settings.OSMO_LABEL_PREFIX, backend.name)
+    for _, objects in wanted:
+        for obj in objects.values():
+            obj["metadata"]["labels"].update(owner)
     present = {kind for kind, _ in wanted}
     return wanted + [(kind, {}) for kind in MANAGED_KINDS if kind not in present]
 

@@ -1,12 +1,20 @@
 """Keeping an engine backend's objects (KAI Queues and Topologies, Kueue's queues and flavors) equal to our
-configuration (DESIGN.md section 3, "Engines"). Wanted objects come from `desired`; the cluster's are those
-labelled `<prefix>managed-by=osmo-pools`, so nobody else's object is ever changed or deleted. Creates go in the
-kinds' order, parents first; deletes go afterwards in the reverse order, leaves first (KAI refuses to delete a
-queue that has children). An object whose spec and labels already match is not written, so a second run writes
-nothing. A 409 on create (made meanwhile) is answered by reading it back: patched when it is ours, left alone and
-reported when it is not; a 404 on delete is moving on; a 410 on the list lists again. A kind the cluster does not
-serve (its CRD is not installed) is skipped while we want none of it, and an error naming it otherwise."""
+configuration (DESIGN.md section 3, "Engines"). Wanted objects come from `desired`, labelled with the backend that
+owns them; the cluster's are those carrying that label (`ownership`), so nobody else's object, and no other
+backend's, is ever changed or deleted. Creates go in the kinds' order, parents first; deletes go afterwards in the
+reverse order, leaves first (KAI refuses to delete a queue that has children). An object whose spec and labels
+already match is not written, so a second run writes nothing.
 
+Object by object: an object the API server refuses (any HTTP answer but those below) is recorded with the server's
+words and every other object is still written, so one project's refused Queue never holds back the others, nor
+the deletion of what a removed project, department or pool left. Only a cluster that cannot be reached (no HTTP
+answer), a list that fails, or a configuration the engine cannot hold ends a run. A change to a field the CRDs
+declare immutable (`immutable`) deletes the object and creates it again. A 409 on create (made meanwhile) is
+answered by reading it back: patched when it is ours, refused when it is not; a 404 on delete is moving on; a 410
+on a list lists again. A kind the cluster does not serve (its CRD is not installed) is skipped while we want none
+of it, and refused otherwise."""
+
+import contextlib
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -16,26 +24,44 @@ from pools.cluster.kinds import KUEUE_LOCAL_QUEUE
 from pools.engine import ConfigError, kube_names
 from pools.models import Backend
 
-from . import kai
+from . import immutable, ownership
 from .desired import Wanted, for_backend
+
+MAX_RECORDS = 200  # refusals kept on the backend row; the count covers them all
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: str
+    namespace: str
+    name: str
+    action: str  # create, update, recreate, delete, or list (a kind the cluster does not serve)
+    message: str
+
+    @property
+    def label(self) -> str:
+        return "/".join(filter(None, (self.kind, self.namespace, self.name)))
 
 
 @dataclass
 class Reconciled:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    recreated: list[str] = field(default_factory=list)  # an immutable field changed: deleted and created again
     deleted: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)  # ours from before the backend label, now labelled as this one's
     unchanged: int = 0
-    refused: list[str] = field(default_factory=list)  # a name taken by an object that is not ours: left alone
-    counts: dict[str, int] = field(default_factory=dict)  # kind -> our objects now in the cluster
+    refused: list[Refusal] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # kind -> our objects wanted in the cluster
 
     @property
     def writes(self) -> int:
-        return len(self.created) + len(self.updated) + len(self.deleted)
+        return len(self.created) + len(self.updated) + 2 * len(self.recreated) + len(self.deleted)
 
     def summary(self) -> dict:
-        return {"created": len(self.created), "updated": len(self.updated), "deleted": len(self.deleted),
-                "unchanged": self.unchanged, "refused": self.refused, "objects": self.counts}
+        return {"created": len(self.created), "updated": len(self.updated), "recreated": len(self.recreated),
+                "deleted": len(self.deleted), "adopted": len(self.adopted), "unchanged": self.unchanged,
+                "refused": len(self.refused), "objects": self.counts}
 
 
 def _label(kind: ObjectKind, key: tuple[str, str]) -> str:
@@ -44,20 +70,20 @@ def _label(kind: ObjectKind, key: tuple[str, str]) -> str:
 
 
 def ours(obj: dict) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(f"{settings.OSMO_LABEL_PREFIX}{kai.MANAGED_LABEL}") == kai.MANAGED_VALUE
+    """Written by one of our backends (whichever)."""
+    return ownership.owner_of(obj, settings.OSMO_LABEL_PREFIX) is not None
 
 
-def selector() -> str:
-    return f"{settings.OSMO_LABEL_PREFIX}{kai.MANAGED_LABEL}={kai.MANAGED_VALUE}"
+def selector(backend: str) -> str:
+    return ownership.owned_by(settings.OSMO_LABEL_PREFIX, backend)
 
 
-def _listed(cluster: Cluster, kind: ObjectKind) -> dict[tuple[str, str], dict] | None:
-    """Ours of `kind` in the cluster, or None when the cluster does not serve the kind."""
+def _listed(cluster: Cluster, kind: ObjectKind, label_selector: str) -> dict[tuple[str, str], dict] | None:
+    """The objects of `kind` the selector picks, or None when the cluster does not serve the kind."""
     from pools.cluster.reflector import list_all
 
     def page(**kwargs):
-        return cluster.list_objects(kind, label_selector=selector(), **kwargs)
+        return cluster.list_objects(kind, label_selector=label_selector, **kwargs)
 
     try:
         try:
@@ -85,48 +111,102 @@ def _merge_patch(old: dict, new: dict) -> dict:
     return patch
 
 
-def _put(cluster: Cluster, kind: ObjectKind, key: tuple[str, str], obj: dict, existing: dict | None,
-         result: Reconciled) -> None:
-    namespace = key[0] or None
-    if existing is None:
+class _Run:
+    """One reconcile's writes, each one on its own: a refusal is noted and the run goes on."""
+
+    def __init__(self, cluster: Cluster, backend: str):
+        self.cluster, self.result = cluster, Reconciled()
+        self.prefix, self.owner = settings.OSMO_LABEL_PREFIX, ownership.label_value(backend)
+
+    def attempt(self, kind: ObjectKind, key: tuple[str, str], action: str, write) -> None:
         try:
-            cluster.create_object(kind, obj, namespace=namespace)
-            result.created.append(_label(kind, key))
+            write()
+        except ClusterError as exc:
+            if exc.status is None:  # no answer at all: the cluster is gone, and so would every other write be
+                raise
+            self.refuse(kind, key, action, exc.message)
+
+    def refuse(self, kind: ObjectKind, key: tuple[str, str], action: str, message: str) -> None:
+        self.result.refused.append(Refusal(kind.kind, key[0], key[1], action, message))
+
+    def put(self, kind: ObjectKind, key: tuple[str, str], obj: dict, existing: dict | None) -> None:
+        namespace = key[0] or None
+        if existing is None:
+            try:
+                self.cluster.create_object(kind, obj, namespace=namespace)
+                self.result.created.append(_label(kind, key))
+                return
+            except Conflict:
+                existing = self.cluster.get_object(kind, key[1], namespace=namespace)  # made since we listed
+                owner = ownership.owner_of(existing, self.prefix)
+                if owner not in (self.owner, ""):
+                    whose = f"backend {owner}" if owner else "someone else (not labelled as ours)"
+                    self.refuse(kind, key, "create", f"the name is taken by an object of {whose}; left alone")
+                    return
+                if owner == "":
+                    self.result.adopted.append(_label(kind, key))
+                if _same(existing, obj):
+                    self.result.unchanged += 1
+                    return
+        field_ = immutable.changed(kind.group, kind.kind, existing.get("spec") or {}, obj.get("spec") or {})
+        if field_ is not None:
+            self.recreate(kind, key, obj, field_)
             return
-        except Conflict:
-            existing = cluster.get_object(kind, key[1], namespace=namespace)  # made since we listed, or not ours
-            if not ours(existing):
-                result.refused.append(_label(kind, key))
-                return
-            if _same(existing, obj):
-                result.unchanged += 1
-                return
-    metadata = {field: obj["metadata"][field] for field in ("labels", "annotations") if field in obj["metadata"]}
-    cluster.patch_object(kind, key[1], {"metadata": metadata,
-                                        "spec": _merge_patch(existing.get("spec") or {}, obj["spec"])},
-                         namespace=namespace)
-    result.updated.append(_label(kind, key))
+        metadata = {field: obj["metadata"][field] for field in ("labels", "annotations") if field in obj["metadata"]}
+        self.cluster.patch_object(kind, key[1], {"metadata": metadata,
+                                                 "spec": _merge_patch(existing.get("spec") or {}, obj["spec"])},
+                                  namespace=namespace)
+        self.result.updated.append(_label(kind, key))
+
+    def recreate(self, kind: ObjectKind, key: tuple[str, str], obj: dict, field_: str) -> None:
+        namespace = key[0] or None
+        with contextlib.suppress(NotFound):
+            self.cluster.delete_object(kind, key[1], namespace=namespace)
+        try:
+            self.cluster.create_object(kind, obj, namespace=namespace)
+        except ClusterError as exc:
+            if exc.status is None:
+                raise
+            self.refuse(kind, key, "recreate", f"deleted to change {field_} (immutable), then not created again: "
+                                               f"{exc.message}")
+            return
+        self.result.recreated.append(_label(kind, key))
+
+    def delete(self, kind: ObjectKind, key: tuple[str, str]) -> None:
+        try:
+            self.cluster.delete_object(kind, key[1], namespace=key[0] or None)
+        except NotFound:
+            return
+        self.result.deleted.append(_label(kind, key))
 
 
-def apply(cluster: Cluster, wanted: Wanted) -> Reconciled:
-    """Make our objects in the cluster equal `wanted`. Raises ClusterError on anything but the 409s, 404s and
-    410s it expects; what was done before stays done, and the next run finishes the job."""
-    result = Reconciled()
+def apply(cluster: Cluster, wanted: Wanted, backend: str) -> Reconciled:
+    """Make `backend`'s objects in the cluster equal `wanted` (as `desired.for_backend` makes it, labelled as the
+    backend's), object by object. Raises ClusterError when a list fails or the cluster does not answer; what was
+    done before stays done, and the next run finishes the job."""
+    run = _Run(cluster, backend)
+    result, mine = run.result, selector(backend)
     present: dict[ObjectKind, dict] = {}
     for kind, objects in wanted:
-        listed = _listed(cluster, kind)
+        listed = _listed(cluster, kind, mine)
         if listed is None:
             if objects:
-                raise ClusterError(f"The cluster does not serve {kind.plural}.{kind.group}/{kind.version}: is the "
-                                   "engine installed (its CRDs)?", status=404)
+                run.refuse(kind, ("", ""), "list", f"The cluster does not serve {kind.plural}.{kind.group}/"
+                                                   f"{kind.version}: is the engine installed (its CRDs)?")
             continue
         present[kind] = listed
+        if objects:  # ours from before the backend label, by the names we want (never by other names: whose?)
+            unowned = _listed(cluster, kind, ownership.unowned(run.prefix)) or {}
+            for key in unowned.keys() & objects.keys() - listed.keys():
+                listed[key] = unowned[key]
+                result.adopted.append(_label(kind, key))
         for key, obj in objects.items():
             existing = listed.get(key)
             if existing is not None and _same(existing, obj):
                 result.unchanged += 1
             else:
-                _put(cluster, kind, key, obj, existing, result)
+                run.attempt(kind, key, "create" if existing is None else "update",
+                            lambda kind=kind, key=key, obj=obj, existing=existing: run.put(kind, key, obj, existing))
         if objects:
             result.counts[kind.kind] = len(objects)
     for kind, objects in reversed(wanted):
@@ -134,37 +214,56 @@ def apply(cluster: Cluster, wanted: Wanted) -> Reconciled:
         extra = sorted((key for key in listed if key not in objects),
                        key=lambda key: (not (listed[key].get("spec") or {}).get("parentQueue"), key))
         for key in extra:
-            try:
-                cluster.delete_object(kind, key[1], namespace=key[0] or None)
-            except NotFound:
-                continue
-            result.deleted.append(_label(kind, key))
+            run.attempt(kind, key, "delete", lambda kind=kind, key=key: run.delete(kind, key))
     return result
 
 
-def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
+def _namespaces(backend: Backend, cluster: Cluster, wanted: Wanted, result: Reconciled) -> None:
     """On a Kueue backend the projects' namespaces are made first (labelled as ours, as dispatch does), since a
-    LocalQueue lives in one. A configuration Kueue cannot hold is an error kept on the backend, like a cluster's."""
+    LocalQueue lives in one; a namespace refused is recorded, and so will its LocalQueue be."""
+    prefix = settings.OSMO_LABEL_PREFIX
+    local_queues = dict(wanted)[KUEUE_LOCAL_QUEUE]
+    present = _listed(cluster, KUEUE_LOCAL_QUEUE, selector(backend.name)) or {}  # it stands in an existing namespace
+    for (namespace, name), obj in sorted(local_queues.items()):
+        if (namespace, name) in present:
+            continue
+        project = kube_names.full_value(obj["metadata"], f"{prefix}project")
+        labels, annotations = kube_names.labelled(prefix, {"project": project})
+        try:
+            cluster.ensure_namespace(namespace, {**ownership.owner_labels(prefix, backend.name), **labels},
+                                     annotations)
+        except ClusterError as exc:
+            if exc.status is None:
+                raise
+            result.refused.append(Refusal("Namespace", "", namespace, "create", exc.message))
+
+
+def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
+    """A configuration Kueue cannot hold is an error kept on the backend, like a cluster's."""
     try:
         wanted = for_backend(backend)
     except ConfigError as exc:
         raise ClusterError(f"Kueue cannot hold this configuration: {exc.message}") from exc
+    early = Reconciled()
     if backend.scheduler == Backend.Scheduler.KUEUE:
-        prefix = settings.OSMO_LABEL_PREFIX
-        local_queues = dict(wanted)[KUEUE_LOCAL_QUEUE]
-        present = _listed(cluster, KUEUE_LOCAL_QUEUE) or {}  # a LocalQueue of ours stands in an existing namespace
-        for (namespace, name), obj in sorted(local_queues.items()):
-            if (namespace, name) in present:
-                continue
-            project = kube_names.full_value(obj["metadata"], f"{prefix}project")
-            cluster.ensure_namespace(namespace, *kube_names.labelled(
-                prefix, {kai.MANAGED_LABEL: kai.MANAGED_VALUE, "project": project}))
-    return apply(cluster, wanted)
+        _namespaces(backend, cluster, wanted, early)
+    result = apply(cluster, wanted, backend.name)
+    result.refused[:0] = early.refused
+    return result
+
+
+def records(result: Reconciled, previous: list[dict], at: str) -> list[dict]:
+    """The refusals to keep on the backend row: `since` carried over while the same object stays refused."""
+    since = {(r.get("kind"), r.get("namespace"), r.get("name")): r.get("since") for r in previous or []}
+    return [{"kind": r.kind, "namespace": r.namespace, "name": r.name, "action": r.action,
+             "message": r.message[:2000], "since": since.get((r.kind, r.namespace, r.name)) or at, "at": at}
+            for r in result.refused[:MAX_RECORDS]]
 
 
 def run(backend: Backend, cluster: Cluster, now=None) -> Reconciled | None:
-    """Reconcile and record the outcome on the backend row (the pages' "last reconcile"); None when it failed,
-    the error then kept on the row until a run succeeds."""
+    """Reconcile and record the outcome on the backend row (the pages' "last reconcile" and the refused objects,
+    which a run that writes them clears); None when it failed, the error then kept on the row (with the refusals
+    of the last run that finished) until a run succeeds."""
     from django.utils import timezone
 
     now = now or timezone.now()
@@ -173,6 +272,9 @@ def run(backend: Backend, cluster: Cluster, now=None) -> Reconciled | None:
     except ClusterError as exc:
         Backend.objects.filter(pk=backend.pk).update(engine_error=exc.message[:2000])
         return None
-    Backend.objects.filter(pk=backend.pk).update(engine_reconciled_at=now, engine_error="",
-                                                 engine_objects={**result.summary(), "at": now.isoformat()})
+    previous = Backend.objects.values_list("engine_refused", flat=True).get(pk=backend.pk)
+    Backend.objects.filter(pk=backend.pk).update(
+        engine_reconciled_at=now, engine_error="", engine_objects={**result.summary(), "at": now.isoformat()},
+        engine_refused=records(result, previous, now.isoformat()))
     return result
+

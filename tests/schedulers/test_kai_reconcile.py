@@ -65,7 +65,7 @@ def test_a_quota_change_updates_its_queue_and_a_removed_project_loses_its_queue_
     assert "training.research.vision" in stored(kube)
 
 
-def test_topology_keys_create_and_update_the_pools_topology(standin, kube, kai):  # noqa: F811
+def test_topology_keys_create_and_re_create_the_pools_topology(standin, kube, kai):  # noqa: F811
     keys = [{"key": "zone", "label": "topology.kubernetes.io/zone"}, {"key": "rack", "label": "example.com/rack"}]
     Pool.objects.filter(name="training").update(topology_keys=keys)
     reconcile(kai, kube)
@@ -74,7 +74,7 @@ def test_topology_keys_create_and_update_the_pools_topology(standin, kube, kai):
     assert topology["spec"]["levels"] == [{"nodeLabel": "topology.kubernetes.io/zone"},
                                           {"nodeLabel": "example.com/rack"}]
     Pool.objects.filter(name="training").update(topology_keys=keys[:1])
-    assert reconcile(kai, kube).updated == ["Topology/training"]
+    assert reconcile(kai, kube).recreated == ["Topology/training"]  # levels' nodeLabels are immutable
     assert stored(kube, KAI_TOPOLOGY)["training"]["spec"]["levels"] == [{"nodeLabel": "topology.kubernetes.io/zone"}]
     Pool.objects.filter(name="training").update(topology_keys=[])
     assert reconcile(kai, kube).deleted == ["Topology/training"]
@@ -87,6 +87,6 @@ def test_a_name_taken_by_someone_elses_queue_is_left_alone_and_a_410_on_the_list
     kube.create_object(KAI_QUEUE, theirs)
     standin.fail_next(1, status=410, path_prefix="/apis/scheduling.run.ai/v2/queues", method="GET")
     result = reconcile(kai, kube)
-    assert result.refused == ["Queue/training.research"]
+    assert [refusal.label for refusal in result.refused] == ["Queue/training.research"]
     assert stored(kube)["training.research"]["spec"] == theirs["spec"]
     assert "Queue/training.research.vision" in result.created

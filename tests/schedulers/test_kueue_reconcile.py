@@ -15,6 +15,7 @@ from tests.scheduling.conftest import SHARED, kube, project, world  # noqa: F401
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
 MANAGED = {f"{PREFIX}managed-by": "osmo-pools"}
+OWNED = {**MANAGED, f"{PREFIX}backend": "default"}  # the backend that wrote them
 A100, L40S = flavor_name(SHARED, "a100_platform"), flavor_name(SHARED, "l40s_platform")
 POLICY = {"queueingStrategy": "BestEffortFIFO", "stopPolicy": "None",
           "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "Never"},
@@ -72,7 +73,7 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
         L40S: {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
         "training.h100": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
         "default.default": {}}
-    assert flavors[A100]["metadata"]["labels"] == {**MANAGED, f"{PREFIX}pool": SHARED,
+    assert flavors[A100]["metadata"]["labels"] == {**OWNED, f"{PREFIX}pool": SHARED,
                                                    f"{PREFIX}platform": "a100_platform"}
 
     cohorts = stored(standin, KUEUE_COHORT)
@@ -96,14 +97,14 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
     assert queues["serving"]["spec"] == {
         "cohortName": "product", "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "proj-serving"}},
         "resourceGroups": group(serving), **POLICY}
-    assert queues["serving"]["metadata"]["labels"] == {**MANAGED, f"{PREFIX}department": "product",
+    assert queues["serving"]["metadata"]["labels"] == {**OWNED, f"{PREFIX}department": "product",
                                                        f"{PREFIX}project": "serving"}
 
     local = stored(standin, KUEUE_LOCAL_QUEUE)
     assert {name: queue["spec"] for name, queue in local.items()} == {
         f"proj-{name}/{name}": {"clusterQueue": name, "stopPolicy": "None"} for name in ("nlp", "serving", "vision")}
     for name in ("nlp", "serving", "vision"):
-        assert standin.namespace(f"proj-{name}")["metadata"]["labels"] == {**MANAGED, f"{PREFIX}project": name}
+        assert standin.namespace(f"proj-{name}")["metadata"]["labels"] == {**OWNED, f"{PREFIX}project": name}
 
     assert len(standin.requests_to("/api/v1/namespaces", method="POST")) == 3
     standin.clear_requests()
@@ -141,7 +142,7 @@ def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_su
              "spec": {"cohortName": "research"}}
     result = reconcile(kueue, Racing(kube, standin, KUEUE_CLUSTER_QUEUE, older))
 
-    assert result.refused == ["ClusterQueue/nlp"]
+    assert [refusal.label for refusal in result.refused] == ["ClusterQueue/nlp"]
     assert "ClusterQueue/vision" in result.updated and "ClusterQueue/vision" not in result.created
     queues = stored(standin, KUEUE_CLUSTER_QUEUE)
     assert queues["nlp"]["spec"] == theirs["spec"] and not queues["nlp"]["metadata"].get("labels")
@@ -203,3 +204,35 @@ class Racing:
 
     def __getattr__(self, name):
         return getattr(self.cluster, name)
+
+
+def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_field_is_immutable(standin, kube,  # noqa: F811
+                                                                                               kueue):
+    reconcile(kueue, kube)
+    before = standin.object(KUEUE_LOCAL_QUEUE, "vision", namespace="proj-vision")
+    standin.delete_object(KUEUE_LOCAL_QUEUE, "vision", namespace="proj-vision")  # the field cannot be patched
+    standin.add_object(KUEUE_LOCAL_QUEUE, {"metadata": {"name": "vision", "labels": before["metadata"]["labels"]},
+                                           "spec": {**before["spec"], "clusterQueue": "elsewhere"}},
+                       namespace="proj-vision")
+    standin.clear_requests()
+
+    result = reconcile(kueue, kube)
+
+    assert (result.recreated, result.updated, result.refused) == (["LocalQueue/proj-vision/vision"], [], [])
+    assert stored(standin, KUEUE_LOCAL_QUEUE)["proj-vision/vision"]["spec"]["clusterQueue"] == "vision"
+    assert not [r for r in standin.requests if r.method == "PATCH"]
+
+
+def test_a_namespace_the_server_refuses_is_recorded_and_every_queue_is_still_written(standin, kube, kueue):  # noqa: F811
+    forbidden = ('namespaces is forbidden: User "system:serviceaccount:osmo:osmo" cannot create resource '
+                 '"namespaces" in API group "" at the cluster scope')
+    standin.fail_next(1, status=403, path_prefix="/api/v1/namespaces", method="POST", message=forbidden)
+
+    result = run(kueue, kube)
+
+    (refusal,) = result.refused
+    assert (refusal.kind, refusal.action) == ("Namespace", "create") and forbidden in refusal.message
+    assert set(stored(standin, KUEUE_CLUSTER_QUEUE)) == {"vision", "nlp", "serving"}
+    assert len(stored(standin, KUEUE_LOCAL_QUEUE)) == 3
+    (record,) = Backend.objects.get(pk=kueue.pk).engine_refused
+    assert record["kind"] == "Namespace" and record["name"] == refusal.name

@@ -22,7 +22,7 @@ from .fleet import RV_PER_TICK, Catalog, build_catalog, fleet_profile, node_obje
 from .jobs import JobController
 from .kai import KaiScheduler
 from .objects import CustomObjects, forget_versions
-from .randomness import bulk_loads, compact_dumps, stable_hash
+from .randomness import bulk_loads, compact_dumps, stable_hash, stable_uid
 from .store import (
     RETENTION_SECONDS,
     Base,
@@ -147,6 +147,10 @@ class SimulatedCluster:
     def ensure_namespace(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> bool:
         """Every namespace exists in the simulation (Jobs are accepted in any); nothing is created."""
         return False
+
+    def namespace_uid(self, name: str) -> str:
+        """Stable per simulated cluster (its seed) and namespace, as every namespace exists here."""
+        return stable_uid(self.seed, "namespace", name)
 
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         job = self._jobs.normalise_job(namespace, body)

@@ -1,0 +1,133 @@
+"""One cluster, one backend (issue 23, point 4): `backend add` reads the uid of the cluster's kube-system namespace
+and refuses a second backend for a cluster already registered, naming the first, unless the admin splits it on
+purpose with --same-cluster-as; two backends splitting one API server each own only the engine objects they wrote
+(the `<prefix>backend` label), so reconciling them in turn writes nothing the second time round. Against the
+stand-in API server through the real client."""
+
+import io
+import json
+import socket
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from pools.cluster.kinds import KAI_QUEUE
+from pools.cluster.simulated import SimulatedCluster
+from pools.models import Backend, Pool
+from pools.schedulers.reconcile import run
+from tests.scheduling.conftest import SHARED, kube, world  # noqa: F401 (the fixtures)
+
+pytestmark = pytest.mark.django_db
+PREFIX = "runwhere.ai/"
+MANAGED = {f"{PREFIX}managed-by": "osmo-pools"}
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def add(*args: str) -> str:
+    out = io.StringIO()
+    call_command("backend", "add", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_a_cluster_registered_twice_is_refused_naming_the_first(standin, tmp_path, defaults):
+    path = standin.kubeconfig(tmp_path / "kubeconfig")
+    add("first", "--kubeconfig", path)
+    assert Backend.objects.get(name="first").cluster_uid == standin.kube_system_uid
+
+    with pytest.raises(CommandError) as refused:
+        add("second", "--kubeconfig", path, "--scheduler", "kai")
+
+    assert str(refused.value) == (
+        f"This cluster is already registered as backend first (kube-system uid {standin.kube_system_uid}). Use "
+        "backend first, or, to split the cluster between backends on purpose (each with its own pools and "
+        "namespaces), add --same-cluster-as first.")
+    assert not Backend.objects.filter(name="second").exists()
+    add("first", "--kubeconfig", path, "--scheduler", "kai")  # the first one, updated: itself is no second
+    assert Backend.objects.get(name="first").scheduler == "kai"
+
+
+def test_same_cluster_as_names_a_backend_of_this_cluster(standin, tmp_path, defaults):
+    from tests.kube_standin import KubeStandin
+
+    path = standin.kubeconfig(tmp_path / "kubeconfig")
+    add("first", "--kubeconfig", path)
+    with KubeStandin() as elsewhere:
+        add("other", "--kubeconfig", elsewhere.kubeconfig(tmp_path / "other"))
+        with pytest.raises(CommandError, match="--same-cluster-as nobody: there is no other backend named 'nobody'"):
+            add("second", "--kubeconfig", path, "--same-cluster-as", "nobody")
+        with pytest.raises(CommandError, match=f"backend other is another cluster .kube-system uid "
+                                               f"{elsewhere.kube_system_uid}, this one {standin.kube_system_uid}"):
+            add("second", "--kubeconfig", path, "--same-cluster-as", "other")
+
+    add("second", "--kubeconfig", path, "--same-cluster-as", "first")
+
+    add("second", "--kubeconfig", path, "--scheduler", "kai")  # an update keeps the split
+    second = Backend.objects.get(name="second")
+    assert second.cluster_uid == standin.kube_system_uid and second.same_cluster_as == "first"
+    assert second.scheduler == "kai"
+    out = io.StringIO()
+    call_command("backend", "list", "--format", "json", stdout=out)
+    rows = {row["name"]: row for row in json.loads(out.getvalue())}
+    assert rows["second"]["same_cluster_as"] == "first" and rows["second"]["cluster_uid"] == standin.kube_system_uid
+
+
+def test_a_cluster_that_does_not_answer_is_added_with_a_warning(tmp_path, defaults):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "gone", "user": {}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}]}))
+
+    printed = add("later", "--kubeconfig", str(path))
+
+    assert "Could not read the cluster's identity (the uid of kube-system): getting namespace kube-system:" in printed
+    assert "checked when `backend add later` runs again and it answers" in printed
+    assert Backend.objects.get(name="later").cluster_uid == ""
+
+
+def test_each_simulated_cluster_has_a_stable_kube_system_uid_of_its_own(tmp_path, defaults, settings):
+    settings.OSMO_SIMULATED_STATE_DIR = tmp_path / "state"
+    add("sim-a", "--simulated")
+    add("sim-b", "--simulated")
+
+    a, b = (Backend.objects.get(name=name).cluster_uid for name in ("sim-a", "sim-b"))
+    assert a and b and a != b
+    assert SimulatedCluster("sim-a", tmp_path / "elsewhere").namespace_uid("kube-system") == a
+
+
+def test_two_backends_splitting_one_cluster_each_keep_their_own_objects_and_a_second_round_writes_nothing(
+        standin, kube, world, tmp_path):  # noqa: F811
+    path = standin.kubeconfig(tmp_path / "kubeconfig")
+    add("first", "--kubeconfig", path, "--scheduler", "kai")
+    add("second", "--kubeconfig", path, "--scheduler", "kai", "--same-cluster-as", "first")
+    first, second = Backend.objects.get(name="first"), Backend.objects.get(name="second")
+    Pool.objects.filter(name="training").update(backend=first)
+    Pool.objects.filter(name=SHARED).update(backend=second)
+    # Ours from before the backend label: one that `first` wants (adopted), one nobody wants (left alone).
+    standin.add_object(KAI_QUEUE, {"metadata": {"name": "training.research.vision", "labels": MANAGED},
+                                   "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 2}}}})
+    standin.add_object(KAI_QUEUE, {"metadata": {"name": "gone.research", "labels": MANAGED}, "spec": {}})
+
+    one, two = run(first, kube), run(second, kube)
+
+    assert one.deleted == [] and two.deleted == [] and one.refused == [] and two.refused == []
+    assert one.adopted == ["Queue/training.research.vision"] and two.adopted == []
+    owners = {queue["metadata"]["name"]: queue["metadata"]["labels"].get(f"{PREFIX}backend")
+              for queue in standin.objects(KAI_QUEUE)}
+    assert owners.pop("gone.research") is None  # whose it was, nobody can tell: left alone
+    assert owners and all(owner == ("first" if name.startswith("training.") else "second")
+                          for name, owner in owners.items())
+    assert standin.object(KAI_QUEUE, "training.research.vision")["spec"]["resources"]["gpu"]["quota"] == 4
+
+    standin.clear_requests()
+    again = [run(first, kube), run(second, kube), run(first, kube)]
+
+    assert [result.writes for result in again] == [0, 0, 0]
+    assert [r for r in standin.requests if r.method in WRITES] == []
+    selectors = {r.query.get("labelSelector") for r in standin.requests if r.path.endswith("/queues")}
+    assert f"{PREFIX}managed-by=osmo-pools,{PREFIX}backend=first" in selectors  # each lists only its own
+    assert f"{PREFIX}managed-by=osmo-pools,{PREFIX}backend=second" in selectors
