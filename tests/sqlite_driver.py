@@ -290,7 +290,7 @@ def burst() -> dict:
             sizes.append(len(node_events) + len(pod_events) + len(job_events) + len(engine_events))
             super().apply(node_events, pod_events, job_events, engine_events)
 
-    with KubeStandin() as standin, tempfile.TemporaryDirectory() as tmp:
+    with KubeStandin(crds=()) as standin, tempfile.TemporaryDirectory() as tmp:  # nodes only
         names = [f"burst-{i:03d}" for i in range(400)]
         standin.add_nodes(make_node(name, gpus=8) for name in names)
         call_command("backend", "add", "burst", "--kubeconfig", standin.kubeconfig(f"{tmp}/kubeconfig"),
