@@ -19,7 +19,6 @@ from pools.cluster.interface import Cluster
 from pools.cluster.kube import KubeCluster
 from pools.fleet.cordon import cordon_node
 from pools.fleet.labels import label_node
-from pools.fleet.sync import BackendSync
 from pools.models import Backend, Department, Pool, Project
 from pools.schedulers.desired import for_backend
 from pools.schedulers.reconcile import run as reconcile
@@ -30,6 +29,7 @@ from scheduling.models import Status, Workload
 from scheduling.stopping import stop
 from tests.kube_objects import make_node
 from tests.scheduling.conftest import body, kube, researcher_api, world  # noqa: F401 (the fixtures)
+from tests.support.syncing import watch_round
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "deploy" / "base"
@@ -301,7 +301,7 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
     reconcile_every_way(kueue, kube, standin)
     submitted(researcher_api, kube)
     for backend in (kueue, engine(Backend.Scheduler.KAI)):  # Kueue's Workloads, then KAI's PodGroups
-        stats = BackendSync(backend, kube).run(seconds=1, relist=True)
+        stats = watch_round(backend, standin, cluster=kube, relist=True)
         assert not stats.errors, stats.errors
     assert label_node("gpu-1", {"runwhere.ai/team": "vision"})["runwhere.ai/team"] == "vision"
     assert cordon_node("gpu-1", True).unschedulable and not cordon_node("gpu-1", False).unschedulable

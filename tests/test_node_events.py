@@ -2,7 +2,6 @@
 write that moves it, a backend gone silent), against the stand-in API server through the real client; shown
 on its page and by `describe node`; dropped after the retention."""
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -10,10 +9,12 @@ from django.utils import timezone
 
 from pools.config import writes
 from pools.fleet import node_history
-from pools.fleet.sync import BackendSync, cluster_for, mark_stale_backends
+from pools.fleet.sync import mark_stale_backends
 from pools.models import Backend, ConfigKind, NodeEvent
 from tests.kube_objects import make_node
+from tests.support.syncing import watch_round
 from tests.test_sync import backend, small_cluster, sync_once  # noqa: F401  (the fixture)
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
 
@@ -30,12 +31,11 @@ def test_the_sync_records_appearance_status_cordon_and_departure(standin, backen
     sync_once(backend)
     assert len(kinds("gpu-a")) == 1  # nothing changed, nothing recorded
 
-    def cordon_later():
-        standin.wait_for_watches(2, timeout=10)
+    def cordon(sync):
         standin.modify_node("gpu-b", {"spec": {"unschedulable": True}})
+        until(lambda: sync.stats.events >= 1, "the sync to take the cordon's event")
 
-    threading.Thread(target=cordon_later, daemon=True).start()
-    BackendSync(backend, cluster_for(backend)).run(seconds=2.5)
+    watch_round(backend, standin, cordon)
     assert kinds("gpu-b")[1:] == [("cordon", {"cordoned": True}),
                                   ("status", {"before": "Ready", "after": "Not ready (Scheduling disabled)"})]
 
