@@ -83,6 +83,27 @@ def reference_defaults() -> dict:
 
 
 @pytest.fixture
+def backend(standin, tmp_path, defaults):
+    """Backend `prod`, added on the stand-in API server (`backend add`), not yet synced."""
+    from django.core.management import call_command
+
+    from pools.models import Backend
+
+    call_command("backend", "add", "prod", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"))
+    return Backend.objects.get(name="prod")
+
+
+@pytest.fixture
+def kube(standin, tmp_path):
+    """The real client, on the stand-in API server (tests/cluster/ shortens its timeouts)."""
+    from pools.cluster.kube import KubeCluster
+
+    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "client-kubeconfig"))
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
 def standin():
     """The stand-in Kubernetes API server (real HTTP) for the real client."""
     from tests.kube_standin import KubeStandin

@@ -28,7 +28,7 @@ from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
 from scheduling.stopping import stop
 from tests.kube_objects import make_node
-from tests.scheduling.conftest import body, kube, researcher_api, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import body, researcher_api, world  # noqa: F401 (the fixtures)
 from tests.support.syncing import watch_round
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_requests_map_to_rbac_as_the_api_server_maps_them():
                                                                                      "update")
 
 
-def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
+def reconcile_every_way(backend: Backend, kube, standin) -> None:
     """Three runs over every kind the backend wants: names taken by objects not ours (create, 409, get) and a
     stale object of ours per managed kind (delete); the names freed (create); then all drifted (patch)."""
     wanted = [(kind, objects) for kind, objects in for_backend(backend) if objects]
@@ -256,7 +256,7 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
     assert third is not None and len(third.updated) == len(second.created)
 
 
-def submitted(api, kube) -> Workload:  # noqa: F811
+def submitted(api, kube) -> Workload:
     created = api.post("/api/workloads/", body(pools=["training"]), format="json")
     assert created.status_code == 201, created.json()
     run_cycle()

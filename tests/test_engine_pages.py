@@ -16,7 +16,7 @@ from pools.cluster.kinds import KAI_QUEUE
 from pools.fleet import sync
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
 from pools.schedulers import reconcile
-from tests.scheduling.conftest import SHARED, kube, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED, world  # noqa: F401 (the fixtures)
 
 pytestmark = pytest.mark.django_db
 RACK = {"key": "rack", "label": "example.com/rack"}
@@ -65,12 +65,12 @@ def unreachable(kai, tmp_path, shared_clients):
     return Backend.objects.get(pk=kai.pk)
 
 
-def reconciled(backend: Backend, kube) -> Backend:  # noqa: F811
+def reconciled(backend: Backend, kube) -> Backend:
     assert reconcile.run(backend, kube) is not None
     return Backend.objects.get(pk=backend.pk)
 
 
-def queues(kube) -> set[str]:  # noqa: F811
+def queues(kube) -> set[str]:
     return {item["metadata"]["name"] for item in kube.list_objects(KAI_QUEUE).items}
 
 
@@ -81,7 +81,7 @@ def text(response) -> str:
 # ---- the Backend admin page ------------------------------------------------------------------------------
 
 def test_the_backend_admin_page_shows_the_engine_the_objects_we_manage_and_the_last_reconcile(admin_client, kai,
-                                                                                              standin, kube):  # noqa: F811
+                                                                                              standin, kube):
     backend = reconciled(kai, kube)
     count = sum(backend.engine_objects["objects"].values())
     assert count > 1
@@ -112,7 +112,7 @@ def test_the_backend_admin_page_shows_the_engine_error_escaped_and_the_refused_n
     assert "Queue/team-x" in page
 
 
-def test_the_reconcile_action_writes_the_engine_objects_and_says_what_it_did(admin_client, on_standin, kube):  # noqa: F811
+def test_the_reconcile_action_writes_the_engine_objects_and_says_what_it_did(admin_client, on_standin, kube):
     response = admin_client.post("/admin/pools/backend/", {"action": "reconcile_engine",
                                                            "_selected_action": [on_standin.pk]}, follow=True)
 
@@ -160,7 +160,7 @@ def backend_command(*args) -> str:
     return out.getvalue()
 
 
-def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(kai, standin, kube):  # noqa: F811
+def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(kai, standin, kube):
     backend = reconciled(kai, kube)
     Backend.objects.create(name="kueue-cluster", scheduler=Backend.Scheduler.KUEUE,
                            engine_error="the cluster does not serve clusterqueues.kueue.x-k8s.io/v1beta1: is the "
@@ -179,7 +179,7 @@ def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(k
     assert rows["plain"].split()[1:5] == ["unconnected", "default", "0", "-"]
 
 
-def test_backend_list_json_has_the_engine_fields(kai, standin, kube):  # noqa: F811
+def test_backend_list_json_has_the_engine_fields(kai, standin, kube):
     backend = reconciled(kai, kube)
 
     rows = {row["name"]: row for row in json.loads(backend_command("list", "--format", "json"))}
@@ -191,7 +191,7 @@ def test_backend_list_json_has_the_engine_fields(kai, standin, kube):  # noqa: F
     assert default["nodes"] == Node.objects.filter(backend=backend).count()
 
 
-def test_backend_reconcile_prints_what_it_did_in_one_paragraph(on_standin, kube):  # noqa: F811
+def test_backend_reconcile_prints_what_it_did_in_one_paragraph(on_standin, kube):
     printed = backend_command("reconcile", "default")
 
     backend = Backend.objects.get(pk=on_standin.pk)
@@ -204,7 +204,7 @@ def test_backend_reconcile_prints_what_it_did_in_one_paragraph(on_standin, kube)
     assert f"created 0, updated 0, deleted 0, unchanged {created}, refused 0" in again
 
 
-def test_backend_reconcile_names_objects_left_alone(on_standin, kube):  # noqa: F811
+def test_backend_reconcile_names_objects_left_alone(on_standin, kube):
     kube.create_object(KAI_QUEUE, {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
                                    "metadata": {"name": "training.research"},
                                    "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 1}}}})

@@ -2,7 +2,6 @@
 
 import datetime as dt
 import math
-import socket
 
 import pytest
 from django.db import connection
@@ -18,6 +17,7 @@ from tests.scheduling.conftest import (
     add_nodes,
     world,  # noqa: F401  (the fixture, used by name)
 )
+from tests.support.ports import free_port
 
 TOKEN = "scrape-token-for-tests"
 FAMILIES = {
@@ -26,13 +26,6 @@ FAMILIES = {
     "osmo_admission_last_cycle_duration_seconds", "osmo_admission_last_cycle_age_seconds",
     "osmo_dispatch_errors_last_hour",
 }
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ---- /healthz --------------------------------------------------------------------------------------------------

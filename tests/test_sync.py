@@ -28,13 +28,6 @@ def operator_pods(node: str, *, toolkit=True, dcgm=True) -> list[dict]:
     return pods
 
 
-@pytest.fixture
-def backend(standin, tmp_path, defaults):
-    path = standin.kubeconfig(tmp_path / "kubeconfig")
-    call_command("backend", "add", "prod", "--kubeconfig", path)
-    return Backend.objects.get(name="prod")
-
-
 def small_cluster(standin):
     standin.add_nodes([
         make_node("gpu-a", gpus=8),

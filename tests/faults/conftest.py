@@ -2,22 +2,12 @@
 ahead of its object count (so that a rewind shows in the numbers), a clock the test moves, and a poll loop whose
 deadline only guards against hanging (never an asserted speed)."""
 
-import pytest
-from django.core.management import call_command
 
-from pools.models import Backend
 from tests.kube_objects import make_node, make_pod
 from tests.scheduling.conftest import researcher_api, world  # noqa: F401  (the world of workloads)
 from tests.test_sync import operator_pods
 
 NODES = ["cpu-a", "gpu-a", "gpu-b"]
-
-
-@pytest.fixture
-def backend(standin, tmp_path, defaults):
-    path = standin.kubeconfig(tmp_path / "kubeconfig")
-    call_command("backend", "add", "prod", "--kubeconfig", path)
-    return Backend.objects.get(name="prod")
 
 
 def busy_cluster(standin, changes: int = 40) -> None:
@@ -33,11 +23,3 @@ def heartbeats(standin, count: int, node: str = "gpu-a") -> None:
     for i in range(count):
         standin.modify_node(node, {"metadata": {"labels": {"nvidia.com/gfd.timestamp": str(1_700_000_000 + i)}}})
 
-
-@pytest.fixture
-def kube(standin, tmp_path):
-    from pools.cluster.kube import KubeCluster
-
-    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield cluster
-    cluster.close()

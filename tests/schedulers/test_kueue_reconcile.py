@@ -10,7 +10,7 @@ from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
 from pools.schedulers.desired import _platforms
 from pools.schedulers.kueue import flavor_name
 from pools.schedulers.reconcile import reconcile, run
-from tests.scheduling.conftest import SHARED, kube, project, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED, project, world  # noqa: F401 (the fixtures)
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -55,7 +55,7 @@ def group(flavors: list[dict]) -> list[dict]:
 
 
 def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_second_run_writes_nothing(
-        standin, kube, kueue):  # noqa: F811
+        standin, kube, kueue):
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-x"},
               "spec": {"cohortName": "research", "resourceGroups": []}}
     kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)
@@ -112,7 +112,7 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
     assert not standin.requests_to("/api/v1/namespaces", method="POST")
 
 
-def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_its_queues_only(standin, kube,  # noqa: F811
+def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_its_queues_only(standin, kube,
                                                                                              kueue):
     reconcile(kueue, kube)
     project("vision", pools={"training": {"deserved": 6, "limit": 12}, SHARED: {"deserved": 2}}, users=["researcher"],
@@ -129,7 +129,7 @@ def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_it
     assert set(stored(standin, KUEUE_CLUSTER_QUEUE)) == {"vision", "serving"}
 
 
-def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_survived(standin, kube, kueue):  # noqa: F811
+def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_survived(standin, kube, kueue):
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "nlp"},
               "spec": {"cohortName": "elsewhere", "resourceGroups": []}}
     kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)
@@ -156,7 +156,7 @@ def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_su
     assert set(stored(standin, KUEUE_CLUSTER_QUEUE)) == {"nlp"}  # theirs stays
 
 
-def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):  # noqa: F811
+def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):
     reconcile(kueue, kube)
     Pool.objects.filter(name="training").update(node_selector={"example.com/pool": "training"})
     reconcile(kueue, kube)
@@ -169,7 +169,7 @@ def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):
     assert reconcile(kueue, kube).writes == 0
 
 
-def test_a_configuration_kueue_cannot_hold_is_kept_on_the_backend_as_its_error(standin, kube, kueue):  # noqa: F811
+def test_a_configuration_kueue_cannot_hold_is_kept_on_the_backend_as_its_error(standin, kube, kueue):
     Pool.objects.filter(name="training").update(node_selector={f"example.com/k{i}": "v" for i in range(8)})
     assert run(kueue, kube) is None
     error = Backend.objects.get(pk=kueue.pk).engine_error

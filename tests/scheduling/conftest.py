@@ -83,16 +83,6 @@ def world(defaults, django_user_model):
 
 
 @pytest.fixture
-def kube(standin, tmp_path):
-    """The real client, on the stand-in API server."""
-    from pools.cluster.kube import KubeCluster
-
-    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
 def researcher_api(world):
     from rest_framework.test import APIClient
 
