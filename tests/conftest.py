@@ -5,6 +5,8 @@ import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+# Fixtures that modules in several folders use, so that no test module imports one from another.
+pytest_plugins = ["tests.support.workloads"]
 SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 
 

@@ -28,7 +28,7 @@ from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
 from scheduling.stopping import stop
 from tests.kube_objects import make_node
-from tests.scheduling.conftest import body, researcher_api, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import body
 from tests.support.syncing import watch_round
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,7 +273,7 @@ def noting(called: set[str], method: str, real):
 
 
 @pytest.mark.django_db
-def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, kube, researcher_api, tmp_path,  # noqa: F811
+def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, kube, researcher_api, tmp_path,
                                                                        monkeypatch):
     called: set[str] = set()
     for method in [name for name in vars(Cluster) if not name.startswith("_")]:

@@ -16,14 +16,14 @@ from pools.cluster.kinds import KAI_QUEUE
 from pools.fleet import sync
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
 from pools.schedulers import reconcile
-from tests.scheduling.conftest import SHARED, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED
 
 pytestmark = pytest.mark.django_db
 RACK = {"key": "rack", "label": "example.com/rack"}
 
 
 @pytest.fixture
-def kai(world):  # noqa: F811
+def kai(world):
     Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
     return Backend.objects.get(name="default")
 
@@ -138,7 +138,7 @@ def test_the_reconcile_action_reports_an_unreachable_cluster_as_a_message_not_a_
     assert "failing: " in text(response)
 
 
-def test_the_reconcile_action_says_when_there_is_nothing_to_reconcile_or_no_connection(admin_client, world):  # noqa: F811
+def test_the_reconcile_action_says_when_there_is_nothing_to_reconcile_or_no_connection(admin_client, world):
     kueue = Backend.objects.create(name="kueue-cluster", scheduler=Backend.Scheduler.KUEUE)
     default = Backend.objects.get(name="default")
 
@@ -234,7 +234,7 @@ def test_backend_reconcile_refuses_an_unknown_or_unconnected_backend(db):
         backend_command("reconcile", "kai-new")
 
 
-def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):  # noqa: F811
+def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):
     printed = backend_command("reconcile", "default")
 
     assert printed == ("Backend default uses the Kubernetes default scheduler, where our own admission enforces "
@@ -244,7 +244,7 @@ def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):  #
 # ---- the quota and pool pages ----------------------------------------------------------------------------
 
 @pytest.fixture
-def kai_training(world):  # noqa: F811
+def kai_training(world):
     """Pool training on a KAI backend whose last reconcile failed; the other pools on the default scheduler."""
     backend = Backend.objects.create(name="kai-cluster", scheduler=Backend.Scheduler.KAI,
                                      engine_error="<script>alert(1)</script> queues refused",
@@ -295,7 +295,7 @@ def test_staff_see_when_the_engine_objects_were_reconciled(client, staff, kai_tr
     assert "objects reconciled <time" in training and "less than a minute ago</time>" in training
 
 
-def test_a_member_sees_the_engine_but_neither_its_backend_nor_its_error(kai_training, world):  # noqa: F811
+def test_a_member_sees_the_engine_but_neither_its_backend_nor_its_error(kai_training, world):
     member = Client()
     member.force_login(world["researcher"])
 
@@ -307,7 +307,7 @@ def test_a_member_sees_the_engine_but_neither_its_backend_nor_its_error(kai_trai
     assert "kai-cluster" not in page
 
 
-def test_the_pool_page_says_in_one_line_who_enforces_its_quotas(client, staff, kai_training, world):  # noqa: F811
+def test_the_pool_page_says_in_one_line_who_enforces_its_quotas(client, staff, kai_training, world):
     client.force_login(staff)
     staff_page = text(client.get("/pools/training/"))
     member = Client()

@@ -15,7 +15,6 @@ from scheduling.models import AdmissionState, Status, Workload
 from tests.scheduling.conftest import (
     SHARED,
     add_nodes,
-    world,  # noqa: F401  (the fixture, used by name)
 )
 from tests.support.ports import free_port
 
@@ -154,7 +153,7 @@ def workload(status: str, pools: list[str], *, pool: str | None = None, finished
 
 
 @pytest.fixture
-def metrics_rows(world, settings):  # noqa: F811  (the fixture imported above)
+def metrics_rows(world, settings):
     settings.OSMO_METRICS_TOKEN = TOKEN
     Backend.objects.create(name="broken", sync_error="connection refused")
     Node.objects.filter(name="training-h100-000").update(status="Not ready (Disk pressure)", gpu_used=3, gpu_free=5)

@@ -8,13 +8,13 @@ from playwright.sync_api import expect
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from scheduling.submission import submit
-from tests.scheduling.conftest import body, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def queue(world):  # noqa: F811
+def queue(world):
     researcher = world["researcher"]
     for name, gpu, priority in (("pretrain-a", 8, "low"), ("pretrain-b", 8, "low"), ("finetune", 2, "normal"),
                                 ("eval", 2, "normal"), ("sweep", 2, "normal")):

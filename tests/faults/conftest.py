@@ -4,7 +4,6 @@ deadline only guards against hanging (never an asserted speed)."""
 
 
 from tests.kube_objects import make_node, make_pod
-from tests.scheduling.conftest import researcher_api, world  # noqa: F401  (the world of workloads)
 from tests.test_sync import operator_pods
 
 NODES = ["cpu-a", "gpu-a", "gpu-b"]

@@ -9,14 +9,14 @@ from pools.models import Backend, Pool
 from pools.schedulers.desired import kai_objects
 from pools.schedulers.kai import queue_name
 from pools.schedulers.reconcile import reconcile
-from tests.scheduling.conftest import project, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import project
 
 pytestmark = pytest.mark.django_db
 MANAGED = {"runwhere.ai/managed-by": "osmo-pools"}
 
 
 @pytest.fixture
-def kai(world):  # noqa: F811
+def kai(world):
     Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
     return Backend.objects.get(name="default")
 

@@ -10,7 +10,7 @@ from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
 from pools.schedulers.desired import _platforms
 from pools.schedulers.kueue import flavor_name
 from pools.schedulers.reconcile import reconcile, run
-from tests.scheduling.conftest import SHARED, project, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED, project
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -24,7 +24,7 @@ KINDS = (KUEUE_RESOURCE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_Q
 
 
 @pytest.fixture
-def kueue(world):  # noqa: F811
+def kueue(world):
     """Departments research (vision, nlp: the world's) and product (serving), on a Kueue backend."""
     Project.objects.filter(name=Project.DEFAULT_NAME).delete()
     Department.objects.filter(name=Department.DEFAULT_NAME).delete()
