@@ -44,8 +44,8 @@ Measured (time.perf_counter, wall time):
      request for an admission cycle is debounced to one a second, see the notes). For each, the
      time from the POST to the Job appearing in the stand-in (polled every 2 ms) and to its row SCHEDULING
      (polled every 5 ms): median, 95th percentile, max. For reference: the POST's own answer time, the
-     1 s countdown of the cycle message (scheduling.outbox.request_cycle) and the cycles' own seconds as the
-     worker recorded them (AdmissionState.last_cycle).
+     countdown of the cycle message (scheduling.outbox.CYCLE_DEBOUNCE_SECONDS, read from the code) and the
+     cycles' own seconds as the worker recorded them (AdmissionState.last_cycle).
   3. Status lag: `manage.py sync default` (BackendSync rounds, watching nodes, pods and Jobs) as a child
      process, after it has read every Job of 2. For --changes of those workloads one at a time, a Running pod
      of its Job appears in the stand-in (what the kubelet would write; tests/scheduling/test_lifecycle.py's
@@ -479,6 +479,7 @@ def bench_throughput(args, user, kube, standin, children: Children, nodes: list[
 # ---- 2. submit to Job created ------------------------------------------------------------------------------
 
 def bench_submit(args, user, standin, children: Children) -> list[str]:
+    from scheduling import outbox
     from scheduling.jobs import job_name
     from scheduling.models import AdmissionState, Status, Workload
 
@@ -531,7 +532,8 @@ def bench_submit(args, user, standin, children: Children) -> list[str]:
               f"{ms(max(values)):>10}")
     print(f"submit to Job created ({len(to_job)} submissions): median {ms(statistics.median(to_job))}, "
           f"95th percentile {ms(percentile(to_job, 0.95))}")
-    print(f"(of which: the cycle message's countdown 1,000 ms; the cycle itself, as the worker recorded it, "
+    print(f"(of which: the cycle message's countdown {ms(outbox.CYCLE_DEBOUNCE_SECONDS)} "
+          f"(scheduling.outbox.CYCLE_DEBOUNCE_SECONDS); the cycle itself, as the worker recorded it, "
           f"median {ms(statistics.median(cycles))})")
     return ids
 

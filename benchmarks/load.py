@@ -4,9 +4,15 @@ token), against `manage.py serve --no-worker --no-beat` (gunicorn, deploy/gunico
 workers); the baseline, in the same run, is the same requests against the development server
 (`manage.py runserver --noreload`, threaded, one process) on the same database.
 
+Fair by construction: both servers run side by side (the one not measured is idle) and each endpoint is measured
+on them alternately, in --rounds slices of --seconds / --rounds each, in the order gunicorn, runserver, then
+runserver, gunicorn (so a drift of the machine falls on both alike): equal times. Every slice starts from the same
+rows: the workloads a POST slice created are deleted before the next slice. A server's figure is its requests over
+its seconds, summed over its slices, and the worst p99 of its slices.
+
 Usage, from the project root (needs `wrk`: `apt-get install wrk`; about 11 minutes with the defaults):
 
-    .venv/bin/python benchmarks/load.py [--seconds 60] [--baseline-seconds 20] [--connections 16]
+    .venv/bin/python benchmarks/load.py [--seconds 40] [--rounds 2] [--connections 16]
         [--workers 2] [--nodes 5000] [--keep]
 
 Database: PostgreSQL, a scratch database `osmo_bench_load` on the server of DATABASE_URL if set (else
@@ -110,30 +116,53 @@ def wrk(url: str, seconds: int, connections: int, headers: dict, body: dict | No
     return {"rps": rps, "p99": p99_ms, "errors": errors, "total": total}
 
 
-def measure(kind: str, port: int, args, seconds: int, token: str, scripts: Path) -> dict:
-    server = start(kind, port, args.workers)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        cookie = {"Cookie": session_cookie(base)}
-        bearer = {"Authorization": f"Bearer {token}"}
-        cases = [("GET /", f"{base}/", cookie, None), ("GET /nodes/", f"{base}/nodes/", cookie, None),
-                 ("GET /api/resources/", f"{base}/api/resources/", bearer, None),
-                 ("POST /api/workloads/", f"{base}/api/workloads/", bearer, submit.REQUEST)]
-        results = {}
-        for label, url, headers, body in cases:
-            wrk(url, 3, 4, headers, body, scripts)  # warm-up: every worker imports and caches
-            results[label] = wrk(url, seconds, args.connections, headers, body, scripts)
-            print(f"  {kind:<9} {label:<22} {results[label]['rps']:>8.1f} req/s  p99 {results[label]['p99']:>8.1f} ms"
-                  f"  ({results[label]['total']} requests, {results[label]['errors']} errors)", flush=True)
-        return results
-    finally:
-        stop(server)
+CASES = [("GET /", "/", "cookie", None), ("GET /nodes/", "/nodes/", "cookie", None),
+         ("GET /api/resources/", "/api/resources/", "bearer", None),
+         ("POST /api/workloads/", "/api/workloads/", "bearer", submit.REQUEST)]
+
+
+def forget_workloads() -> None:
+    """Back to the world as built: a POST slice's workloads (and their events) deleted, so each slice sees the
+    same rows."""
+    from scheduling.models import Workload
+
+    Workload.objects.all().delete()
+
+
+def measure(ports: dict[str, int], args, token: str, scripts: Path) -> dict[str, dict[str, dict]]:
+    """{server kind: {request label: figures}}, each endpoint measured on the servers alternately."""
+    headers = {kind: {"cookie": {"Cookie": session_cookie(f"http://127.0.0.1:{port}")},
+                      "bearer": {"Authorization": f"Bearer {token}"}} for kind, port in ports.items()}
+    kinds = list(ports)
+    results: dict[str, dict[str, dict]] = {kind: {} for kind in kinds}
+    slice_seconds = max(1, args.seconds // args.rounds)
+    for label, path, auth, body in CASES:
+        slices: dict[str, list[dict]] = {kind: [] for kind in kinds}
+        for kind in kinds:  # warm-up: every worker imports and caches
+            wrk(f"http://127.0.0.1:{ports[kind]}{path}", 3, 4, headers[kind][auth], body, scripts)
+        if body is not None:
+            forget_workloads()
+        for round_ in range(args.rounds):
+            for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
+                slices[kind].append(wrk(f"http://127.0.0.1:{ports[kind]}{path}", slice_seconds, args.connections,
+                                        headers[kind][auth], body, scripts))
+                if body is not None:
+                    forget_workloads()
+        for kind in kinds:
+            total = sum(one["total"] for one in slices[kind])
+            results[kind][label] = {"rps": total / (slice_seconds * args.rounds), "total": total,
+                                    "p99": max(one["p99"] for one in slices[kind]),
+                                    "errors": sum(one["errors"] for one in slices[kind])}
+            figures = results[kind][label]
+            print(f"  {kind:<9} {label:<22} {figures['rps']:>8.1f} req/s  p99 {figures['p99']:>8.1f} ms"
+                  f"  ({total} requests, {figures['errors']} errors)", flush=True)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=60, help="wrk's duration per endpoint on gunicorn")
-    parser.add_argument("--baseline-seconds", type=int, default=20, help="the same on the development server")
+    parser.add_argument("--seconds", type=int, default=40, help="wrk's duration per endpoint on each server")
+    parser.add_argument("--rounds", type=int, default=2, help="slices each server's seconds are measured in")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (WEB_CONCURRENCY)")
     parser.add_argument("--nodes", type=int, default=5000)
@@ -167,11 +196,19 @@ def main() -> None:
 
         connections.close_all()
         print(f"world: pool training with {args.nodes:,} nodes; wrk -t2 -c{args.connections}; gunicorn "
-              f"{args.workers} workers x {os.environ.get('WEB_THREADS', '4')} threads, {args.seconds} s per endpoint;"
-              f" runserver {args.baseline_seconds} s per endpoint")
-        with tempfile.TemporaryDirectory() as scripts:
-            served = measure("gunicorn", args.port, args, args.seconds, token, Path(scripts))
-            baseline = measure("runserver", args.port + 1, args, args.baseline_seconds, token, Path(scripts))
+              f"{args.workers} workers x {os.environ.get('WEB_THREADS', '4')} threads and runserver, {args.seconds} s "
+              f"per endpoint each, alternately in {args.rounds} slices")
+        ports = {"gunicorn": args.port, "runserver": args.port + 1}
+        servers = []
+        try:
+            for kind, port in ports.items():
+                servers.append(start(kind, port, args.workers))
+            with tempfile.TemporaryDirectory() as scripts:
+                figures = measure(ports, args, token, Path(scripts))
+        finally:
+            for server in servers:
+                stop(server)
+        served, baseline = figures["gunicorn"], figures["runserver"]
         print(f"\n{'request':<22}{'gunicorn req/s':>16}{'p99 ms':>9}{'errors':>8}{'runserver req/s':>17}{'p99 ms':>9}"
               f"{'errors':>8}{'ratio':>7}")
         for label, result in served.items():

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger("scheduling.outbox")
+CYCLE_DEBOUNCE_SECONDS = 1  # at most one admission cycle message per window; the cycle runs when it ends
 
 
 def _send(name: str, *args, **options) -> None:
@@ -23,14 +24,14 @@ def _send(name: str, *args, **options) -> None:
 
 
 def request_cycle() -> None:
-    """Ask for an admission cycle soon (debounced: one message per second at most). The cycle runs when the
-    debounce window ends, so whatever committed within the window, and sent nothing, is in it."""
+    """Ask for an admission cycle soon (debounced: one message per CYCLE_DEBOUNCE_SECONDS at most). The cycle runs
+    when the debounce window ends, so whatever committed within the window, and sent nothing, is in it."""
     if not settings.OSMO_ADMISSION_ON_COMMIT:
         return
     from django.core.cache import cache
 
-    if cache.add("osmo:admission-requested", 1, timeout=1):
-        _send("scheduling.tasks.admission_cycle", countdown=1)
+    if cache.add("osmo:admission-requested", 1, timeout=CYCLE_DEBOUNCE_SECONDS):
+        _send("scheduling.tasks.admission_cycle", countdown=CYCLE_DEBOUNCE_SECONDS)
 
 
 def _on_commit(task: str, ids: Iterable) -> None:

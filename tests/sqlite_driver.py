@@ -282,6 +282,8 @@ def burst() -> dict:
     from pools.models import Backend, Node
     from tests.kube_objects import make_node
     from tests.kube_standin import KubeStandin
+    from tests.support.syncing import watch_round
+    from tests.waiting import until
 
     sizes: list[int] = []
 
@@ -300,7 +302,9 @@ def burst() -> dict:
         for round_ in range(3):
             for name in names:
                 standin.modify_node(name, {"metadata": {"labels": {"runwhere.ai/burst": f"r{round_}"}}})
-        Recording(backend, cluster_for(backend)).run(seconds=2)
+        watch_round(backend, standin, lambda sync: until(lambda: sync.stats.events >= 3 * len(names),
+                                                         "the sync to take every event of the burst"),
+                    sync_class=Recording)
     stored = Node.objects.filter(backend=backend, labels__icontains='"runwhere.ai/burst": "r2"').count()
     return {"sizes": sizes, "nodes": len(names), "stored": stored}
 

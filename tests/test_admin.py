@@ -7,6 +7,7 @@ import pytest
 from django import forms
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
@@ -119,6 +120,9 @@ def test_it_renders_each_configuration_page_for_staff(admin_client, url):
     response = admin_client.get(url)
 
     assert response.status_code == 200
+    # The page it was asked for, whole: its own title as its heading, and the footer of the layout.
+    assert f"<h1>{escape(response.context['title'])}</h1>" in text(response)
+    assert text(response).rstrip().endswith("</html>")
 
 
 def test_it_has_no_separate_platform_admin_because_platforms_are_inline(admin_client):
@@ -378,6 +382,7 @@ def test_it_refuses_the_bulk_delete_action_for_the_default_pool(admin_client):
 
     assert Pool.objects.filter(name="default").exists()
     assert response.status_code == 200
+    assert "Cannot delete" in text(response) and "default pool" in text(response)
 
 
 def test_it_deletes_an_unused_template_and_records_a_delete_revision(admin_client, staff):

@@ -11,21 +11,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from pools.models import ConfigRevision, Pool
+from tests.support import commands
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args, stdin: str | None = None) -> str:
-    out = io.StringIO()
-    if stdin is not None:
-        sys_stdin, sys.stdin = sys.stdin, io.StringIO(stdin)
-    try:
-        call_command("config", "--author", "cli-test", *args, stdout=out)
-    finally:
-        if stdin is not None:
-            sys.stdin = sys_stdin
-    return out.getvalue()
+    return commands.run("config", "--author", "cli-test", *args, stdin=stdin)
 
 
 POOL_DOC = {"name": "vision", "backend": "default", "common_pod_template": ["default_ctrl", "default_user"],

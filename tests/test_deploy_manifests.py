@@ -19,7 +19,6 @@ from pools.cluster.interface import Cluster
 from pools.cluster.kube import KubeCluster
 from pools.fleet.cordon import cordon_node
 from pools.fleet.labels import label_node
-from pools.fleet.sync import BackendSync
 from pools.models import Backend, Department, Pool, Project
 from pools.schedulers.desired import for_backend
 from pools.schedulers.reconcile import run as reconcile
@@ -29,7 +28,8 @@ from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
 from scheduling.stopping import stop
 from tests.kube_objects import make_node
-from tests.scheduling.conftest import body, kube, researcher_api, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import body
+from tests.support.syncing import watch_round
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "deploy" / "base"
@@ -247,7 +247,7 @@ def drift(obj: dict) -> None:
         spec.update(DRIFTS[obj["kind"]])
 
 
-def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
+def reconcile_every_way(backend: Backend, kube, standin) -> None:
     """Three runs over every kind the backend wants: names taken by objects not ours (create, 409, get) and a
     stale object of ours per managed kind (delete); the names freed (create); then all drifted (patch)."""
     wanted = [(kind, objects) for kind, objects in for_backend(backend) if objects]
@@ -274,7 +274,7 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:  # noqa: F811
     assert third is not None and len(third.updated) == len(second.created)
 
 
-def submitted(api, kube) -> Workload:  # noqa: F811
+def submitted(api, kube) -> Workload:
     created = api.post("/api/workloads/", body(pools=["training"]), format="json")
     assert created.status_code == 201, created.json()
     run_cycle()
@@ -291,7 +291,7 @@ def noting(called: set[str], method: str, real):
 
 
 @pytest.mark.django_db
-def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, kube, researcher_api, tmp_path,  # noqa: F811
+def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, kube, researcher_api, tmp_path,
                                                                        monkeypatch):
     called: set[str] = set()
     for method in [name for name in vars(Cluster) if not name.startswith("_")]:
@@ -319,7 +319,7 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
     reconcile_every_way(kueue, kube, standin)
     submitted(researcher_api, kube)
     for backend in (kueue, engine(Backend.Scheduler.KAI)):  # Kueue's Workloads, then KAI's PodGroups
-        stats = BackendSync(backend, kube).run(seconds=1, relist=True)
+        stats = watch_round(backend, standin, cluster=kube, relist=True)
         assert not stats.errors, stats.errors
     assert label_node("gpu-1", {"runwhere.ai/team": "vision"})["runwhere.ai/team"] == "vision"
     assert kube.namespace_uid("kube-system") == standin.kube_system_uid  # as `backend add` reads it

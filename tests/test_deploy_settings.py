@@ -7,7 +7,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # The documented production environment, less the database and broker of the deployment.
@@ -107,12 +108,6 @@ def test_the_policy_is_on_every_response_and_an_empty_one_turns_it_off(client, s
     assert "frame-ancestors 'none'" in client.get("/healthz")["Content-Security-Policy"]
     settings.OSMO_CSP = ""
     assert "Content-Security-Policy" not in client.get("/accounts/login/")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -16,14 +16,14 @@ from pools.cluster.kinds import KAI_QUEUE
 from pools.fleet import sync
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
 from pools.schedulers import reconcile
-from tests.scheduling.conftest import SHARED, kube, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED
 
 pytestmark = pytest.mark.django_db
 RACK = {"key": "rack", "label": "example.com/rack"}
 
 
 @pytest.fixture
-def kai(world):  # noqa: F811
+def kai(world):
     Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
     return Backend.objects.get(name="default")
 
@@ -65,12 +65,12 @@ def unreachable(kai, tmp_path, shared_clients):
     return Backend.objects.get(pk=kai.pk)
 
 
-def reconciled(backend: Backend, kube) -> Backend:  # noqa: F811
+def reconciled(backend: Backend, kube) -> Backend:
     assert reconcile.run(backend, kube) is not None
     return Backend.objects.get(pk=backend.pk)
 
 
-def queues(kube) -> set[str]:  # noqa: F811
+def queues(kube) -> set[str]:
     return {item["metadata"]["name"] for item in kube.list_objects(KAI_QUEUE).items}
 
 
@@ -81,7 +81,7 @@ def text(response) -> str:
 # ---- the Backend admin page ------------------------------------------------------------------------------
 
 def test_the_backend_admin_page_shows_the_engine_the_objects_we_manage_and_the_last_reconcile(admin_client, kai,
-                                                                                              standin, kube):  # noqa: F811
+                                                                                              standin, kube):
     backend = reconciled(kai, kube)
     count = sum(backend.engine_objects["objects"].values())
     assert count > 1
@@ -116,7 +116,7 @@ def test_the_backend_admin_page_shows_the_engine_error_escaped_and_the_refused_n
     assert "<td>&lt;i&gt;the name is taken&lt;/i&gt;</td>" in page
 
 
-def test_the_reconcile_action_writes_the_engine_objects_and_says_what_it_did(admin_client, on_standin, kube):  # noqa: F811
+def test_the_reconcile_action_writes_the_engine_objects_and_says_what_it_did(admin_client, on_standin, kube):
     response = admin_client.post("/admin/pools/backend/", {"action": "reconcile_engine",
                                                            "_selected_action": [on_standin.pk]}, follow=True)
 
@@ -142,7 +142,7 @@ def test_the_reconcile_action_reports_an_unreachable_cluster_as_a_message_not_a_
     assert "failing: " in text(response)
 
 
-def test_the_reconcile_action_says_when_there_is_nothing_to_reconcile_or_no_connection(admin_client, world):  # noqa: F811
+def test_the_reconcile_action_says_when_there_is_nothing_to_reconcile_or_no_connection(admin_client, world):
     kueue = Backend.objects.create(name="kueue-cluster", scheduler=Backend.Scheduler.KUEUE)
     default = Backend.objects.get(name="default")
 
@@ -164,7 +164,7 @@ def backend_command(*args) -> str:
     return out.getvalue()
 
 
-def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(kai, standin, kube):  # noqa: F811
+def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(kai, standin, kube):
     backend = reconciled(kai, kube)
     Backend.objects.create(name="kueue-cluster", scheduler=Backend.Scheduler.KUEUE,
                            engine_error="the cluster does not serve clusterqueues.kueue.x-k8s.io/v1beta1: is the "
@@ -183,7 +183,7 @@ def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(k
     assert rows["plain"].split()[1:5] == ["unconnected", "default", "0", "-"]
 
 
-def test_backend_list_json_has_the_engine_fields(kai, standin, kube):  # noqa: F811
+def test_backend_list_json_has_the_engine_fields(kai, standin, kube):
     backend = reconciled(kai, kube)
 
     rows = {row["name"]: row for row in json.loads(backend_command("list", "--format", "json"))}
@@ -195,7 +195,7 @@ def test_backend_list_json_has_the_engine_fields(kai, standin, kube):  # noqa: F
     assert default["nodes"] == Node.objects.filter(backend=backend).count()
 
 
-def test_backend_reconcile_prints_what_it_did_in_one_paragraph(on_standin, kube):  # noqa: F811
+def test_backend_reconcile_prints_what_it_did_in_one_paragraph(on_standin, kube):
     printed = backend_command("reconcile", "default")
 
     backend = Backend.objects.get(pk=on_standin.pk)
@@ -208,7 +208,7 @@ def test_backend_reconcile_prints_what_it_did_in_one_paragraph(on_standin, kube)
     assert f"created 0, updated 0, deleted 0, unchanged {created}, refused 0" in again
 
 
-def test_backend_reconcile_names_objects_left_alone(on_standin, kube):  # noqa: F811
+def test_backend_reconcile_names_objects_left_alone(on_standin, kube):
     kube.create_object(KAI_QUEUE, {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
                                    "metadata": {"name": "training.research"},
                                    "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 1}}}})
@@ -239,7 +239,7 @@ def test_backend_reconcile_refuses_an_unknown_or_unconnected_backend(db):
         backend_command("reconcile", "kai-new")
 
 
-def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):  # noqa: F811
+def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):
     printed = backend_command("reconcile", "default")
 
     assert printed == ("Backend default uses the Kubernetes default scheduler, where our own admission enforces "
@@ -249,7 +249,7 @@ def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):  #
 # ---- the quota and pool pages ----------------------------------------------------------------------------
 
 @pytest.fixture
-def kai_training(world):  # noqa: F811
+def kai_training(world):
     """Pool training on a KAI backend whose last reconcile failed; the other pools on the default scheduler."""
     backend = Backend.objects.create(name="kai-cluster", scheduler=Backend.Scheduler.KAI,
                                      engine_error="<script>alert(1)</script> queues refused",
@@ -300,7 +300,7 @@ def test_staff_see_when_the_engine_objects_were_reconciled(client, staff, kai_tr
     assert "objects reconciled <time" in training and "less than a minute ago</time>" in training
 
 
-def test_a_member_sees_the_engine_but_neither_its_backend_nor_its_error(kai_training, world):  # noqa: F811
+def test_a_member_sees_the_engine_but_neither_its_backend_nor_its_error(kai_training, world):
     member = Client()
     member.force_login(world["researcher"])
 
@@ -312,7 +312,7 @@ def test_a_member_sees_the_engine_but_neither_its_backend_nor_its_error(kai_trai
     assert "kai-cluster" not in page
 
 
-def test_the_pool_page_says_in_one_line_who_enforces_its_quotas(client, staff, kai_training, world):  # noqa: F811
+def test_the_pool_page_says_in_one_line_who_enforces_its_quotas(client, staff, kai_training, world):
     client.force_login(staff)
     staff_page = text(client.get("/pools/training/"))
     member = Client()

@@ -35,7 +35,19 @@ from pools.models import AccessToken, Backend, ConfigKind, Department, Node, Poo
 from scheduling.models import Workload
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
-CHECKS = [not_a_server_error, response_schema_conformance]
+REFUSED = "the database refused a value"  # pools/api/errors.py's answer to a DataError
+
+
+@schemathesis.check
+def a_read_is_never_blamed_for_the_databases_refusal(ctx, response, case):
+    """A GET sends nothing to store: when the database refuses its SQL, the server built it (a 500, which
+    `not_a_server_error` catches), so a 400 that says the database refused a value hides a server error."""
+    if case.method.upper() in ("GET", "HEAD") and response.status_code == 400 and REFUSED in response.text:
+        raise AssertionError(f"{case.method} {case.formatted_path} answered 400 for a database refusal: "
+                             f"{response.text[:300]}")
+
+
+CHECKS = [not_a_server_error, response_schema_conformance, a_read_is_never_blamed_for_the_databases_refusal]
 # Names the world below has, so that about half the generated names find a row rather than a 404.
 POOLS = ["default", "training", "dev", "inference", "simulation"]
 NAMES = {"pools": POOLS, "users": ["ops", "alice"], "roles": ["osmo-training"],
@@ -161,3 +173,23 @@ def test_workload_rows_and_quota_documents_have_the_documented_shape(world, appl
 
     assert response.status_code == 200, response.text[:300]
     case.validate_response(response, checks=CHECKS)
+
+
+@pytest.mark.django_db
+def test_the_checks_catch_a_read_that_blames_the_client_for_sql_the_server_built(world, application, monkeypatch):
+    """Before issue 30 every DataError answered 400, so a role whose glob PostgreSQL cannot compile made
+    GET /api/pools/ a 400 that `not_a_server_error` let through; the check of our own must see it."""
+    from pools.api import errors
+
+    RoleAssignment.objects.create(user=get_user_model().objects.get(username="alice"), assigned_by="tests",
+                                  role=Role.objects.create(name="stored-broken", policies=[{"actions": [
+                                      {"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}]))
+    case = schema["/api/pools/"]["GET"].Case()
+
+    assert send(case, world["member"], application).status_code == 500
+    monkeypatch.setattr(errors, "SAFE_METHODS", ())  # the old mapping: every DataError a 400
+    response = send(case, world["member"], application)
+    assert response.status_code == 400
+    with pytest.raises(BaseExceptionGroup) as failed:
+        case.validate_response(response, checks=CHECKS)
+    assert any("answered 400 for a database refusal" in str(error) for error in failed.value.exceptions)

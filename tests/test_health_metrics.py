@@ -2,7 +2,6 @@
 
 import datetime as dt
 import math
-import socket
 
 import pytest
 from django.db import connection
@@ -16,8 +15,8 @@ from scheduling.models import AdmissionState, Status, Workload
 from tests.scheduling.conftest import (
     SHARED,
     add_nodes,
-    world,  # noqa: F401  (the fixture, used by name)
 )
+from tests.support.ports import free_port
 
 TOKEN = "scrape-token-for-tests"
 FAMILIES = {
@@ -26,13 +25,6 @@ FAMILIES = {
     "osmo_admission_last_cycle_duration_seconds", "osmo_admission_last_cycle_age_seconds",
     "osmo_dispatch_errors_last_hour", "osmo_backend_engine_refused_objects",
 }
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ---- /healthz --------------------------------------------------------------------------------------------------
@@ -161,7 +153,7 @@ def workload(status: str, pools: list[str], *, pool: str | None = None, finished
 
 
 @pytest.fixture
-def metrics_rows(world, settings):  # noqa: F811  (the fixture imported above)
+def metrics_rows(world, settings):
     settings.OSMO_METRICS_TOKEN = TOKEN
     Backend.objects.create(name="broken", sync_error="connection refused")
     Node.objects.filter(name="training-h100-000").update(status="Not ready (Disk pressure)", gpu_used=3, gpu_free=5)

@@ -165,6 +165,21 @@ def test_a_database_data_error_answers_400_json():
     assert "integer out of range" in response.data["detail"]
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS"])
+def test_a_database_data_error_on_a_read_is_left_a_server_error(method):
+    from types import SimpleNamespace
+
+    read = {"request": SimpleNamespace(method=method)}
+    assert exception_handler(DataError("invalid regular expression"), read) is None
+
+
+def test_a_database_data_error_on_a_write_answers_400():
+    from types import SimpleNamespace
+
+    response = exception_handler(DataError("value too long"), {"request": SimpleNamespace(method="POST")})
+    assert response is not None and response.status_code == 400
+
+
 # ---- CLI --------------------------------------------------------------------------------------------
 
 def test_config_history_with_a_negative_limit_is_one_paragraph_not_a_traceback(defaults):

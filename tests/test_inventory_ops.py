@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node, Pool
 from tests.kube_objects import make_node, make_pod
+from tests.support.commands import run
 from tests.test_sync import operator_pods
 
 pytestmark = pytest.mark.django_db
@@ -54,12 +55,6 @@ def cluster(standin, tmp_path, defaults):
     backend = Backend.objects.get(name="gpu-cluster")
     BackendSync(backend, cluster_for(backend)).run(seconds=0)
     return backend
-
-
-def run(*args) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 def write(tmp_path, name, text):

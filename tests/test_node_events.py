@@ -2,7 +2,6 @@
 write that moves it, a backend gone silent), against the stand-in API server through the real client; shown
 on its page and by `describe node`; dropped after the retention."""
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -10,10 +9,12 @@ from django.utils import timezone
 
 from pools.config import writes
 from pools.fleet import node_history
-from pools.fleet.sync import BackendSync, cluster_for, mark_stale_backends
+from pools.fleet.sync import mark_stale_backends
 from pools.models import Backend, ConfigKind, NodeEvent
 from tests.kube_objects import make_node
-from tests.test_sync import backend, small_cluster, sync_once  # noqa: F401  (the fixture)
+from tests.support.syncing import watch_round
+from tests.test_sync import small_cluster, sync_once
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
 
@@ -23,19 +24,18 @@ def kinds(name: str) -> list[tuple[str, dict]]:
     return [(event.kind, event.details) for event in NodeEvent.objects.filter(node=name).order_by("at", "id")]
 
 
-def test_the_sync_records_appearance_status_cordon_and_departure(standin, backend):  # noqa: F811
+def test_the_sync_records_appearance_status_cordon_and_departure(standin, backend):
     small_cluster(standin)
     sync_once(backend)
     assert kinds("gpu-a") == [("added", {"status": "Ready", "pools": ["default"]})]
     sync_once(backend)
     assert len(kinds("gpu-a")) == 1  # nothing changed, nothing recorded
 
-    def cordon_later():
-        standin.wait_for_watches(2, timeout=10)
+    def cordon(sync):
         standin.modify_node("gpu-b", {"spec": {"unschedulable": True}})
+        until(lambda: sync.stats.events >= 1, "the sync to take the cordon's event")
 
-    threading.Thread(target=cordon_later, daemon=True).start()
-    BackendSync(backend, cluster_for(backend)).run(seconds=2.5)
+    watch_round(backend, standin, cordon)
     assert kinds("gpu-b")[1:] == [("cordon", {"cordoned": True}),
                                   ("status", {"before": "Ready", "after": "Not ready (Scheduling disabled)"})]
 
@@ -47,7 +47,7 @@ def test_the_sync_records_appearance_status_cordon_and_departure(standin, backen
     assert [kind for kind, _ in kinds("cpu-a")] == ["added", "removed", "added"]
 
 
-def test_a_pool_write_that_moves_nodes_records_their_pools(standin, backend):  # noqa: F811
+def test_a_pool_write_that_moves_nodes_records_their_pools(standin, backend):
     small_cluster(standin)
     sync_once(backend)
     standin.modify_node("gpu-a", {"metadata": {"labels": {"runwhere.ai/pool": "training"}}})
@@ -60,7 +60,7 @@ def test_a_pool_write_that_moves_nodes_records_their_pools(standin, backend):  #
     assert [kind for kind, _ in kinds("gpu-b")] == ["added"]  # not moved, nothing recorded
 
 
-def test_a_silent_backend_records_unknown_and_the_next_sync_ready_again(standin, backend):  # noqa: F811
+def test_a_silent_backend_records_unknown_and_the_next_sync_ready_again(standin, backend):
     small_cluster(standin)
     sync_once(backend)
     Backend.objects.filter(pk=backend.pk).update(last_sync_at=timezone.now() - timedelta(hours=1))
@@ -72,7 +72,7 @@ def test_a_silent_backend_records_unknown_and_the_next_sync_ready_again(standin,
     assert kinds("gpu-a")[-1] == ("status", {"before": "Unknown", "after": "Ready"})
 
 
-def test_events_older_than_the_retention_are_dropped(standin, backend, settings):  # noqa: F811
+def test_events_older_than_the_retention_are_dropped(standin, backend, settings):
     settings.OSMO_NODE_EVENTS_KEEP_DAYS = 2
     now = timezone.now()
     node_history.record(backend, [("old", "removed", {})], now - timedelta(days=2, seconds=1))

@@ -7,7 +7,8 @@ import pytest
 from django.core.management.base import CommandError
 
 from pools.models import Node
-from tests.test_inventory_ops import cluster, run  # noqa: F401  (the fixture, and the command runner)
+from tests.support.commands import run
+from tests.test_inventory_ops import cluster  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db
 

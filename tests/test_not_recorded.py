@@ -16,6 +16,7 @@ from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node, Pool
 from tests.kube_objects import make_node
 from tests.kube_standin import KubeStandin
+from tests.support.commands import run
 from tests.test_inventory_ops import SEED_003_TRAINING
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -72,12 +73,6 @@ def locked_on_patch(standin, table: str):
         other.close()
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
-
-
-def run(*args) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 def test_label_node_says_the_cluster_was_changed_but_not_recorded(cluster, standin):

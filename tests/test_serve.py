@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,15 +24,10 @@ from django.utils import timezone
 
 from pools.access.tokens import create_token
 from tests.processes import descendants, running
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def database_url() -> str:

@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from django.conf import settings
 
 from pools.cluster.simulated import SimulatedCluster
+from tests.waiting import until
 
 ROOT = Path(settings.BASE_DIR)
 # Child processes wait this long for a lock, so that a lock held here is met quickly.
@@ -141,23 +143,39 @@ def test_a_watching_sync_outlives_a_lock_that_outlasts_its_retries(site):
                                env=site_env(site, OSMO_SQLITE_BUSY_TIMEOUT_MS=SHORT_BUSY_TIMEOUT_MS,
                                             PYTHONUNBUFFERED="1"),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in process.stderr:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+
+    def said(text: str) -> bool:
+        if text in "".join(lines):
+            return True
+        assert process.poll() is None, "".join(lines)[-3000:]
+        return False
+
     try:
         assert process.stdout.readline().startswith("Watching default")
-        time.sleep(3)  # following the watches, holding its lease
+        reader.start()
+        until(lambda: query(site, "SELECT sync_lease_owner FROM pools_backend WHERE name = 'default'")[0][0],
+              "the sync to hold its lease")
         with write_lock(site):
-            # The sync renews its lease every 0.2 s; renewing, then releasing the lease take about 2 s of tries
-            # each, so both fail: the next round must still be able to take the lease.
-            time.sleep(6)
+            # Held until the round has failed and could not release its lease either (tries of about 2 s each):
+            # the next round must still be able to take the lease.
+            until(lambda: said("could not release the sync lease (database is locked)"),
+                  "the sync to give up releasing its lease")
         node = query(site, "SELECT name FROM pools_node ORDER BY name LIMIT 1")[0][0]
         simulated(site).patch_node_labels(node, {"runwhere.ai/after-lock": "seen"})
-        deadline = time.monotonic() + 30
-        while node_labels(site, node).get("runwhere.ai/after-lock") != "seen":
-            assert process.poll() is None, process.stderr.read()
-            assert time.monotonic() < deadline, "the sync stopped following the cluster"
-            time.sleep(0.3)
+        until(lambda: process.poll() is None and node_labels(site, node).get("runwhere.ai/after-lock") == "seen",
+              "the sync to follow the cluster again", detail=lambda: "".join(lines)[-3000:])
     finally:
         process.terminate()
-        _, stderr = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        reader.join(30)
+    stderr = "".join(lines)
     assert "Traceback" not in stderr, stderr
     assert "error: default: database is locked, even after retries; starting the next round" in stderr
     assert "could not release the sync lease (database is locked)" in stderr

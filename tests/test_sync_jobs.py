@@ -9,10 +9,8 @@ import time
 import uuid
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 
-from pools.cluster.kube import KubeCluster
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.inventory.jobs import job_facts
 from pools.models import Backend, ManagedJob
@@ -25,19 +23,9 @@ JOBS = "/apis/batch/v1/jobs"
 SELECTOR = f"{PREFIX}managed-by=osmo-pools"
 
 
-@pytest.fixture
-def backend(standin, tmp_path, defaults):
-    path = standin.kubeconfig(tmp_path / "kubeconfig")
-    call_command("backend", "add", "prod", "--kubeconfig", path)
+@pytest.fixture(autouse=True)
+def two_gpu_nodes(standin):
     standin.add_nodes([make_node("gpu-a", gpus=8), make_node("gpu-b", gpus=8)])
-    return Backend.objects.get(name="prod")
-
-
-@pytest.fixture
-def kube(standin, tmp_path):
-    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "client-kubeconfig"))
-    yield cluster
-    cluster.close()
 
 
 def our_labels(workload: str, attempt: int = 1) -> dict[str, str]:

@@ -13,7 +13,7 @@ from pydantic import Field, StrictBool, StrictStr, ValidationError, field_valida
 
 from pools.config.documents import _Document, _explain
 from pools.engine import ConfigError, check_name
-from pools.engine.policies import METHODS, POOL_PATH
+from pools.engine.policies import METHODS, POOL_PATH, glob_problem, normalize_path
 
 SYNC_MODES = ("import", "force", "ignore")
 ROLE_FIELDS = ("description", "policies", "immutable", "sync_mode", "external_roles")
@@ -31,6 +31,8 @@ class ActionDoc(_Document):
     def _path(cls, value: str) -> str:
         if not value.strip().removeprefix("!").strip().removeprefix("http:"):
             raise ValueError("path is empty; write a glob such as /api/pool/team* (prefix ! to deny)")
+        if problem := glob_problem(normalize_path(value)[1]):
+            raise ValueError(f"path {value!r} is not a glob the rules can use: {problem}")
         return value
 
     @field_validator("method")

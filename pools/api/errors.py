@@ -4,6 +4,7 @@ nested fields, such as `labels.runwhere.ai/pool`)."""
 from django.db import DataError
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -35,8 +36,8 @@ def _validation_response(exc: ValidationError) -> Response:
 
 
 def _data_error_response(exc: DataError) -> Response:
-    """The database refused a value the checks let through (an integer out of range, a string too long): the
-    input was wrong, not the server. PostgreSQL names the column when it knows it."""
+    """The database refused a value a write sent that the checks let through (an integer out of range, a string
+    too long): the input was wrong, not the server. PostgreSQL names the column when it knows it."""
     cause = exc.__cause__
     diag = getattr(cause, "diag", None)
     field = getattr(diag, "column_name", None) or None
@@ -51,6 +52,11 @@ def exception_handler(exc, context):
         return Response({"detail": exc.message, "field": exc.field or None},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DataError):
+        request = context.get("request")
+        if request is not None and request.method in SAFE_METHODS:
+            # A read sends no value to store: the database refused SQL the server built itself (such as a role's
+            # regex), a server error to be logged and fixed, not the client's.
+            return None
         return _data_error_response(exc)
     if isinstance(exc, ConfigError):
         code = status.HTTP_404_NOT_FOUND if isinstance(exc, ConfigNotFound) else status.HTTP_400_BAD_REQUEST

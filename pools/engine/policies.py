@@ -121,6 +121,38 @@ def _class_ranges(body: str) -> tuple[tuple[str, str], ...]:
     return tuple(ranges)
 
 
+def glob_problem(glob: str) -> str | None:
+    """Why `glob` cannot be a rule, or None. A [...] class becomes the same class in the regex, and both
+    Python's `re` and PostgreSQL refuse a range that runs backwards (`[b--]`); PostgreSQL also refuses a
+    range that starts where another ends (`[a-c-e]`), which Python would read as a range and two literals.
+    A rule the database cannot compile would make every page that filters pools by it fail."""
+    index = 0
+    while (start := glob.find("[", index)) != -1:
+        index = start + 1
+        end = glob.find("]", index + 1)
+        if end == -1 or not _CLASS_CHARS.match(glob[index:end]):
+            continue
+        body = glob[index:end].removeprefix("!")
+        at = 0
+        while at < len(body):
+            if at + 2 < len(body) and body[at + 1] == "-":
+                low, high = body[at], body[at + 2]
+                if low > high:
+                    return f"[{glob[index:end]}] holds the range {low}-{high}, which runs backwards"
+                if at + 4 < len(body) and body[at + 3] == "-":
+                    return (f"[{glob[index:end]}] holds a range that starts where the range {low}-{high} ends; "
+                            "put a literal - first or last in the class")
+                at += 3
+            else:
+                at += 1
+        index = end + 1
+    try:
+        re.compile(glob_regex(glob))
+    except re.error as exc:
+        return f"it does not make a regular expression ({exc})"
+    return None
+
+
 def _token_matches(token, char: str) -> bool:
     if token is None:
         return True

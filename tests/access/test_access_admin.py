@@ -164,6 +164,18 @@ def test_a_bad_rule_beside_the_picker_is_refused_naming_it(admin_client):
     assert "<details>" not in response.content.decode().split("Other policy rules")[0][-400:]
 
 
+def test_a_glob_the_database_cannot_read_is_refused_naming_it(admin_client):
+    data = form_data(admin_client.get("/admin/pools/role/add/"))
+    data.update(name="bad", policies=json.dumps([{"actions": [
+        {"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}]))
+
+    response = admin_client.post("/admin/pools/role/add/", data)
+
+    assert response.status_code == 200
+    assert "/api/pool/[b--]*" in str(response.context["adminform"].form.errors)
+    assert not Role.objects.filter(name="bad").exists()
+
+
 # ---- the user page ------------------------------------------------------------------------------------
 
 def test_the_user_page_gives_and_takes_roles_like_the_cli(admin_client, django_user_model):

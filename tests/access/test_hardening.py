@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from pools.access import tokens
 from pools.config import writes
-from pools.engine.policies import Action, Glob, RoleRules, glob_regex
+from pools.engine.policies import Action, Glob, RoleRules, glob_problem, glob_regex
 from pools.models import AccessToken, ConfigKind, ConfigRevision, Role, RoleAssignment
 from tests.access.conftest import give
 
@@ -220,8 +220,88 @@ def test_the_matcher_means_exactly_what_the_database_regex_means():
         try:
             expected = re.fullmatch(glob_regex(glob), text, re.S) is not None
         except re.error:
+            # No rule can hold it: refused on import (and so never matched), as the database would refuse it.
+            assert glob_problem(glob) is not None, glob
             continue
         assert Glob(glob).match(text) is expected, (glob, text)
+
+
+@pytest.mark.postgres  # SQLite's REGEXP is Python's `re`, which the property test above covers
+@pytest.mark.django_db
+def test_every_glob_the_rules_accept_compiles_in_the_database_and_every_other_is_refused_there():
+    """PostgreSQL's regex dialect is stricter than Python's (`[a-c-e]`), so the check is held to the database."""
+    from django.db import DatabaseError, connection, transaction
+
+    rng = random.Random(30)
+    globs = {"".join(rng.choice("aZ9-._[]!*") for _ in range(rng.randint(2, 8))) for _ in range(3_000)}
+    with connection.cursor() as cursor:
+        for glob in sorted(globs):
+            try:
+                with transaction.atomic():
+                    cursor.execute("SELECT 'x' ~ %s", [glob_regex(glob)])
+                compiles = True
+            except DatabaseError:
+                compiles = False
+            assert (glob_problem(glob) is None) is compiles, (glob, glob_problem(glob))
+
+
+@pytest.mark.parametrize("glob", ["/api/pool/[b--]*", "/api/pool/[!b--]*", "/api/pool/[a-c-e]", "[_--]"])
+def test_a_glob_with_a_class_no_regex_dialect_can_read_is_named_by_the_check(glob):
+    assert "[" in glob_problem(glob)
+
+
+@pytest.mark.parametrize("glob", ["/api/pool/[a-c]*", "/api/pool/[--.]", "/api/pool/[a-]", "/api/pool/[b--", "*"])
+def test_a_glob_both_dialects_read_passes_the_check(glob):
+    assert glob_problem(glob) is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/pool/[b--]*", "!/api/pool/[b--]*", "http:api/pool/[a-c-e]"])
+def test_a_role_with_a_reversed_range_in_a_glob_is_refused_on_import_naming_the_glob(path):
+    from pools.engine import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        role("broken", ("post", path))
+
+    assert path in refused.value.message and "range" in refused.value.message
+    assert refused.value.field.startswith("broken.")
+    assert not Role.objects.filter(name="broken").exists()
+
+
+@pytest.mark.django_db
+def test_the_roles_api_refuses_a_reversed_range_with_400_naming_the_path(world, staff, client_as):
+    body = {"name": "broken", "actions": [{"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}
+
+    response = client_as("staff").put("/api/configs/role/broken/", body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert "/api/pool/[b--]*" in response.json()["detail"]
+    assert not Role.objects.filter(name="broken").exists()
+
+
+@pytest.mark.django_db
+def test_the_cli_refuses_a_reversed_range_in_one_paragraph_naming_the_path(tmp_path):
+    from django.core.management import CommandError, call_command
+
+    path = tmp_path / "broken.json"
+    path.write_text('{"name": "broken", "actions": [{"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}')
+
+    with pytest.raises(CommandError, match=re.escape("/api/pool/[b--]*")):
+        call_command("config", "update", "ROLE", "broken", "--file", str(path))
+    assert not Role.objects.filter(name="broken").exists()
+
+
+@pytest.mark.django_db
+def test_a_stored_role_the_database_cannot_compile_makes_a_read_a_server_error_not_a_400(world, nobody, client_as):
+    """Stored before the check existed (migration 0017 reports such roles): reading pools through it is the
+    server's fault, never answered as bad input."""
+    Role.objects.create(name="stored-broken", policies=[{"actions": [
+        {"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}])
+    give(nobody, "stored-broken")
+    client = client_as("nobody")
+    client.raise_request_exception = False
+
+    assert client.get("/api/pools/").status_code == 500
 
 
 @pytest.mark.parametrize(("glob", "path", "matches"), [
@@ -331,3 +411,25 @@ def test_a_name_that_is_not_utf8_is_refused(world):
     response = via_proxy(APIClient(), "caf\xe9")  # the byte 0xE9 alone: Latin-1, not UTF-8
 
     assert response.status_code == 400 and "UTF-8" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_the_migration_names_stored_roles_with_an_unusable_glob_and_keeps_them(capsys, caplog):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("pools.migrations.0017_report_unusable_role_globs")
+    Role.objects.create(name="stored-broken", policies=[{"actions": [
+        {"base": "http", "path": "!/api/pool/[b--]*", "method": "post"},
+        {"base": "http", "path": "/api/pool/fine*", "method": "post"}]}])
+    Role.objects.create(name="stored-fine", policies=[{"actions": [
+        {"base": "http", "path": "/api/pool/[a-c]*", "method": "post"}]}])
+
+    migration.report(apps, None)
+
+    printed = capsys.readouterr().out
+    assert "'stored-broken'" in printed and "'!/api/pool/[b--]*'" in printed and "b--" in printed
+    assert "stored-fine" not in printed and "fine*" not in printed
+    assert [record.getMessage() for record in caplog.records if "stored-broken" in record.getMessage()]
+    assert Role.objects.get(name="stored-broken").policies[0]["actions"][0]["path"] == "!/api/pool/[b--]*"

@@ -63,7 +63,9 @@ def test_a_forged_header_cannot_take_over_a_signed_in_session(world, nobody):
 
 @HEADER_LOGIN
 def test_an_ipv6_proxy_address_is_trusted_when_listed(world):
-    assert via_proxy(APIClient(), address="::1").status_code == 200
+    response = via_proxy(APIClient(), address="::1")
+
+    assert response.status_code == 200 and response.json()["id"] == "alice"
 
 
 @HEADER_LOGIN
@@ -82,7 +84,8 @@ def test_the_sign_in_is_a_session_that_later_requests_reuse(world, django_assert
 
     # session, user, roles, pools, the profile's default project: no new sign-in
     with django_assert_max_num_queries(5):
-        assert via_proxy(client, groups="osmo-team").status_code == 200
+        response = via_proxy(client, groups="osmo-team")
+    assert response.status_code == 200 and response.json()["roles"] == ["osmo-team"]
 
 
 @HEADER_LOGIN
@@ -194,7 +197,7 @@ def test_signing_out_is_a_post_that_needs_csrf(world, nobody):
     client.force_login(nobody)
 
     assert client.post("/accounts/logout/").status_code == 403
-    assert client.get("/api/profile/").status_code == 200
+    assert client.get("/api/profile/").json()["id"] == "nobody"  # still signed in
 
 
 @HEADER_LOGIN

@@ -1,13 +1,12 @@
 """`manage.py user add-role|remove-role|list`."""
 
-import io
 import json
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from pools.models import Role, RoleAssignment
+from tests.support import commands
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +21,7 @@ def people(django_user_model):
 
 
 def run(*args) -> str:
-    out = io.StringIO()
-    call_command("user", *args, stdout=out)
-    return out.getvalue()
+    return commands.run("user", *args)
 
 
 def held(user) -> list[str]:

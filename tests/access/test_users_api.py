@@ -65,11 +65,16 @@ def test_it_shows_and_deletes_a_user(admin_client, teammate):
 
 
 def test_a_trailing_slash_is_accepted_too(admin_client, teammate):
-    assert admin_client.get("/api/auth/user/teammate/").status_code == 200
+    response = admin_client.get("/api/auth/user/teammate/")
+
+    assert response.status_code == 200 and response.json()["id"] == "teammate"
 
 
 def test_you_cannot_delete_yourself(admin_client, staff):
-    assert admin_client.delete("/api/auth/user/ops").status_code == 400
+    response = admin_client.delete("/api/auth/user/ops")
+
+    assert response.status_code == 400 and "yourself" in response.json()["detail"]
+    assert User.objects.filter(username="ops").exists()
 
 
 def test_it_assigns_and_removes_a_role(admin_client, nobody):
@@ -143,7 +148,8 @@ def test_a_role_whose_policies_allow_the_auth_paths_manages_users(client_as, nob
 
     response = post(client_as("nobody"), "/api/auth/user", {"id": "x"})
 
-    assert response.status_code == 201
+    assert response.status_code == 201 and response.json()["id"] == "x"
+    assert User.objects.filter(username="x").exists()
 
 
 def test_a_user_manager_role_cannot_reach_staff_powers_through_a_staff_user(client_as, nobody, staff):

@@ -42,12 +42,15 @@ def page(browser):
 
 
 @pytest.fixture
-def screenshot():
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+def screenshot(tmp_path_factory):
+    """Pictures go to the README's docs/screenshots/ only with DOCS_SCREENSHOTS=1 (to refresh them); any other run
+    writes them to a temporary directory, so that running the tests never rewrites tracked files."""
+    folder = SCREENSHOTS if os.environ.get("DOCS_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
 
     def take(page, name: str, *, full_page: bool = False, size: tuple[int, int] | None = None) -> Path:
         """`size` (width, height) widens the window for this picture only, for tables wider than 1440 px."""
-        path = SCREENSHOTS / f"{name}.png"
+        path = folder / f"{name}.png"
         before = page.viewport_size
         if size:
             page.set_viewport_size({"width": size[0], "height": size[1]})

@@ -11,7 +11,7 @@ from pools.models import Node, Pool
 from scheduling.cycle import run_cycle
 from scheduling.models import Workload
 from scheduling.submission import submit
-from tests.scheduling.conftest import body, world  # noqa: F401 (the fixture)
+from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ for (const name of ["htmx:evalDisallowedError", "htmx:syntax:error", "htmx:event
 """
 
 
-def test_every_page_passes_the_content_security_policy(live_server, page, world, staff):  # noqa: F811
+def test_every_page_passes_the_content_security_policy(live_server, page, world, staff):
     submit(world["researcher"], body(name="csp-check", resources={"gpu": 2, "cpu": "2", "memory": "8Gi"}))
     run_cycle()
     workload = Workload.objects.get(name="csp-check")
@@ -81,7 +81,7 @@ HIDE = "Object.defineProperty(document, 'visibilityState', {configurable: true, 
 SHOW = "Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'})"
 
 
-def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_server, page, world, staff):  # noqa: F811
+def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_server, page, world, staff):
     """What htmx's trigger filters did before the policy refused their eval: the page's clock is Playwright's,
     moved by hand."""
     page.clock.install()

@@ -14,7 +14,7 @@ from scheduling.cycle import run_cycle
 from scheduling.models import Workload
 from scheduling.submission import submit
 from tests.browser.test_dashboard import PASSWORD, USERNAME, fleet  # noqa: F401 (the fixture)
-from tests.scheduling.conftest import body, world  # noqa: F401 (the fixture)
+from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,7 +120,7 @@ def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, 
 
 
 @SIZES
-def test_the_quota_project_and_workload_pages_fit_the_screen(live_server, browser, world, staff, size):  # noqa: F811
+def test_the_quota_project_and_workload_pages_fit_the_screen(live_server, browser, world, staff, size):
     submit(world["researcher"], body(name="layout-check", resources={"gpu": 2, "cpu": "2", "memory": "8Gi"}))
     run_cycle()
     workload = Workload.objects.get(name="layout-check")

@@ -8,13 +8,13 @@ from playwright.sync_api import expect
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from scheduling.submission import submit
-from tests.scheduling.conftest import body, kube, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def queue(world):  # noqa: F811
+def queue(world):
     researcher = world["researcher"]
     for name, gpu, priority in (("pretrain-a", 8, "low"), ("pretrain-b", 8, "low"), ("finetune", 2, "normal"),
                                 ("eval", 2, "normal"), ("sweep", 2, "normal")):
@@ -71,7 +71,7 @@ def test_the_pool_page_loads_its_queue_and_the_table_fits_a_phone(live_server, p
 
 
 def test_a_running_workloads_page_shows_its_job_and_follows_it_live_to_completed(live_server, page, queue, standin,
-                                                                                 kube, screenshot):  # noqa: F811
+                                                                                 kube, screenshot):
     from scheduling.dispatch import dispatch
     from tests.scheduling.test_lifecycle import job_status, observe, pod
 

@@ -5,9 +5,11 @@ from pools.cluster.kube import KubeCluster
 
 @pytest.fixture
 def kube(standin, tmp_path):
-    # Short timeouts keep the stall and failure tests quick; production defaults are 5 s / 30 s / 15 s.
+    # Short timeouts keep the stall and failure tests quick; production defaults are 5 s / 30 s / 15 s. The watch
+    # margin (how long past timeoutSeconds a quiet stream may take to end before it counts as stalled) is ten times
+    # the stand-in's 0.2 s wait step, so that a loaded machine never turns a normal end into a stall.
     cluster = KubeCluster.from_kubeconfig(
-        standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=1.0, read_timeout=2.0, watch_margin=0.5
+        standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=1.0, read_timeout=2.0, watch_margin=2.0
     )
     yield cluster
     cluster.close()

@@ -2,17 +2,17 @@
 pure comparison, then seed 002's pool pasted into the demo fleet (where it once made 76 nodes SHARED with
 inference and simulation, silently) through the CLI and the API."""
 
-import io
 import json
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from rest_framework.test import APIClient
 
 from pools.config import writes
 from pools.inventory.impact import placement_impact
 from pools.models import ConfigKind, ConfigRevision, Node, PodTemplate, Pool, Role, RoleAssignment
 from tests.conftest import seed_json_blocks
+from tests.support import commands
 
 SEED_POOL = "shared_simulation_training_pool"
 
@@ -81,9 +81,7 @@ def seed_pool_file(tmp_path) -> str:
 
 
 def run(*args) -> str:
-    out = io.StringIO()
-    call_command("config", "--author", "tests", *args, stdout=out)
-    return out.getvalue()
+    return commands.run("config", "--author", "tests", *args)
 
 
 def expected_shared() -> tuple[int, int]:

@@ -4,12 +4,13 @@ into `config update`, then shown and imported back unchanged."""
 import json
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from pools.config.documents import PoolDoc
 from pools.engine import parse_json
 from pools.models import PodTemplate, ResourceValidation
 from tests.conftest import reference_defaults, seed_json_blocks
+from tests.support import commands
 
 pytestmark = pytest.mark.django_db
 
@@ -25,11 +26,7 @@ def all_blocks():
 
 
 def run(*args) -> str:
-    from io import StringIO
-
-    out = StringIO()
-    call_command("config", "--author", "seed-test", *args, stdout=out)
-    return out.getvalue()
+    return commands.run("config", "--author", "seed-test", *args)
 
 
 def update_from(tmp_path, kind, data_or_text, *names) -> str:

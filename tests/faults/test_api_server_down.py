@@ -12,7 +12,8 @@ from pools.fleet.sync import BackendSync, cluster_for, mark_stale_backends
 from pools.fleet.usage import backend_online
 from pools.models import Backend, Node, SyncLog
 from pools.tasks import sync_backend
-from tests.faults.conftest import NODES, FakeClock, busy_cluster, run_beside
+from tests.faults.conftest import NODES, busy_cluster
+from tests.support.syncing import FakeClock, run_beside
 from tests.waiting import until
 
 STALE = 30  # seconds: the outage (60 s) outlasts it

@@ -21,7 +21,8 @@ from django.conf import settings
 
 from tests.faults.conftest import busy_cluster
 from tests.kube_objects import make_node
-from tests.scheduling.test_faults import PREFIX, free_port
+from tests.scheduling.test_faults import PREFIX
+from tests.support.ports import free_port
 from tests.waiting import until
 
 pytestmark = pytest.mark.postgres

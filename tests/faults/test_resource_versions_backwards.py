@@ -11,8 +11,9 @@ import pytest
 
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node
-from tests.faults.conftest import NODES, FakeClock, busy_cluster, heartbeats, run_beside
+from tests.faults.conftest import NODES, busy_cluster, heartbeats
 from tests.kube_objects import make_node
+from tests.support.syncing import FakeClock, run_beside, watch_round
 from tests.waiting import until
 
 AFTER = ["gpu-a", "gpu-b", "gpu-new"]  # cpu-a deleted and gpu-new added after the rewind
@@ -50,7 +51,7 @@ def test_a_freshly_started_sync_sees_what_changed_after_the_rewind(standin, back
     rewind_then_change(standin)
 
     # Not `sync --once`: a run that would resume its watches from the stored resourceVersions.
-    stats = BackendSync(backend, cluster_for(backend)).run(seconds=0.5)
+    stats = watch_round(backend, standin)
     assert stats.relists == 1 and stats.errors == []
     assert node_names(backend) == AFTER
     backend.refresh_from_db()
@@ -90,7 +91,7 @@ def test_a_full_list_every_osmo_relist_seconds_catches_a_rewind_the_numbers_do_n
 
     def round_at(seconds: float):
         clock.seconds = seconds
-        return BackendSync(backend, cluster_for(backend), now=clock.now).run(seconds=0.3)
+        return watch_round(backend, standin, clock=clock)
 
     assert round_at(0).relists == 1  # never listed: lists
     stored = int(Backend.objects.get(pk=backend.pk).nodes_resource_version)

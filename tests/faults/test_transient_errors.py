@@ -9,7 +9,8 @@ from pools.cluster import ClusterError
 from pools.cluster.reflector import Backoff
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node, SyncLog
-from tests.faults.conftest import FakeClock, busy_cluster, run_beside
+from tests.faults.conftest import busy_cluster
+from tests.support.syncing import FakeClock, run_beside
 from tests.waiting import until
 
 

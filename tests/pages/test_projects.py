@@ -158,7 +158,9 @@ def test_a_project_the_user_does_not_belong_to_is_not_found(member_client, world
 
 
 def test_staff_see_any_project(staff_client, world):
-    assert staff_client.get("/projects/secret/").status_code == 200
+    response = staff_client.get("/projects/secret/")
+
+    assert response.status_code == 200 and "secret" in body(response)
 
 
 def test_the_projects_page_makes_the_same_queries_whatever_the_number_of_projects(member_client, world):

@@ -2,23 +2,16 @@
 them), tables in the documented columns, refusals in one paragraph."""
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from pools.config import writes
 from pools.models import ConfigKind
 from tests.quotas.conftest import project_doc
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
-
-
-def run(*args) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 @pytest.mark.parametrize(("command", "url"), [

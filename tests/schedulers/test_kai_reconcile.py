@@ -9,23 +9,23 @@ from pools.models import Backend, Pool
 from pools.schedulers.desired import kai_objects
 from pools.schedulers.kai import queue_name
 from pools.schedulers.reconcile import reconcile
-from tests.scheduling.conftest import kube, project, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import project
 
 pytestmark = pytest.mark.django_db
 MANAGED = {"runwhere.ai/managed-by": "osmo-pools"}
 
 
 @pytest.fixture
-def kai(world):  # noqa: F811
+def kai(world):
     Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
     return Backend.objects.get(name="default")
 
 
-def stored(kube, kind=KAI_QUEUE) -> dict[str, dict]:  # noqa: F811
+def stored(kube, kind=KAI_QUEUE) -> dict[str, dict]:
     return {item["metadata"]["name"]: item for item in kube.list_objects(kind).items}
 
 
-def test_quotas_become_queues_parents_first_with_explicit_limits_and_a_second_run_writes_nothing(standin, kube,  # noqa: F811
+def test_quotas_become_queues_parents_first_with_explicit_limits_and_a_second_run_writes_nothing(standin, kube,
                                                                                              kai):
     someone = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "team-x"},
                "spec": {"resources": {"gpu": {"quota": 8, "limit": -1, "overQuotaWeight": 1}}}}
@@ -48,7 +48,7 @@ def test_quotas_become_queues_parents_first_with_explicit_limits_and_a_second_ru
     assert again.writes == 0 and again.unchanged == len(wanted)
 
 
-def test_a_quota_change_updates_its_queue_and_a_removed_project_loses_its_queue_only(standin, kube, kai):  # noqa: F811
+def test_a_quota_change_updates_its_queue_and_a_removed_project_loses_its_queue_only(standin, kube, kai):
     reconcile(kai, kube)
     project("vision", pools={"training": {"deserved": 6, "limit": 12}}, users=["researcher"],
             default_pools=["training"])
@@ -65,7 +65,7 @@ def test_a_quota_change_updates_its_queue_and_a_removed_project_loses_its_queue_
     assert "training.research.vision" in stored(kube)
 
 
-def test_topology_keys_create_and_re_create_the_pools_topology(standin, kube, kai):  # noqa: F811
+def test_topology_keys_create_and_re_create_the_pools_topology(standin, kube, kai):
     keys = [{"key": "zone", "label": "topology.kubernetes.io/zone"}, {"key": "rack", "label": "example.com/rack"}]
     Pool.objects.filter(name="training").update(topology_keys=keys)
     reconcile(kai, kube)
@@ -80,7 +80,7 @@ def test_topology_keys_create_and_re_create_the_pools_topology(standin, kube, ka
     assert reconcile(kai, kube).deleted == ["Topology/training"]
 
 
-def test_a_name_taken_by_someone_elses_queue_is_left_alone_and_a_410_on_the_list_is_survived(standin, kube,  # noqa: F811
+def test_a_name_taken_by_someone_elses_queue_is_left_alone_and_a_410_on_the_list_is_survived(standin, kube,
                                                                                            kai):
     theirs = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "training.research"},
               "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 1}}}}

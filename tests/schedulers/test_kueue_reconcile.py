@@ -10,7 +10,7 @@ from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
 from pools.schedulers.desired import _platforms
 from pools.schedulers.kueue import flavor_name
 from pools.schedulers.reconcile import reconcile, run
-from tests.scheduling.conftest import SHARED, kube, project, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED, project
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -25,7 +25,7 @@ KINDS = (KUEUE_RESOURCE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_Q
 
 
 @pytest.fixture
-def kueue(world):  # noqa: F811
+def kueue(world):
     """Departments research (vision, nlp: the world's) and product (serving), on a Kueue backend."""
     Project.objects.filter(name=Project.DEFAULT_NAME).delete()
     Department.objects.filter(name=Department.DEFAULT_NAME).delete()
@@ -56,7 +56,7 @@ def group(flavors: list[dict]) -> list[dict]:
 
 
 def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_second_run_writes_nothing(
-        standin, kube, kueue):  # noqa: F811
+        standin, kube, kueue):
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-x"},
               "spec": {"cohortName": "research", "resourceGroups": []}}
     theirs = kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)  # as stored: with the schema's defaults
@@ -113,7 +113,7 @@ def test_quotas_become_kueue_objects_as_specified_in_their_namespaces_and_a_seco
     assert not standin.requests_to("/api/v1/namespaces", method="POST")
 
 
-def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_its_queues_only(standin, kube,  # noqa: F811
+def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_its_queues_only(standin, kube,
                                                                                              kueue):
     reconcile(kueue, kube)
     project("vision", pools={"training": {"deserved": 6, "limit": 12}, SHARED: {"deserved": 2}}, users=["researcher"],
@@ -130,7 +130,7 @@ def test_a_quota_change_updates_one_cluster_queue_and_a_removed_project_loses_it
     assert set(stored(standin, KUEUE_CLUSTER_QUEUE)) == {"vision", "serving"}
 
 
-def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_survived(standin, kube, kueue):  # noqa: F811
+def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_survived(standin, kube, kueue):
     theirs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "nlp"},
               "spec": {"cohortName": "elsewhere", "resourceGroups": []}}
     theirs = kube.create_object(KUEUE_CLUSTER_QUEUE, theirs)  # as stored: with the schema's defaults
@@ -157,7 +157,7 @@ def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_su
     assert set(stored(standin, KUEUE_CLUSTER_QUEUE)) == {"nlp"}  # theirs stays
 
 
-def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):  # noqa: F811
+def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):
     reconcile(kueue, kube)
     Pool.objects.filter(name="training").update(node_selector={"example.com/pool": "training"})
     reconcile(kueue, kube)
@@ -170,7 +170,7 @@ def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):
     assert reconcile(kueue, kube).writes == 0
 
 
-def test_a_configuration_kueue_cannot_hold_is_kept_on_the_backend_as_its_error(standin, kube, kueue):  # noqa: F811
+def test_a_configuration_kueue_cannot_hold_is_kept_on_the_backend_as_its_error(standin, kube, kueue):
     Pool.objects.filter(name="training").update(node_selector={f"example.com/k{i}": "v" for i in range(8)})
     assert run(kueue, kube) is None
     error = Backend.objects.get(pk=kueue.pk).engine_error
@@ -206,7 +206,7 @@ class Racing:
         return getattr(self.cluster, name)
 
 
-def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_field_is_immutable(standin, kube,  # noqa: F811
+def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_field_is_immutable(standin, kube,
                                                                                                kueue):
     reconcile(kueue, kube)
     before = standin.object(KUEUE_LOCAL_QUEUE, "vision", namespace="proj-vision")
@@ -223,7 +223,7 @@ def test_a_local_queue_naming_another_cluster_queue_is_re_created_since_the_fiel
     assert not [r for r in standin.requests if r.method == "PATCH"]
 
 
-def test_a_namespace_the_server_refuses_is_recorded_and_every_queue_is_still_written(standin, kube, kueue):  # noqa: F811
+def test_a_namespace_the_server_refuses_is_recorded_and_every_queue_is_still_written(standin, kube, kueue):
     forbidden = ('namespaces is forbidden: User "system:serviceaccount:osmo:osmo" cannot create resource '
                  '"namespaces" in API group "" at the cluster scope')
     standin.fail_next(1, status=403, path_prefix="/api/v1/namespaces", method="POST", message=forbidden)

@@ -6,11 +6,10 @@ online."""
 
 import json
 
-import pytest
 from django.utils import timezone
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
+from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool
 from tests.conftest import seed_json_blocks
 
 SHARED = "shared_simulation_training_pool"
@@ -51,54 +50,6 @@ def project(name: str, department: str = "research", pools: dict | None = None, 
             "default_node_pools": list(default_pools),
             "resources": [{"node_pool": pool, "gpu": gpu} for pool, gpu in (pools or {}).items()]}
     writes.import_document(ConfigKind.PROJECT, {name: body}, author="tests")
-
-
-@pytest.fixture
-def world(defaults, django_user_model):
-    Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
-    writes.import_document(ConfigKind.POD_TEMPLATE, {**L40S, **A100, **H100}, author="tests")
-    pool = seed_pool()
-    pool["common_pod_template"] = ["default_user"]
-    training = {**seed_pool(), "name": "training", "default_platform": "h100", "common_pod_template": ["default_user"],
-                "max_exec_timeout": "1d", "platforms": {"h100": {"override_pod_template": ["h100"]}}}
-    writes.import_document(ConfigKind.POOL, {"pools": {SHARED: pool, "training": training}}, author="tests")
-    writes.import_document(ConfigKind.ROLE, seed_role(), author="tests")
-    writes.import_document(ConfigKind.ROLE, {"name": "osmo-training", "policies": [{"actions": [
-        {"base": "http", "path": "/api/pool/training*", "method": "post"}]}]}, author="tests")
-    writes.import_document(ConfigKind.DEPARTMENT, {"research": {"name": "research"}}, author="tests")
-    project("vision", pools={"training": {"deserved": 4, "limit": 12}, SHARED: {"deserved": 2}},
-            users=["researcher"], default_pools=["training"])
-    project("nlp", pools={"training": {"deserved": 0, "over_quota_weight": "Medium"}}, users=["researcher", "other"],
-            default_pools=["training"])
-    add_nodes(SHARED, "l40s_platform", 2, gpus=4, product="NVIDIA-L40S")
-    add_nodes(SHARED, "a100_platform", 1, gpus=8, product="NVIDIA-A100")
-    add_nodes("training", "h100", 2, gpus=8)
-    add_nodes("default", "default", 1, gpus=0, product="", prefix="cpu")
-    researcher = django_user_model.objects.create_user("researcher", password="pw-res-123")
-    other = django_user_model.objects.create_user("other", password="pw-oth-123")
-    for role in ("osmo-shared", "osmo-training"):
-        RoleAssignment.objects.create(user=researcher, role=Role.objects.get(name=role))
-    RoleAssignment.objects.create(user=other, role=Role.objects.get(name="osmo-training"))
-    return {"researcher": researcher, "other": other}
-
-
-@pytest.fixture
-def kube(standin, tmp_path):
-    """The real client, on the stand-in API server."""
-    from pools.cluster.kube import KubeCluster
-
-    cluster = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
-def researcher_api(world):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(world["researcher"])
-    return client
 
 
 def body(**fields) -> dict:

@@ -9,14 +9,9 @@ from django.core.management.base import CommandError
 
 from scheduling.models import Status, Workload
 from tests.scheduling.conftest import body
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
-
-
-def run(*args) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 def write(tmp_path, data, name="job.json") -> str:

@@ -24,6 +24,7 @@ from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import body
+from tests.support.ports import free_port
 from tests.waiting import until
 
 PREFIX = "runwhere.ai/"
@@ -115,12 +116,6 @@ def test_a_worker_killed_after_the_api_server_accepted_the_job_leaves_one_job_th
 
 
 # ---- B: the broker stopped for 20 s while dispatch messages are being sent ---------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 class PrivateRedis:
     """A redis-server of this test's own (never the shared one), without persistence: what it held when it

@@ -13,6 +13,7 @@ from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.submission import submit
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import SHARED, body, seed_pool
+from tests.waiting import until
 
 
 @pytest.mark.redis
@@ -95,6 +96,18 @@ def test_reclaim_preempts_borrowed_work_and_admits_once_it_is_gone(world):
     assert [item["name"] for item in run_cycle().admitted] == ["guaranteed"]
 
 
+def waiting_for_a_lock(pids: list[int]) -> bool:
+    """Whether the PostgreSQL session `pids[0]` (once a thread has put it there) waits for a lock."""
+    from django.db import connection
+
+    if not pids:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pids[0]])
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_cancel_during_a_cycle_waits_for_it_and_is_not_overwritten(world):
@@ -123,11 +136,19 @@ def test_a_cancel_during_a_cycle_waits_for_it_and_is_not_overwritten(world):
         cycle.start()
         assert loaded.wait(10)
         canceled = []
-        canceler = threading.Thread(target=lambda: (canceled.append(cancel(world["researcher"], workload)),
-                                                    connection.close()))
+        canceler_pid = []
+
+        def cancel_it():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                canceler_pid.append(cursor.fetchone()[0])
+            canceled.append(cancel(world["researcher"], workload))
+            connection.close()
+
+        canceler = threading.Thread(target=cancel_it)
         canceler.start()
-        canceler.join(0.5)
-        assert canceler.is_alive()  # waiting for the cycle's lock
+        until(lambda: waiting_for_a_lock(canceler_pid), "the cancel to wait for the cycle's lock")
+        assert canceler.is_alive()
         finish.set()
         cycle.join(10)
         canceler.join(10)

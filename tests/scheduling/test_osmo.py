@@ -1,16 +1,15 @@
 """OSMO's workflow endpoints and gpuctl's job file, over the seed pool and role: accepted, refused and queued."""
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from scheduling.cycle import run_cycle
 from scheduling.models import Source, Status, Workload
 from tests.scheduling.conftest import SHARED
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 
@@ -141,12 +140,6 @@ resources:
   cpu: 8
   memory: 64Gi
 """
-
-
-def run(*args) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 def test_a_gpuctl_job_file_is_created_listed_and_deleted(world, tmp_path):

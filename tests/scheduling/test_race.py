@@ -169,12 +169,15 @@ def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or
     processes = workers(2, tmp_path)
     seen, admitted, statuses = [], [], defaultdict(int)
     watching = threading.Event()
+    died = []  # what killed a watcher: re-raised here, since a thread's exception alone is only a warning
 
     def watch():
         try:
             while not watching.is_set():
                 seen.extend(violations())
                 time.sleep(0.1)
+        except BaseException as exc:
+            died.append(exc)
         finally:
             connection.close()  # this thread's own connection
 
@@ -191,6 +194,8 @@ def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or
                     watching.set()
                     watcher.join()
                     watching.clear()
+                if died:
+                    raise AssertionError("the watcher of invariants died") from died[0]
                 for code, body, text in answers:
                     statuses[code] += 1
                     assert code in (201, 400), (code, body, text)  # 400: never fits its deserved quota
