@@ -419,7 +419,7 @@ def test_the_migration_names_stored_roles_with_an_unusable_glob_and_keeps_them(c
 
     from django.apps import apps
 
-    migration = importlib.import_module("pools.migrations.0017_report_unusable_role_globs")
+    migration = importlib.import_module("pools.migrations.0018_report_unusable_role_globs")
     Role.objects.create(name="stored-broken", policies=[{"actions": [
         {"base": "http", "path": "!/api/pool/[b--]*", "method": "post"},
         {"base": "http", "path": "/api/pool/fine*", "method": "post"}]}])
