@@ -15,7 +15,7 @@ from pools.cluster.kinds import KAI_QUEUE
 from pools.cluster.simulated import SimulatedCluster
 from pools.models import Backend, Pool
 from pools.schedulers.reconcile import run
-from tests.scheduling.conftest import SHARED, kube, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import SHARED
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -100,7 +100,7 @@ def test_each_simulated_cluster_has_a_stable_kube_system_uid_of_its_own(tmp_path
 
 
 def test_two_backends_splitting_one_cluster_each_keep_their_own_objects_and_a_second_round_writes_nothing(
-        standin, kube, world, tmp_path):  # noqa: F811
+        standin, kube, world, tmp_path):
     path = standin.kubeconfig(tmp_path / "kubeconfig")
     add("first", "--kubeconfig", path, "--scheduler", "kai")
     add("second", "--kubeconfig", path, "--scheduler", "kai", "--same-cluster-as", "first")

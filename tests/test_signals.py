@@ -21,8 +21,8 @@ from pools.models import Backend
 from scheduling.models import AdmissionState
 from tests.faults.conftest import busy_cluster
 from tests.processes import descendants, running
-from tests.scheduling.conftest import world  # noqa: F401  (a fixture: pools, projects, quotas)
-from tests.scheduling.test_faults import child_env, free_port
+from tests.scheduling.test_faults import child_env
+from tests.support.ports import free_port
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -160,7 +160,7 @@ def admission_lock_free() -> bool:
     return True
 
 
-def test_schedule_stopped_by_sigterm_ends_cleanly_and_a_restart_cycles_at_once(world, tmp_path):  # noqa: F811
+def test_schedule_stopped_by_sigterm_ends_cleanly_and_a_restart_cycles_at_once(world, tmp_path):
     schedule = Command(tmp_path, "schedule", "--interval", "0.5")
     try:
         until(lambda: schedule.process.poll() is not None or schedule.output().count("Cycle:") >= 2,

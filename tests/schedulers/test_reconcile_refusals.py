@@ -19,7 +19,7 @@ from pools.schedulers.desired import for_backend
 from pools.schedulers.kai import queue_name
 from pools.schedulers.reconcile import run
 from tests.kube_standin import KubeStandin
-from tests.scheduling.conftest import SHARED, kube, project, world  # noqa: F401 (the fixtures)
+from tests.scheduling.conftest import project
 
 pytestmark = pytest.mark.django_db
 TOO_LONG = ('Queue.scheduling.run.ai "training.research.audio" is invalid: metadata.labels: Invalid value: '
@@ -28,7 +28,7 @@ TOO_LONG = ('Queue.scheduling.run.ai "training.research.audio" is invalid: metad
 
 
 @pytest.fixture
-def kai(world):  # noqa: F811
+def kai(world):
     Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
     return Backend.objects.get(name="default")
 
@@ -49,7 +49,7 @@ def wanted_queues(backend) -> set[str]:
 
 
 def test_a_refused_queue_is_recorded_and_shown_while_every_other_object_is_written_and_a_later_run_clears_it(
-        standin, kube, kai, admin_client, client, settings):  # noqa: F811
+        standin, kube, kai, admin_client, client, settings):
     assert run(kai, kube) is not None
     Project.objects.filter(name="nlp").delete()
     project("audio", pools={"training": {"deserved": 1}})
@@ -93,7 +93,7 @@ def test_a_refused_queue_is_recorded_and_shown_while_every_other_object_is_writt
     assert refused_gauge(client) == {"default": 0}
 
 
-def test_a_refusal_keeps_its_since_while_the_object_stays_refused(standin, kube, kai):  # noqa: F811
+def test_a_refusal_keeps_its_since_while_the_object_stays_refused(standin, kube, kai):
     theirs = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "training.research"},
               "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 1}}}}
     kube.create_object(KAI_QUEUE, theirs)
@@ -108,7 +108,7 @@ def test_a_refusal_keeps_its_since_while_the_object_stays_refused(standin, kube,
 
 
 def test_new_topology_keys_re_create_the_topology_and_the_same_run_deletes_a_removed_projects_queues(
-        standin, kube, kai):  # noqa: F811
+        standin, kube, kai):
     zone, rack, host = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"
     Pool.objects.filter(name="training").update(topology_keys=[{"key": "zone", "label": zone},
                                                                {"key": "rack", "label": rack}])
