@@ -48,6 +48,7 @@ MIDDLEWARE = [
     "osmo_site.middleware.ContentSecurityPolicyMiddleware",  # OSMO_CSP on every response
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "osmo_site.middleware.SlashEitherWayMiddleware",  # writes answer with or without the trailing slash
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
