@@ -43,12 +43,12 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     pools = [p for p in workload.pools if keep(p)]
     reason = first_reason(workload, keep) if workload.status in WAITING else None
     positions = {p: n for p, n in (workload.positions or {}).items() if keep(p)}
-    pool_name = workload.pool.name if workload.pool_id and workload.pool and keep(workload.pool.name) else None
+    pool_name = workload.pool_label if workload.pool_label and keep(workload.pool_label) else None
     return {
         "id": str(workload.id),
         "name": workload.name,
         "workflow": workload.workflow,
-        "project": workload.project.name,
+        "project": workload.project_label,
         "submitter": workload.submitter_name,
         "source": workload.source,
         "priority": workload.priority,
@@ -76,7 +76,7 @@ def _job(workload: Workload) -> dict | None:
     if not workload.job_name:
         return None
     run = ManagedJob.objects.filter(backend_id=workload.pool.backend_id, namespace=workload.namespace,
-                                    name=workload.job_name).first()
+                                    name=workload.job_name).first() if workload.pool_id else None
     pods = []
     for name, pod in sorted((run.pods if run else {}).items()):
         pods.append({"name": name, "node": pod.get("node") or None, "phase": "Deleted" if pod.get("deleted")
@@ -98,7 +98,7 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
     keep = _visible(access)
     body = row(workload, access)
     body.update({
-        "department": workload.project.department.name,
+        "department": workload.department_label,
         "resources": {"gpu": workload.gpu, "cpu": cores(workload.cpu), "memory": workload.memory,
                       "storage": workload.storage},
         "preemptible": workload.preemptible,

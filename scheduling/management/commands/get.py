@@ -35,7 +35,8 @@ def job_rows(pool: str | None, now=None) -> list[dict]:
     for workload in rows:
         row = bodies.row(workload, access)
         nodes = sorted(workload.placement) if workload.pool_id else []
-        result.append({"job_id": str(workload.id), "name": workload.name, "namespace": workload.project.namespace,
+        namespace = workload.project.namespace if workload.project_id else workload.namespace
+        result.append({"job_id": str(workload.id), "name": workload.name, "namespace": namespace,
                        "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
                        "ready": f"0/{workload.replicas}", "node": ",".join(nodes) or "<none>", "ip": "<none>",
                        "age": age(workload.submitted_at, now), "pool": row["pool"] or (row["pools"] or [""])[0]})
