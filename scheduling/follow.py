@@ -24,7 +24,8 @@ FOLLOWED = (Status.SCHEDULING, Status.RUNNING)
 def _current(workload: Workload) -> lifecycle.Current:
     actions = workload.exit_actions or (workload.pool.default_exit_actions if workload.pool else {}) or {}
     return lifecycle.Current(workload.status, workload.replicas, workload.attempt, actions,
-                             settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT))
+                             settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT),
+                             timedelta(seconds=settings.OSMO_CREATE_FAILURE_TIMEOUT))
 
 
 def _reason(pool: str, text: str, engine: dict) -> dict:
@@ -34,6 +35,8 @@ def _reason(pool: str, text: str, engine: dict) -> dict:
         return {"pool": pool, "code": "ENGINE", "message": text,
                 "details": {"engine": engine.get("engine"), "reason": engine.get("code"),
                             "engine_message": engine.get("message", ""), **(engine.get("details") or {})}}
+    if text.startswith(lifecycle.CREATE_FAILURE_PREFIX):
+        return {"pool": pool, "code": "CREATE_FAILED", "message": text, "details": {}}
     return {"pool": pool, "code": "UNSCHEDULABLE" if "unschedulable" in text else "WAITING", "message": text,
             "details": {}}
 
@@ -58,8 +61,8 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
             row = runs.get((workload.pool.backend_id, workload.namespace, workload.job_name))
             if row is None:
                 continue  # dispatched, not seen by the sync yet
-            outcome = lifecycle.observe(_current(workload), lifecycle.Run(row.job, row.pods, row.gone, row.engine),
-                                        now)
+            outcome = lifecycle.observe(_current(workload), lifecycle.Run(row.job, row.pods, row.gone, row.engine,
+                                                                          row.create_failure), now)
             if outcome is None:
                 continue
             if outcome.status == Status.SCHEDULING:

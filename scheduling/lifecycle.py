@@ -23,6 +23,7 @@ class Current:
     exit_actions: dict[str, str]  # the request's, else the pool's default_exit_actions, else {}
     max_retries: int
     image_pull_limit: timedelta
+    create_failure_limit: timedelta = timedelta(seconds=300)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Run:
     pods: dict[str, dict[str, Any]]  # pod name -> pod_run_facts
     gone: bool = False
     engine: dict[str, Any] = field(default_factory=dict)  # engine_facts: why KAI or Kueue holds it back, or {}
+    create_failure: dict[str, Any] = field(default_factory=dict)  # the Job controller's FailedCreate, or {}
 
 
 @dataclass
@@ -100,13 +102,18 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     if run.gone:
         return Outcome("FAILED_BACKEND_ERROR", "JOB_DELETED", "The Job was deleted from the cluster by someone "
                                                               "else before it finished.")
+    refused = run.create_failure if not any(not pod.get("deleted") for pod in pods.values()) else {}
+    if refused.get("since") and now - datetime.fromisoformat(refused["since"].replace("Z", "+00:00")) \
+            >= current.create_failure_limit:
+        return Outcome("FAILED_BACKEND_ERROR", "CREATE_FAILED", f"The Job could not create its pods for "
+                       f"{_minutes(current.create_failure_limit)}: {refused.get('message')}", stop=True)
     running = sum(1 for pod in pods.values() if pod.get("phase") == "Running" and not pod.get("deleted"))
     succeeded = sum(1 for pod in pods.values() if pod.get("phase") == "Succeeded")
     if current.status == "RUNNING":
         return None
     if running and running + succeeded >= current.replicas:
         return Outcome("RUNNING", "RUNNING", f"All {current.replicas} replica(s) running.", started=True)
-    waiting = []
+    waiting = [create_failure_message(refused)] if refused else []
     if run.engine.get("code"):  # the engine's reason comes first: the kube-scheduler never saw the pods
         waiting.append(engine_message(run.engine))
     for name, pod in sorted(pods.items()):
@@ -123,6 +130,14 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
 
 
 ENGINE_NAMES = {"kai": "KAI Scheduler", "kueue": "Kueue"}
+
+
+CREATE_FAILURE_PREFIX = "The Job cannot create its pods: "
+
+
+def create_failure_message(facts: dict[str, Any]) -> str:
+    """The API server's own words: `pods "..." is forbidden: no PriorityClass with name build was found`."""
+    return f"{CREATE_FAILURE_PREFIX}{facts.get('message') or 'no message'}"
 
 
 def engine_message(facts: dict[str, Any]) -> str:

@@ -194,7 +194,8 @@ class KubeStandin:
         self._rv = 0
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
-                             "namespaces": _Collection("Namespace", "NamespaceList")}
+                             "namespaces": _Collection("Namespace", "NamespaceList"),
+                             "events": _Collection("Event", "EventList")}
         self._snapshots: OrderedDict[int, tuple[int, list[bytes]]] = OrderedDict()
         self._snapshot_ids = 0
         self._faults: list[_Fault] = []
@@ -351,6 +352,10 @@ class KubeStandin:
 
     def jobs(self) -> list[dict[str, Any]]:
         return [json.loads(data) for data in self._collections["jobs"].snapshot()]
+
+    def add_event(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A core/v1 Event (namespace "default" unless its metadata says), as a controller records one."""
+        return self._add("events", obj)
 
     def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
         return self._add("namespaces", {"metadata": {"name": name, "labels": labels or {}}})
@@ -579,14 +584,14 @@ class KubeStandin:
     @staticmethod
     def _key(collection: str, obj: dict[str, Any]) -> str:
         metadata = obj["metadata"]
-        if collection in ("pods", "jobs"):
+        if collection in ("pods", "jobs", "events"):
             return f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
         return metadata["name"]
 
     def _prepare(self, collection: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # Copy the top level and metadata only: the caller's nested dicts are read, never written.
         metadata = dict(obj.get("metadata") or {})
-        if collection in ("pods", "jobs"):
+        if collection in ("pods", "jobs", "events"):
             metadata.setdefault("namespace", "default")
         if "uid" not in metadata:
             metadata["uid"] = str(uuid.uuid4())
@@ -662,7 +667,7 @@ class KubeStandin:
     def _list(self, name: str, query: dict[str, str], namespace: str | None = None) -> tuple[int, bytes]:
         collection = self._collections[name]
         try:
-            selected = selection(query.get("labelSelector", ""), namespace)
+            selected = selection(query.get("labelSelector", ""), namespace, query.get("fieldSelector", ""))
         except ValueError as exc:
             return 400, _dumps(status_body(400, str(exc)))
         limit = int(query.get("limit") or 0)
@@ -790,13 +795,19 @@ class _Handler(BaseHTTPRequestHandler):
         self, method: str, path: str, query: dict[str, str], body: bytes, watch: bool, fault: _Fault | None
     ) -> None:
         segments = path.strip("/").split("/")
-        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/batch/v1/jobs") and method == "GET":
+        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/batch/v1/jobs", "/api/v1/events") and method == "GET":
             name = segments[-1]
             if watch:
                 self._watch(name, query, fault)
             else:
                 status, payload = self.server_state._list(name, query)
                 self._send_json(status, payload)
+            return
+        if segments[:3] == ["api", "v1", "namespaces"] and segments[4:] == ["events"] and method == "GET":
+            if watch:
+                self._watch("events", query, fault, segments[3])
+            else:
+                self._send_json(*self.server_state._list("events", query, segments[3]))
             return
         if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (3, 4):
             self._namespace(method, segments[3] if len(segments) == 4 else None, body)
@@ -1133,7 +1144,7 @@ class _Handler(BaseHTTPRequestHandler):
         timeout = float(query.get("timeoutSeconds") or state.default_watch_timeout)
         requested = query.get("resourceVersion", "")
         try:
-            selected = selection(query.get("labelSelector", ""), namespace)
+            selected = selection(query.get("labelSelector", ""), namespace, query.get("fieldSelector", ""))
         except ValueError as exc:
             self._send_status(400, str(exc))
             return
@@ -1270,17 +1281,33 @@ def label_selector(text: str) -> Callable[[bytes], bool] | None:
     return lambda data: matches((json.loads(data).get("metadata") or {}).get("labels") or {})
 
 
-def selection(labels: str, namespace: str | None) -> Callable[[bytes], bool] | None:
-    """label_selector, restricted to one namespace when `namespace` is given."""
-    matches = label_selector(labels)
-    if namespace is None:
-        return matches
+def field_selector(text: str) -> Callable[[bytes], bool] | None:
+    """A predicate for `fieldSelector` (`a.b=v,c!=w`: dotted paths into the object, as the server reads the
+    fields it indexes), or None when empty."""
+    terms = []
+    for term in filter(None, (part.strip() for part in (text or "").split(","))):
+        negated = "!=" in term
+        path, _, value = term.replace("!=", "=").replace("==", "=").partition("=")
+        terms.append((path.strip().split("."), value.strip(), negated))
+    if not terms:
+        return None
 
-    def selected(data: bytes) -> bool:
-        in_namespace = (json.loads(data).get("metadata") or {}).get("namespace") == namespace
-        return in_namespace and (matches is None or matches(data))
+    def value_at(obj: Any, path: list[str]) -> str:
+        for key in path:
+            obj = obj.get(key) if isinstance(obj, dict) else None
+        return "" if obj is None else str(obj)
 
-    return selected
+    return lambda data: all((value_at(json.loads(data), path) == value) != negated for path, value, negated in terms)
+
+
+def selection(labels: str, namespace: str | None, fields: str = "") -> Callable[[bytes], bool] | None:
+    """label_selector and field_selector, restricted to one namespace when `namespace` is given."""
+    predicates = [p for p in (label_selector(labels), field_selector(fields)) if p is not None]
+    if namespace is not None:
+        predicates.append(lambda data: (json.loads(data).get("metadata") or {}).get("namespace") == namespace)
+    if not predicates:
+        return None
+    return lambda data: all(predicate(data) for predicate in predicates)
 
 
 def _namespace_of(collection: _Collection, namespace: str | None) -> str | None:
