@@ -179,3 +179,5 @@ def test_the_admin_refuses_a_project_with_live_work_with_a_400_and_deletes_one_w
     finish(live)
     assert admin_client.post(f"/admin/pools/project/{robots.pk}/delete/", {"post": "yes"}).status_code == 302
     assert Workload.objects.get(pk=live.pk).project_name == "robots"
+    assert "robots" in admin_client.get("/admin/scheduling/workload/").content.decode()
+    assert "robots" in admin_client.get(f"/admin/scheduling/workload/{live.pk}/change/").content.decode()
