@@ -181,3 +181,18 @@ def test_the_admin_refuses_a_project_with_live_work_with_a_400_and_deletes_one_w
     assert Workload.objects.get(pk=live.pk).project_name == "robots"
     assert "robots" in admin_client.get("/admin/scheduling/workload/").content.decode()
     assert "robots" in admin_client.get(f"/admin/scheduling/workload/{live.pk}/change/").content.decode()
+
+
+def test_the_rollback_page_refuses_to_undo_a_projects_creation_while_live_work_names_it(
+        researcher_api, client, staff, lab):
+    from pools.models import ConfigRevision
+
+    live = submit(researcher_api, project="robots")
+    created = ConfigRevision.objects.get(kind=ConfigKind.PROJECT, name="robots", action=ConfigRevision.Action.CREATE)
+    client.force_login(staff)
+
+    page = client.post(f"/config/history/rollback/?type=project&revision={created.number}&before=1",
+                       {"confirm": "yes"})
+
+    assert page.status_code == 400 and live.short_id in page.content.decode()
+    assert Project.objects.filter(name="robots").exists()
