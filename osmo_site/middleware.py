@@ -6,6 +6,7 @@ from urllib.parse import unquote
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
 
 from pools.engine import jsonread
 
@@ -51,3 +52,35 @@ class ContentSecurityPolicyMiddleware:
         if policy and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = policy
         return response
+
+
+def served_path(path: str, urlconf=None) -> str:
+    """`path`, or its other form (with or without the trailing slash) when only that one is routed."""
+    try:
+        resolve(path, urlconf)
+        return path
+    except Resolver404:
+        pass
+    other = path[:-1] if path.endswith("/") else f"{path}/"
+    try:
+        resolve(other, urlconf)
+    except Resolver404:
+        return path
+    return other
+
+
+class SlashEitherWayMiddleware:
+    """A write (POST, PUT, PATCH, DELETE) to a path routed only in its other form is served as that form.
+    CommonMiddleware's APPEND_SLASH would answer it 301 (clients resend a POST as a GET, or not at all: a curl
+    cancel did nothing) or, with DEBUG on, fail with a 500. Reads keep the redirect to the canonical page."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            path = served_path(request.path_info, getattr(request, "urlconf", None))
+            if path != request.path_info:
+                request.path = request.path[:len(request.path) - len(request.path_info)] + path
+                request.path_info = path
+        return self.get_response(request)

@@ -48,6 +48,7 @@ MIDDLEWARE = [
     "osmo_site.middleware.ContentSecurityPolicyMiddleware",  # OSMO_CSP on every response
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "osmo_site.middleware.SlashEitherWayMiddleware",  # writes answer with or without the trailing slash
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -280,7 +281,8 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
 # finishes, and a priority may name a PriorityClass ("high=osmo-high,low=osmo-preemptible"). Every
 # OSMO_LIFECYCLE_INTERVAL seconds beat sweeps: ADMITTED rows older than OSMO_DISPATCH_RETRY_SECONDS are sent
 # again, stops likewise, timeouts are enforced and dispatched workloads re-read. RESCHEDULE starts at most
-# OSMO_MAX_RETRIES new attempts; an image that cannot be pulled for OSMO_IMAGE_PULL_TIMEOUT seconds fails.
+# OSMO_MAX_RETRIES new attempts; an image that cannot be pulled for OSMO_IMAGE_PULL_TIMEOUT seconds fails, and so
+# does a Job whose pods the API server refuses (FailedCreate Events) for OSMO_CREATE_FAILURE_TIMEOUT seconds.
 OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
 # KAI backends: the PriorityClass of KAI's for each of our priorities (KAI ships train 50 and build-preemptible
@@ -293,6 +295,7 @@ OSMO_MAX_RETRIES = env_int("OSMO_MAX_RETRIES", 3)
 OSMO_IMAGE_PULL_TIMEOUT = env_int("OSMO_IMAGE_PULL_TIMEOUT", 300)
 # A pod pinned to its planned nodes that finds no node for this many seconds ends the attempt (admitted again).
 OSMO_PLACEMENT_GRACE = env_int("OSMO_PLACEMENT_GRACE", 120)
+OSMO_CREATE_FAILURE_TIMEOUT = env_int("OSMO_CREATE_FAILURE_TIMEOUT", 300)
 CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
     "task": "scheduling.tasks.lifecycle_sweep",
     "schedule": float(OSMO_LIFECYCLE_INTERVAL),

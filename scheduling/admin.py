@@ -20,20 +20,29 @@ class EventInline(admin.TabularInline):
 
 @admin.register(Workload)
 class WorkloadAdmin(admin.ModelAdmin):
-    list_display = ("name", "short_id", "project", "submitter_name", "priority", "status", "pool", "platform",
-                    "replicas", "gpu", "submitted_at")
+    list_display = ("name", "short_id", "project_shown", "submitter_name", "priority", "status", "pool_shown",
+                    "platform", "replicas", "gpu", "submitted_at")
     list_filter = ("status", "priority", "source", "pool", "project")
     search_fields = ("name", "workflow", "submitter_name", "id")
     list_select_related = ("project", "pool")
     inlines = [EventInline]
-    fields = ("id", "name", "workflow", "group", "project", "submitter_name", "source", "priority", "status",
-              "pools", "pool", "platform", "replicas", "gpu", "cpu", "memory", "storage", "exec_timeout",
+    fields = ("id", "name", "workflow", "group", "project_shown", "submitter_name", "source", "priority", "status",
+              "pools", "pool_shown", "platform", "replicas", "gpu", "cpu", "memory", "storage", "exec_timeout",
               "queue_timeout", "submitted_at", "admitted_at", "started_at", "finished_at", "reasons_shown",
               "positions", "placement", "request_shown", "templates_shown")
     readonly_fields = fields
 
     def has_add_permission(self, request):
         return False
+
+    # A deleted project or pool still shows by name (the history keeps it).
+    @admin.display(description="Project", ordering="project__name")
+    def project_shown(self, obj):
+        return obj.project_label
+
+    @admin.display(description="Pool", ordering="pool__name")
+    def pool_shown(self, obj):
+        return obj.pool_label
 
     def has_change_permission(self, request, obj=None):
         return False

@@ -43,12 +43,12 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     pools = [p for p in workload.pools if keep(p)]
     reason = first_reason(workload, keep) if workload.status in WAITING else None
     positions = {p: n for p, n in (workload.positions or {}).items() if keep(p)}
-    pool_name = workload.pool.name if workload.pool_id and workload.pool and keep(workload.pool.name) else None
+    pool_name = workload.pool_label if workload.pool_label and keep(workload.pool_label) else None
     return {
         "id": str(workload.id),
         "name": workload.name,
         "workflow": workload.workflow,
-        "project": workload.project.name,
+        "project": workload.project_label,
         "submitter": workload.submitter_name,
         "source": workload.source,
         "priority": workload.priority,
@@ -116,7 +116,7 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
     body = row(workload, access)
     run = current_runs([workload]).get(str(workload.id)) if body["pool"] else None
     body.update({
-        "department": workload.project.department.name,
+        "department": workload.department_label,
         "resources": {"gpu": workload.gpu, "cpu": cores(workload.cpu), "memory": workload.memory,
                       "storage": workload.storage},
         "preemptible": workload.preemptible,

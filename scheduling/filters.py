@@ -12,7 +12,7 @@ from .models import Priority, Source, Status, Workload
 
 class WorkloadFilterSet(django_filters.FilterSet):
     pool = django_filters.CharFilter(method="filter_pool", help_text="Admitted to, or a candidate of, this pool.")
-    project = django_filters.CharFilter(field_name="project__name")
+    project = django_filters.CharFilter(method="filter_project")
     status = django_filters.MultipleChoiceFilter(choices=Status.choices)
     user = django_filters.CharFilter(field_name="submitter_name", help_text="The submitter's user name.")
     priority = django_filters.ChoiceFilter(choices=Priority.choices)
@@ -24,6 +24,9 @@ class WorkloadFilterSet(django_filters.FilterSet):
         model = Workload
         fields = ["pool", "project", "status", "user", "priority", "source", "workflow"]
 
+    def filter_project(self, queryset, name, value):
+        return queryset.filter(Q(project__name=value) | Q(project__isnull=True, project_name=value))
+
     def filter_pool(self, queryset, name, value):
         # A pool the caller may not see matches nothing, as a pool that does not exist does.
         visible = access_for(self.request).visible_pool_names if self.request is not None else None
@@ -31,8 +34,8 @@ class WorkloadFilterSet(django_filters.FilterSet):
             return queryset.none()
         # JSON containment on PostgreSQL; on SQLite the candidate list is matched as text.
         if connection.vendor == "postgresql":
-            return queryset.filter(Q(pool__name=value) | Q(pools__contains=[value]))
-        return queryset.filter(Q(pool__name=value) | Q(pools__icontains=f'"{value}"'))
+            return queryset.filter(Q(pool__name=value) | Q(pool_name=value) | Q(pools__contains=[value]))
+        return queryset.filter(Q(pool__name=value) | Q(pool_name=value) | Q(pools__icontains=f'"{value}"'))
 
     def filter_search(self, queryset, name, value):
         value = value.strip()[:100]

@@ -27,6 +27,7 @@ def _current(workload: Workload) -> lifecycle.Current:
     return lifecycle.Current(workload.status, workload.replicas, workload.attempt, actions,
                              settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT),
                              planned=workload.placement or {},
+                             create_failure_limit=timedelta(seconds=settings.OSMO_CREATE_FAILURE_TIMEOUT),
                              placement_grace=timedelta(seconds=settings.OSMO_PLACEMENT_GRACE))
 
 
@@ -57,6 +58,8 @@ def _reason(pool: str, text: str, engine: dict) -> dict:
         return {"pool": pool, "code": "ENGINE", "message": text,
                 "details": {"engine": engine.get("engine"), "reason": engine.get("code"),
                             "engine_message": engine.get("message", ""), **(engine.get("details") or {})}}
+    if text.startswith(lifecycle.CREATE_FAILURE_PREFIX):
+        return {"pool": pool, "code": "CREATE_FAILED", "message": text, "details": {}}
     return {"pool": pool, "code": "UNSCHEDULABLE" if "unschedulable" in text else "WAITING", "message": text,
             "details": {}}
 
@@ -85,7 +88,7 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
             backend = workload.pool.backend_id
             run = lifecycle.Run(row.job, row.pods, row.gone, row.engine,
                                 lost={name: lost[(backend, name)] for name in workload.placement
-                                      if (backend, name) in lost})
+                                      if (backend, name) in lost}, create_failure=row.create_failure)
             outcome = lifecycle.observe(_current(workload), run, now)
             if outcome is None:
                 continue

@@ -25,6 +25,7 @@ class Current:
     image_pull_limit: timedelta
     planned: dict[str, int] = field(default_factory=dict)  # admission's plan, node -> replicas ({}: an engine's)
     placement_grace: timedelta = timedelta(seconds=120)
+    create_failure_limit: timedelta = timedelta(seconds=300)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Run:
     gone: bool = False
     engine: dict[str, Any] = field(default_factory=dict)  # engine_facts: why KAI or Kueue holds it back, or {}
     lost: dict[str, str] = field(default_factory=dict)  # planned node -> why admission could no longer use it
+    create_failure: dict[str, Any] = field(default_factory=dict)  # the Job controller's FailedCreate, or {}
 
 
 @dataclass
@@ -106,13 +108,18 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     broken = placement_broken(current, run, now)
     if broken is not None:
         return broken
+    refused = run.create_failure if not any(not pod.get("deleted") for pod in pods.values()) else {}
+    if refused.get("since") and now - datetime.fromisoformat(refused["since"].replace("Z", "+00:00")) \
+            >= current.create_failure_limit:
+        return Outcome("FAILED_BACKEND_ERROR", "CREATE_FAILED", f"The Job could not create its pods for "
+                       f"{_minutes(current.create_failure_limit)}: {refused.get('message')}", stop=True)
     running = sum(1 for pod in pods.values() if pod.get("phase") == "Running" and not pod.get("deleted"))
     succeeded = sum(1 for pod in pods.values() if pod.get("phase") == "Succeeded")
     if current.status == "RUNNING":
         return None
     if running and running + succeeded >= current.replicas:
         return Outcome("RUNNING", "RUNNING", f"All {current.replicas} replica(s) running.", started=True)
-    waiting = []
+    waiting = [create_failure_message(refused)] if refused else []
     if run.engine.get("code"):  # the engine's reason comes first: the kube-scheduler never saw the pods
         waiting.append(engine_message(run.engine))
     for name, pod in sorted(pods.items()):
@@ -157,6 +164,14 @@ def placement_broken(current: Current, run: Run, now: datetime) -> Outcome | Non
 
 
 ENGINE_NAMES = {"kai": "KAI Scheduler", "kueue": "Kueue"}
+
+
+CREATE_FAILURE_PREFIX = "The Job cannot create its pods: "
+
+
+def create_failure_message(facts: dict[str, Any]) -> str:
+    """The API server's own words: `pods "..." is forbidden: no PriorityClass with name build was found`."""
+    return f"{CREATE_FAILURE_PREFIX}{facts.get('message') or 'no message'}"
 
 
 def engine_message(facts: dict[str, Any]) -> str:

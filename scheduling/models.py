@@ -67,7 +67,11 @@ class Workload(models.Model):
     # An OSMO workflow submits one workload per task group, all under the workflow's name.
     workflow = models.CharField(max_length=128, blank=True, db_index=True)
     group = models.CharField(max_length=128, blank=True)
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="workloads")
+    # A project or pool that only finished workloads name may be deleted (scheduling.references refuses it while
+    # live ones do): the key becomes NULL and the name stays in *_name (scheduling.references.keep_names).
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads")
+    project_name = models.CharField(max_length=128, blank=True, help_text="Kept once the project is deleted.")
+    department_name = models.CharField(max_length=128, blank=True, help_text="Kept once the project is deleted.")
     submitter = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="workloads")
     submitter_name = models.CharField(max_length=150, blank=True)
@@ -88,6 +92,7 @@ class Workload(models.Model):
     # Per candidate pool: {"platform", "pod_template"}, rendered at submission.
     templates = models.JSONField(default=dict)
     pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads")
+    pool_name = models.CharField(max_length=128, blank=True, help_text="Kept once the pool is deleted.")
     platform = models.CharField(max_length=128, blank=True)
     # Admitted: {node name: replicas} reserved on the admitted pool's backend until the pods are bound.
     placement = models.JSONField(default=dict, blank=True)
@@ -126,6 +131,9 @@ class Workload(models.Model):
                    models.Index(fields=["pool", "status"])]
         constraints = [
             models.CheckConstraint(condition=Q(replicas__gte=1), name="workload_replicas_positive"),
+            # Only history may lose its project: a live workload's project is what admission charges.
+            models.CheckConstraint(condition=Q(project__isnull=False) | Q(status__in=FINISHED),
+                                   name="workload_live_has_project"),
         ]
 
     def __str__(self) -> str:
@@ -134,6 +142,18 @@ class Workload(models.Model):
     @property
     def short_id(self) -> str:
         return str(self.id)[:8]
+
+    @property
+    def project_label(self) -> str:
+        return self.project.name if self.project_id else self.project_name
+
+    @property
+    def department_label(self) -> str:
+        return self.project.department.name if self.project_id else self.department_name
+
+    @property
+    def pool_label(self) -> str:
+        return self.pool.name if self.pool_id else self.pool_name
 
     @property
     def preemptible(self) -> bool:

@@ -255,8 +255,8 @@ def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[F
 # Built-in kinds
 
 NAME_RULES = {"Namespace": dns1123_label, "Node": dns1123_subdomain, "Pod": dns1123_subdomain,
-              "Job": dns1123_subdomain}
-NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True}
+              "Job": dns1123_subdomain, "Event": dns1123_subdomain}
+NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True}
 
 
 def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:

@@ -349,6 +349,13 @@ FIELDS: dict[str, dict[str, Callable[[dict], str]]] = {
     },
     "Job": {**_NAMESPACED, "status.successful": lambda obj: str((obj.get("status") or {}).get("succeeded") or 0)},
     "Namespace": {**_NAME_FIELD, "status.phase": _path("status", "phase")},
+    "Event": {
+        **_NAMESPACED,
+        **{f"involvedObject.{key}": _path("involvedObject", key)
+           for key in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+        "reason": _path("reason"), "reportingComponent": _path("reportingComponent"),
+        "source": lambda obj: str((obj.get("source") or {}).get("component") or ""), "type": _path("type"),
+    },
 }
 _ALIASES = {("Pod", "spec.host"): "spec.nodeName"}  # old v1 clients' name, still accepted
 

@@ -194,7 +194,9 @@ class KubeStandin:
         self._rv = 0
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
-                             "namespaces": _Collection("Namespace", "NamespaceList")}
+                             "namespaces": _Collection("Namespace", "NamespaceList"),
+                             "events": _Collection("Event", "EventList")}
+
         # kube-system's uid names the cluster (`backend add`); served on GET only, out of the stored namespaces.
         self.kube_system_uid = str(uuid.uuid4())
         self._kube_system = _dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
@@ -379,6 +381,10 @@ class KubeStandin:
 
     def jobs(self) -> list[dict[str, Any]]:
         return [json.loads(data) for data in self._collections["jobs"].snapshot()]
+
+    def add_event(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A core/v1 Event (namespace "default" unless its metadata says), as a controller records one."""
+        return self._add("events", obj)
 
     def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
         return self._add("namespaces", {"metadata": {"name": name, "labels": labels or {}}})
@@ -629,14 +635,14 @@ class KubeStandin:
     @staticmethod
     def _key(collection: str, obj: dict[str, Any]) -> str:
         metadata = obj["metadata"]
-        if collection in ("pods", "jobs"):
+        if collection in ("pods", "jobs", "events"):
             return f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
         return metadata["name"]
 
     def _prepare(self, collection: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # Copy the top level and metadata only: the caller's nested dicts are read, never written.
         metadata = dict(obj.get("metadata") or {})
-        if collection in ("pods", "jobs"):
+        if collection in ("pods", "jobs", "events"):
             metadata.setdefault("namespace", "default")
         if "uid" not in metadata:
             metadata["uid"] = str(uuid.uuid4())
@@ -843,13 +849,19 @@ class _Handler(BaseHTTPRequestHandler):
         self, method: str, path: str, query: dict[str, str], body: bytes, watch: bool, fault: _Fault | None
     ) -> None:
         segments = path.strip("/").split("/")
-        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/batch/v1/jobs") and method == "GET":
+        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/batch/v1/jobs", "/api/v1/events") and method == "GET":
             name = segments[-1]
             if watch:
                 self._watch(name, query, fault)
             else:
                 status, payload = self.server_state._list(name, query)
                 self._send_json(status, payload)
+            return
+        if segments[:3] == ["api", "v1", "namespaces"] and segments[4:] == ["events"] and method == "GET":
+            if watch:
+                self._watch("events", query, fault, segments[3])
+            else:
+                self._send_json(*self.server_state._list("events", query, segments[3]))
             return
         if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (3, 4):
             self._namespace(method, segments[3] if len(segments) == 4 else None, body)
@@ -1407,7 +1419,7 @@ def selection(query: dict[str, str], collection: _Collection,
     return selected
 
 
-_BUILTIN_KINDS = {"nodes": "Node", "pods": "Pod", "jobs": "Job", "namespaces": "Namespace"}
+_BUILTIN_KINDS = {"nodes": "Node", "pods": "Pod", "jobs": "Job", "namespaces": "Namespace", "events": "Event"}
 
 
 def _check_metadata(collection: str, obj: dict[str, Any]) -> None:

@@ -352,7 +352,7 @@ def test_it_does_not_delete_a_used_template_when_the_deletion_is_confirmed(admin
 
     response = admin_client.post(f"/admin/pools/podtemplate/{template.pk}/delete/", {"post": "yes"})
 
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "Cannot delete" in text(response)
     assert PodTemplate.objects.filter(name="default_user").exists()
     assert ConfigRevision.objects.count() == before
@@ -368,7 +368,7 @@ def test_it_refuses_to_delete_the_default_pool(admin_client):
     assert page.status_code == 200
     assert "Cannot delete" in text(page)
     assert "default pool" in text(page)
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert Pool.objects.filter(name="default").exists()
     assert Platform.objects.filter(pool=pool).exists()
     assert ConfigRevision.objects.count() == before

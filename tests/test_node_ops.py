@@ -144,3 +144,21 @@ def test_the_node_page_says_why_the_cluster_refused_a_cordon(cluster, standin, c
 
     assert "Node node-2: " in text and "message-error" in text
     assert not Node.objects.get(name="node-2").unschedulable
+
+
+def test_cordon_and_uncordon_need_no_body_with_or_without_the_trailing_slash(cluster, standin, api):  # noqa: F811
+    cordoned = api.post("/api/nodes/node-3/cordon")
+    assert cordoned.status_code == 200, cordoned.content
+    assert cordoned.json()["schedulable"] is False and standin.node("node-3")["spec"]["unschedulable"] is True
+
+    uncordoned = api.post("/api/nodes/node-3/uncordon/")
+    assert uncordoned.status_code == 200, uncordoned.content
+    assert uncordoned.json()["schedulable"] is True and not Node.objects.get(name="node-3").unschedulable
+    assert api.post("/api/nodes/node-3/cordon/", {"cordon": True}, format="json").json()["schedulable"] is False
+    assert api.post("/api/nodes/ghost/uncordon").status_code == 404
+
+
+def test_the_openapi_schema_lists_uncordon_without_a_body(api):
+    schema = api.get("/api/schema/?format=json").json()
+    assert "requestBody" not in schema["paths"]["/api/nodes/{name}/uncordon"]["post"]
+    assert not schema["paths"]["/api/nodes/{name}/cordon"]["post"]["requestBody"].get("required")

@@ -15,7 +15,8 @@ from pools.models import ConfigKind
 pytestmark = pytest.mark.django_db
 METHODS = ("get", "put", "post", "patch", "delete")
 # Operations that take no body by design (the URL and, for OSMO's cancel, its query parameters say everything).
-NO_BODY = {("post", "/api/configs/role/{name}/{template}/"), ("post", "/api/workflow/{name}/cancel")}
+NO_BODY = {("post", "/api/configs/role/{name}/{template}/"), ("post", "/api/workflow/{name}/cancel"),
+           ("post", "/api/nodes/{name}/uncordon")}
 PRIMITIVES = {"string", "integer", "number", "boolean"}
 
 

@@ -94,7 +94,7 @@ class Following:
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="following", daemon=True)
         self.thread.start()
-        standin.wait_for_watches(3, timeout=60)  # nodes, pods, jobs
+        standin.wait_for_watches(4, timeout=60)  # nodes, pods, jobs, FailedCreate events
 
     def _run(self) -> None:
         try:
@@ -269,3 +269,36 @@ def test_what_happened_while_the_sync_was_not_watching_is_listed_after_a_410(sta
     assert stored["wl-kept-1"].job == job_facts({"status": COMPLETE}) and not stored["wl-kept-1"].gone
     assert stored["wl-deleted-1"].gone and stored["wl-deleted-1"].pods[doomed_pod].get("deleted") is True
     assert (stored["wl-new-1"].workload, stored["wl-new-1"].gone) == (new, False)
+
+
+def failed_create(standin, job: str, message: str, *, reason: str = "FailedCreate", kind: str = "Job") -> None:
+    """What the Job controller records when the API server refuses a pod of `job`."""
+    standin.add_event({"metadata": {"name": f"{job}.{uuid.uuid4().hex[:6]}", "namespace": NAMESPACE},
+                       "involvedObject": {"kind": kind, "namespace": NAMESPACE, "name": job},
+                       "reason": reason, "type": "Warning", "message": message,
+                       "firstTimestamp": "2026-11-27T10:00:00Z", "lastTimestamp": "2026-11-27T10:00:00Z"})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sync_lists_and_watches_failed_create_events_of_our_jobs_only(standin, backend, kube, following):
+    listed, watched = str(uuid.uuid4()), str(uuid.uuid4())
+    create_job(kube, "wl-listed-1", our_labels(listed))
+    failed_create(standin, "wl-listed-1", "Error creating: pods is forbidden: exceeded quota: gpus")
+    create_job(kube, "etl", {"app": "etl"})
+    failed_create(standin, "etl", "Error creating: not ours")
+    BackendSync(backend, cluster_for(backend)).run(seconds=0)
+    assert rows(backend)["wl-listed-1"].create_failure["message"].endswith("exceeded quota: gpus")
+    assert rows(backend)["wl-listed-1"].create_failure["since"] == "2026-11-27T10:00:00Z"
+
+    run = following()
+    create_job(kube, "wl-watched-1", our_labels(watched))
+    failed_create(standin, "wl-watched-1", "Error creating: no PriorityClass with name build was found")
+    failed_create(standin, "wl-watched-1", "Successfully created pod", reason="SuccessfulCreate")
+    row = until(lambda: (r := rows(backend).get("wl-watched-1")) and r.create_failure and r, "the watched event")
+    stats = run.stop()
+
+    assert row.create_failure["message"] == "Error creating: no PriorityClass with name build was found"
+    assert stats.errors == [] and sorted(rows(backend)) == ["wl-listed-1", "wl-watched-1"]
+    requests = standin.requests_to("/api/v1/events")
+    assert {r.query.get("fieldSelector") for r in requests} == {"involvedObject.kind=Job,reason=FailedCreate"}
+    assert any(r.watch for r in requests) and Backend.objects.get(pk=backend.pk).events_resource_version

@@ -71,6 +71,12 @@ class VersionedAdmin(admin.ModelAdmin):
             protected += [f"{obj.name}: {reason}" for reason in writes.deletion_blockers(self.config_kind, obj.name)]
         return deleted, counts, perms, protected
 
+    def delete_view(self, request, object_id, extra_context=None):
+        response = super().delete_view(request, object_id, extra_context)
+        if request.method == "POST" and (getattr(response, "context_data", None) or {}).get("protected"):
+            response.status_code = 400  # refused: the page lists what holds the object
+        return response
+
     def delete_model(self, request, obj):
         writes.delete(self.config_kind, obj.name, author=request.user, description=ADMIN_AUTHOR_NOTE)
 

@@ -132,8 +132,9 @@ class LabelResultSerializer(serializers.Serializer):
 
 
 class CordonRequestSerializer(serializers.Serializer):
-    cordon = StrictBooleanField(help_text="true: mark the node unschedulable (kubectl cordon); false: schedulable "
-                                          "again (kubectl uncordon).")
+    cordon = StrictBooleanField(required=False, default=True,
+                                help_text="true (the default, also with no body): mark the node unschedulable "
+                                          "(kubectl cordon); false: schedulable again (kubectl uncordon).")
 
 
 BACKEND_PARAMETER = OpenApiParameter("backend", str, description="The node's backend, when two have a node of "
@@ -215,7 +216,7 @@ class ResourceViewSet(InventoryViewSet):
 
 class NodeViewSet(InventoryViewSet):
     """`/api/nodes/{name}/`, gpuctl's `label node` as `POST /api/nodes/{name}/labels` and kubectl's cordon as
-    `POST /api/nodes/{name}/cordon` (cluster writes: staff or an admin role, the default rule)."""
+    `POST /api/nodes/{name}/cordon` and `.../uncordon` (cluster writes: staff or an admin role, the default rule)."""
 
     serializer_class = NodeDetailSerializer
 
@@ -241,13 +242,21 @@ class NodeViewSet(InventoryViewSet):
 
     @extend_schema(request=CordonRequestSerializer, responses=NodeDetailSerializer,
                    parameters=[NODE_NAME, BACKEND_PARAMETER],
-                   description="Cordon (`{\"cordon\": true}`) or uncordon (`false`) the node: `spec.unschedulable` "
-                               "is patched in the cluster, then recorded here. Answers the node as now stored; its "
-                               "status reads `Not ready (Scheduling disabled)` while cordoned. Staff, or a role "
-                               "whose policies allow this POST.")
+                   description="Cordon (no body, or `{\"cordon\": true}`) or uncordon (`false`) the node: "
+                               "`spec.unschedulable` is patched in the cluster, then recorded here. Answers the node "
+                               "as now stored; its status reads `Not ready (Scheduling disabled)` while cordoned. "
+                               "Staff, or a role whose policies allow this POST.")
     def cordon(self, request, name):
-        body = validated(CordonRequestSerializer, request)
+        return self._cordon(request, name, validated(CordonRequestSerializer, request)["cordon"])
+
+    @extend_schema(request=None, responses=NodeDetailSerializer, parameters=[NODE_NAME, BACKEND_PARAMETER],
+                   description="Uncordon the node (kubectl uncordon), no body: `POST .../cordon` with "
+                               "`{\"cordon\": false}` does the same. Answers the node as now stored.")
+    def uncordon(self, request, name):
+        return self._cordon(request, name, False)
+
+    def _cordon(self, request, name, cordon: bool):
         if not visible_nodes(request).filter(name=name).exists():
             raise Http404(f"No node named {name!r}")
-        node = cordon_node(name, body["cordon"], backend=request.query_params.get("backend"))
+        node = cordon_node(name, cordon, backend=request.query_params.get("backend"))
         return Response(NodeDetailSerializer(usage.node_detail(node, access_for(request))).data)

@@ -1,6 +1,7 @@
 """Routes under /api/. The inventory and quota reads are viewsets on a router (basenames `api-pool`,
 `api-resource`, `api-node`, `api-project`, `api-department`, `api-quota`); the label and cordon writes keep
-gpuctl's path style without a trailing slash, so they are routed by hand."""
+gpuctl's path style without a trailing slash, so they are routed by hand. Every write is served with or without
+the trailing slash (osmo_site.middleware.SlashEitherWayMiddleware)."""
 
 from django.urls import path
 from rest_framework.routers import SimpleRouter
@@ -27,5 +28,6 @@ urlpatterns = [
     *router.urls,
     path("nodes/<str:name>/labels", inventory.NodeViewSet.as_view({"post": "labels"}), name="api-node-labels"),
     path("nodes/<str:name>/cordon", inventory.NodeViewSet.as_view({"post": "cordon"}), name="api-node-cordon"),
+    path("nodes/<str:name>/uncordon", inventory.NodeViewSet.as_view({"post": "uncordon"}), name="api-node-uncordon"),
     path("schema/", schema.SchemaView.as_view(), name="api-schema"),
 ]

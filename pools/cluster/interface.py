@@ -126,6 +126,16 @@ class Cluster(Protocol):
 
     def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None: ...
 
+    def list_events(self, field_selector: str, *, limit: int = DEFAULT_PAGE_SIZE,
+                    continue_token: str | None = None) -> ListPage:
+        """core/v1 Events of every namespace matching `field_selector` (`reason=FailedCreate,...`), paged."""
+        ...
+
+    def watch_events(self, field_selector: str, resource_version: str, *,
+                     timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """As watch_nodes, for the Events matching `field_selector`."""
+        ...
+
     # Custom objects (ObjectKind): one generic set of calls rather than a method per KAI or Kueue kind. For a
     # namespaced kind `namespace` is required on single objects; None on a list or watch means every namespace.
 

@@ -150,6 +150,16 @@ class KubeCluster:
         return self._watch("watching jobs", "/apis/batch/v1/jobs", resource_version, timeout_seconds,
                            [("labelSelector", label_selector)])
 
+    def list_events(self, field_selector: str, *, limit: int = DEFAULT_PAGE_SIZE,
+                    continue_token: str | None = None) -> ListPage:
+        return self._list("listing events", "/api/v1/events", limit, continue_token,
+                          [("fieldSelector", field_selector)])
+
+    def watch_events(self, field_selector: str, resource_version: str, *,
+                     timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        return self._watch("watching events", "/api/v1/events", resource_version, timeout_seconds,
+                           [("fieldSelector", field_selector)])
+
     # Writes
 
     def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict[str, Any]:

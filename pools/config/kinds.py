@@ -77,6 +77,7 @@ class Kind:
 
 _KINDS: dict[str, Kind] = {}
 _AFTER_WRITE: list[Callable[[str, WriteResult], None]] = []
+_DELETION_CHECKS: list[Callable[[str, str], list[str]]] = []
 
 
 def register(kind: Kind) -> None:
@@ -87,6 +88,23 @@ def after_write(callback: Callable[[str, WriteResult], None]) -> None:
     """`callback(kind, result)` runs inside the write's transaction after every import or delete."""
     if callback not in _AFTER_WRITE:
         _AFTER_WRITE.append(callback)
+
+
+def deletion_check(callback: Callable[[str, str], list[str]]) -> None:
+    """`callback(kind, name)` says why that object cannot be deleted now (empty: it may be). An app whose rows
+    refer to pools' objects (scheduling's live workloads) registers one, so that pools need not know it."""
+    if callback not in _DELETION_CHECKS:
+        _DELETION_CHECKS.append(callback)
+
+
+def referrers(kind: str, name: str) -> list[str]:
+    """What the registered checks say holds `name`."""
+    return [reason for check in _DELETION_CHECKS for reason in check(kind, name)]
+
+
+def deletion_blockers(kind: str, name: str) -> list[str]:
+    """The kind's own reasons not to delete `name`, then what the registered checks say holds it."""
+    return [*get(kind).deletion_blockers(name), *referrers(kind, name)]
 
 
 def get(kind: str) -> Kind:

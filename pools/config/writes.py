@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from pools.config import history
+from pools.config import history, kinds
 from pools.config.checks import Catalog, check_pools, check_topology_labels, referenced_names
 from pools.config.documents import (
     PlatformDoc,
@@ -318,18 +318,18 @@ def used_by(kind: str, name: str) -> list[str]:
 
 def deletion_blockers(kind: str, name: str) -> list[str]:
     """Why `name` cannot be deleted now; empty when it can."""
-    return get(kind).deletion_blockers(name)
+    return kinds.deletion_blockers(kind, name)
 
 
 def delete(kind: str, name: str, *, author=None, description: str = "") -> WriteResult:
     handler = get(kind)
     with transaction.atomic():
         document = handler.one_document(handler.export(name), name)
-        blockers = handler.deletion_blockers(name)
+        blockers = kinds.deletion_blockers(kind, name)
         if blockers:
             raise ConfigError(f"{kind} {name!r} cannot be deleted: {'; '.join(blockers)}. "
                               "Remove those references first." if handler.blockers_are_references else
-                              f"{kind} {name!r} cannot be deleted: {blockers[0]}.", field="name")
+                              f"{kind} {name!r} cannot be deleted: {'; '.join(blockers)}.", field="name")
         before = placement() if kind in MOVES_NODES else None
         handler.model.objects.filter(name=name).delete()
         revisions = history.record(kind, [(name, Action.DELETE, document)], author, description)

@@ -14,8 +14,11 @@ from django.utils import timezone
 from pools.cluster import Cluster, ListPage, ObjectKind
 from pools.cluster.kinds import KAI_PODGROUP, KUEUE_WORKLOAD
 from pools.inventory.jobs import (
+    CREATE_FAILURE_SELECTOR,
     MANAGED_LABEL,
     MANAGED_VALUE,
+    create_failure_facts,
+    create_failure_job,
     engine_facts,
     engine_job_of,
     job_facts,
@@ -31,6 +34,14 @@ managed_jobs_changed = Signal()
 
 def selector() -> str:
     return f"{settings.OSMO_LABEL_PREFIX}{MANAGED_LABEL}={MANAGED_VALUE}"
+
+
+def list_create_failures(cluster: Cluster, **kwargs) -> ListPage:
+    return cluster.list_events(CREATE_FAILURE_SELECTOR, **kwargs)
+
+
+def watch_create_failures(cluster: Cluster, resource_version: str, **kwargs):
+    return cluster.watch_events(CREATE_FAILURE_SELECTOR, resource_version, **kwargs)
 
 
 # What an engine backend says about our Jobs: KAI on the PodGroups we create (labelled ours), Kueue on the
@@ -129,6 +140,17 @@ class JobBook:
             row.engine = facts
             self.changed.add(key)
 
+    def create_failure(self, kind: str, obj: dict[str, Any]) -> None:
+        """A FailedCreate Event about a Job we hold (its expiry, DELETED, changes nothing: pods say more)."""
+        key = create_failure_job(obj)
+        row = self.rows.get(key) if key else None
+        if row is None or kind == "DELETED":
+            return
+        facts = create_failure_facts(obj, seen_at=self.seen_at, before=row.create_failure)
+        if row.create_failure != facts:
+            row.create_failure = facts
+            self.changed.add(key)
+
     def engine_unless_listed(self, listed: set[tuple[str, str]]) -> None:
         """After a full list of the engine's objects: what it no longer says is cleared."""
         for row in ManagedJob.objects.filter(backend=self.backend).exclude(engine={}):
@@ -166,7 +188,8 @@ class JobBook:
             row.updated_at = self.now
             (update if row.pk else new).append(row)
         ManagedJob.objects.bulk_create(new, batch_size=1000)
-        ManagedJob.objects.bulk_update(update, ["job", "pods", "engine", "gone", "updated_at"], batch_size=1000)
+        ManagedJob.objects.bulk_update(update, ["job", "pods", "engine", "create_failure", "gone", "updated_at"],
+                                       batch_size=1000)
         workloads = {self.rows[key].workload for key in self.changed}
         if workloads:
             backend_id = self.backend.pk
@@ -176,8 +199,8 @@ class JobBook:
 
 
 def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict], engine_objects: Iterable[dict] = (),
-            engine: str = "") -> set[tuple[str, str]]:
-    keys = set()
+            engine: str = "", event_objects: Iterable[dict] = ()) -> set[tuple[str, str]]:
+    keys = {key for key in map(create_failure_job, event_objects) if key}
     for obj in engine_objects:
         job = engine_job_of(obj, engine)
         if job:
@@ -193,30 +216,33 @@ def keys_of(job_objects: Iterable[dict], pod_objects: Iterable[dict], engine_obj
 
 
 def apply_events(backend: Backend, job_events: list, pod_events: list, engine_events: list = (),
-                 engine: str = "") -> set[str]:
-    """One batch of watch events (WatchEvent), in the caller's transaction."""
+                 engine: str = "", event_events: list = ()) -> set[str]:
+    """One batch of watch events (WatchEvent), in the caller's transaction. `event_events`: FailedCreate Events."""
     prefix = settings.OSMO_LABEL_PREFIX
     pods = [e for e in pod_events if ours(e.object, prefix)]
-    if not job_events and not pods and not engine_events:
+    if not job_events and not pods and not engine_events and not event_events:
         return set()
     book = JobBook(backend, keys_of([e.object for e in job_events], [e.object for e in pods],
-                                    [e.object for e in engine_events], engine))
+                                    [e.object for e in engine_events], engine, [e.object for e in event_events]))
     for event in job_events:
         book.job(event.type, event.object)
     for event in pods:
         book.pod(event.type, event.object)
     for event in engine_events:
         book.engine(event.type, event.object, engine)
+    for event in event_events:
+        book.create_failure(event.type, event.object)
     return book.save()
 
 
 def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None,
-              engine_objects: list[dict] | None = None, engine: str = "") -> set[str]:
-    """After a full list of Jobs, pods and/or the engine's objects (None: not listed this time), in the caller's
-    transaction."""
+              engine_objects: list[dict] | None = None, engine: str = "", events: list[dict] | None = None
+              ) -> set[str]:
+    """After a full list of Jobs, pods, the engine's objects and/or FailedCreate Events (None: not listed this
+    time), in the caller's transaction."""
     prefix = settings.OSMO_LABEL_PREFIX
     mine = [p for p in pods or [] if ours(p, prefix)]
-    book = JobBook(backend, keys_of(jobs or [], mine, engine_objects or [], engine))
+    book = JobBook(backend, keys_of(jobs or [], mine, engine_objects or [], engine, events or []))
     if jobs is not None:
         for obj in jobs:
             book.job("ADDED", obj)
@@ -230,4 +256,6 @@ def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None
         for obj in engine_objects:
             book.engine("ADDED", obj, engine)
         book.engine_unless_listed(keys_of([], [], engine_objects, engine))
+    for obj in events or []:
+        book.create_failure("ADDED", obj)
     return book.save()

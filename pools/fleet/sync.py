@@ -377,7 +377,9 @@ class BackendSync:
         self._recompute: Recompute | None = None
         # KAI's PodGroups or Kueue's Workloads too on an engine backend: why the engine holds our Jobs back.
         self.engine = managed_jobs.engine_of(backend)
-        self.kinds = ("nodes", "pods", "jobs", "engine") if self.engine else ("nodes", "pods", "jobs")
+        # And the Job controller's FailedCreate Events: why a Job of ours has no pods.
+        self.kinds = ("nodes", "pods", "jobs", "events", "engine") if self.engine else ("nodes", "pods", "jobs",
+                                                                                         "events")
 
     @property
     def recompute(self) -> Recompute:
@@ -453,7 +455,7 @@ class BackendSync:
 
     def _went_back(self) -> bool:
         listers = {"nodes": self.cluster.list_nodes, "pods": self.cluster.list_pods, "jobs": self._list_jobs,
-                   "engine": self._list_engine}
+                   "engine": self._list_engine, "events": self._list_events}
         for kind in self.kinds:
             stored = getattr(self.backend, f"{kind}_resource_version")
             if not stored.isdigit():
@@ -482,6 +484,7 @@ class BackendSync:
             nodes, nodes_version = self._list_node_facts()
             pods, pods_version = self._list_pod_facts()
             jobs = list_all(self._list_jobs)
+            events = list_all(self._list_events)
             engine = self._list_engine_or_skip() if self.engine else None
             self.stats.relists += 1
             usage = usage_from_pods(pods.facts.values())
@@ -491,9 +494,9 @@ class BackendSync:
                     self._replace_pods(pods.facts)
                     self._reconcile_node_facts(nodes, usage=usage)
                     managed_jobs.reconcile(self.backend, jobs.items, pods.ours,
-                                           engine.items if engine else None, self.engine)
+                                           engine.items if engine else None, self.engine, events.items)
                     self._save_versions(nodes_version, pods_version, jobs.resource_version,
-                                        engine.resource_version if engine else None)
+                                        engine.resource_version if engine else None, events.resource_version)
 
             retry_locked(write, what=f"backend {self.backend.name}: full sync", before_retry=self._counts_reset())
 
@@ -526,6 +529,12 @@ class BackendSync:
     def _watch_jobs(self, resource_version: str, **kwargs):
         return self.cluster.watch_jobs(managed_jobs.selector(), resource_version, **kwargs)
 
+    def _list_events(self, **kwargs) -> ListPage:
+        return managed_jobs.list_create_failures(self.cluster, **kwargs)
+
+    def _watch_events(self, resource_version: str, **kwargs):
+        return managed_jobs.watch_create_failures(self.cluster, resource_version, **kwargs)
+
     def _list_engine_or_skip(self) -> ListPage | None:
         """The engine's objects; a cluster without the engine's CRDs is an error to show, not a reason to stop
         following nodes, pods and Jobs."""
@@ -535,7 +544,7 @@ class BackendSync:
             kind = managed_jobs.ENGINE_KINDS[self.engine]
             self.stats.errors.append(f"backend {self.backend.name} is scheduled by {self.engine} but the cluster does "
                                      f"not serve {kind.plural}.{kind.group}: is the engine installed?")
-            self.kinds = ("nodes", "pods", "jobs")
+            self.kinds = ("nodes", "pods", "jobs", "events")
             return None
 
     def _list_engine(self, **kwargs) -> ListPage:
@@ -550,7 +559,7 @@ class BackendSync:
         elif kind == "pods":
             listed, version = self._list_pod_facts()
         else:
-            page = list_all({"jobs": self._list_jobs, "engine": self._list_engine}[kind])
+            page = list_all({"jobs": self._list_jobs, "engine": self._list_engine, "events": self._list_events}[kind])
             listed, version = page.items, page.resource_version
         self.stats.relists += 1
 
@@ -565,6 +574,9 @@ class BackendSync:
                 elif kind == "engine":
                     managed_jobs.reconcile(self.backend, None, None, listed, self.engine)
                     self._save_versions(engine=version)
+                elif kind == "events":
+                    managed_jobs.reconcile(self.backend, None, None, events=listed)
+                    self._save_versions(events=version)
                 else:
                     touched = self._replace_pods(listed.facts)
                     self._recompute_nodes(touched, {})
@@ -659,9 +671,10 @@ class BackendSync:
         self.stats.nodes_deleted += removed
 
     def _save_versions(self, nodes: str | None = None, pods: str | None = None, jobs: str | None = None,
-                       engine: str | None = None) -> None:
+                       engine: str | None = None, events: str | None = None) -> None:
         values = {}
-        for kind, version in (("nodes", nodes), ("pods", pods), ("jobs", jobs), ("engine", engine)):
+        for kind, version in (("nodes", nodes), ("pods", pods), ("jobs", jobs), ("engine", engine),
+                              ("events", events)):
             if version is not None:
                 values[f"{kind}_resource_version"] = version
                 setattr(self.backend, f"{kind}_resource_version", version)
@@ -696,8 +709,9 @@ class BackendSync:
             pod_events = [item for kind, item in batch if kind == "pods"]
             job_events = [item for kind, item in batch if kind == "jobs"]
             engine_events = [item for kind, item in batch if kind == "engine"]
-            if node_events or pod_events or job_events or engine_events:
-                self.apply(node_events, pod_events, job_events, engine_events)
+            event_events = [item for kind, item in batch if kind == "events"]
+            if node_events or pod_events or job_events or engine_events or event_events:
+                self.apply(node_events, pod_events, job_events, engine_events, event_events)
             for kind, item in batch:
                 if kind.startswith("end:"):
                     ended = kind.removeprefix("end:")
@@ -728,8 +742,8 @@ class BackendSync:
 
     def _start(self, kind: str, version: str, deadline: float, events: queue.Queue,
                stopped: threading.Event) -> Follower:
-        watch = {"jobs": self._watch_jobs, "engine": self._watch_engine}.get(kind) or getattr(self.cluster,
-                                                                                              f"watch_{kind}")
+        watch = {"jobs": self._watch_jobs, "engine": self._watch_engine,
+                 "events": self._watch_events}.get(kind) or getattr(self.cluster, f"watch_{kind}")
         follower = Follower(self._recording(watch, kind), version, timeout_seconds=60, clock=self.clock,
                             backoff=self.backoff(), log=log)
 
@@ -772,17 +786,21 @@ class BackendSync:
         return recorded
 
     def apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent],
-              job_events: list[WatchEvent] = (), engine_events: list[WatchEvent] = ()) -> None:
+              job_events: list[WatchEvent] = (), engine_events: list[WatchEvent] = (),
+              event_events: list[WatchEvent] = ()) -> None:
         """Apply one batch of watch events in one transaction. A batch that finds the database locked is
         tried again whole (its counts too); only a lock that outlasts every try ends the run, and the next
         run resumes from the last stored resourceVersion."""
-        count = len(node_events) + len(pod_events) + len(job_events) + len(engine_events)
-        retry_locked(lambda: self._apply(node_events, pod_events, list(job_events), list(engine_events)),
+        count = len(node_events) + len(pod_events) + len(job_events) + len(engine_events) + len(event_events)
+        retry_locked(lambda: self._apply(node_events, pod_events, list(job_events), list(engine_events),
+                                         list(event_events)),
                      before_retry=self._counts_reset(), what=f"backend {self.backend.name}: batch of {count} events")
 
     def _apply(self, node_events: list[WatchEvent], pod_events: list[WatchEvent],
-               job_events: list[WatchEvent], engine_events: list[WatchEvent] = ()) -> None:
-        self.stats.events += len(node_events) + len(pod_events) + len(job_events) + len(engine_events)
+               job_events: list[WatchEvent], engine_events: list[WatchEvent] = (),
+               event_events: list[WatchEvent] = ()) -> None:
+        self.stats.events += len(node_events) + len(pod_events) + len(job_events) + len(engine_events) + len(
+            event_events)
         self.stats.batches += 1
         with transaction.atomic():
             touched: set[str] = set()
@@ -808,10 +826,10 @@ class BackendSync:
                     deleted.discard(node.name)
                     facts[node.name] = node
             self._recompute_nodes(touched, facts, deleted)
-            managed_jobs.apply_events(self.backend, job_events, pod_events, engine_events, self.engine)
+            managed_jobs.apply_events(self.backend, job_events, pod_events, engine_events, self.engine, event_events)
             versions = {}
             for kind, kind_events in (("nodes", node_events), ("pods", pod_events), ("jobs", job_events),
-                                      ("engine", engine_events)):
+                                      ("engine", engine_events), ("events", event_events)):
                 if kind_events:
                     versions[kind] = kind_events[-1].resource_version
             self._save_versions(**versions)
@@ -877,7 +895,7 @@ def mark_stale_backends(now=None) -> list[str]:
         if marked:
             Backend.objects.filter(pk=backend.pk).update(nodes_resource_version="", pods_resource_version="",
                                                             jobs_resource_version="", engine_resource_version="",
-                                                            listed_at=None)
+                                                            events_resource_version="", listed_at=None)
             names.append(backend.name)
     return names
 

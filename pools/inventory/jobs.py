@@ -148,3 +148,28 @@ def engine_facts(obj: Mapping[str, Any], engine: str) -> dict[str, Any]:
     if engine == "kueue":
         return kueue_workload_facts(obj)
     return podgroup_facts(obj)
+
+
+# core/v1 Events the sync follows: the Job controller's refusals to create pods (a missing PriorityClass, a quota,
+# an admission webhook). Events carry no labels, so the Job they name must be one we hold.
+CREATE_FAILURE_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
+
+
+def create_failure_job(event: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the Job a FailedCreate Event is about, or None for any other Event."""
+    involved = _mapping(event.get("involvedObject"))
+    if involved.get("kind") != "Job" or event.get("reason") != "FailedCreate" or not involved.get("name"):
+        return None
+    namespace = involved.get("namespace") or _mapping(event.get("metadata")).get("namespace") or ""
+    return str(namespace), str(involved["name"])
+
+
+def create_failure_facts(event: Mapping[str, Any], *, seen_at: str, before: Mapping[str, Any] | None = None
+                         ) -> dict[str, Any]:
+    """The API server's message and since when it has been refusing (the Event's first time, else `seen_at`;
+    kept from `before`, an earlier Event about the same Job, when that one is older)."""
+    metadata = _mapping(event.get("metadata"))
+    first = str(event.get("firstTimestamp") or event.get("eventTime") or metadata.get("creationTimestamp") or seen_at)
+    last = str(event.get("lastTimestamp") or event.get("eventTime") or first)
+    since = min(first, str((before or {}).get("since") or first))
+    return {"message": str(event.get("message") or "FailedCreate"), "since": since, "at": last}

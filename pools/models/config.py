@@ -54,6 +54,7 @@ class Backend(models.Model):
     pods_resource_version = models.CharField(max_length=64, blank=True, editable=False)
     jobs_resource_version = models.CharField(max_length=64, blank=True, editable=False)
     engine_resource_version = models.CharField(max_length=64, blank=True, editable=False)  # PodGroups, Workloads
+    events_resource_version = models.CharField(max_length=64, blank=True, editable=False)  # FailedCreate Events
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The last complete list: the sync lists again OSMO_RELIST_SECONDS after it, whatever the watches say.
     listed_at = models.DateTimeField(null=True, blank=True, editable=False)

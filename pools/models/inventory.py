@@ -221,6 +221,8 @@ class ManagedJob(models.Model):
     job = models.JSONField(default=dict, blank=True)  # job_facts; {} until the Job's own event
     pods = models.JSONField(default=dict, blank=True)  # pod name -> pod_run_facts (kept after the pod goes)
     engine = models.JSONField(default=dict, blank=True)  # engine_facts: why KAI or Kueue holds it back, or {}
+    # The Job controller's last FailedCreate Event: {"message", "since" (its first time), "at" (its last)}, or {}.
+    create_failure = models.JSONField(default=dict, blank=True)
     gone = models.BooleanField(default=False)
     updated_at = models.DateTimeField()
 

@@ -16,7 +16,7 @@ from django.db.models import Sum
 
 from pools.config import history
 from pools.config.history import ConfigNotFound
-from pools.config.kinds import Kind, WriteResult, register
+from pools.config.kinds import Kind, WriteResult, referrers, register
 from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision, Department, Pool, Project, ProjectMember, Quota
 from pools.quotas.documents import (
@@ -296,6 +296,10 @@ def pool_projects_follow_pools(kind: str, result: WriteResult) -> None:
 
 def _delete_project(queryset, result: WriteResult) -> None:
     for project in queryset:
+        blockers = referrers(ConfigKind.PROJECT, project.name)
+        if blockers:
+            raise ConfigError(f"Pool {project.name!r} refused: without resources.gpu its project {project.name} "
+                              f"would be deleted, but {'; '.join(blockers)}", field=f"{project.name}.resources.gpu")
         document = project_docs([project.name])[project.name]
         project.delete()
         result.revisions += history.record(ConfigKind.PROJECT, [(project.name, Action.DELETE, document)], None,

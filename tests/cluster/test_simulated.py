@@ -131,7 +131,8 @@ def test_it_implements_the_cluster_protocol(cluster):
 
     assert accepts(cluster) is cluster
     for method in ("list_nodes", "list_pods", "watch_nodes", "watch_pods", "patch_node_labels", "set_unschedulable",
-                   "create_job", "get_job", "delete_job", "list_jobs", "watch_jobs", "ensure_namespace"):
+                   "create_job", "get_job", "delete_job", "list_jobs", "watch_jobs", "ensure_namespace", "list_events",
+                   "watch_events"):
         assert callable(getattr(cluster, method))
 
 

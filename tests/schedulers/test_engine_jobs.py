@@ -198,7 +198,7 @@ def test_the_sync_watch_carries_a_new_kai_reason_to_the_workload(standin, kube, 
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    standin.wait_for_watches(4, timeout=60)  # nodes, pods, jobs and PodGroups
+    standin.wait_for_watches(5, timeout=60)  # nodes, pods, jobs, FailedCreate events and PodGroups
     standin.modify_object(KAI_PODGROUP, workload.job_name, kai_condition(
         "QueueDoesNotExist", "Queue training.research.vision does not exist"), namespace=workload.namespace)
     deadline = time.monotonic() + 60

@@ -211,3 +211,15 @@ def test_the_admin_shows_a_workload_read_only(researcher_api, admin_client):
     assert page.status_code == 200
     assert b"nvcr.io/nvidia/pytorch" in page.content and b"Submitted by researcher" in page.content
     assert admin_client.get("/admin/scheduling/workload/?status__exact=PENDING").status_code == 200
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_cancel_without_the_trailing_slash_cancels_with_debug_on_or_off(researcher_api, settings, debug):
+    settings.DEBUG = debug
+    created = researcher_api.post("/api/workloads", body(project="nlp", priority="low"), format="json")
+    assert created.status_code == 201, created.content
+
+    answer = researcher_api.post(f"/api/workloads/{created.json()['id']}/cancel")
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["status"] == "FAILED_CANCELED" and answer.json()["canceled"] is True

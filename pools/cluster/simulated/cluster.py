@@ -177,6 +177,16 @@ class SimulatedCluster:
                    timeout_seconds: int = 60) -> Iterator[WatchEvent]:
         return self._watch("jobs", resource_version, timeout_seconds, _selector(label_selector))
 
+    # Its Job controller always creates the pods: no FailedCreate (nor any other) Event is ever recorded.
+
+    def list_events(self, field_selector: str, *, limit: int = DEFAULT_PAGE_SIZE,
+                    continue_token: str | None = None) -> ListPage:
+        return self._list("events", limit, continue_token)
+
+    def watch_events(self, field_selector: str, resource_version: str, *,
+                     timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        return self._watch("events", resource_version, timeout_seconds)
+
     def delete_job(self, namespace: str, name: str, *, propagation_policy: str = "Background") -> None:
         if propagation_policy not in ("Background", "Foreground", "Orphan"):
             raise ClusterError(f"Unsupported propagationPolicy {propagation_policy!r}", 400)
@@ -429,7 +439,7 @@ class SimulatedCluster:
         if isinstance(kind, _Custom):
             api_kind, api_version = kind.kind.kind, kind.kind.api_version
         else:
-            api_kind, api_version = {"nodes": "Node", "pods": "Pod", "jobs": "Job"}[kind], "v1"
+            api_kind, api_version = {"nodes": "Node", "pods": "Pod", "jobs": "Job", "events": "Event"}[kind], "v1"
         deadline = self._clock() + max(0, timeout_seconds)
         poll = min(1.0, self.tick_seconds)
         # Bounded by count too, so an injected clock that never moves cannot make the stream endless.
@@ -468,6 +478,8 @@ class SimulatedCluster:
             return self._custom.objects_at(state, view.rv, kind.kind, kind.namespace, selected or (lambda labels: True))
         if kind == "jobs":
             return self._jobs.objects_at(state, view.rv, selected or (lambda labels: True))
+        if kind == "events":
+            return {}
         return view.nodes if kind == "nodes" else view.pods
 
     @staticmethod

@@ -42,7 +42,8 @@ def job_rows(pool: str | None, now=None) -> list[dict]:
         nodes = sorted({pod["node"] for pod in pods if pod.get("node")})
         ips = sorted({pod["ip"] for pod in pods if pod.get("ip")})
         ready = sum(1 for pod in pods if pod.get("phase") == "Running")
-        result.append({"job_id": str(workload.id), "name": workload.name, "namespace": workload.project.namespace,
+        namespace = workload.project.namespace if workload.project_id else workload.namespace
+        result.append({"job_id": str(workload.id), "name": workload.name, "namespace": namespace,
                        "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
                        "ready": f"{ready}/{workload.replicas}", "node": ",".join(nodes) or "<none>",
                        "ip": ",".join(ips) or "<none>", "age": age(workload.submitted_at, now),
