@@ -55,7 +55,8 @@ def attempt_of(workload: Workload) -> Attempt:
     return Attempt(str(workload.id), workload.attempt, workload.project.name, workload.project.namespace,
                    workload.pool.name, workload.platform, workload.priority, workload.replicas, template,
                    _seconds(workload.exec_timeout), engine,
-                   nodes=tuple(sorted(workload.placement or {})) if engine is None else ())
+                   nodes=tuple(sorted(workload.placement or {})) if engine is None else (),
+                   backend=workload.pool.backend.name)
 
 
 def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str) -> str:

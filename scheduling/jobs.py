@@ -64,6 +64,7 @@ class Attempt:
     exec_timeout_seconds: int | None = None
     engine: Engine | None = None
     nodes: tuple[str, ...] = ()  # the planned nodes the pods must go to (default scheduler); () leaves them free
+    backend: str = ""  # the backend that writes the Job: its objects carry it, and only its sync reads them
 
 
 def job_name(workload_id: str, attempt: int) -> str:
@@ -74,7 +75,8 @@ def labelled(attempt: Attempt, prefix: str) -> tuple[dict[str, str], dict[str, s
     """Our labels of the Job, its pods and its PodGroup, and the annotations keeping the names they shortened."""
     return kube_names.labelled(prefix, {
         MANAGED: MANAGED_VALUE, "workload": attempt.workload_id, "project": attempt.project, "pool": attempt.pool,
-        "platform": attempt.platform, "priority": attempt.priority, "attempt": str(attempt.attempt)})
+        "platform": attempt.platform, "priority": attempt.priority, "attempt": str(attempt.attempt),
+        **({"backend": attempt.backend} if attempt.backend else {})})
 
 
 def _topology_annotations(engine: Engine) -> dict[str, str]:

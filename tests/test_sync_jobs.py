@@ -161,6 +161,27 @@ def test_a_list_stores_our_jobs_with_their_pods_and_nothing_of_jobs_not_ours(sta
     assert listed.query["labelSelector"] == SELECTOR  # Jobs are listed with our selector, not all of them
 
 
+def test_a_backend_sharing_the_cluster_never_stores_the_jobs_another_backend_wrote(standin, backend, kube, tmp_path):
+    from django.core.management import call_command
+
+    call_command("backend", "add", "split", "--kubeconfig", standin.kubeconfig(tmp_path / "split"),
+                 "--same-cluster-as", "prod")
+    split = Backend.objects.get(name="split")
+    mine, theirs, legacy = (str(uuid.uuid4()) for _ in range(3))
+    create_job(kube, "wl-prod", {**our_labels(mine), f"{PREFIX}backend": "prod"})
+    add_pod(standin, "wl-prod", {**our_labels(mine), f"{PREFIX}backend": "prod"})
+    create_job(kube, "wl-split", {**our_labels(theirs), f"{PREFIX}backend": "split"})
+    add_pod(standin, "wl-split", {**our_labels(theirs), f"{PREFIX}backend": "split"}, node="gpu-b")
+    create_job(kube, "wl-before", our_labels(legacy))  # written before Jobs carried their backend
+
+    for each in (backend, split):
+        assert BackendSync(each, cluster_for(each)).run(seconds=0).errors == []
+    assert sorted(rows(backend)) == ["wl-before", "wl-prod"]
+    assert list(rows(backend)["wl-prod"].pods) == ["wl-prod-0-abcde"]
+    assert sorted(rows(split)) == ["wl-before", "wl-split"]
+    assert list(rows(split)["wl-split"].pods) == ["wl-split-0-abcde"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_watch_follows_our_jobs_and_their_pods_and_never_stores_others(standin, backend, kube, following):
     first, second = str(uuid.uuid4()), str(uuid.uuid4())

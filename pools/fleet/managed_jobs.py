@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from pools.cluster import Cluster, ListPage, ObjectKind
 from pools.cluster.kinds import KAI_PODGROUP, KUEUE_WORKLOAD
+from pools.engine import kube_names
 from pools.inventory.jobs import (
     CREATE_FAILURE_SELECTOR,
     MANAGED_LABEL,
@@ -62,10 +63,15 @@ def watch_engine(cluster: Cluster, engine: str, resource_version: str, **kwargs)
                                  label_selector=selector() if engine == "kai" else "", **kwargs)
 
 
-def ours(obj: dict[str, Any], prefix: str) -> bool:
-    """Labelled as one of our Jobs (or its pod): managed by us, for a workload."""
+def ours(obj: dict[str, Any], prefix: str, backend: str | None = None) -> bool:
+    """Labelled as one of our Jobs (or its pod): managed by us, for a workload, and (given `backend`, a backend's
+    name) not written by another backend sharing the cluster (`backend add --same-cluster-as`). Jobs written
+    before the backend label carry none: they stay the sync's that sees them, as they always were."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(f"{prefix}{MANAGED_LABEL}") == MANAGED_VALUE and bool(labels.get(f"{prefix}workload"))
+    if labels.get(f"{prefix}{MANAGED_LABEL}") != MANAGED_VALUE or not labels.get(f"{prefix}workload"):
+        return False
+    owner = labels.get(f"{prefix}backend")
+    return backend is None or not owner or owner == kube_names.label_value(backend)
 
 
 def _attempt(obj: dict[str, Any], prefix: str) -> int:
@@ -101,7 +107,7 @@ class JobBook:
 
     def job(self, kind: str, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
-        if not ours(obj, self.prefix):
+        if not ours(obj, self.prefix, self.backend.name):
             return
         row = self._row(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""), obj)
         facts = job_facts(obj)
@@ -113,7 +119,7 @@ class JobBook:
     def pod(self, kind: str, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         job = job_name_of(obj)
-        if not job or not ours(obj, self.prefix):
+        if not job or not ours(obj, self.prefix, self.backend.name):
             return
         row = self._row(str(metadata.get("namespace") or ""), job, obj)
         name = str(metadata.get("name") or "")
@@ -132,7 +138,7 @@ class JobBook:
         key = (str((obj.get("metadata") or {}).get("namespace") or ""), job)
         row = self.rows.get(key)
         if row is None:
-            if not ours(obj, self.prefix):
+            if not ours(obj, self.prefix, self.backend.name):
                 return  # a Kueue Workload of a Job that is not ours (or not seen yet: the Job's event makes the row)
             row = self._row(key[0], job, obj)
         facts = {} if kind == "DELETED" else engine_facts(obj, engine)
@@ -219,7 +225,7 @@ def apply_events(backend: Backend, job_events: list, pod_events: list, engine_ev
                  engine: str = "", event_events: list = ()) -> set[str]:
     """One batch of watch events (WatchEvent), in the caller's transaction. `event_events`: FailedCreate Events."""
     prefix = settings.OSMO_LABEL_PREFIX
-    pods = [e for e in pod_events if ours(e.object, prefix)]
+    pods = [e for e in pod_events if ours(e.object, prefix, backend.name)]
     if not job_events and not pods and not engine_events and not event_events:
         return set()
     book = JobBook(backend, keys_of([e.object for e in job_events], [e.object for e in pods],
@@ -241,7 +247,7 @@ def reconcile(backend: Backend, jobs: list[dict] | None, pods: list[dict] | None
     """After a full list of Jobs, pods, the engine's objects and/or FailedCreate Events (None: not listed this
     time), in the caller's transaction."""
     prefix = settings.OSMO_LABEL_PREFIX
-    mine = [p for p in pods or [] if ours(p, prefix)]
+    mine = [p for p in pods or [] if ours(p, prefix, backend.name)]
     book = JobBook(backend, keys_of(jobs or [], mine, engine_objects or [], engine, events or []))
     if jobs is not None:
         for obj in jobs:

@@ -518,7 +518,7 @@ class BackendSync:
                 pod = pod_facts(item, pool_label=label)
                 if counts_on_node(pod):
                     listed.facts[pod.uid] = pod
-                if managed_jobs.ours(item, prefix):
+                if managed_jobs.ours(item, prefix, self.backend.name):
                     listed.ours.append(item)
 
         return fold_pages(self.cluster.list_pods, ListedPods, add)

@@ -34,6 +34,9 @@ def test_it_creates_one_job_and_the_workload_is_scheduling(standin, kube, admitt
     namespace = admitted.project.namespace
     assert job["metadata"]["namespace"] == namespace
     assert job["metadata"]["labels"][f"{PREFIX}workload"] == str(admitted.pk)
+    backend = admitted.pool.backend.name  # the backend that wrote it, on the Job and on its pods
+    assert job["metadata"]["labels"][f"{PREFIX}backend"] == backend
+    assert job["spec"]["template"]["metadata"]["labels"][f"{PREFIX}backend"] == backend
     assert (job["spec"]["parallelism"], job["spec"]["activeDeadlineSeconds"]) == (2, 4 * 3600)
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
     admitted.refresh_from_db()
