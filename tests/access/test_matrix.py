@@ -404,6 +404,8 @@ MATRIX: dict[str, list[Probe]] = {
                               ok_as(ADMIN, (200, 400, 502, 503)), body={"labels": {}})],
     "api-node-cordon": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/cordon", ok_as(ADMIN, 400),
                               body={"cordon": "yes"})],
+    "api-node-uncordon": [Probe("write", "post", f"/api/nodes/{node_of('sim-a')}/uncordon",
+                                ok_as(ADMIN, (200, 502, 503)))],
     "api-schema": [Probe("detail", "get", "/api/schema/", SIGNED_IN, check=names_nothing_of_the_fleet)],
     "api-root": [Probe("list", "get", "/api/", SIGNED_IN, check=names_nothing_of_the_fleet)],
     "api-docs": [Probe("page", "get", "/api/docs/", PAGE, check=names_nothing_of_the_fleet)],

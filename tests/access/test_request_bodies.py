@@ -43,7 +43,6 @@ REFUSED = [
     (f"/api/nodes/{NODE}/labels", {"labels": {"other/key": "x"}}, "labels.other/key"),
     (f"/api/nodes/{NODE}/labels", {"labels": {"runwhere.ai/pool": "a b"}}, "labels.runwhere.ai/pool"),
     (f"/api/nodes/{NODE}/labels", {"labels": {"runwhere.ai/pool": "a"}, "overwrite": "yes"}, "overwrite"),
-    (f"/api/nodes/{NODE}/cordon", {}, "cordon"),
     (f"/api/nodes/{NODE}/cordon", {"cordon": "yes"}, "cordon"),
     (f"/api/nodes/{NODE}/cordon", {"cordon": None}, "cordon"),
     ("/api/configs/history/rollback/", {"type": 3, "revision": 1}, "type"),
