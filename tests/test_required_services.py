@@ -12,8 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_marked(tmp_path, **env: str) -> subprocess.CompletedProcess:
     test = tmp_path / "test_needs_postgres.py"
     test.write_text("import pytest\n\n\n@pytest.mark.postgres\ndef test_it_needs_postgres():\n    pass\n")
-    # The suite's conftest as a plugin, the suite's options from pyproject.toml, and only this one test.
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+    # The suite's hooks (through a conftest beside the test, loaded once Django is set up: the suite's conftest
+    # brings fixtures that import models), the suite's options from pyproject.toml, and only this one test.
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_collection_modifyitems, pytest_runtest_setup  # noqa: F401\n")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), str(test)],
                           cwd=ROOT, env={**os.environ, "DATABASE_URL": "sqlite://", **env}, capture_output=True,
                           text=True, timeout=300)
