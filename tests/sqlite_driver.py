@@ -288,9 +288,9 @@ def burst() -> dict:
     sizes: list[int] = []
 
     class Recording(BackendSync):
-        def apply(self, node_events, pod_events, job_events=(), engine_events=()):
-            sizes.append(len(node_events) + len(pod_events) + len(job_events) + len(engine_events))
-            super().apply(node_events, pod_events, job_events, engine_events)
+        def apply(self, node_events, pod_events, *more):
+            sizes.append(len(node_events) + len(pod_events) + sum(len(events) for events in more))
+            super().apply(node_events, pod_events, *more)
 
     with KubeStandin(crds=()) as standin, tempfile.TemporaryDirectory() as tmp:  # nodes only
         names = [f"burst-{i:03d}" for i in range(400)]
