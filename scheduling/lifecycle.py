@@ -109,8 +109,8 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     if broken is not None:
         return broken
     refused = run.create_failure if not any(not pod.get("deleted") for pod in pods.values()) else {}
-    if refused.get("since") and now - datetime.fromisoformat(refused["since"].replace("Z", "+00:00")) \
-            >= current.create_failure_limit:
+    since = _time(refused.get("since"))
+    if since is not None and now - since >= current.create_failure_limit:
         return Outcome("FAILED_BACKEND_ERROR", "CREATE_FAILED", f"The Job could not create its pods for "
                        f"{_minutes(current.create_failure_limit)}: {refused.get('message')}", stop=True)
     running = sum(1 for pod in pods.values() if pod.get("phase") == "Running" and not pod.get("deleted"))
@@ -181,9 +181,10 @@ def engine_message(facts: dict[str, Any]) -> str:
 
 def _time(text: str | None) -> datetime | None:
     try:
-        return datetime.fromisoformat(text) if text else None
-    except ValueError:  # not a time the API server would write: no deadline rather than a failed sweep
+        found = datetime.fromisoformat(text) if text else None
+    except (TypeError, ValueError):  # not a time the API server would write: no deadline, not a failed sweep
         return None
+    return found if found is None or found.tzinfo is not None else None  # naive: not comparable with now
 
 
 def _minutes(delta: timedelta) -> str:

@@ -155,6 +155,9 @@ def engine_facts(obj: Mapping[str, Any], engine: str) -> dict[str, Any]:
 CREATE_FAILURE_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
 
 
+MESSAGE_MAX = 2000
+
+
 def create_failure_job(event: Mapping[str, Any]) -> tuple[str, str] | None:
     """(namespace, name) of the Job a FailedCreate Event is about, or None for any other Event."""
     involved = _mapping(event.get("involvedObject"))
@@ -172,4 +175,5 @@ def create_failure_facts(event: Mapping[str, Any], *, seen_at: str, before: Mapp
     first = str(event.get("firstTimestamp") or event.get("eventTime") or metadata.get("creationTimestamp") or seen_at)
     last = str(event.get("lastTimestamp") or event.get("eventTime") or first)
     since = min(first, str((before or {}).get("since") or first))
-    return {"message": str(event.get("message") or "FailedCreate"), "since": since, "at": last}
+    # Anyone allowed to write Events in the namespace can write this one: its message is kept short.
+    return {"message": str(event.get("message") or "FailedCreate")[:MESSAGE_MAX], "since": since, "at": last}

@@ -104,3 +104,22 @@ def test_a_refusal_about_a_job_that_is_not_ours_is_not_stored(standin, kube, res
 
     assert workload.reasons == [] or all(r["code"] != "CREATE_FAILED" for r in workload.reasons)
     assert not managed_jobs.ManagedJob.objects.exclude(create_failure={}).exists()
+
+
+@pytest.mark.parametrize("since", ["not a time", "2026-11-27T10:00:00", ""])
+def test_a_failed_create_event_with_a_time_we_cannot_compare_is_a_reason_and_never_fails_the_sweep(since):
+    """Anyone who may write Events in the namespace can write one about our Job: a made-up or naive time is no
+    deadline (the reason still shows), and a huge message is cut to MESSAGE_MAX when it is read."""
+    from datetime import UTC, datetime, timedelta
+
+    from pools.inventory.jobs import MESSAGE_MAX, create_failure_facts
+    from scheduling import lifecycle
+
+    event = {"involvedObject": {"kind": "Job", "name": "wl-x-1", "namespace": "proj-a"}, "reason": "FailedCreate",
+             "message": "x" * 100_000, "firstTimestamp": since}
+    facts = create_failure_facts(event, seen_at=since)
+    assert len(facts["message"]) == MESSAGE_MAX
+    current = lifecycle.Current("SCHEDULING", 1, 1, {}, 3, timedelta(seconds=300))
+    outcome = lifecycle.observe(current, lifecycle.Run({"active": 0}, {}, create_failure=facts),
+                                datetime(2030, 1, 1, tzinfo=UTC))
+    assert outcome is not None and outcome.status == "SCHEDULING" and "x" * 50 in outcome.message
