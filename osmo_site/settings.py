@@ -117,6 +117,7 @@ AUTHENTICATION_BACKENDS = [
     "pools.access.signin_limit.SignInLimitBackend",  # first: refuses password guesses over the limit
     "django.contrib.auth.backends.ModelBackend",
     "pools.access.idp.TrustedHeaderBackend",
+    "pools.access.oidc.OIDCBackend",
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -139,6 +140,23 @@ except ValueError as _exc:
     raise ImproperlyConfigured(f"ACCESS_TRUSTED_PROXIES: {_exc}") from None
 if ACCESS_HEADER_LOGIN and not ACCESS_TRUSTED_PROXIES:
     raise ImproperlyConfigured("ACCESS_HEADER_LOGIN=1 needs ACCESS_TRUSTED_PROXIES (the proxy's addresses)")
+
+# OpenID Connect sign-in (README "Signing in"; pools.access.oidc). Off unless OIDC_ISSUER and OIDC_CLIENT_ID are
+# set. The provider is found by OIDC_ISSUER's discovery document; register <site>/accounts/oidc/callback/ as
+# the client's redirect URI and <site>/accounts/login/ as its post-logout redirect URI.
+OIDC_ISSUER = env_str("OIDC_ISSUER", "")
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+OIDC_SCOPES = env_str("OIDC_SCOPES", "openid profile email groups")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USER_PREFIX = env_str("OIDC_USER_PREFIX", "")
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT", 10)
+if bool(OIDC_ISSUER) != bool(OIDC_CLIENT_ID):
+    raise ImproperlyConfigured("OIDC_ISSUER and OIDC_CLIENT_ID go together: set both, or neither")
+if OIDC_ISSUER and "openid" not in OIDC_SCOPES.split():
+    raise ImproperlyConfigured(f"OIDC_SCOPES={OIDC_SCOPES!r} must include openid")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

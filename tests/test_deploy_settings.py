@@ -224,3 +224,15 @@ def test_behind_a_tls_proxy_with_debug_off_pages_are_hardened_and_static_files_c
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
         log.close()
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"OIDC_ISSUER": "https://sso.example.com/realms/gpu"}, "OIDC_ISSUER and OIDC_CLIENT_ID go together"),
+    ({"OIDC_CLIENT_ID": "osmo"}, "OIDC_ISSUER and OIDC_CLIENT_ID go together"),
+    ({"OIDC_ISSUER": "https://sso.example.com/realms/gpu", "OIDC_CLIENT_ID": "osmo", "OIDC_SCOPES": "profile"},
+     "must include openid"),
+])
+def test_a_half_configured_openid_connect_provider_stops_the_process(tmp_path, extra, words):
+    done = manage(production_env(tmp_path, **extra), "check")
+    assert done.returncode == 1
+    assert words in done.stderr

@@ -91,7 +91,8 @@ def parse_groups(value: str) -> list[str]:
     return sorted({group.strip() for group in value.split(",") if group.strip()})
 
 
-def sync_roles(user, groups: list[str]) -> tuple[list[str], list[str]]:
+def sync_roles(user, groups: list[str], *, source=RoleAssignment.Source.IDP,
+               by: str = "identity provider") -> tuple[list[str], list[str]]:
     """Apply each role's sync mode for this sign-in: import adds, force adds and removes, ignore
     does nothing. Returns (added, removed) role names."""
     groups = set(groups)
@@ -102,7 +103,7 @@ def sync_roles(user, groups: list[str]) -> tuple[list[str], list[str]]:
         add = [role for role in roles if role.id not in held and groups & set(role.groups)]
         remove = [role for role in roles if role.id in held and role.sync_mode == Role.SyncMode.FORCE
                   and not groups & set(role.groups)]
-        assignments.add([(user, role) for role in add], by="identity provider", source=RoleAssignment.Source.IDP)
+        assignments.add([(user, role) for role in add], by=by, source=source)
         if remove:
             assignments.remove(user, remove)
     return [role.name for role in add], [role.name for role in remove]

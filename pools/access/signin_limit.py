@@ -151,6 +151,12 @@ class SignInView(auth_views.LoginView):
     form_class = SignInForm
     template_name = "access/login.html"
 
+    def get_context_data(self, **kwargs):
+        from pools.access import oidc
+
+        return {**super().get_context_data(**kwargs),
+                "oidc_name": settings.OIDC_PROVIDER_NAME if oidc.enabled() else None}
+
     def form_invalid(self, form):
         refused = getattr(self.request, "signin_refusal", None)
         if refused is None:

@@ -1,10 +1,9 @@
 """Routes of access control: `api_patterns` are included under /api/, `page_patterns` at the root.
 The auth routes are written as OSMO documents them (no trailing slash); a trailing slash is accepted too."""
 
-from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from pools.access import api, pages, signin_limit
+from pools.access import api, oidc, pages, signin_limit
 
 ID = r"(?P<user_id>[^/]+)"
 NAME = r"(?P<name>[^/]+)"
@@ -26,6 +25,8 @@ api_patterns = [
 
 page_patterns = [
     path("accounts/login/", signin_limit.SignInView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", oidc.LogoutView.as_view(), name="logout"),
+    path("accounts/oidc/login/", oidc.login, name="oidc-login"),
+    path("accounts/oidc/callback/", oidc.callback, name="oidc-callback"),
     path("profile/permissions/", pages.permissions, name="profile-permissions"),
 ]

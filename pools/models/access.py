@@ -49,6 +49,7 @@ class RoleAssignment(models.Model):
     class Source(models.TextChoices):
         MANUAL = "manual", "assigned by an administrator"
         IDP = "idp", "mapped from an identity-provider group"
+        OIDC = "oidc", "mapped from an OpenID Connect groups claim"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_assignments")
     role = models.ForeignKey(Role, on_delete=models.CASCADE, related_name="assignments")

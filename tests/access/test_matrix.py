@@ -275,6 +275,11 @@ MATRIX: dict[str, list[Probe]] = {
     "profile": [Probe("detail", "get", "/api/profile/", SIGNED_IN, check=shows_all_visible_pools)],
     # ---- pages -------------------------------------------------------------------------------------------
     "login": [Probe("page", "get", "/accounts/login/", PUBLIC)],
+    # OpenID Connect sign-in is off here (no OIDC_ISSUER): both legs answer 404 to everyone
+    # (tests/access/test_oidc.py signs in through a stand-in provider).
+    "oidc-login": [Probe("page", "get", "/accounts/oidc/login/", dict.fromkeys(PRINCIPALS, 404))],
+    "oidc-callback": [Probe("page", "get", "/accounts/oidc/callback/?code=c&state=s",
+                            dict.fromkeys(PRINCIPALS, 404))],
     # ---- health and metrics (osmo_site.health): no sign-in; /metrics is off (404) until a scrape token or
     # addresses are configured, and then needs one of them whoever is signed in (tests/test_health_metrics.py)
     "healthz": [Probe("page", "get", "/healthz", PUBLIC)],
