@@ -52,6 +52,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "pools.access.audit.AuditMiddleware",  # the request's user or token is the actor of audit rows
     "pools.access.idp.TrustedHeaderMiddleware",
     "pools.access.scoping.AccessMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -281,6 +282,10 @@ if not DEBUG:
 # OSMO_ENGINE_RECONCILE_INTERVAL s.
 OSMO_ENGINE_RECONCILE_INTERVAL = env_int("OSMO_ENGINE_RECONCILE_INTERVAL", 60)
 OSMO_ENGINE_RECONCILE_ON_COMMIT = env_bool("OSMO_ENGINE_RECONCILE_ON_COMMIT", True)
+# The audit log (pools.models.audit, README "Audit log") keeps rows this many days; beat prunes older ones hourly
+# (and leaves a row saying so).
+OSMO_AUDIT_DAYS = env_int("OSMO_AUDIT_DAYS", 365)
+CELERY_BEAT_SCHEDULE["prune-audit-log"] = {"task": "pools.tasks.prune_audit_log", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["reconcile-engines"] = {
     "task": "pools.tasks.reconcile_engines",
     "schedule": float(OSMO_ENGINE_RECONCILE_INTERVAL),

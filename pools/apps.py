@@ -6,6 +6,7 @@ class PoolsConfig(AppConfig):
     verbose_name = "Pools and configuration"
 
     def ready(self):
+        from pools.access import audit  # noqa: F401 - connects the sign-in signals' audit rows
         from pools.access.roles import register_role_kind
         from pools.config import kinds, writes
         from pools.fleet.sync import memberships_follow_configuration

@@ -84,3 +84,11 @@ def reconcile_engines() -> dict:
         outcome[backend.name] = result.summary() if result else {"error": Backend.objects.values_list(
             "engine_error", flat=True).get(pk=backend.pk)}
     return outcome
+
+
+@shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
+def prune_audit_log() -> int:
+    """Removes audit rows older than OSMO_AUDIT_DAYS; the removal is itself a row."""
+    from pools.models.audit import prune
+
+    return prune()

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
-from pools.models import Role, RoleAssignment
+from pools.models import Role, RoleAssignment, audit
 
 
 def add(pairs: Iterable[tuple], by: str, source: str = RoleAssignment.Source.MANUAL) -> tuple[list[tuple], list[tuple]]:
@@ -16,8 +16,11 @@ def add(pairs: Iterable[tuple], by: str, source: str = RoleAssignment.Source.MAN
                                              role__in={role.pk for _, role in pairs})
                .values_list("user_id", "role_id"))
     new = [(user, role) for user, role in pairs if (user.pk, role.pk) not in held]
-    RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by=by, source=source)
-                                        for user, role in new], ignore_conflicts=True)
+    with transaction.atomic():
+        RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by=by, source=source)
+                                            for user, role in new], ignore_conflicts=True)
+        audit.record_many([("role", f"role/{role.name}", "grant", f"{user.get_username()} holds {role.name} "
+                            f"({RoleAssignment.Source(source).label}, by {by})") for user, role in new])
     return new, [(user, role) for user, role in pairs if (user.pk, role.pk) in held]
 
 
@@ -30,7 +33,14 @@ def remove(user, roles: Iterable[Role]) -> list[str]:
         missing = [role.name for role in roles if role.name not in held]
         if not missing:
             RoleAssignment.objects.filter(user=user, role__in=roles).delete()
+            revoked(user, [role.name for role in roles])
     return missing
+
+
+def revoked(user, names: Iterable[str]) -> None:
+    """The audit rows of roles taken from `user` (in the transaction that took them)."""
+    audit.record_many([("role", f"role/{name}", "revoke", f"{user.get_username()} no longer holds {name}")
+                       for name in names])
 
 
 def replace(user, roles: Iterable[Role], by: str) -> tuple[list[str], list[str]]:
@@ -41,4 +51,5 @@ def replace(user, roles: Iterable[Role], by: str) -> tuple[list[str], list[str]]
         added, _ = add([(user, role) for pk, role in wanted.items() if pk not in current], by)
         gone = [pk for pk in current if pk not in wanted]
         RoleAssignment.objects.filter(user=user, role_id__in=gone).delete()
+        revoked(user, [current[pk] for pk in gone])
     return sorted(role.name for _, role in added), sorted(current[pk] for pk in gone)

@@ -15,6 +15,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from pools.access.documents import check_access_name
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
+from pools.models import audit
 from pools.models.access import AccessToken, Role, token_digest
 
 SECRET_PREFIX = "osmo_"
@@ -74,6 +75,9 @@ def create_token(user, name: str, expires_at: dt.datetime, *, roles: list[str] |
                                                all_roles=roles is None, expires_at=expires_at, created_by=created_by)
             if roles:
                 token.roles.set(Role.objects.filter(name__in=roles))
+            audit.record("token", f"token/{user.get_username()}/{name}", "create",
+                         f"expires {expires_at:%Y-%m-%d %H:%M} UTC; roles: "
+                         + (", ".join(sorted(roles)) if roles is not None else "all of the user's"))
     except IntegrityError:
         raise Conflict(f"{user.get_username()} already has a token named {name!r}; revoke it first",
                        field="name") from None
@@ -81,7 +85,10 @@ def create_token(user, name: str, expires_at: dt.datetime, *, roles: list[str] |
 
 
 def revoke_token(user, name: str) -> None:
-    deleted, _ = AccessToken.objects.filter(user=user, name=name).delete()
+    with transaction.atomic():
+        deleted, _ = AccessToken.objects.filter(user=user, name=name).delete()
+        if deleted:
+            audit.record("token", f"token/{user.get_username()}/{name}", "revoke")
     if not deleted:
         raise ConfigNotFound(f"{user.get_username()} has no token named {name!r}", field="name")
 

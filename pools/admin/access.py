@@ -13,7 +13,7 @@ from pools.access import assignments
 from pools.access.documents import ROLE_FIELDS, role_to_document, split_pool_actions, with_pool_actions
 from pools.admin.base import VersionedAdmin, validated
 from pools.admin.forms import JSONDocumentField
-from pools.models import AccessToken, ConfigKind, Pool, Role, RoleAssignment
+from pools.models import AccessToken, AuditEvent, ConfigKind, Pool, Role, RoleAssignment
 
 
 class NullableJSONField(JSONDocumentField):
@@ -143,6 +143,7 @@ class RoleAdmin(VersionedAdmin):
                 instance.save()
         for instance in formset.deleted_objects:
             instance.delete()
+            assignments.revoked(instance.user, [form.instance.name])
 
 
 @admin.register(AccessToken)
@@ -158,4 +159,23 @@ class AccessTokenAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: audit rows are never added, changed or deleted by hand (pools.models.audit)."""
+
+    list_display = ["at", "actor", "actor_kind", "token", "address", "kind", "object", "action", "summary"]
+    list_filter = ["kind", "action", "actor_kind"]
+    search_fields = ["actor", "object", "summary", "request_id"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

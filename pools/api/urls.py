@@ -6,7 +6,7 @@ the trailing slash (osmo_site.middleware.SlashEitherWayMiddleware)."""
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from pools.api import docs, inventory, quotas, schema, views
+from pools.api import audit, docs, inventory, quotas, schema, views
 
 router = SimpleRouter()
 router.register("pools", inventory.PoolViewSet, basename="api-pool")
@@ -30,4 +30,5 @@ urlpatterns = [
     path("nodes/<str:name>/cordon", inventory.NodeViewSet.as_view({"post": "cordon"}), name="api-node-cordon"),
     path("nodes/<str:name>/uncordon", inventory.NodeViewSet.as_view({"post": "uncordon"}), name="api-node-uncordon"),
     path("schema/", schema.SchemaView.as_view(), name="api-schema"),
+    path("audit/", audit.AuditView.as_view(), name="api-audit"),
 ]

@@ -3,11 +3,13 @@
 import difflib
 import json
 from collections.abc import Iterable
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db.models import F
 
 from pools.engine import ConfigError
-from pools.models import ConfigKind, ConfigRevision, RevisionCounter
+from pools.models import ConfigKind, ConfigRevision, RevisionCounter, audit
 
 
 class ConfigNotFound(ConfigError):
@@ -23,9 +25,25 @@ def author_fields(author) -> dict:
     return {"author": author, "author_name": author.get_username()}
 
 
+# (kind, action): revisions of that kind recorded meanwhile take that action (a rollback's import is one).
+_recorded_as: ContextVar[tuple[str, str] | None] = ContextVar("recorded_as", default=None)
+
+
+@contextmanager
+def recorded_as(kind: str, action: str):
+    token = _recorded_as.set((kind, action))
+    try:
+        yield
+    finally:
+        _recorded_as.reset(token)
+
+
 def record(kind: str, entries: Iterable[tuple[str, str, dict]], author, description: str) -> list[int]:
     """Write one revision per (name, action, document); must run inside the writer's transaction."""
     entries = list(entries)
+    override = _recorded_as.get()
+    if override is not None and override[0] == kind:
+        entries = [(name, override[1], document) for name, _action, document in entries]
     if not entries:
         return []
     # The UPDATE takes the counter's row lock until commit, so concurrent writers queue here.
@@ -41,6 +59,9 @@ def record(kind: str, entries: Iterable[tuple[str, str, dict]], author, descript
                        description=description, **who)
         for index, (name, action, document) in enumerate(entries)
     )
+    audit.record_many([("config", f"{kind}/{name}", action, f"revision {first + index}"
+                        + (f": {description}" if description else ""))
+                       for index, (name, action, document) in enumerate(entries)], actor=author)
     return list(range(first, last + 1))
 
 

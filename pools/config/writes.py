@@ -355,11 +355,9 @@ def rollback(kind: str, number: int, *, before: bool = False, author=None, descr
         if not handler.model.objects.filter(name=revision.name).exists():
             return WriteResult(kind, unchanged=[revision.name])
         return delete(kind, revision.name, author=author, description=description)
-    with transaction.atomic():
-        result = import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
-                                 author=author, description=description)
-        ConfigRevision.objects.filter(kind=kind, number__in=result.revisions).update(action=Action.ROLLBACK)
-    return result
+    with history.recorded_as(kind, Action.ROLLBACK):
+        return import_document(kind, handler.as_import(revision.name, revision.document), name=revision.name,
+                               author=author, description=description)
 
 
 def _default_pool_blockers(name: str) -> list[str]:

@@ -2,11 +2,11 @@
 `spec.unschedulable` written to the cluster first and then to the database, as labels are
 (`pools.fleet.labels`), so the database never says a node is cordoned when the cluster does not."""
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 
 from pools.fleet.labels import find_node, reason_of, store_nodes
 from pools.fleet.sync import cluster_for
-from pools.models import Node
+from pools.models import Node, audit
 from pools.models.dbwrites import NotRecorded
 
 
@@ -16,7 +16,9 @@ def cordon_node(name: str, cordon: bool, *, backend: str | None = None) -> Node:
     node = find_node(name, backend)
     patched = cluster_for(node.backend).set_unschedulable(name, cordon)
     try:
-        store_nodes(node.backend, [patched])
+        with transaction.atomic():
+            store_nodes(node.backend, [patched])
+            audit.record("node", f"node/{name}", "cordon" if cordon else "uncordon")
     except DatabaseError as exc:
         verb = "cordoned" if cordon else "uncordoned"
         raise NotRecorded(f"node/{name}: {verb} in the cluster but not recorded here ({reason_of(exc)}); "

@@ -11,7 +11,7 @@ from django.db import DatabaseError, transaction
 from pools.engine import ConfigError
 from pools.fleet.sync import Recompute, cluster_for
 from pools.inventory.nodes import node_facts
-from pools.models import Node
+from pools.models import Node, audit
 from pools.models.dbwrites import NotRecorded
 
 _KEY_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -97,7 +97,11 @@ def label_node(name: str, changes: dict[str, str | None], *, overwrite: bool = F
                          field="overwrite")
     patched = cluster_for(node.backend).patch_node_labels(name, changes)
     try:
-        store_nodes(node.backend, [patched])
+        with transaction.atomic():
+            store_nodes(node.backend, [patched])
+            audit.record("node", f"node/{name}", "label", ", ".join(
+                f"{key}: {node.labels.get(key, '(none)')} → {value if value is not None else '(removed)'}"
+                for key, value in sorted(changes.items())))
     except DatabaseError as exc:
         raise NotRecorded(f"node/{name}: the cluster was changed but not recorded here ({reason_of(exc)}); "
                           "the next sync will pick it up") from exc

@@ -13,6 +13,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from pools.cluster import ClusterError
 from pools.engine import ConfigError
+from pools.models import audit
 from pools.models.dbwrites import NotRecorded, is_locked
 
 
@@ -32,6 +33,8 @@ def clear_errors(handle):
 
     @functools.wraps(handle)
     def wrapped(self, *args, **options):
+        # The audit log's actor for what this command does (unless it names a user, as --as-user does).
+        acting = audit.acting_process.set(f"manage.py {type(self).__module__.rsplit('.', 1)[-1]}")
         try:
             result = handle(self, *args, **options)
             self.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
@@ -56,6 +59,8 @@ def clear_errors(handle):
         except Exception as exc:
             raise CommandError(f"unexpected {type(exc).__name__}: {_one_line(exc)} (run again with --traceback "
                                "for details)") from exc
+        finally:
+            audit.acting_process.reset(acting)
 
     return wrapped
 

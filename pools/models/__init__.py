@@ -1,9 +1,11 @@
 """The `pools` app's models, one module per concern: `config` (backends, pools, platforms, templates,
 validations, revisions), `quotas` (departments, projects, members, quotas), `inventory` (nodes,
 memberships, pods, node events, sync log, usage snapshots), `access` (roles, assignments, tokens), `preferences`
-(table columns), `signin` (failed sign-ins). `visibility` decides which rows a user sees."""
+(table columns), `signin` (failed sign-ins), `audit` (the append-only audit log). `visibility` decides which
+rows a user sees."""
 
 from .access import AccessToken, Role, RoleAssignment
+from .audit import AuditEvent
 from .config import (
     Backend,
     ConfigKind,
@@ -23,6 +25,7 @@ from .signin import SignInFailure
 
 __all__ = [
     "AccessToken",
+    "AuditEvent",
     "Backend",
     "ConfigKind",
     "ConfigRevision",

@@ -380,4 +380,23 @@ MEMBERS = Table("members", "Members", key=lambda row: f"{row['kind']}:{row['name
     Column("how", "How", _get("how")),
 ))
 
-TABLES = {table.name: table for table in (NODES, POOLS, PLATFORMS, REVISIONS, QUOTAS, PROJECTS, MEMBERS)}
+# ---- the audit log (rows: pools.pages.audit_page) ----------------------------------------------------------
+
+def _actor(row, ctx) -> str:
+    name = row["actor"] or row["actor_kind"]
+    return f"{name} (token {row['token']})" if row["token"] else name
+
+
+AUDIT = Table("audit", "Audit log", key=lambda row: str(row["id"]), key_fields=("id",), default_sort="-time",
+              columns=(
+    Column("time", "Time", _get("at"), kind="time", fields=("at",), sort=("at",), phone=True),
+    Column("actor", "Who", _actor, fields=("actor", "actor_kind", "token"), sort=("actor",), phone=True),
+    Column("kind", "Kind", _get("kind"), fields=("kind",), sort=("kind",)),
+    Column("object", "Object", _get("object"), fields=("object",), sort=("object",), phone=True),
+    Column("action", "Action", _get("action"), fields=("action",), sort=("action",), phone=True),
+    Column("summary", "Change", _get("summary"), fields=("summary",)),
+    Column("address", "From", _get("address"), fields=("address",), sort=("address",)),
+    Column("request", "Request id", _get("request_id"), fields=("request_id",), default=False),
+))
+
+TABLES = {table.name: table for table in (NODES, POOLS, PLATFORMS, REVISIONS, QUOTAS, PROJECTS, MEMBERS, AUDIT)}

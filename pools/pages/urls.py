@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import history_pages, node_page, quota_pages, views
+from . import audit_page, history_pages, node_page, quota_pages, views
 
 app_name = "pages"
 
@@ -17,6 +17,7 @@ urlpatterns = [
     path("projects/", quota_pages.projects, name="projects"),
     path("projects/<str:name>/", quota_pages.project_detail, name="project"),
     path("config/history/", history_pages.history_list, name="history"),
+    path("audit/", audit_page.audit_list, name="audit"),
     path("config/history/diff/", history_pages.diff, name="diff"),
     path("config/history/rollback/", history_pages.rollback, name="rollback"),
     path("tables/<slug:table>/columns/", views.choose_columns, name="columns"),

@@ -30,7 +30,7 @@ from .tables import NODES, POOLS, TABLES, RowContext
 NODE_TIE_BREAKERS = ("name", "backend__name", "pk")
 CHARTS_INLINE = 12
 TABLE_PAGES = {"nodes": "pages:nodes", "pools": "pages:overview", "revisions": "pages:history",
-               "quotas": "pages:quotas", "projects": "pages:projects"}
+               "quotas": "pages:quotas", "projects": "pages:projects", "audit": "pages:audit"}
 GUARANTEE_COLUMNS = ("gpu_guaranteed", "gpu_borrowed")
 FLEET_REGION = "fleet-summary"
 

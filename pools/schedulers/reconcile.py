@@ -18,11 +18,12 @@ import contextlib
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import transaction
 
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, ObjectKind
 from pools.cluster.kinds import KUEUE_LOCAL_QUEUE
 from pools.engine import ConfigError, kube_names
-from pools.models import Backend
+from pools.models import Backend, audit
 
 from . import immutable, ownership
 from .desired import Wanted, for_backend
@@ -273,8 +274,14 @@ def run(backend: Backend, cluster: Cluster, now=None) -> Reconciled | None:
         Backend.objects.filter(pk=backend.pk).update(engine_error=exc.message[:2000])
         return None
     previous = Backend.objects.values_list("engine_refused", flat=True).get(pk=backend.pk)
-    Backend.objects.filter(pk=backend.pk).update(
-        engine_reconciled_at=now, engine_error="", engine_objects={**result.summary(), "at": now.isoformat()},
-        engine_refused=records(result, previous, now.isoformat()))
+    with transaction.atomic():
+        Backend.objects.filter(pk=backend.pk).update(
+            engine_reconciled_at=now, engine_error="", engine_objects={**result.summary(), "at": now.isoformat()},
+            engine_refused=records(result, previous, now.isoformat()))
+        if result.writes or result.adopted:  # a run that changed nothing in the cluster leaves no row
+            figures = result.summary()
+            audit.record("engine", f"backend/{backend.name}", "reconcile", ", ".join(
+                f"{name} {figures[name]}" for name in ("created", "updated", "recreated", "deleted", "adopted",
+                                                       "refused") if figures[name]))
     return result
 

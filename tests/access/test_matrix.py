@@ -275,6 +275,8 @@ MATRIX: dict[str, list[Probe]] = {
     "profile": [Probe("detail", "get", "/api/profile/", SIGNED_IN, check=shows_all_visible_pools)],
     # ---- pages -------------------------------------------------------------------------------------------
     "login": [Probe("page", "get", "/accounts/login/", PUBLIC)],
+    # The audit log: staff read every row, anyone else their own actions (tests/access/test_audit.py).
+    "api-audit": [Probe("list", "get", "/api/audit/", SIGNED_IN, check=shows_only_visible)],
     # OpenID Connect sign-in is off here (no OIDC_ISSUER): both legs answer 404 to everyone
     # (tests/access/test_oidc.py signs in through a stand-in provider).
     "oidc-login": [Probe("page", "get", "/accounts/oidc/login/", dict.fromkeys(PRINCIPALS, 404))],
@@ -293,6 +295,8 @@ MATRIX: dict[str, list[Probe]] = {
     ],
     # ---- pages (pools/pages, namespace "pages"): sign-in pages, rows scoped like the API ----------------------
     "pages:*": [
+        Probe("page", "get", "/audit/", PAGE, check=shows_only_visible),
+        Probe("csv", "get", "/audit/?export=csv", PAGE, check=shows_only_visible),
         Probe("page", "get", "/", PAGE, check=shows_all_visible_pools),
         Probe("fragment", "get", "/", ok_as(PAGE, 200) | {"anonymous": 401}, headers={"HTTP_HX_REQUEST": "true"},
               check=shows_only_visible),
