@@ -10,7 +10,7 @@ from django.db import transaction
 
 from pools.cluster import Cluster, NotFound
 from pools.fleet.sync import shared_cluster_for
-from pools.models import Backend
+from pools.models import Backend, audit
 
 from . import attempts
 from .models import Status, Workload
@@ -28,10 +28,13 @@ def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster
             with contextlib.suppress(NotFound):
                 clusters(workload.pool.backend).delete_job(workload.namespace, workload.job_name,
                                                            propagation_policy="Background")
+        summary = (f"Job {workload.namespace}/{workload.job_name or '-'} deleted: "
+                   f"{workload.stop_reason or 'PREEMPTED'}")
         if workload.stop_status:
             attempts.finish(workload, workload.stop_status, workload.stop_reason, workload.stop_message,
                             exit_code=workload.exit_code, now=now)
         else:
             attempts.finish(workload, attempts.RESCHEDULE, "PREEMPTED",
                             "Preempted to return borrowed capacity (reclaim).", now=now)
+        audit.record("workload", f"workload/{workload.pk}", "stop", summary)
     return "stopped"

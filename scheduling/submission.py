@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.engine import ConfigError
-from pools.models import Profile, Project
+from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
@@ -122,6 +122,9 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
         WorkloadEvent.objects.create(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED",
                                      message=message, pools=[v.pool for v in submitted.verdicts])
+        audit.record("workload", f"workload/{workload.pk}", "submit",
+                     f"{workload.name} in project {submitted.project.name} via {source}; candidate pools: "
+                     f"{', '.join(workload.pools)}", actor=user)
         transaction.on_commit(request_cycle, robust=True)
     return workload
 
@@ -168,5 +171,7 @@ def cancel(actor, workload: Workload, message: str = "", *, operator: str = "") 
             return False
         attempts.request_stop(locked, Status.FAILED_CANCELED, "CANCELED",
                               f"Canceled by {who}" + (f": {message}" if message else "."), now=now)
+        audit.record("workload", f"workload/{locked.pk}", "cancel", f"{locked.name} ({locked.status})"
+                     + (f": {message}" if message else ""), actor=operator or None)
     workload.refresh_from_db()
     return True
