@@ -73,7 +73,8 @@ WORKLOADS = Table("workloads", "Workloads", key=lambda row: row["id"], default_s
     Column("memory", "Memory per replica", _get("memory"), kind="bytes", unit="bytes", default=False),
     Column("position", "Position", _get("position"), kind="number",
            help="In the queue of its first candidate pool, while pending"),
-    Column("reason", "Why pending", _reason, help="The first candidate pool's reason; every pool's on the page"),
+    Column("reason", "Why pending", _reason, help="The first candidate pool's reason; every pool's on the page",
+           phone=True),  # a phone shows it in the row, under the key columns (site.css)
     Column("submitted", "Submitted", _get("submitted_at"), kind="time", sort=("submitted_at",)),
     Column("admitted", "Admitted", _get("admitted_at"), kind="time", sort=("admitted_at",), default=False),
     Column("source", "Source", _get("source"), sort=("source",), default=False),
