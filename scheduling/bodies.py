@@ -22,12 +22,20 @@ def cores(millicores: int) -> float | int:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
-def _visible(access: Access):
+def _visible(access: Access, workload: Workload | None = None):
+    """Whether a pool name may be shown: a pool the caller may see, or, to its submitter, one their own request
+    named (they typed it; its refusal is theirs to read)."""
     names = access.visible_pool_names
+    if names is not None and workload is not None and _submitted_by(access, workload):
+        names = set(names) | {str(p) for p in (workload.request or {}).get("pools") or []}
 
     def keep(pool: str | None) -> bool:
         return pool is None or names is None or pool in names
     return keep
+
+
+def _submitted_by(access: Access, workload: Workload) -> bool:
+    return access.signed_in and workload.submitter_id is not None and workload.submitter_id == access.user.pk
 
 
 def first_reason(workload: Workload, keep=None) -> dict | None:
@@ -39,7 +47,7 @@ def first_reason(workload: Workload, keep=None) -> dict | None:
 
 def row(workload: Workload, access: Access) -> dict[str, Any]:
     """One line of the lists (API list, page table, CSV)."""
-    keep = _visible(access)
+    keep = _visible(access, workload)
     pools = [p for p in workload.pools if keep(p)]
     reason = first_reason(workload, keep) if workload.status in WAITING else None
     positions = {p: n for p, n in (workload.positions or {}).items() if keep(p)}
@@ -112,7 +120,7 @@ def _request(workload: Workload, keep) -> dict:
 
 
 def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
-    keep = _visible(access)
+    keep = _visible(access, workload)
     body = row(workload, access)
     run = current_runs([workload]).get(str(workload.id)) if body["pool"] else None
     body.update({

@@ -39,9 +39,13 @@ FINISHED = tuple(s for s in Status if s not in ALIVE)
 
 
 class Source(models.TextChoices):
+    """The door a workload came through: the native API, `workload submit`, OSMO's workflow endpoint, a gpuctl
+    job file (`create -f`), or the site's pages."""
     API = "api"
+    CLI = "cli"
     OSMO = "osmo"
     GPUCTL = "gpuctl"
+    WEB = "web"
 
 
 class Priority(models.TextChoices):

@@ -79,7 +79,7 @@ class SubmitWorkflowView(APIView):
         try:
             evaluated = []
             for group in workflow.groups:
-                project, verdicts = submission.evaluate(access, group.request)
+                project, verdicts = submission.evaluate(access, group.request, Source.OSMO)
                 if not any(v.accepted for v in verdicts):
                     raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
                 evaluated.append(submission.Submitted(group.request, project, verdicts))
@@ -106,10 +106,20 @@ def _workflows(request):
     return Workload.objects.visible_to(request).exclude(workflow="")
 
 
+def stopping_status(rows: list[Workload]) -> str | None:
+    """What a workflow ends as while a stop (a cancel, a timeout) is deleting its Jobs: every live group is
+    stopping. `status` keeps OSMO's word (RUNNING, PENDING) for OSMO's clients; this field says it is stopping."""
+    alive = [w for w in rows if w.status in ALIVE]
+    if not alive or not all(w.stop_status for w in alive):
+        return None
+    return sorted({w.stop_status for w in alive})[0]
+
+
 def _summary(request, name: str, rows: list[Workload]) -> dict:
     first = bodies.row(min(rows, key=lambda w: w.submitted_at), access_for(request))
     return {"name": name, "workflow_id": name, "user": first["submitter"], "submit_time": first["submitted_at"],
-            "status": workflow_status({w.status for w in rows}), "priority": first["priority"].upper(),
+            "status": workflow_status({w.status for w in rows}), "stopping": stopping_status(rows),
+            "priority": first["priority"].upper(),
             "pool": first["pool"] or (first["pools"][0] if first["pools"] else None),
             "labels": {}, **_urls(request, name)}
 
@@ -164,7 +174,8 @@ class WorkflowView(APIView):
         for workload in sorted(rows, key=lambda w: w.submitted_at):
             shown = bodies.detail(workload, access, events=())
             body["groups"].append({"name": workload.group or workload.name, "workload": shown["id"],
-                                   "status": shown["status"], "replicas": shown["replicas"],
+                                   "status": shown["status"], "stopping": shown["stopping"],
+                                   "replicas": shown["replicas"],
                                    "start_time": shown["started_at"], "end_time": shown["finished_at"],
                                    "pool": shown["pool"], "reasons": shown["reasons"]})
         return Response(body)

@@ -73,7 +73,8 @@ WORKLOADS = Table("workloads", "Workloads", key=lambda row: row["id"], default_s
     Column("memory", "Memory per replica", _get("memory"), kind="bytes", unit="bytes", default=False),
     Column("position", "Position", _get("position"), kind="number",
            help="In the queue of its first candidate pool, while pending"),
-    Column("reason", "Why pending", _reason, help="The first candidate pool's reason; every pool's on the page"),
+    Column("reason", "Why pending", _reason, help="The first candidate pool's reason; every pool's on the page",
+           phone=True),  # a phone shows it in the row, under the key columns (site.css)
     Column("submitted", "Submitted", _get("submitted_at"), kind="time", sort=("submitted_at",)),
     Column("admitted", "Admitted", _get("admitted_at"), kind="time", sort=("admitted_at",), default=False),
     Column("source", "Source", _get("source"), sort=("source",), default=False),
@@ -177,6 +178,10 @@ def may_cancel(access, workload: Workload) -> bool:
     return workload.alive and (access.is_staff or (access.user is not None and workload.submitter_id == access.user.pk))
 
 
+# Work that holds capacity or may have pods: its cancel asks for a confirmation first.
+DISPATCHED = (Status.ADMITTED, Status.SCHEDULING, Status.RUNNING, Status.PREEMPTING)
+
+
 @access_required()
 def workload_detail(request, pk):
     workload = _visible_workload(request, pk)
@@ -184,9 +189,11 @@ def workload_detail(request, pk):
     body = bodies.detail(workload, access)
     positions = body["positions"]
     reasons = [{**reason, "position": positions.get(reason.get("pool"))} for reason in body["reasons"]]
-    attempts = [{**item, "finished_at": datetime.fromisoformat(item["finished_at"])} for item in body["attempts"]]
+    # Earlier attempts only: a finished workload's own (current) attempt is the Job section above them.
+    attempts = [{**item, "finished_at": datetime.fromisoformat(item["finished_at"])} for item in body["attempts"]
+                if item["attempt"] < body["attempt"]]
     context = {"workload": workload, "body": body, "reasons": reasons, "attempts": attempts, "nav": "workloads",
-               "may_cancel": may_cancel(access, workload),
+               "may_cancel": may_cancel(access, workload), "dispatched": workload.status in DISPATCHED,
                "templates": [(pool, json.dumps(value, indent=2)) for pool, value in body["pod_templates"].items()]}
     return respond(request, "workloads/detail.html", context, {"workload-live": "workloads/_live.html"})
 
@@ -195,6 +202,11 @@ def workload_detail(request, pk):
 @access_required(write=Rule.SIGNED_IN)
 def workload_cancel(request, pk):
     workload = _visible_workload(request, pk)
+    if workload.status in DISPATCHED and request.POST.get("confirm") != "yes":
+        # The box is `required`, so a browser never sends this; a scripted POST is told what is missing.
+        messages.error(request, f"Workload {workload.name} is {workload.status}: tick the confirmation to stop it "
+                                "(its Job and pods are deleted). Nothing was canceled.")
+        return HttpResponseRedirect(reverse("workloads:detail", args=[workload.pk]))
     try:
         canceled = submission.cancel(request, workload, str(request.POST.get("message", ""))[:500])
     except PermissionError as exc:

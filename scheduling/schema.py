@@ -242,6 +242,9 @@ class WorkflowSummary(_Shape):
     user: str
     submit_time: datetime
     status: str
+    stopping: str | None = Field(description="While a cancel (or a timeout) deletes its Jobs: the status it then "
+                                             "ends with, such as FAILED_CANCELED; null otherwise. `status` keeps "
+                                             "OSMO's word (RUNNING, PENDING) meanwhile.")
     priority: Literal["HIGH", "NORMAL", "LOW"]
     pool: str | None
     labels: dict[str, str]
@@ -259,6 +262,8 @@ class WorkflowGroup(_Shape):
     name: str
     workload: str
     status: StatusName
+    stopping: str | None = Field(description="The status this group ends with once its Job is deleted, while it "
+                                             "is stopping; null otherwise.")
     replicas: int
     start_time: datetime | None
     end_time: datetime | None

@@ -3,7 +3,7 @@ the CLI) comes through here. A submission runs the pipeline for each candidate p
 (nothing saved) only when every candidate refuses it, and the refusal lists each one's reason.
 Accepted work is a PENDING row and an event; the admission cycle is asked to run once the row commits."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -14,7 +14,7 @@ from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import attempts, pipeline
+from . import attempts, hints, pipeline
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
 from .outbox import request_cycle
 from .requests import WorkloadRequest
@@ -68,11 +68,14 @@ def candidate_pools(request: WorkloadRequest, project: Project) -> list[str]:
                 or ["default"])
 
 
-def evaluate(access: Access, request: WorkloadRequest) -> tuple[Project, list[pipeline.Verdict]]:
+def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API
+             ) -> tuple[Project, list[pipeline.Verdict]]:
+    """Each candidate pool's verdict; refusal hints in the syntax of the door `source`."""
     project = _project(access, request.project)
     pools = candidate_pools(request, project)
     context = pipeline.load_context(access, project, pools)
-    return project, [pipeline.run(context, request, pool) for pool in pools]
+    verdicts = [pipeline.run(context, request, pool) for pool in pools]
+    return project, [v if v.accepted else replace(v, message=hints.for_door(v.message, source)) for v in verdicts]
 
 
 def refusal(verdicts: list[pipeline.Verdict], prefix: str = "") -> SubmissionRefused:
@@ -85,7 +88,7 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
-    project, verdicts = evaluate(access, request)
+    project, verdicts = evaluate(access, request, source)
     if not any(v.accepted for v in verdicts):
         raise refusal(verdicts)
     result = Submitted(request, project, verdicts)

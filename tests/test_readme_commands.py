@@ -13,6 +13,7 @@ has to do its job; `./manage.py` starts with the `python3` on PATH and hands its
 (when the checkout has no `.venv`, the interpreter running this test comes first on PATH instead).
 """
 
+import json
 import os
 import re
 import shutil
@@ -128,6 +129,77 @@ def test_every_cli_command_in_the_readme_runs_as_printed(tmp_path):
         if done.returncode != 0 or "Traceback (most recent call last)" in done.stderr:
             failures.append(f"$ {command}\nexit status {done.returncode}\n{done.stdout[-1500:]}{done.stderr[-3000:]}")
     assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
+
+
+EXAMPLE = re.compile(r"^<!-- example: ([\w-]+)[^\n]*-->\n```\w*\n(.*?)^```", re.M | re.S)
+# Run in the demo's data directory by `./manage.py shell`: the README's examples through the doors they document
+# (the API body, OSMO's workflow path), as the demo's admin, then a sync of the KAI cluster and an admission cycle.
+EXAMPLES_PROBE = """
+import json, sys
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from rest_framework.test import APIClient
+from scheduling.models import Workload
+
+examples = json.loads(sys.stdin.read())
+api = APIClient(SERVER_NAME="localhost")
+api.force_authenticate(get_user_model().objects.get(username="admin"))
+out = {}
+answer = api.post("/api/workloads/", json.loads(examples["request"]), format="json")
+out["request"] = [answer.status_code, answer.json()]
+workflow = {"file": examples["osmo-workflow"], "set_variables": ["dataset=imagenet"]}
+answer = api.post("/api/pool/kai-training/workflow?priority=NORMAL", workflow, format="json")
+out["workflow_in_default"] = [answer.status_code, answer.json()]
+out["profile"] = api.patch("/api/profile/", {"default_project": "llm-research"}, format="json").status_code
+answer = api.post("/api/pool/kai-training/workflow?priority=NORMAL", workflow, format="json")
+out["workflow"] = [answer.status_code, answer.json()]
+call_command("sync", "kai-cluster", "--once", stdout=sys.stderr)
+call_command("schedule", "--once", stdout=sys.stderr)
+out["after_cycle"] = {f"{w.workflow or '-'}/{w.name}": [w.status, w.pool.name if w.pool else None, w.reasons]
+                      for w in Workload.objects.select_related("pool")}
+print("EXAMPLES " + json.dumps(out, default=str))
+"""
+
+
+def readme_examples(text: str) -> dict[str, str]:
+    """The code blocks the README marks `<!-- example: NAME ... -->`, by name."""
+    return {name: body for name, body in EXAMPLE.findall(text)}
+
+
+def test_the_readme_request_and_workflow_examples_run_against_the_demo(tmp_path):
+    """The request example and the OSMO workflow example, posted as printed to the demo's data (the README's own
+    setup block: migrate, config init, demo --no-serve), are accepted and admitted; the workflow from a project
+    with no guarantee there is refused with the hint in the syntax of OSMO's path."""
+    text = README.read_text(encoding="utf-8")
+    examples = readme_examples(text)
+    assert set(examples) == {"request", "osmo-workflow"}, examples.keys()
+    env = scratch_environment(tmp_path / "data")
+    done = subprocess.run([sys.executable, "-m", "osmo_site.env"], cwd=BASE_DIR, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    setup = readme_commands(text)[:3]
+    assert setup == ["./manage.py migrate --noinput", "./manage.py config init", "./manage.py demo --no-serve"]
+    for command in setup:
+        done = subprocess.run(["bash", "-c", command], cwd=BASE_DIR, env=env, capture_output=True, text=True,
+                              timeout=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run(["./manage.py", "shell", "-c", EXAMPLES_PROBE], cwd=BASE_DIR, env=env,
+                          input=json.dumps(examples), capture_output=True, text=True, timeout=180)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("EXAMPLES ")]
+    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-3000:]
+    out = json.loads(lines[0].removeprefix("EXAMPLES "))
+
+    assert out["request"][0] == 201, out["request"]
+    status, refused = out["workflow_in_default"]
+    assert status == 400 and "with ?priority=LOW on the workflow path" in refused["detail"], refused
+    assert "priority: low" not in refused["detail"]
+    assert out["profile"] == 200
+    assert out["workflow"][0] == 200, out["workflow"]
+    name = out["workflow"][1]["name"]
+    assert out["after_cycle"].keys() == {"-/resnet", f"{name}/train"}
+    for key, (status, pool, reasons) in out["after_cycle"].items():
+        # Admitted (handed to KAI in kai-training, its Job created), not waiting on QUOTA or anything else.
+        assert status in ("ADMITTED", "SCHEDULING", "RUNNING") and pool == "kai-training", (key, status, reasons)
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

@@ -65,7 +65,7 @@ def test_non_preemptible_work_above_deserved_everywhere_is_refused_with_a_sugges
     response = researcher_api.post("/api/workloads/", body(resources={"gpu": 4}, replicas=2), format="json")
     assert response.status_code == 400
     candidate = response.json()["candidates"][0]
-    assert candidate["code"] == "QUOTA" and "priority: low" in candidate["message"]
+    assert candidate["code"] == "QUOTA" and 'with "priority": "low" in the request body' in candidate["message"]
     low = researcher_api.post("/api/workloads/", body(resources={"gpu": 4}, replicas=2, priority="low"), format="json")
     assert low.status_code == 201
 

@@ -27,7 +27,8 @@ def test_a_workloads_page_polls_with_its_cancel_form_inside_and_pauses_while_it_
     tag = region[:region.index(">") + 1]
 
     assert 'hx-trigger="every 5s"' in tag and 'data-poll-paused-within=".cancel-form"' in tag
-    assert region.index('id="cancel-form"') < region.index('id="workload-status"')
+    # The status first, then the cancel form below it.
+    assert region.index('id="workload-status"') < region.index('id="cancel-form"')
     assert page.count('id="cancel-form"') == 1
 
 

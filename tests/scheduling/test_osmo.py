@@ -99,7 +99,10 @@ def test_dry_run_saves_nothing_and_normal_priority_above_the_guarantee_is_refuse
     # vision is guaranteed 2 GPUs in the seed pool; the train group asks for 8 at normal priority.
     refused = submit_workflow(researcher_api)
     assert refused.status_code == 400
-    assert "Group train: " in refused.json()["detail"] and "priority: low" in refused.json()["detail"]
+    # The hint in OSMO's syntax: the workflow path takes its priority as a query parameter.
+    assert "Group train: " in refused.json()["detail"] and "with ?priority=LOW on the workflow path" in \
+        refused.json()["detail"]
+    assert "priority: low" not in refused.json()["detail"]
     assert not Workload.objects.exists()
 
 
@@ -155,7 +158,7 @@ def test_a_gpuctl_job_file_is_created_listed_and_deleted(world, tmp_path):
     assert workload.variables["GPU_TYPE"] == "H100"
     listing = run("get", "jobs", "--pool", "training")
     assert listing.splitlines()[0].split() == ["JOB", "ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE",
-                                               "IP", "AGE"]
+                                               "IP", "AGE", "POOL"]
     assert "qwen-sft" in listing and "proj-vision" in listing and "Pending" in listing
     assert json.loads(run("get", "jobs", "--format", "json"))[0]["name"] == "qwen-sft"
     assert run("delete", "job", "qwen-sft").startswith("job/qwen-sft deleted")

@@ -8,8 +8,9 @@ from django.utils import timezone
 from pools.fleet import labels
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Pool
+from pools.models.visibility import Access
 from scheduling import bodies
-from scheduling.cli import operator_access
+from scheduling.cli import find_user, operator_access
 from scheduling.models import Workload
 
 # gpuctl's STATUS is the pod phase; ours is the workload's, in gpuctl's words where one fits.
@@ -25,12 +26,22 @@ def age(since, now) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def job_rows(pool: str | None, now=None) -> list[dict]:
+def nodes_summary(nodes: list[str]) -> str:
+    """gpuctl's NODE column for a gang: the first node and how many more (`h100-001 +16`), so one wide job
+    does not pad every row; the JSON output keeps every name."""
+    if not nodes:
+        return "<none>"
+    return nodes[0] if len(nodes) == 1 else f"{nodes[0]} +{len(nodes) - 1}"
+
+
+def job_rows(pool: str | None, now=None, user=None) -> list[dict]:
+    """Every workload as the operator sees it, or what `user` may see."""
     now = now or timezone.now()
-    rows = Workload.objects.select_related("project__department", "pool").order_by("-submitted_at")
+    rows = (Workload.objects.visible_to(user) if user else Workload.objects.all()).select_related(
+        "project__department", "pool").order_by("-submitted_at")
     if pool:
         rows = rows.filter(Q(pool__name=pool) | Q(pool__isnull=True, pools__0=pool))
-    access = operator_access()
+    access = Access(user) if user else operator_access()
     workloads = list(rows)
     runs = bodies.current_runs(workloads)
     result = []
@@ -41,12 +52,13 @@ def job_rows(pool: str | None, now=None) -> list[dict]:
                 if not pod.get("deleted")]
         nodes = sorted({pod["node"] for pod in pods if pod.get("node")})
         ips = sorted({pod["ip"] for pod in pods if pod.get("ip")})
+        # READY as kubectl counts it: pods running now (a finished or deleted pod is not ready).
         ready = sum(1 for pod in pods if pod.get("phase") == "Running")
         namespace = workload.project.namespace if workload.project_id else workload.namespace
         result.append({"job_id": str(workload.id), "name": workload.name, "namespace": namespace,
                        "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
-                       "ready": f"{ready}/{workload.replicas}", "node": ",".join(nodes) or "<none>",
-                       "ip": ",".join(ips) or "<none>", "age": age(workload.submitted_at, now),
+                       "ready": f"{ready}/{workload.replicas}", "node": nodes_summary(nodes), "nodes": nodes,
+                       "ip": nodes_summary(ips), "ips": ips, "age": age(workload.submitted_at, now),
                        "pool": row["pool"] or (row["pools"] or [""])[0]})
     return result
 
@@ -58,6 +70,7 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
         jobs = sub.add_parser("jobs", help="Workloads with gpuctl's columns.")
         jobs.add_argument("--pool", help="Admitted to this pool, or waiting with it as first choice.")
+        jobs.add_argument("--as-user", metavar="USER", help="Only what USER may see.")
         add_format(jobs)
         node_labels = sub.add_parser("labels", help="A node's labels as last synced.")
         node_labels.add_argument("node")
@@ -74,13 +87,14 @@ class Command(BaseCommand):
         if what == "jobs":
             if options["pool"] and not Pool.objects.filter(name=options["pool"]).exists():
                 raise CommandError(f"There is no pool {options['pool']!r}; `./manage.py get pools` lists them")
-            rows = job_rows(options["pool"])
+            rows = job_rows(options["pool"], user=find_user(options["as_user"]) if options["as_user"] else None)
             if options["format"] == "json":
                 print_json(self.stdout, rows)
                 return
-            print_table(self.stdout, ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"],
+            print_table(self.stdout, ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE",
+                                      "POOL"],
                         [[r["job_id"][:8], r["name"], r["namespace"], r["kind"], r["status"], r["ready"], r["node"],
-                          r["ip"], r["age"]] for r in rows])
+                          r["ip"], r["age"], r["pool"] or "-"] for r in rows])
             return
         node = labels.find_node(options["node"], options["backend"])
         shown = dict(sorted(node.labels.items()))

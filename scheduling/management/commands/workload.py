@@ -12,7 +12,7 @@ from pools.models.visibility import Access
 from scheduling import bodies, submission
 from scheduling.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
 from scheduling.filters import WorkloadFilterSet
-from scheduling.models import Workload
+from scheduling.models import Source, Workload
 
 
 class Command(BaseCommand):
@@ -53,7 +53,7 @@ class Command(BaseCommand):
         user = find_user(as_user)
         data = read_document(file)
         try:
-            result = submission.submit(user, data, dry_run=dry_run)
+            result = submission.submit(user, data, source=Source.CLI, dry_run=dry_run)
         except submission.SubmissionRefused as exc:
             lines = [f"  {v.pool}: {v.message}" for v in exc.verdicts]
             raise ConfigError("\n".join(["Refused: no candidate pool can take this workload.", *lines])) from None
