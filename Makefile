@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/engines.py
 	$(PY) benchmarks/load.py
+	$(PY) benchmarks/audit.py
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis
