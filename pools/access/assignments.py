@@ -8,7 +8,8 @@ from django.db import transaction
 from pools.models import Role, RoleAssignment, audit
 
 
-def add(pairs: Iterable[tuple], by: str, source: str = RoleAssignment.Source.MANUAL) -> tuple[list[tuple], list[tuple]]:
+def add(pairs: Iterable[tuple], by: str, source: str = RoleAssignment.Source.MANUAL, *,
+        actor=None) -> tuple[list[tuple], list[tuple]]:
     """Give each (user, role) pair, recorded as given by `by` through `source`; answers (added, already held),
     each in the order given. A pair held already is left as it is (its source and who assigned it are kept)."""
     pairs = list(dict.fromkeys((user, role) for user, role in pairs))
@@ -20,11 +21,12 @@ def add(pairs: Iterable[tuple], by: str, source: str = RoleAssignment.Source.MAN
         RoleAssignment.objects.bulk_create([RoleAssignment(user=user, role=role, assigned_by=by, source=source)
                                             for user, role in new], ignore_conflicts=True)
         audit.record_many([("role", f"role/{role.name}", "grant", f"{user.get_username()} holds {role.name} "
-                            f"({RoleAssignment.Source(source).label}, by {by})") for user, role in new])
+                            f"({RoleAssignment.Source(source).label}, by {by})") for user, role in new],
+                          actor=actor)
     return new, [(user, role) for user, role in pairs if (user.pk, role.pk) in held]
 
 
-def remove(user, roles: Iterable[Role]) -> list[str]:
+def remove(user, roles: Iterable[Role], *, actor=None) -> list[str]:
     """Take each role from `user`, all or none: answers the names of those not held (and then removes none)."""
     roles = list(roles)
     with transaction.atomic():
@@ -33,14 +35,14 @@ def remove(user, roles: Iterable[Role]) -> list[str]:
         missing = [role.name for role in roles if role.name not in held]
         if not missing:
             RoleAssignment.objects.filter(user=user, role__in=roles).delete()
-            revoked(user, [role.name for role in roles])
+            revoked(user, [role.name for role in roles], actor=actor)
     return missing
 
 
-def revoked(user, names: Iterable[str]) -> None:
-    """The audit rows of roles taken from `user` (in the transaction that took them)."""
+def revoked(user, names: Iterable[str], *, actor=None) -> None:
+    """The audit rows of roles taken from `user` (in the transaction that took them); `actor` as audit.record's."""
     audit.record_many([("role", f"role/{name}", "revoke", f"{user.get_username()} no longer holds {name}")
-                       for name in names])
+                       for name in names], actor=actor)
 
 
 def replace(user, roles: Iterable[Role], by: str) -> tuple[list[str], list[str]]:

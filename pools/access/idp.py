@@ -103,9 +103,10 @@ def sync_roles(user, groups: list[str], *, source=RoleAssignment.Source.IDP,
         add = [role for role in roles if role.id not in held and groups & set(role.groups)]
         remove = [role for role in roles if role.id in held and role.sync_mode == Role.SyncMode.FORCE
                   and not groups & set(role.groups)]
-        assignments.add([(user, role) for role in add], by=by, source=source)
+        # The sign-in's own user is the actor of what its groups change.
+        assignments.add([(user, role) for role in add], by=by, source=source, actor=user)
         if remove:
-            assignments.remove(user, remove)
+            assignments.remove(user, remove, actor=user)
     return [role.name for role in add], [role.name for role in remove]
 
 

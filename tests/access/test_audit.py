@@ -238,3 +238,16 @@ def test_user_text_in_a_row_is_escaped_in_the_page_and_neutralised_in_the_csv(cl
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     exported = b"".join(client.get("/audit/?export=csv&cols=summary").streaming_content).decode()
     assert "\n=HYPERLINK" not in exported and ",=HYPERLINK" not in exported
+
+
+def test_a_proxy_sign_in_leaves_a_sign_in_row_and_its_group_grants(client, settings):
+    settings.ACCESS_HEADER_LOGIN = True
+    settings.ACCESS_TRUSTED_PROXIES = ["127.0.0.1"]
+    Role.objects.create(name="osmo-ml", external_roles=["ml"])
+    assert client.get("/api/profile/", HTTP_X_FORWARDED_USER="lin", HTTP_X_FORWARDED_GROUPS="ml").status_code == 200
+    signed_in = one(kind="signin", action="success")
+    assert (signed_in.actor, signed_in.summary, signed_in.address) == ("lin", "signed in by authenticating proxy",
+                                                                       "127.0.0.1")
+    granted = one(kind="role", action="grant")
+    assert granted.object == "role/osmo-ml" and "mapped from an identity-provider group" in granted.summary
+    assert (granted.actor, granted.address) == ("lin", "127.0.0.1")

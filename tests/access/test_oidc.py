@@ -8,7 +8,7 @@ import pytest
 import requests
 from django.contrib.auth import get_user_model
 
-from pools.models import Role, RoleAssignment
+from pools.models import AuditEvent, Role, RoleAssignment
 from tests.oidc_provider import Provider
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +68,10 @@ def test_a_good_sign_in_creates_the_user_with_pkce_and_maps_groups_to_roles(clie
     assert list(held) == [("osmo-ml", "oidc", "OpenID Connect")]
     verifier = provider.token_requests[-1]["code_verifier"]
     assert 43 <= len(verifier) <= 128  # the provider checked it against the challenge (RFC 7636)
+    audit = list(AuditEvent.objects.filter(kind__in=["signin", "role"]).order_by("id").values_list(
+        "kind", "action", "actor"))
+    assert audit == [("role", "grant", "ada"), ("signin", "success", "ada")]
+    assert AuditEvent.objects.get(kind="signin").summary == "signed in by OpenID Connect"
 
 
 @pytest.mark.parametrize("tamper, words", [

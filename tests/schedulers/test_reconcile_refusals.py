@@ -147,3 +147,14 @@ def test_a_kind_the_cluster_does_not_serve_is_refused_and_every_other_kind_is_wr
         assert [(r.kind, r.action) for r in result.refused] == [("Topology", "list")]
         assert "does not serve topologies.kai.scheduler/v1alpha1" in result.refused[0].message
         assert queues(older_kai) == wanted_queues(kai)  # the Queues are written all the same
+
+
+def test_a_reconcile_that_writes_leaves_one_audit_row_and_one_that_writes_nothing_leaves_none(standin, kube, kai):
+    from pools.models import AuditEvent
+
+    assert run(kai, kube) is not None
+    [written] = AuditEvent.objects.filter(kind="engine", action="reconcile")
+    assert written.object == "backend/default" and "created" in written.summary
+    assert written.actor_kind == "system"
+    assert run(kai, kube).writes == 0
+    assert AuditEvent.objects.filter(kind="engine").count() == 1
