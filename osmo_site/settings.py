@@ -357,8 +357,10 @@ SECURE_REFERRER_POLICY = env_str("SECURE_REFERRER_POLICY", "same-origin")
 OSMO_CSP = env_str("OSMO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; "
                                "form-action 'self'; object-src 'none'")
-# Password guessing (pools.access.signin_limit): this many failed sign-ins for one user name, or from one
-# address, within the window refuse further tries (429) until they age out; 0 turns a limit off.
+# Password guessing (pools.access.signin_limit): this many failed sign-ins for one user name from one address
+# start a back-off (doubling from OSMO_LOGIN_BACKOFF_SECONDS, at most the window) for that pair; as many from one
+# address across names refuse it until they age out; 0 turns a limit off.
 OSMO_LOGIN_MAX_FAILURES = env_int("OSMO_LOGIN_MAX_FAILURES", 5)
+OSMO_LOGIN_BACKOFF_SECONDS = env_int("OSMO_LOGIN_BACKOFF_SECONDS", 60)
 OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS", 20)
 OSMO_LOGIN_LOCKOUT_SECONDS = env_int("OSMO_LOGIN_LOCKOUT_SECONDS", 900)
