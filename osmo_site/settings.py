@@ -312,6 +312,17 @@ if OSMO_DEMO_TRICKLE > 0:
 OSMO_JSON_MAX_BYTES = env_int("OSMO_JSON_MAX_BYTES", 2 * 1024 * 1024)
 OSMO_JSON_MAX_DEPTH = env_int("OSMO_JSON_MAX_DEPTH", 64)
 
+# Submission limits (scheduling.limits, README "Submission limits"): a project's document may set its own.
+OSMO_MAX_LIVE_WORKLOADS_PER_USER = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_USER", 200)
+OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT", 1000)
+OSMO_MAX_TASKS_PER_WORKFLOW = env_int("OSMO_MAX_TASKS_PER_WORKFLOW", 100)
+OSMO_MAX_REPLICAS = env_int("OSMO_MAX_REPLICAS", 128)
+OSMO_MAX_ENV_ENTRIES = env_int("OSMO_MAX_ENV_ENTRIES", 100)
+OSMO_MAX_COMMAND_BYTES = env_int("OSMO_MAX_COMMAND_BYTES", 65536)
+OSMO_MAX_POOLS_PER_REQUEST = env_int("OSMO_MAX_POOLS_PER_REQUEST", 20)
+OSMO_SUBMISSIONS_PER_MINUTE = env_int("OSMO_SUBMISSIONS_PER_MINUTE", 60)  # per user; 0: no limit
+OSMO_SUBMISSION_MAX_BYTES = env_int("OSMO_SUBMISSION_MAX_BYTES", 256 * 1024)
+
 # Health and metrics (osmo_site.health, README "Health and metrics"): /readyz waits at most OSMO_READY_TIMEOUT
 # seconds for each of the database and the broker. /metrics answers a scrape with
 # `Authorization: Bearer <OSMO_METRICS_TOKEN>` or from an address of OSMO_METRICS_ALLOWED_ADDRESSES (IPs or

@@ -3,6 +3,7 @@ optional limit/offset), read one (status, reasons per pool, queue positions, pod
 cancel (`POST /api/workloads/{id}/cancel/`, the submitter or staff). Researchers see their projects'
 workloads and their own; staff see all. A workload one may not see answers 404."""
 
+from django.conf import settings
 from django.http import Http404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -16,7 +17,7 @@ from pools.access.scoping import Rule
 from pools.api.pagination import OptionalLimitOffsetPagination
 from pools.models.visibility import access_for
 
-from . import bodies, schema, submission
+from . import bodies, limits, schema, submission
 from .filters import WorkloadFilterSet
 from .models import Workload
 
@@ -26,6 +27,26 @@ DRY_RUN = OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="Run the wh
 
 def is_true(value) -> bool:
     return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def admit_attempt(request) -> Response | None:
+    """The checks before a submission's body is read: its size, then the user's rate (a 429 with Retry-After)."""
+    most = getattr(settings, limits.BODY_SETTING, 262144)
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > most:
+        return Response({"detail": f"request body: {length} bytes is over the limit of {most} bytes for a submission "
+                                   f"({limits.BODY_SETTING})", "field": "request body", "limit": limits.BODY_SETTING},
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    user = request.user if request.user.is_authenticated else None
+    try:
+        limits.count_submission(user)
+    except limits.RateLimited as exc:
+        return Response({"detail": exc.message, "field": None, "limit": exc.limit},
+                        status=status.HTTP_429_TOO_MANY_REQUESTS, headers={"Retry-After": str(exc.retry_after)})
+    return None
 
 
 def refused_response(exc: submission.SubmissionRefused) -> Response:
@@ -90,6 +111,9 @@ class WorkloadViewSet(viewsets.ViewSet):
     @extend_schema(request=schema.WorkloadSubmit, responses={201: schema.WorkloadDetail, 200: schema.DryRun},
                    parameters=[DRY_RUN])
     def create(self, request):
+        refused = admit_attempt(request)
+        if refused is not None:
+            return refused
         dry_run = is_true(request.query_params.get("dry_run", ""))
         try:
             result = submission.submit(request, request.data, dry_run=dry_run)

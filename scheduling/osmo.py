@@ -21,8 +21,8 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import bodies, schema, submission
-from .api import is_true, refused_response
+from . import bodies, limits, schema, submission
+from .api import admit_attempt, is_true, refused_response
 from .formats import workflow_requests
 from .models import ALIVE, Source, Status, Workload
 from .requests import priority_of
@@ -64,6 +64,9 @@ class SubmitWorkflowView(APIView):
         OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
         OpenApiParameter("dry_run", bool), OpenApiParameter("validation_only", bool)])
     def post(self, request, pool):
+        refused = admit_attempt(request)
+        if refused is not None:
+            return refused
         body = request.data if isinstance(request.data, dict) else {}
         text = body.get("file")
         if not isinstance(text, str) or not text.strip():
@@ -78,8 +81,11 @@ class SubmitWorkflowView(APIView):
         access = access_for(request)
         try:
             evaluated = []
-            for group in workflow.groups:
-                project, verdicts = submission.evaluate(access, group.request)
+            for index, group in enumerate(workflow.groups):
+                project, verdicts = submission.evaluate(access, group.request, f"workflow.groups[{index}]")
+                if index == 0:
+                    limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
+                    limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
                 if not any(v.accepted for v in verdicts):
                     raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
                 evaluated.append(submission.Submitted(group.request, project, verdicts))

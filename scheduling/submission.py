@@ -14,7 +14,7 @@ from pools.models import Profile, Project
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import attempts, pipeline
+from . import attempts, limits, pipeline
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
 from .outbox import request_cycle
 from .requests import WorkloadRequest
@@ -68,8 +68,9 @@ def candidate_pools(request: WorkloadRequest, project: Project) -> list[str]:
                 or ["default"])
 
 
-def evaluate(access: Access, request: WorkloadRequest) -> tuple[Project, list[pipeline.Verdict]]:
+def evaluate(access: Access, request: WorkloadRequest, field: str = "") -> tuple[Project, list[pipeline.Verdict]]:
     project = _project(access, request.project)
+    limits.check_request(request, project, field)
     pools = candidate_pools(request, project)
     context = pipeline.load_context(access, project, pools)
     return project, [pipeline.run(context, request, pool) for pool in pools]
@@ -85,7 +86,8 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
-    project, verdicts = evaluate(access, request)
+    project, verdicts = evaluate(access, request, field)
+    limits.check_live(access.user if access.signed_in else None, project)
     if not any(v.accepted for v in verdicts):
         raise refusal(verdicts)
     result = Submitted(request, project, verdicts)
