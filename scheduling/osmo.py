@@ -130,6 +130,16 @@ class WorkflowListView(APIView):
         OpenApiParameter("offset", int), OpenApiParameter("order", str, enum=["ASC", "DESC"])])
     def get(self, request):
         params = request.query_params
+        statuses = set(params.getlist("statuses"))
+        unknown = sorted(statuses - {*Status, "COMPLETED", "FAILED"})
+        if unknown:
+            raise ConfigError(f"statuses: {unknown[0]!r} is not a workflow status; use one of "
+                              f"{', '.join(sorted({*Status}))}", field="statuses")
+        if params.get("order", "DESC").upper() not in ("ASC", "DESC"):
+            raise ConfigError(f"order: {params['order']!r} is not an order; use ASC or DESC", field="order")
+        for name in ("limit", "offset"):
+            if params.get(name, "") != "" and not str(params[name]).isdigit():
+                raise ConfigError(f"{name}: {params[name]!r} is not a whole number", field=name)
         rows = _workflows(request)
         users = params.getlist("users")
         if users:
@@ -149,7 +159,6 @@ class WorkflowListView(APIView):
         by_name: dict[str, list[Workload]] = {}
         for workload in rows.filter(workflow__in=page).select_related("pool"):
             by_name.setdefault(workload.workflow, []).append(workload)
-        statuses = set(params.getlist("statuses"))
         result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
         if statuses:
             result = [item for item in result if item["status"] in statuses]
