@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from pools.access.scoping import Rule
 from pools.api.pagination import OptionalLimitOffsetPagination
+from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
 from . import bodies, limits, schema, submission
@@ -58,8 +59,9 @@ def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
         return {"dry_run": True, "project": result.project.name, "request": result.request.document(),
                 "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
-    workload = Workload.objects.select_related("project__department", "pool").get(pk=result.workload.pk)
-    body = bodies.detail(workload, access_for(request))
+    # The row as saved, with the project (and department) the pipeline read: nothing to read back.
+    workload = result.workload
+    body = bodies.detail(workload, access_for(request), events=workload.first_events)
     refused = [v.as_dict() for v in result.verdicts if not v.accepted]
     if refused:
         body["refused_candidates"] = refused
@@ -95,7 +97,11 @@ class WorkloadViewSet(viewsets.ViewSet):
                                OpenApiParameter("offset", int)],
                    operation_id="workloads_list", responses=schema.WorkloadRow)
     def list(self, request):
-        queryset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request).qs
+        filterset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request)
+        if not filterset.is_valid():  # an unknown status, priority or source is a mistake, not "every row"
+            name, errors = next(iter(filterset.errors.items()))
+            raise ConfigError(f"{name}: {' '.join(errors)}", field=name)
+        queryset = filterset.qs
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         access = access_for(request)

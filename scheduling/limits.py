@@ -61,18 +61,20 @@ def check_request(request, project, field: str = "") -> None:
 
 
 def check_live(user, project, adding: int = 1) -> None:
-    """Refuse `adding` more workloads when the user or the project already has its limit of live ones."""
+    """Refuse `adding` more workloads when the user or the project already has its limit of live ones (one
+    query for both counts)."""
+    from django.db.models import Count, Q
+
     from .models import ALIVE, Workload
 
-    if user is not None:
-        most = allowed("live_per_user", project)
-        count = Workload.objects.filter(submitter=user, status__in=ALIVE)[:most + 1].count()
-        if count + adding > most:
-            raise LimitExceeded(LIMITS["live_per_user"], count + adding, most, "submitter")
-    most = allowed("live_per_project", project)
-    count = Workload.objects.filter(project=project, status__in=ALIVE)[:most + 1].count()
-    if count + adding > most:
-        raise LimitExceeded(LIMITS["live_per_project"], count + adding, most, "project")
+    mine = Q(submitter=user) if user is not None else Q(pk__in=[])
+    counts = Workload.objects.filter(mine | Q(project=project), status__in=ALIVE).aggregate(
+        user=Count("pk", filter=mine), project=Count("pk", filter=Q(project=project)))
+    for name, field in (("live_per_user", "user"), ("live_per_project", "project")):
+        most = allowed(name, project)
+        if (name == "live_per_project" or user is not None) and counts[field] + adding > most:
+            raise LimitExceeded(LIMITS[name], counts[field] + adding, most,
+                                "submitter" if field == "user" else "project")
 
 
 def count_submission(user) -> None:

@@ -122,8 +122,9 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
                   f"{', '.join(workload.pools)}."
         if refused:
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
-        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED",
-                                     message=message, pools=[v.pool for v in submitted.verdicts])
+        workload.first_events = [WorkloadEvent.objects.create(
+            workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
+            pools=[v.pool for v in submitted.verdicts])]  # the answer shows them without reading them back
         transaction.on_commit(request_cycle, robust=True)
     return workload
 
