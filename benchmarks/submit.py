@@ -5,6 +5,7 @@ signed-in API answer) on the same server in the same run.
 Usage, from the project root (about a minute on 2 cores with the defaults):
 
     .venv/bin/python benchmarks/submit.py [--clients 20] [--requests 1000] [--nodes 200] [--port 8765] [--keep]
+        [--database osmo_bench_submit]
 
 Database: PostgreSQL, a scratch database `osmo_bench_submit` on the server of DATABASE_URL if set (else
 postgres://postgres@127.0.0.1:5432), dropped and recreated at start and dropped at the end (--keep leaves it).
@@ -37,6 +38,9 @@ import pages as bench  # benchmarks/pages.py: the scratch database helpers
 bench.BENCH_DB = "osmo_bench_submit"
 BASE_DIR = Path(__file__).resolve().parent.parent
 H100 = {"h100": {"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}}
+# The submission limits (scheduling.limits) off: this measures the pipeline, not the refusals.
+LIMITS_OFF = {"OSMO_SUBMISSIONS_PER_MINUTE": "0", "OSMO_MAX_LIVE_WORKLOADS_PER_USER": "1000000",
+              "OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT": "1000000"}
 REQUEST = {"name": "resnet", "project": "vision", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
            "command": ["python", "train.py"], "resources": {"gpu": 1, "cpu": "4", "memory": "16Gi"}}
 
@@ -83,7 +87,7 @@ def build_world(nodes: int) -> str:
 
 def start_server(port: int) -> subprocess.Popen:
     env = {**os.environ, "DEBUG": "0", "ALLOWED_HOSTS": "127.0.0.1", "OSMO_ADMISSION_ON_COMMIT": "0",
-           "LOG_LEVEL": "WARNING"}
+           "LOG_LEVEL": "WARNING", **LIMITS_OFF}
     server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
                               cwd=BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import requests
@@ -101,7 +105,7 @@ def start_server(port: int) -> subprocess.Popen:
     raise SystemExit("the server did not answer within 60 s")
 
 
-def phase(url: str, method: str, token: str, clients: int, count: int, body=None) -> dict:
+def phase(url: str, method: str, token: str, clients: int, count: int, body=None, all_codes: bool = False) -> dict:
     import requests
 
     local = threading.local()
@@ -121,9 +125,12 @@ def phase(url: str, method: str, token: str, clients: int, count: int, body=None
     wall = time.perf_counter() - started
     latencies = sorted(seconds for seconds, _ in results)
     codes = {code for _, code in results}
-    return {"rps": count / wall, "p50": statistics.median(latencies) * 1000,
-            "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000, "codes": codes,
-            "count": count}
+    answer = {"rps": count / wall, "p50": statistics.median(latencies) * 1000,
+              "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000, "codes": codes,
+              "count": count}
+    if all_codes:
+        answer["all_codes"] = [code for _, code in results]
+    return answer
 
 
 def main() -> None:
@@ -133,7 +140,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--database", default=bench.BENCH_DB, help="the scratch database's name")
     args = parser.parse_args()
+    bench.BENCH_DB = args.database
 
     os.chdir(BASE_DIR)
     sys.path.insert(0, str(BASE_DIR))
@@ -174,7 +183,8 @@ def main() -> None:
         print(f"{'GET /api/profile/':<28}{profile['rps']:>10.1f}{profile['p50']:>10.1f}{profile['p99']:>10.1f}")
         print(f"{'POST /api/workloads/':<28}{submit['rps']:>10.1f}{submit['p50']:>10.1f}{submit['p99']:>10.1f}")
         print(f"ratio (submit / profile): throughput {submit['rps'] / profile['rps']:.2f}, "
-              f"p50 latency {submit['p50'] / profile['p50']:.2f}x; {stored} workloads stored")
+              f"p50 latency {submit['p50'] / profile['p50']:.2f}x, p99 latency {submit['p99'] / profile['p99']:.2f}x; "
+              f"{stored} workloads stored")
     finally:
         if server is not None:
             server.terminate()

@@ -335,6 +335,17 @@ if OSMO_DEMO_TRICKLE > 0:
 OSMO_JSON_MAX_BYTES = env_int("OSMO_JSON_MAX_BYTES", 2 * 1024 * 1024)
 OSMO_JSON_MAX_DEPTH = env_int("OSMO_JSON_MAX_DEPTH", 64)
 
+# Submission limits (scheduling.limits, README "Submission limits"): a project's document may set its own.
+OSMO_MAX_LIVE_WORKLOADS_PER_USER = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_USER", 200)
+OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT", 1000)
+OSMO_MAX_TASKS_PER_WORKFLOW = env_int("OSMO_MAX_TASKS_PER_WORKFLOW", 100)
+OSMO_MAX_REPLICAS = env_int("OSMO_MAX_REPLICAS", 128)
+OSMO_MAX_ENV_ENTRIES = env_int("OSMO_MAX_ENV_ENTRIES", 100)
+OSMO_MAX_COMMAND_BYTES = env_int("OSMO_MAX_COMMAND_BYTES", 65536)
+OSMO_MAX_POOLS_PER_REQUEST = env_int("OSMO_MAX_POOLS_PER_REQUEST", 20)
+OSMO_SUBMISSIONS_PER_MINUTE = env_int("OSMO_SUBMISSIONS_PER_MINUTE", 60)  # per user; 0: no limit
+OSMO_SUBMISSION_MAX_BYTES = env_int("OSMO_SUBMISSION_MAX_BYTES", 256 * 1024)
+
 # Health and metrics (osmo_site.health, README "Health and metrics"): /readyz waits at most OSMO_READY_TIMEOUT
 # seconds for each of the database and the broker. /metrics answers a scrape with
 # `Authorization: Bearer <OSMO_METRICS_TOKEN>` or from an address of OSMO_METRICS_ALLOWED_ADDRESSES (IPs or
@@ -380,8 +391,10 @@ SECURE_REFERRER_POLICY = env_str("SECURE_REFERRER_POLICY", "same-origin")
 OSMO_CSP = env_str("OSMO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; "
                                "form-action 'self'; object-src 'none'")
-# Password guessing (pools.access.signin_limit): this many failed sign-ins for one user name, or from one
-# address, within the window refuse further tries (429) until they age out; 0 turns a limit off.
+# Password guessing (pools.access.signin_limit): this many failed sign-ins for one user name from one address
+# start a back-off (doubling from OSMO_LOGIN_BACKOFF_SECONDS, at most the window) for that pair; as many from one
+# address across names refuse it until they age out; 0 turns a limit off.
 OSMO_LOGIN_MAX_FAILURES = env_int("OSMO_LOGIN_MAX_FAILURES", 5)
+OSMO_LOGIN_BACKOFF_SECONDS = env_int("OSMO_LOGIN_BACKOFF_SECONDS", 60)
 OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS", 20)
 OSMO_LOGIN_LOCKOUT_SECONDS = env_int("OSMO_LOGIN_LOCKOUT_SECONDS", 900)

@@ -3,6 +3,7 @@ optional limit/offset), read one (status, reasons per pool, queue positions, pod
 cancel (`POST /api/workloads/{id}/cancel/`, the submitter or staff). Researchers see their projects'
 workloads and their own; staff see all. A workload one may not see answers 404."""
 
+from django.conf import settings
 from django.http import Http404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -14,9 +15,10 @@ from rest_framework.response import Response
 
 from pools.access.scoping import Rule
 from pools.api.pagination import OptionalLimitOffsetPagination
+from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import bodies, schema, submission
+from . import bodies, limits, schema, submission
 from .filters import WorkloadFilterSet
 from .models import Workload
 
@@ -28,6 +30,26 @@ def is_true(value) -> bool:
     return str(value).lower() in ("1", "true", "yes", "on")
 
 
+def admit_attempt(request) -> Response | None:
+    """The checks before a submission's body is read: its size, then the user's rate (a 429 with Retry-After)."""
+    most = getattr(settings, limits.BODY_SETTING, 262144)
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > most:
+        return Response({"detail": f"request body: {length} bytes is over the limit of {most} bytes for a submission "
+                                   f"({limits.BODY_SETTING})", "field": "request body", "limit": limits.BODY_SETTING},
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    user = request.user if request.user.is_authenticated else None
+    try:
+        limits.count_submission(user)
+    except limits.RateLimited as exc:
+        return Response({"detail": exc.message, "field": None, "limit": exc.limit},
+                        status=status.HTTP_429_TOO_MANY_REQUESTS, headers={"Retry-After": str(exc.retry_after)})
+    return None
+
+
 def refused_response(exc: submission.SubmissionRefused) -> Response:
     code = status.HTTP_403_FORBIDDEN if exc.forbidden else status.HTTP_400_BAD_REQUEST
     return Response(exc.as_dict(), status=code)
@@ -37,8 +59,9 @@ def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
         return {"dry_run": True, "project": result.project.name, "request": result.request.document(),
                 "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
-    workload = Workload.objects.select_related("project__department", "pool").get(pk=result.workload.pk)
-    body = bodies.detail(workload, access_for(request))
+    # The row as saved, with the project (and department) the pipeline read: nothing to read back.
+    workload = result.workload
+    body = bodies.detail(workload, access_for(request), events=workload.first_events)
     refused = [v.as_dict() for v in result.verdicts if not v.accepted]
     if refused:
         body["refused_candidates"] = refused
@@ -74,7 +97,11 @@ class WorkloadViewSet(viewsets.ViewSet):
                                OpenApiParameter("offset", int)],
                    operation_id="workloads_list", responses=schema.WorkloadRow)
     def list(self, request):
-        queryset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request).qs
+        filterset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request)
+        if not filterset.is_valid():  # an unknown status, priority or source is a mistake, not "every row"
+            name, errors = next(iter(filterset.errors.items()))
+            raise ConfigError(f"{name}: {' '.join(errors)}", field=name)
+        queryset = filterset.qs
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         access = access_for(request)
@@ -90,6 +117,9 @@ class WorkloadViewSet(viewsets.ViewSet):
     @extend_schema(request=schema.WorkloadSubmit, responses={201: schema.WorkloadDetail, 200: schema.DryRun},
                    parameters=[DRY_RUN])
     def create(self, request):
+        refused = admit_attempt(request)
+        if refused is not None:
+            return refused
         dry_run = is_true(request.query_params.get("dry_run", ""))
         try:
             result = submission.submit(request, request.data, dry_run=dry_run)

@@ -195,3 +195,17 @@ class AdmissionState(models.Model):
 
     def __str__(self) -> str:
         return f"admission (last {self.last_cycle_at})"
+
+
+class SubmissionCount(models.Model):
+    """Submission attempts of one user in one minute (`scheduling.limits.count_submission`)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    minute = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "minute"], name="submission_count_user_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.count} submissions at {self.minute:%H:%M}"

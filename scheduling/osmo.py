@@ -21,8 +21,8 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import bodies, schema, submission
-from .api import is_true, refused_response
+from . import bodies, limits, schema, submission
+from .api import admit_attempt, is_true, refused_response
 from .formats import workflow_requests
 from .models import ALIVE, Source, Status, Workload
 from .requests import priority_of
@@ -64,6 +64,9 @@ class SubmitWorkflowView(APIView):
         OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
         OpenApiParameter("dry_run", bool), OpenApiParameter("validation_only", bool)])
     def post(self, request, pool):
+        refused = admit_attempt(request)
+        if refused is not None:
+            return refused
         body = request.data if isinstance(request.data, dict) else {}
         text = body.get("file")
         if not isinstance(text, str) or not text.strip():
@@ -78,8 +81,12 @@ class SubmitWorkflowView(APIView):
         access = access_for(request)
         try:
             evaluated = []
-            for group in workflow.groups:
-                project, verdicts = submission.evaluate(access, group.request, Source.OSMO)
+            for index, group in enumerate(workflow.groups):
+                project, verdicts = submission.evaluate(access, group.request, Source.OSMO,
+                                                        f"workflow.groups[{index}]")
+                if index == 0:
+                    limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
+                    limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
                 if not any(v.accepted for v in verdicts):
                     raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
                 evaluated.append(submission.Submitted(group.request, project, verdicts))
@@ -134,6 +141,16 @@ class WorkflowListView(APIView):
         OpenApiParameter("offset", int), OpenApiParameter("order", str, enum=["ASC", "DESC"])])
     def get(self, request):
         params = request.query_params
+        statuses = set(params.getlist("statuses"))
+        unknown = sorted(statuses - {*Status, "COMPLETED", "FAILED"})
+        if unknown:
+            raise ConfigError(f"statuses: {unknown[0]!r} is not a workflow status; use one of "
+                              f"{', '.join(sorted({*Status}))}", field="statuses")
+        if params.get("order", "DESC").upper() not in ("ASC", "DESC"):
+            raise ConfigError(f"order: {params['order']!r} is not an order; use ASC or DESC", field="order")
+        for name in ("limit", "offset"):
+            if params.get(name, "") != "" and not str(params[name]).isdigit():
+                raise ConfigError(f"{name}: {params[name]!r} is not a whole number", field=name)
         rows = _workflows(request)
         users = params.getlist("users")
         if users:
@@ -153,7 +170,6 @@ class WorkflowListView(APIView):
         by_name: dict[str, list[Workload]] = {}
         for workload in rows.filter(workflow__in=page).select_related("pool"):
             by_name.setdefault(workload.workflow, []).append(workload)
-        statuses = set(params.getlist("statuses"))
         result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
         if statuses:
             result = [item for item in result if item["status"] in statuses]

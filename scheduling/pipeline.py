@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from django.db.models import Min
+from django.db.models import Min, Q
 
 from pools.config.documents import PoolDoc
 from pools.config.effective import effective_platform
-from pools.config.writes import catalog_for, pool_documents_from_db
+from pools.config.writes import pools_with_documents, templates_and_validations
 from pools.engine import EngineError, NodeResources, evaluate_rules, parse_quantity, parse_timeout, render
-from pools.models import Department, NodeMembership, Pool, Project, Quota
+from pools.engine.pod_rules import pod_errors
+from pools.models import NodeMembership, Pool, Project, Quota
 from pools.models.visibility import Access
 
 from . import admission as pure
@@ -92,10 +93,11 @@ class Context:
 
 
 def load_context(access: Access, project: Project, pool_names: list[str]) -> Context:
-    pools = {p.name: p for p in Pool.objects.filter(name__in=pool_names).select_related("backend")}
-    documents = {name: PoolDoc.model_validate(doc) for name, doc in pool_documents_from_db(list(pools)).items()}
-    catalog = catalog_for(documents)
-    return Context(access, project, pools, documents, catalog.templates, catalog.validations)
+    found = pools_with_documents(pool_names)
+    pools = {name: pool for name, (pool, _document) in found.items()}
+    documents = {name: PoolDoc.model_validate(document) for name, (_pool, document) in found.items()}
+    templates, validations = templates_and_validations(documents.values())
+    return Context(access, project, pools, documents, templates, validations)
 
 
 def run(context: Context, request: WorkloadRequest, pool_name: str) -> Verdict:
@@ -227,6 +229,10 @@ def _pod_template(document: PoolDoc, platform: str, effective: dict, variables: 
                           f"user's container ({user_name}); remove it from the pool's templates or give it an image.")
     _host_access(spec, user, request, document, platform)
     spec["restartPolicy"] = "Never"
+    errors = pod_errors(template)
+    if errors:
+        shown = "; ".join(f"{path}: {message}" for path, message in errors[:3])
+        raise Refusal("templates", "POD_SPEC", f"A real API server would refuse the pod: {shown}.")
     return template
 
 
@@ -302,14 +308,15 @@ def _schedule(context: Context, pool: Pool, platform: str, request: WorkloadRequ
     non-preemptible work above the deserved quota."""
     allocatable = [(node.gpu * 100, node.millicores, node.memory) for node in context.nodes(pool, platform)]
     project = context.project
-    quotas = {(q.project_id, q.department_id): q for q in Quota.objects.filter(pool=pool).filter(
-        project=project) | Quota.objects.filter(pool=pool, department_id=project.department_id)}
-    project_quota = _deserved(quotas.get((project.pk, None)))
-    department_row = quotas.get((None, project.department_id))
+    # One query: the department's row and every row of its projects (their sum when the department has none).
+    rows = list(Quota.objects.filter(pool=pool).filter(Q(department_id=project.department_id)
+                                                       | Q(project__department_id=project.department_id)))
+    project_quota = _deserved(next((q for q in rows if q.project_id == project.pk), None))
+    department_row = next((q for q in rows if q.department_id == project.department_id), None)
     if department_row is not None:
         department_quota = _deserved(department_row)
     else:
-        department_quota = _department_sum(pool, project.department)
+        department_quota = _department_sum([q for q in rows if q.project_id is not None])
     state = pure.Pool(pool.name, projects={project.name: project_quota},
                       departments={project.department.name: department_quota})
     workload = pure.Workload("new", project.name, project.department.name, (per[0] * 100, per[1], per[2]),
@@ -327,8 +334,7 @@ def _deserved(row: Quota | None) -> pure.Quota:
     return pure.Quota(deserved=(gpu, row.cpu_deserved, row.memory_deserved))
 
 
-def _department_sum(pool: Pool, department: Department) -> pure.Quota:
-    rows = list(Quota.objects.filter(pool=pool, project__department=department))
+def _department_sum(rows: list[Quota]) -> pure.Quota:
     gpu = sum(int((r.gpu_deserved or 0) * 100) for r in rows)
     cpu = None if all(r.cpu_deserved is None for r in rows) else sum(r.cpu_deserved or 0 for r in rows)
     memory = None if all(r.memory_deserved is None for r in rows) else sum(r.memory_deserved or 0 for r in rows)

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from pools.engine import ConfigError, EngineError, check_exit_actions, parse_quantity, parse_timeout
+from pools.engine.pod_rules import C_IDENTIFIER, quantity_error
 
 # A Kubernetes label value (the workload's name becomes one on its Job and pods).
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -172,6 +173,30 @@ class WorkloadRequest(BaseModel):
         if value is not None and len(set(value)) != len(value):
             raise ValueError("names a pool twice")
         return value or None
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not C_IDENTIFIER.fullmatch(name):
+                raise ConfigError(f"env.{name}: {name!r} is not an environment variable name: letters, digits and '_', "
+                                  "not starting with a digit", field=f"env.{name}"[:200])
+        return value
+
+    @field_validator("variables")
+    @classmethod
+    def _variables(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """The variables that fill the templates' resource amounts are checked as those fields are: whole GPUs,
+        quantities in the API server's syntax."""
+        for name in ("USER_GPU", "USER_CPU", "USER_MEMORY", "USER_STORAGE"):
+            if name not in value:
+                continue
+            problem = quantity_error(value[name])
+            if problem is None and name == "USER_GPU" and parse_quantity(value[name]) % 1:
+                problem = f"{value[name]!r} is not a whole number (GPUs are whole devices)"
+            if problem:
+                raise ConfigError(f"variables.{name}: {problem}", field=f"variables.{name}")
+        return value
 
     @field_validator("replicas")
     @classmethod

@@ -14,7 +14,7 @@ from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import attempts, hints, pipeline
+from . import attempts, hints, limits, pipeline
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
 from .outbox import request_cycle
 from .requests import WorkloadRequest
@@ -68,10 +68,11 @@ def candidate_pools(request: WorkloadRequest, project: Project) -> list[str]:
                 or ["default"])
 
 
-def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API
+def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API, field: str = ""
              ) -> tuple[Project, list[pipeline.Verdict]]:
     """Each candidate pool's verdict; refusal hints in the syntax of the door `source`."""
     project = _project(access, request.project)
+    limits.check_request(request, project, field)
     pools = candidate_pools(request, project)
     context = pipeline.load_context(access, project, pools)
     verdicts = [pipeline.run(context, request, pool) for pool in pools]
@@ -88,7 +89,8 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
-    project, verdicts = evaluate(access, request, source)
+    project, verdicts = evaluate(access, request, source, field)
+    limits.check_live(access.user if access.signed_in else None, project)
     if not any(v.accepted for v in verdicts):
         raise refusal(verdicts)
     result = Submitted(request, project, verdicts)
@@ -123,8 +125,9 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
                   f"{', '.join(workload.pools)}."
         if refused:
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
-        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED",
-                                     message=message, pools=[v.pool for v in submitted.verdicts])
+        workload.first_events = [WorkloadEvent.objects.create(
+            workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
+            pools=[v.pool for v in submitted.verdicts])]  # the answer shows them without reading them back
         audit.record("workload", f"workload/{workload.pk}", "submit",
                      f"{workload.name} in project {submitted.project.name} via {source}; candidate pools: "
                      f"{', '.join(workload.pools)}", actor=user)

@@ -93,7 +93,9 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory):
         member = users.create_user("alice", password="pw-ali-123")
         RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-training"), assigned_by="tests")
         expires = timezone.now() + dt.timedelta(days=30)
-        tokens = {who: create_token(user, "fuzz", expires)[1] for who, user in (("staff", staff), ("member", member))}
+        nobody = users.create_user("nobody", password="pw-nob-123")  # signed in, no role at all
+        tokens = {who: create_token(user, "fuzz", expires)[1]
+                  for who, user in (("staff", staff), ("member", member), ("nobody", nobody))}
         create_token(member, "laptop", expires)
         client = APIClient()
         client.force_authenticate(member)
@@ -140,6 +142,24 @@ def send(case, token: str, application):
 @pytest.mark.django_db
 def test_no_operation_answers_a_server_error_or_an_undocumented_shape(case, who, world, application):
     case.validate_response(send(case, world[who], application), checks=CHECKS)
+
+
+# Issue 25: the doors a hostile signed-in user reaches first, also with a token of no role at all (the
+# submission limits, a 429 past 60 submissions a minute, are part of what is fuzzed).
+SUBMISSION = schema.include(path_regex=r"^/api/(workloads/|pool/\{pool\}/workflow|workflow)")
+
+
+@pytest.mark.parametrize("who", ["staff", "member", "nobody"])
+@SUBMISSION.parametrize()
+@pytest.mark.django_db
+def test_submission_and_workflow_endpoints_answer_no_server_error_to_any_role(case, who, world, application):
+    case.validate_response(send(case, world[who], application), checks=CHECKS)
+
+
+def test_the_submission_fuzz_covers_submit_workflows_and_cancel():
+    paths = {operation.path for operation in (result.ok() for result in SUBMISSION.get_all_operations())}
+    assert {"/api/workloads/", "/api/pool/{pool}/workflow", "/api/workflow", "/api/workflow/{name}/cancel",
+            "/api/workloads/{id}/cancel/"} <= paths, paths
 
 
 # ---- the harness reaches the views, as each of them ------------------------------------------------------

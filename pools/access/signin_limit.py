@@ -1,7 +1,11 @@
-"""A limit on password guessing. After OSMO_LOGIN_MAX_FAILURES failed sign-ins for one user name, or
-OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS from one address, within OSMO_LOGIN_LOCKOUT_SECONDS, password sign-ins for
-that name (or from that address) are refused, without looking at the password, until enough of those failures
-are older than the window. A successful sign-in clears the name's failures. A limit of 0 turns that limit off.
+"""A limit on password guessing that cannot lock the admins out.
+
+Failures count per (user name, address) pair: after OSMO_LOGIN_MAX_FAILURES of them within
+OSMO_LOGIN_LOCKOUT_SECONDS, that pair waits OSMO_LOGIN_BACKOFF_SECONDS after its latest failure, twice as long
+after each further failure, never longer than the window. Besides, OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS failures
+from one address across names refuse that address until enough of them leave the window. A guesser elsewhere
+therefore never locks a name: a correct password from an address that did not fail is always tried. A successful
+sign-in clears its pair's failures. A limit of 0 turns that limit off. Tokens never pass through here.
 
 One check serves every door: SignInLimitBackend comes first in AUTHENTICATION_BACKENDS, so the sign-in page,
 the admin's sign-in and the API's HTTP basic authentication all pass through it. It never signs anyone in; it
@@ -70,6 +74,13 @@ def _wait(seconds: float) -> str:
     return "1 minute" if minutes == 1 else f"{minutes} minutes"
 
 
+def backoff(failures: int, limit: int, base: float, window: float) -> float:
+    """Seconds a pair with `failures` recent failures waits after its latest one (pure)."""
+    if limit <= 0 or failures < limit:
+        return 0.0
+    return min(window, base * 2 ** min(failures - limit, 32))
+
+
 def refusal(username: str | None, address: str | None, now: dt.datetime | None = None) -> Refusal | None:
     """Why a sign-in as `username` from `address` is refused now, or None when it may be tried."""
     window = _window()
@@ -78,17 +89,25 @@ def refusal(username: str | None, address: str | None, now: dt.datetime | None =
     now = now or clock()
     recent = SignInFailure.objects.filter(at__gt=now - window)
     found = []
-    for field, value, limit, whose in (
-        ("username", username, getattr(settings, "OSMO_LOGIN_MAX_FAILURES", 5), "for this user name"),
-        ("address", address, getattr(settings, "OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS", 20), "from your address"),
-    ):
-        if not value or limit <= 0:
-            continue
-        # The limit-th newest failure: once it leaves the window, fewer than `limit` remain.
-        nth = list(recent.filter(**{field: value}).order_by("-at").values_list("at", flat=True)[limit - 1:limit])
+    limit = getattr(settings, "OSMO_LOGIN_MAX_FAILURES", 5)
+    if username and limit > 0:
+        pair = recent.filter(username=username[:150], address=address) if address else \
+            recent.filter(username=username[:150], address__isnull=True)
+        times = list(pair.order_by("-at").values_list("at", flat=True)[:limit + 40])
+        wait = backoff(len(times), limit, getattr(settings, "OSMO_LOGIN_BACKOFF_SECONDS", 60), window.total_seconds())
+        if wait:
+            seconds = math.ceil((times[0] + dt.timedelta(seconds=wait) - now).total_seconds())
+            if seconds > 0:
+                found.append(Refusal(f"Too many failed sign-ins for this user name from your address: try again in "
+                                     f"{_wait(seconds)}.", seconds))
+    ceiling = getattr(settings, "OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS", 20)
+    if address and ceiling > 0:
+        # The ceiling-th newest failure: once it leaves the window, fewer than `ceiling` remain.
+        nth = list(recent.filter(address=address).order_by("-at").values_list("at", flat=True)[ceiling - 1:ceiling])
         if nth:
             seconds = max(1, math.ceil((nth[0] + window - now).total_seconds()))
-            found.append(Refusal(f"Too many failed sign-ins {whose}: try again in {_wait(seconds)}.", seconds))
+            found.append(Refusal(f"Too many failed sign-ins from your address: try again in {_wait(seconds)}.",
+                                 seconds))
     return max(found, key=lambda refused: refused.retry_after, default=None)
 
 
@@ -98,8 +117,10 @@ def record_failure(username: str, address: str | None, now: dt.datetime | None =
     SignInFailure.objects.filter(at__lte=now - _window()).delete()  # what no count reads any more
 
 
-def clear_failures(username: str) -> None:
-    SignInFailure.objects.filter(username=username[:150]).delete()
+def clear_failures(username: str, address: str | None) -> None:
+    """A successful sign-in clears its own pair's failures only: a guesser elsewhere keeps their back-off."""
+    rows = SignInFailure.objects.filter(username=username[:150])
+    rows.filter(address=address).delete() if address else rows.filter(address__isnull=True).delete()
 
 
 class SignInLimitBackend:
@@ -131,7 +152,7 @@ def _record(sender, credentials, request=None, **kwargs):
 
 @receiver(user_logged_in, dispatch_uid="pools.access.signin_limit.clear")
 def _clear(sender, request, user, **kwargs):
-    clear_failures(user.get_username())
+    clear_failures(user.get_username(), client_address(request))
 
 
 def refusal_error(request) -> forms.ValidationError | None:
@@ -168,7 +189,7 @@ class SignInView(auth_views.LoginView):
 
 class BasicAuthentication(authentication.BasicAuthentication):
     """DRF's HTTP basic authentication under the same limit: a refused attempt answers 429 with Retry-After,
-    a good one clears the name's failures (basic authentication never calls login())."""
+    a good one clears its pair's failures (basic authentication never calls login())."""
 
     def authenticate_credentials(self, userid, password, request=None):
         try:
@@ -178,7 +199,7 @@ class BasicAuthentication(authentication.BasicAuthentication):
             if refused is not None:
                 raise exceptions.Throttled(wait=refused.retry_after, detail=refused.message) from None
             raise
-        clear_failures(userid)
+        clear_failures(userid, client_address(request))
         return result
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Value
 from django.utils import timezone
 
 from pools.config import history, kinds
@@ -67,12 +68,34 @@ def _platforms_by_pool(pool_ids) -> dict[int, list[Platform]]:
 
 
 def pool_documents_from_db(names=None) -> dict[str, dict]:
+    return {name: document for name, (_pool, document) in pools_with_documents(names).items()}
+
+
+def pools_with_documents(names=None) -> dict[str, tuple[Pool, dict]]:
+    """Each pool's row (with its backend) and document, in two queries."""
     pools = Pool.objects.select_related("backend")
     if names is not None:
         pools = pools.filter(name__in=names)
     pools = list(pools)
     platforms = _platforms_by_pool([pool.id for pool in pools])
-    return {pool.name: pool_to_document(pool, platforms[pool.id]) for pool in pools}
+    return {pool.name: (pool, pool_to_document(pool, platforms[pool.id])) for pool in pools}
+
+
+def templates_and_validations(pools) -> tuple[dict[str, dict], dict[str, list]]:
+    """The pod templates and resource validations the pool documents name, in one query (a submission reads
+    them every time)."""
+    template_names, validation_names = set(), set()
+    for pool in pools:
+        templates, validations = referenced_names(pool)
+        template_names |= templates
+        validation_names |= validations
+    rows = (PodTemplate.objects.filter(name__in=template_names).values_list(Value("t"), "name", "body")
+            .union(ResourceValidation.objects.filter(name__in=validation_names)
+                   .values_list(Value("v"), "name", "rules"), all=True))
+    found: dict[str, dict] = {"t": {}, "v": {}}
+    for kind, name, body in rows:
+        found[kind][name] = body
+    return found["t"], found["v"]
 
 
 def export(kind: str, name: str | None = None) -> dict[str, Any]:

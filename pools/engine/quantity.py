@@ -48,6 +48,12 @@ def parse_quantity(value: Any) -> Decimal:
         raise QuantityError(f"invalid quantity {value!r}: out of range") from exc
 
 
+def strict_syntax(text: str) -> bool:
+    """Whether `text` is written as the API server reads a quantity: no surrounding spaces, as parse_quantity
+    forgives."""
+    return _PATTERN.fullmatch(text) is not None
+
+
 def is_quantity(value: Any) -> bool:
     try:
         parse_quantity(value)

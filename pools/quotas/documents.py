@@ -4,7 +4,8 @@ the write path in `pools.quotas.writes`.
 
 A project: {"name", "department", "description", "namespace", "default_node_pools": [POOL, ...],
 "members": {"users": [...], "roles": [...]}, "resources": [{"node_pool": POOL, "gpu": {"deserved",
-"limit", "over_quota_weight"}, "cpu": {...}, "memory": {...}}]}. A department has no department,
+"limit", "over_quota_weight"}, "cpu": {...}, "memory": {...}}], "limits": {NAME: N}} (submission limits,
+pools.quotas.limits). A department has no department,
 namespace or members. GPUs are numbers with at most two decimals; CPU is millicores (or a quantity
 string such as "8" or "500m"); memory is bytes (or a quantity such as "512Gi"). A limit of -1 is none.
 A resource left out has no quota row: a project then deserves 0 of it (limit none, weight Medium) and a
@@ -15,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from pools.engine import ConfigError, QuantityError, check_name, kube_names, parse_quantity
+from pools.quotas.limits import check_document as check_limits
 
 RESOURCES = ("gpu", "cpu", "memory")
 WEIGHTS: dict[str, int | None] = {"None": None, "Lowest": 0, "Low": 1, "Medium": 2, "High": 3}
@@ -26,7 +28,7 @@ _RESOURCE_KEYS = {"deserved", "limit", "over_quota_weight", "overQuotaWeight", "
 _ENTRY_KEYS = {"node_pool", "nodePool", *RESOURCES, "priority"}
 _DEPARTMENT_KEYS = {"name", "description", "default_node_pools", "defaultNodePools", "resources", "id"}
 _PROJECT_KEYS = _DEPARTMENT_KEYS | {"department", "parentId", "namespace", "requestedNamespace", "members",
-                                    "clusterId"}
+                                    "clusterId", "limits"}
 # The columns' ranges (pools.models.quotas), checked here so that the answer says so in our words.
 MAX_GPUS = Decimal("9999999999.99")
 MAX_WHOLE = 2 ** 63 - 1
@@ -211,6 +213,12 @@ def _unit(kind: str, name: str, body: Any) -> dict[str, Any]:
     document["default_node_pools"] = _names(pools, f"{name}.default_node_pools", what)
     if kind == "project":
         document["members"] = _members(body.get("members"), name, what)
+        try:
+            limits = check_limits(body.get("limits"))
+        except ConfigError as exc:
+            raise ConfigError(f"{what} refused: {exc.message}", field=f"{name}.{exc.field}") from None
+        if limits:  # only when set, as the export shows it
+            document["limits"] = limits
     document["resources"] = _resources(body.get("resources", []), what, name)
     return document
 

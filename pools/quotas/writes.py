@@ -82,7 +82,8 @@ def project_docs(names=None) -> dict[str, dict[str, Any]]:
         members[project_id][f"{kind}s"].append(name)
     return {p.name: as_json({"name": p.name, "department": p.department.name, "description": p.description,
                              "namespace": p.namespace, "default_node_pools": list(p.default_node_pools),
-                             "members": members[p.pk], "resources": quotas[p.pk]})
+                             "members": members[p.pk], "resources": quotas[p.pk],
+                             **({"limits": dict(p.limits)} if p.limits else {})})
             for p in projects}
 
 
@@ -202,7 +203,8 @@ def write_projects(documents: dict[str, dict], author, description: str) -> Writ
         project, _ = Project.objects.update_or_create(
             name=name, defaults={"department": departments[document["department"]],
                                  "description": document["description"], "namespace": document["namespace"],
-                                 "default_node_pools": document["default_node_pools"]})
+                                 "default_node_pools": document["default_node_pools"],
+                                 "limits": document.get("limits") or {}})
         _replace_quotas("project", project, document["resources"], pools)
         ProjectMember.objects.filter(project=project).delete()
         ProjectMember.objects.bulk_create(

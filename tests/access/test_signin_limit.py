@@ -1,6 +1,6 @@
-"""The limit on failed sign-ins (pools.access.signin_limit): per user name and per address, on the sign-in
-page, the admin's sign-in and the API's HTTP basic authentication, counted in the database. The clock is the
-module's `clock`, moved by the tests."""
+"""The limit on failed sign-ins (pools.access.signin_limit): per user name and address together, with back-off, and a
+ceiling per address, on the sign-in page, the admin's sign-in and the API's HTTP basic authentication, counted in
+the database. The clock is the module's `clock`, moved by the tests."""
 
 import base64
 import datetime as dt
@@ -53,30 +53,65 @@ def fail(client, times: int, username: str = "alice", **kwargs) -> None:
         assert response.status_code == 200 and b"did not match" in response.content
 
 
-def test_it_refuses_the_sixth_attempt_for_a_user_name_even_with_the_right_password(alice, clock):
+def test_it_refuses_the_sixth_attempt_from_that_address_even_with_the_right_password(alice, clock):
     client = Client()
     fail(client, 5)
-    clock.at(60)
+    clock.at(20)
     response = sign_in(client, "alice", "pw-alice-123")
     assert response.status_code == 429
-    assert response["Retry-After"] == "840"  # the first failure leaves the 900 s window 840 s from now
-    assert "Too many failed sign-ins for this user name: try again in 14 minutes." in response.content.decode()
+    assert response["Retry-After"] == "40"  # the first back-off: 60 s after the latest failure
+    assert "Too many failed sign-ins for this user name from your address: try again in 40 seconds." \
+        in response.content.decode()
     assert b"did not match" not in response.content
     assert not signed_in(client)
     assert SignInFailure.objects.count() == 5  # a refused try is not counted: the lock does not grow
 
 
-def test_it_lets_the_user_in_once_the_oldest_failure_leaves_the_window(alice, clock):
+def test_each_further_failure_doubles_the_back_off_up_to_the_window(alice, clock):
     client = Client()
-    fail(client, 4)
-    clock.at(300)
+    fail(client, 5)
+    clock.at(60)  # the first back-off is over: one more try, which fails
     fail(client, 1)
-    clock.at(899)
+    clock.at(179)
+    assert sign_in(client, "alice", "pw-alice-123")["Retry-After"] == "1"  # 120 s after the sixth failure
+    clock.at(180)
+    fail(client, 1)
+    clock.at(180 + 239)
     assert sign_in(client, "alice", "pw-alice-123").status_code == 429
-    clock.at(900)  # the first four are out of the window: one left
+    clock.at(180 + 240)
     response = sign_in(client, "alice", "pw-alice-123")
     assert response.status_code == 302 and signed_in(client)
     assert not SignInFailure.objects.filter(username="alice").exists()
+
+
+def test_the_back_off_never_exceeds_the_window(alice, clock, settings):
+    settings.OSMO_LOGIN_BACKOFF_SECONDS = 600
+    settings.OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = 0
+    SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="203.0.113.7", at=T0)] * 30)
+    assert sign_in(Client(), "alice", "pw-alice-123")["Retry-After"] == "900"
+
+
+def test_a_guesser_elsewhere_never_locks_an_admin_out(alice, clock):
+    attacker = Client()
+    fail(attacker, 5, address="198.51.100.66")
+    assert sign_in(attacker, "alice", "pw-alice-123", address="198.51.100.66").status_code == 429
+    # The admin, from an address that did not fail, with the right password: signed in.
+    admin = Client()
+    response = sign_in(admin, "alice", "pw-alice-123", address="203.0.113.7")
+    assert response.status_code == 302 and signed_in(admin)
+    # ... which does not clear the guesser's back-off.
+    assert sign_in(Client(), "alice", "pw-alice-123", address="198.51.100.66").status_code == 429
+
+
+def test_api_tokens_are_not_limited(alice, clock):
+    from pools.access import tokens
+
+    _token, secret = tokens.create_token(alice, "ci", timezone.now() + dt.timedelta(days=1))
+    SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="203.0.113.7", at=T0)] * 25)
+    assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429  # over both limits
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert api.get("/api/profile/", REMOTE_ADDR="203.0.113.7").status_code == 200
 
 
 def test_a_successful_sign_in_clears_the_users_failures(alice, clock):
@@ -121,8 +156,9 @@ def test_behind_a_trusted_proxy_it_counts_the_forwarded_address(alice, clock, se
 
 def test_failures_recorded_by_another_process_count(alice, clock):
     # Another web process writes the same table; here, rows written directly.
-    SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="192.0.2.50", at=T0)] * 5)
+    SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="203.0.113.7", at=T0)] * 5)
     assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429
+    assert sign_in(Client(), "alice", "pw-alice-123", address="192.0.2.50").status_code == 302
 
 
 def test_old_failures_are_deleted_when_a_new_one_is_recorded(alice, clock):
@@ -146,8 +182,9 @@ def test_the_admin_sign_in_is_under_the_same_limit(alice, clock):
     response = client.post("/admin/login/?next=/admin/", {"username": "alice", "password": "pw-alice-123"},
                            REMOTE_ADDR="203.0.113.7")
     assert response.status_code == 429 and not signed_in(client)
-    assert response["Retry-After"] == "900"
-    assert b"Too many failed sign-ins for this user name: try again in 15 minutes." in response.content
+    assert response["Retry-After"] == "60"
+    assert b"Too many failed sign-ins for this user name from your address: try again in 1 minute." \
+        in response.content
     assert b"correct username" not in response.content
     assert SignInFailure.objects.filter(username="alice").count() == 5
 
@@ -171,8 +208,8 @@ def test_http_basic_authentication_of_the_api_is_under_the_same_limit(alice, clo
         assert api.get("/api/configs/pool/", **basic("alice", "wrong")).status_code == 401
     clock.at(30)
     refused = api.get("/api/configs/pool/", **basic("alice", "pw-alice-123"))
-    assert refused.status_code == 429 and refused["Retry-After"] == "870"
-    assert refused.json()["detail"].startswith("Too many failed sign-ins for this user name")
+    assert refused.status_code == 429 and refused["Retry-After"] == "30"
+    assert refused.json()["detail"].startswith("Too many failed sign-ins for this user name from your address")
     # The sign-in page shares the count.
     assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429
     clock.at(900)
