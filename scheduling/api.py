@@ -74,7 +74,7 @@ class WorkloadViewSet(viewsets.ViewSet):
                                OpenApiParameter("offset", int)],
                    operation_id="workloads_list", responses=schema.WorkloadRow)
     def list(self, request):
-        queryset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request).qs
+        queryset = WorkloadFilterSet(request.query_params, queryset=self.queryset().light(), request=request).qs
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         access = access_for(request)

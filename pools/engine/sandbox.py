@@ -57,6 +57,8 @@ defaults = Limits()
 class BudgetExceeded(Exception):
     """A render went past one of its `Limits`; `limit` is the setting's name."""
 
+    line: int | None = None  # set where no template frame is on the traceback (the rendered text's size)
+
     def __init__(self, key: str, limits: Limits, what: str):
         self.limit = SETTINGS[key]
         self.value = getattr(limits, key)
@@ -438,21 +440,31 @@ environment = BudgetedEnvironment(undefined=jinja2.StrictUndefined, autoescape=F
 
 
 def stream(template: jinja2.Template, variables: Mapping[str, Any]) -> str:
-    """Render `template` inside the current budget, counting the text as it is produced."""
+    """Render `template` inside the current budget, counting the text as it is produced (as
+    `jinja2.Template.generate`, whose generator is kept to name the line where the text went over)."""
     b = _budget()
     chunks, size = [], 0
-    for chunk in template.generate(variables):
-        size += len(chunk)
-        if size > b.limits.max_output:
-            raise b.exceeded("max_output", f"the rendered text reaches {size:,}")
-        b.tick()
-        chunks.append(chunk)
+    generator = template.root_render_func(template.new_context(dict(variables)))
+    try:
+        for chunk in generator:
+            size += len(chunk)
+            if size > b.limits.max_output:
+                error = b.exceeded("max_output", f"the rendered text reaches {size:,}")
+                error.line = template.get_corresponding_lineno(generator.gi_frame.f_lineno)
+                raise error
+            chunks.append(chunk)
+    except BudgetExceeded as exc:
+        if getattr(exc, "line", None):
+            raise
+        template.environment.handle_exception()
+    except Exception:
+        template.environment.handle_exception()  # re-raised with the template's lines in its traceback
     return "".join(chunks)
 
 
 def template_line(exc: BaseException) -> int | None:
     """The template line where `exc` happened (the innermost one), if a template's code raised it."""
-    line = getattr(exc, "lineno", None) if isinstance(exc, jinja2.TemplateSyntaxError) else None
+    line = getattr(exc, "lineno", None) if isinstance(exc, jinja2.TemplateSyntaxError) else getattr(exc, "line", None)
     tb: TracebackType | None = exc.__traceback__
     while tb is not None:
         template = tb.tb_frame.f_globals.get("__jinja_template__")

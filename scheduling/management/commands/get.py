@@ -27,7 +27,7 @@ def age(since, now) -> str:
 
 def job_rows(pool: str | None, now=None) -> list[dict]:
     now = now or timezone.now()
-    rows = Workload.objects.select_related("project__department", "pool").order_by("-submitted_at")
+    rows = Workload.objects.select_related("project__department", "pool").light().order_by("-submitted_at")
     if pool:
         rows = rows.filter(Q(pool__name=pool) | Q(pool__isnull=True, pools__0=pool))
     access = operator_access()
