@@ -418,16 +418,19 @@ class BudgetedEnvironment(SandboxedEnvironment):
     def concat(self, pieces: Iterable[str]) -> str:  # type: ignore[override]  # blocks, macros, `~`
         b = _budget()
         pieces = _sized(pieces, b, "joining text")
-        b.fits(sum(len(p) for p in pieces), "joining text")
+        b.fits(sum(map(len, pieces)), "joining text")
         return "".join(pieces)
 
     @staticmethod
     def _finalize(value: Any) -> Any:
         """Every `{{ ... }}` written, at any level: counted, and a container checked before Python prints it."""
         b = _current.get()
-        if b is None or isinstance(value, str):
-            if b is not None:
-                b.charge(len(value), "writing")
+        if b is None:
+            return value
+        if type(value) is str:  # the common case, kept short: jinja2 calls this for every `{{ }}`
+            b.work += len(value)
+            if b.work > b.limits.max_work:
+                b.charge(0, "writing")
             return value
         if not isinstance(value, (int, float)):
             b.fits(weight(value, b.limits.max_value) * 10, "printing a value")  # repr may escape each character
