@@ -244,7 +244,9 @@ def _check_binop(operator: str, left: Any, right: Any, b: _Budget) -> None:
 
 
 _PADDING = {"ljust", "rjust", "center", "zfill", "expandtabs"}
-_GROWING = {"append", "extend", "insert", "update", "add", "setdefault"}
+_GROWING = {"append", "extend", "insert", "update", "add", "setdefault", "union", "intersection", "difference",
+            "symmetric_difference", "intersection_update", "difference_update", "symmetric_difference_update"}
+_ONE_ITEM = {"append", "insert", "add", "setdefault"}
 
 
 def _check_method(obj: Any, args: tuple, kwargs: dict, b: _Budget) -> tuple:
@@ -261,8 +263,15 @@ def _check_method(obj: Any, args: tuple, kwargs: dict, b: _Budget) -> tuple:
         elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
             count = owner.count(args[0]) if args[0] else len(owner) + 1
             b.fits(len(owner) + count * max(len(args[1]) - len(args[0]), 0), "replace()")
+        elif name == "translate" and args and isinstance(args[0], Mapping):
+            longest = max((len(v) for v in args[0].values() if isinstance(v, (str, bytes))), default=1)
+            b.fits(len(owner) * max(longest, 1), "translate()")
     elif isinstance(owner, (list, dict, set)) and name in _GROWING:
-        b.fits(len(owner) + 1, f"{name}()")
+        if name in _ONE_ITEM:
+            b.fits(len(owner) + 1, f"{name}()")
+        else:  # extend(l) on itself doubles it: the iterables are drawn and counted before the call
+            args = tuple(_sized(arg, b, f"{name}()") for arg in args)
+            b.fits(len(owner) + sum(len(arg) for arg in args) + len(kwargs), f"{name}()")
         b.charge(weight((args, kwargs), b.limits.max_value), f"{name}()")
     return args
 
@@ -309,8 +318,15 @@ def _check_filter(name: str, value: Any, args: tuple, kwargs: dict, b: _Budget) 
         b.fits(len(text) + count * max(len(str(new)) - len(str(old)), 0), what)
     elif name == "format" and isinstance(value, str):
         _percent_widths(value, [*args, *kwargs.values()], b, what)
-    elif name in ("tojson", "pprint", "string", "urlize", "xmlattr", "urlencode"):
-        b.fits(size * (6 if name == "tojson" else 1), what)
+    elif name in ("slice", "batch"):  # slice(n) makes n lists; batch(n, fill) pads the last to n items
+        count = _arg(args, kwargs, 0, "slices" if name == "slice" else "linecount", 1)
+        b.fits(count if isinstance(count, int) else 0, what)
+    elif name == "tojson":
+        indent = _arg(args, kwargs, 0, "indent", None)
+        width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+        b.fits(size * 6 * (1 + max(width, 0)), what)
+    elif name in ("pprint", "string", "urlize", "xmlattr", "urlencode"):
+        b.fits(size, what)
     return value
 
 
@@ -401,7 +417,11 @@ class BudgetedEnvironment(SandboxedEnvironment):
         b = _budget()
         b.tick()
         args = _check_method(__obj, args, kwargs, b)
-        return b.made(super().call(__context, __obj, *args, **kwargs), "a call")
+        result = b.made(super().call(__context, __obj, *args, **kwargs), "a call")
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, (list, dict, set)):
+            b.fits(len(owner), f"{getattr(__obj, '__name__', 'a method')}()")
+        return result
 
     def wrap_str_format(self, value: Any):
         wrapped = super().wrap_str_format(value)

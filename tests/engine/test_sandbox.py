@@ -60,6 +60,11 @@ HAZARDS = [
     (S + "{% set l = [] %}{% for i in range(100) %}{% if l.append(s ~ i) %}{% endif %}{% endfor %}",
      "OSMO_RENDER_MAX_WORK"),
     ("{% for i in range(2000) %}{{ 'A' * 1000 }}{% endfor %}", "OSMO_RENDER_MAX_OUTPUT"),
+    ("{% set l = [1] %}{% for i in range(40) %}{% if l.extend(l) %}{% endif %}{% endfor %}", "OSMO_RENDER_MAX_VALUE"),
+    ("{% set l = [] %}{{ l.extend([1]|slice(300000000)) }}", "OSMO_RENDER_MAX_VALUE"),
+    ("{{ [1]|batch(300000000, 'x')|list }}", "OSMO_RENDER_MAX_VALUE"),
+    ("{{ [1, [2]]|tojson(indent=300000000) }}", "OSMO_RENDER_MAX_VALUE"),
+    (S + "{{ s.translate({65: 'BBBBBBBBBB'}) }}", "OSMO_RENDER_MAX_VALUE"),
     ("{% for i in range(100000) %}" + "B" * 200 + "{% endfor %}", "OSMO_RENDER_MAX_OUTPUT"),
     ("{% set x %}{% for i in range(100000) %}" + "B" * 200 + "{% endfor %}{% endset %}", "OSMO_RENDER_MAX_WORK"),
 ]
