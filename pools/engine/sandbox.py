@@ -46,7 +46,7 @@ class Limits:
     max_value: int = 1_000_000
     max_int_digits: int = 1_000
     max_work: int = 10_000_000
-    max_seconds: float = 2.0
+    max_seconds: float = 1.0
     clock: Callable[[], float] | None = None  # None: this module's `clock`, read when the render starts
 
 
