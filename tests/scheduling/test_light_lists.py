@@ -63,6 +63,15 @@ def test_lists_never_read_the_request_variables_or_templates(heavy_row, research
     assert len(content) < 200_000 and BIG[:1000].encode() not in content
 
 
+def test_the_admin_change_list_does_not_read_them_and_the_change_page_does(heavy_row, admin_client):
+    content, queries = read(admin_client, "/admin/scheduling/workload/")
+    listed = [sql for sql in queries if 'FROM "scheduling_workload"' in sql]
+    assert listed and not any(column in sql for sql in listed for column in HEAVY)
+    assert b"heavy" in content and BIG[:1000].encode() not in content
+    content, _queries = read(admin_client, f"/admin/scheduling/workload/{heavy_row.pk}/change/")
+    assert BIG[:1000].encode() in content
+
+
 def test_the_list_still_names_the_heavy_row_in_a_fixed_number_of_queries(heavy_row, researcher_api,
                                                                           django_assert_max_num_queries):
     with django_assert_max_num_queries(8):
