@@ -232,7 +232,8 @@ def _check_binop(operator: str, left: Any, right: Any, b: _Budget) -> None:
         if size is not None:
             b.fits(size, f"repeating a value ({what})")
         elif ints and _digits(left) + _digits(right) > b.limits.max_int_digits + 1:
-            b.digits(abs(left) * 10 ** min(_digits(right), b.limits.max_int_digits + 1), f"multiplying ({what})")
+            raise b.exceeded("max_int_digits", f"multiplying would make an integer of about "
+                                               f"{_digits(left) + _digits(right):,} digits")
     elif operator == "**" and ints and right > 0 and abs(left) > 1:
         digits = int(abs(left).bit_length() * 0.30103 * right)
         if digits > b.limits.max_int_digits:

@@ -35,6 +35,8 @@ HAZARDS = [
     ("{{ 300000000 * 'A' }}", "OSMO_RENDER_MAX_VALUE"),
     ("{{ ['A'] * 300000000 }}", "OSMO_RENDER_MAX_VALUE"),
     ("{{ 7 ** 6000 }}", "OSMO_RENDER_MAX_INT_DIGITS"),
+    ("{% set n = 10 ** 900 %}{{ n * n }}", "OSMO_RENDER_MAX_INT_DIGITS"),
+    ("{{ ('9' * 2000)|int }}", "OSMO_RENDER_MAX_INT_DIGITS"),
     ("{{ 'A'|center(300000000) }}", "OSMO_RENDER_MAX_VALUE"),
     ("{{ 'A\nB'|indent(300000000) }}", "OSMO_RENDER_MAX_VALUE"),
     ("{{ 'A'.ljust(300000000) }}", "OSMO_RENDER_MAX_VALUE"),
