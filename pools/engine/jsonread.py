@@ -200,7 +200,10 @@ def _expanded_size(root: yaml.Node, limit: int, source: str) -> int:
 
 def _load(text: str, source: str, what: str, max_depth: int, max_expanded: int | None, every: bool) -> list[Any]:
     limit = MAX_EXPANDED if max_expanded is None else max_expanded
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # reads the text at once: a non-printable character is refused here
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source, what) from None
     documents = []
     try:
         # One document: as `yaml.safe_load`, a second one is an error.

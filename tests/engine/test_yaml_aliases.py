@@ -56,3 +56,8 @@ def test_ordinary_anchors_merges_and_streams_read_as_before():
     assert read_yaml_all("a: 1\n---\nb: 2\n") == [{"a": 1}, {"b": 2}]
     with pytest.raises(ConfigError, match="another document"):
         read_yaml("a: 1\n---\nb: 2\n")
+
+
+def test_a_character_yaml_does_not_print_is_a_config_error():
+    with pytest.raises(ConfigError, match="special characters are not allowed"):
+        read_yaml("a: \x0e")
