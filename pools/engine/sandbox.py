@@ -254,6 +254,7 @@ def _check_method(obj: Any, args: tuple, kwargs: dict, b: _Budget) -> tuple:
     """Pre-checks for the built-in methods whose result size an argument sets; returns the arguments (a lazy
     iterable drawn)."""
     owner, name = getattr(obj, "__self__", None), getattr(obj, "__name__", "")
+    b.fits(weight((args, kwargs), b.limits.max_value), "a call's arguments")  # list literals are made unchecked
     if isinstance(owner, (str, bytes)):
         if name in _PADDING:
             _big_ints([*args, *kwargs.values()], b, f"{name}()")
@@ -297,6 +298,8 @@ def _check_filter(name: str, value: Any, args: tuple, kwargs: dict, b: _Budget) 
     if name in ("join", "list", "tojson", "pprint", "string", "unique", "sort", "reverse", "sum"):
         value = _sized(value, b, what)
     size = weight(value, b.limits.max_value)
+    # A list literal ([s, s, s]) is made by no checked operation: what a filter is given is checked here.
+    b.fits(size + weight((args, kwargs), b.limits.max_value), what)
     if name == "center":
         width = _arg(args, kwargs, 0, "width", 80)
         b.fits(max(width if isinstance(width, int) else 0, size), what)
@@ -314,7 +317,8 @@ def _check_filter(name: str, value: Any, args: tuple, kwargs: dict, b: _Budget) 
         b.fits(size + len(str(joiner)) * len(value), what)
     elif name == "replace":
         old, new = _arg(args, kwargs, 0, "old", ""), _arg(args, kwargs, 1, "new", "")
-        text = str(value) if isinstance(value, str) else ""
+        b.fits(size, what)
+        text = str(value)  # jinja2 replaces in the text of any value (`12|replace('1', ...)`)
         count = (text.count(str(old)) if old else len(text) + 1)
         b.fits(len(text) + count * max(len(str(new)) - len(str(old)), 0), what)
     elif name == "format" and isinstance(value, str):
