@@ -134,6 +134,13 @@ def _digits(value: int) -> int:
 def weight(value: Any, cap: int) -> int:
     """Characters or items `value` holds, nested values counted each time they appear (as printing or joining it
     would); the walk stops once past `cap`."""
+    kind = type(value)
+    if kind is str or kind is bytes:  # the common cases first: this runs for every value made
+        return len(value)
+    if kind is int:
+        return _digits(value)
+    if kind is float or kind is bool or value is None:
+        return 1
     total, stack = 0, [value]
     while stack:
         item = stack.pop()
@@ -150,6 +157,10 @@ def weight(value: Any, cap: int) -> int:
         if total > cap:
             return total
     return total
+
+
+def _arguments_weight(args: tuple, kwargs: dict, cap: int) -> int:
+    return sum(weight(arg, cap) for arg in args) + sum(weight(arg, cap) for arg in kwargs.values())
 
 
 def _sized(value: Any, b: _Budget, what: str) -> Any:
@@ -254,7 +265,8 @@ def _check_method(obj: Any, args: tuple, kwargs: dict, b: _Budget) -> tuple:
     """Pre-checks for the built-in methods whose result size an argument sets; returns the arguments (a lazy
     iterable drawn)."""
     owner, name = getattr(obj, "__self__", None), getattr(obj, "__name__", "")
-    b.fits(weight((args, kwargs), b.limits.max_value), "a call's arguments")  # list literals are made unchecked
+    if args or kwargs:  # list literals are made unchecked
+        b.fits(_arguments_weight(args, kwargs, b.limits.max_value), "a call's arguments")
     if isinstance(owner, (str, bytes)):
         if name in _PADDING:
             _big_ints([*args, *kwargs.values()], b, f"{name}()")
@@ -299,7 +311,7 @@ def _check_filter(name: str, value: Any, args: tuple, kwargs: dict, b: _Budget) 
         value = _sized(value, b, what)
     size = weight(value, b.limits.max_value)
     # A list literal ([s, s, s]) is made by no checked operation: what a filter is given is checked here.
-    b.fits(size + weight((args, kwargs), b.limits.max_value), what)
+    b.fits(size + (_arguments_weight(args, kwargs, b.limits.max_value) if args or kwargs else 0), what)
     if name == "center":
         width = _arg(args, kwargs, 0, "width", 80)
         b.fits(max(width if isinstance(width, int) else 0, size), what)
