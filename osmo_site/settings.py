@@ -334,6 +334,17 @@ if OSMO_DEMO_TRICKLE > 0:
 # the deepest nesting accepted (400 deeper).
 OSMO_JSON_MAX_BYTES = env_int("OSMO_JSON_MAX_BYTES", 2 * 1024 * 1024)
 OSMO_JSON_MAX_DEPTH = env_int("OSMO_JSON_MAX_DEPTH", 64)
+# A YAML document (a workflow or job file, a config file) with its aliases expanded: characters plus nodes.
+OSMO_YAML_MAX_EXPANDED = env_int("OSMO_YAML_MAX_EXPANDED", 4 * 1024 * 1024)
+# Rendering budgets (pools.engine.sandbox), checked while a template renders: the text it writes, any one value
+# it makes (characters or items), integers' digits, all it makes together, and its time. Over one: a 400 naming it.
+OSMO_RENDER_MAX_OUTPUT = env_int("OSMO_RENDER_MAX_OUTPUT", 1_000_000)
+OSMO_RENDER_MAX_VALUE = env_int("OSMO_RENDER_MAX_VALUE", 1_000_000)
+OSMO_RENDER_MAX_INT_DIGITS = env_int("OSMO_RENDER_MAX_INT_DIGITS", 1000)
+OSMO_RENDER_MAX_WORK = env_int("OSMO_RENDER_MAX_WORK", 10_000_000)
+OSMO_RENDER_MAX_SECONDS = env_int("OSMO_RENDER_MAX_SECONDS", 1)
+# A workload's stored request, variables and rendered templates together, as JSON (400 above it).
+OSMO_WORKLOAD_MAX_STORED_BYTES = env_int("OSMO_WORKLOAD_MAX_STORED_BYTES", 512 * 1024)
 
 # Submission limits (scheduling.limits, README "Submission limits"): a project's document may set its own.
 OSMO_MAX_LIVE_WORKLOADS_PER_USER = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_USER", 200)

@@ -11,6 +11,7 @@ class PoolsConfig(AppConfig):
         from pools.config import kinds, writes
         from pools.fleet.sync import memberships_follow_configuration
         from pools.quotas.writes import pool_projects_follow_pools, register_quota_kinds
+        from pools.render_limits import connect as render_limits_follow_settings
         from pools.schedulers.outbox import engines_follow_configuration
 
         writes.register_kinds()
@@ -19,3 +20,4 @@ class PoolsConfig(AppConfig):
         kinds.after_write(memberships_follow_configuration)
         kinds.after_write(pool_projects_follow_pools)
         kinds.after_write(engines_follow_configuration)
+        render_limits_follow_settings()

@@ -35,6 +35,12 @@ class WorkloadAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def get_queryset(self, request):
+        # The change list shows none of the request, variables or templates: one large row must not slow it.
+        queryset = super().get_queryset(request)
+        match = request.resolver_match
+        return queryset.light() if match is not None and match.url_name.endswith("_changelist") else queryset
+
     # A deleted project or pool still shows by name (the history keeps it).
     @admin.display(description="Project", ordering="project__name")
     def project_shown(self, obj):

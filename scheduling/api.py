@@ -97,7 +97,7 @@ class WorkloadViewSet(viewsets.ViewSet):
                                OpenApiParameter("offset", int)],
                    operation_id="workloads_list", responses=schema.WorkloadRow)
     def list(self, request):
-        filterset = WorkloadFilterSet(request.query_params, queryset=self.queryset(), request=request)
+        filterset = WorkloadFilterSet(request.query_params, queryset=self.queryset().light(), request=request)
         if not filterset.is_valid():  # an unknown status, priority or source is a mistake, not "every row"
             name, errors = next(iter(filterset.errors.items()))
             raise ConfigError(f"{name}: {' '.join(errors)}", field=name)

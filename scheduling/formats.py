@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from pools.engine import ConfigError, read_yaml
+from pools.engine.sandbox import BudgetExceeded, render_text, template_line
 
 from .requests import WorkloadRequest, priority_of
 
@@ -89,18 +89,32 @@ def _variables(pairs: Iterable[str]) -> dict[str, str]:
     return result
 
 
+class TemplateRefused(ConfigError):
+    """A workflow file that does not render: the 400 names `file`, the line and, for a budget, the limit."""
+
+    def __init__(self, message: str, line: int | None, limit: str | None = None):
+        where = f"line {line}: " if line else ""
+        super().__init__(f"file: {where}{message}", field="file")
+        self.extra = {"line": line, **({"limit": limit} if limit else {})}
+
+
 def _render(text: str, variables: Mapping[str, Any]) -> str:
-    """OSMO workflow files are Jinja templates: `{{ name }}` placeholders filled before the YAML is read."""
-    environment = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    """OSMO workflow files are Jinja templates: `{{ name }}` placeholders filled before the YAML is read, in the
+    budgeted sandbox (`pools.engine.sandbox`: output, value size, integers, work and time checked as it runs)."""
     try:
-        return environment.from_string(text).render(**variables)
+        return render_text(text, variables)
+    except BudgetExceeded as exc:
+        raise TemplateRefused(str(exc), template_line(exc), exc.limit) from None
     except jinja2.UndefinedError as exc:
-        raise ConfigError(f"file: {exc.message}; give it with set_variables (\"KEY=VALUE\") or under "
-                          "default-values in the file", field="file") from None
+        raise TemplateRefused(f"{exc.message}; give it with set_variables (\"KEY=VALUE\") or under default-values "
+                              "in the file", template_line(exc)) from None
     except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"file: template error at line {exc.lineno}: {exc.message}", field="file") from None
-    except jinja2.TemplateError as exc:
-        raise ConfigError(f"file: {exc}", field="file") from None
+        raise TemplateRefused(f"template error: {exc.message}", exc.lineno) from None
+    except RecursionError as exc:
+        raise TemplateRefused("template error: calls nest too deeply (a macro that calls itself?)",
+                              template_line(exc)) from None
+    except Exception as exc:  # the file is user input: `{{ 1/0 }}`, a bad type, a sandbox refusal, ...
+        raise TemplateRefused(f"template error: {type(exc).__name__}: {exc}", template_line(exc)) from None
 
 
 def _defaults(text: str) -> dict[str, Any]:

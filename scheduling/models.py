@@ -54,7 +54,16 @@ class Priority(models.TextChoices):
     LOW = "low"
 
 
+# What a workload holds that no list shows: a large request (up to OSMO_WORKLOAD_MAX_STORED_BYTES) must not slow
+# every list, fragment and export that reads its row.
+HEAVY_FIELDS = ("request", "variables", "templates")
+
+
 class WorkloadQuerySet(models.QuerySet):
+    def light(self) -> "WorkloadQuerySet":
+        """Without the request, variables and rendered templates: for lists (`bodies.row` reads none of them)."""
+        return self.defer(*HEAVY_FIELDS)
+
     def visible_to(self, user) -> "WorkloadQuerySet":
         """Staff see every workload; others those of their projects and their own."""
         access = access_for(user)

@@ -90,6 +90,7 @@ class SubmitWorkflowView(APIView):
                 if not any(v.accepted for v in verdicts):
                     raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
                 evaluated.append(submission.Submitted(group.request, project, verdicts))
+                submission.check_stored_size(evaluated[-1], prefix=f"Group {group.group}: ")
         except submission.SubmissionRefused as exc:
             return refused_response(exc)
         warnings = list(workflow.warnings)
@@ -168,7 +169,7 @@ class WorkflowListView(APIView):
         total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
         page = [row["workflow"] for row in names[offset:offset + limit]]
         by_name: dict[str, list[Workload]] = {}
-        for workload in rows.filter(workflow__in=page).select_related("pool"):
+        for workload in rows.filter(workflow__in=page).select_related("pool").light():
             by_name.setdefault(workload.workflow, []).append(workload)
         result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
         if statuses:

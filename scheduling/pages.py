@@ -153,7 +153,7 @@ def workload_list(request):
     ctx = _context(request)
     sort = parse_sort(WORKLOADS, request.GET.get("sort"))
     columns = preferences.chosen_columns(request, WORKLOADS)
-    rows = order_queryset(rows, sort, ("-submitted_at", "id"))
+    rows = order_queryset(rows.light(), sort, ("-submitted_at", "id"))
     if wants_csv(request):
         return csv.response(WORKLOADS, columns, (bodies.row(w, access) for w in rows.iterator(chunk_size=2000)), ctx)
     page = paginate(rows, request.GET)
@@ -227,7 +227,7 @@ def queue(request):
     """A pool's or a project's queue: what is pending there in queue order, then what holds capacity."""
     access = access_for(request)
     pool_name, project_name = request.GET.get("pool", ""), request.GET.get("project", "")
-    rows = _scoped(request)
+    rows = _scoped(request).light()
     if pool_name:
         if not Pool.objects.visible_to(request).filter(name=pool_name).exists():
             raise Http404("No such pool")

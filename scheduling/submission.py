@@ -3,9 +3,11 @@ the CLI) comes through here. A submission runs the pipeline for each candidate p
 (nothing saved) only when every candidate refuses it, and the refusal lists each one's reason.
 Accepted work is a PENDING row and an event; the admission cycle is asked to run once the row commits."""
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -43,6 +45,26 @@ class Submitted:
     @property
     def accepted(self) -> list[pipeline.Verdict]:
         return [v for v in self.verdicts if v.accepted]
+
+    def stored(self) -> dict[str, Any]:
+        """The columns `save` writes from the request: what `OSMO_WORKLOAD_MAX_STORED_BYTES` bounds."""
+        return {"request": self.request.document(), "variables": self.accepted[0].variables,
+                "templates": {v.pool: {"platform": v.platform, "pod_template": v.pod_template} for v in self.accepted}}
+
+
+class TooLargeToStore(ConfigError):
+    def __init__(self, message: str):
+        super().__init__(message, field="request")
+        self.extra = {"limit": "OSMO_WORKLOAD_MAX_STORED_BYTES"}
+
+
+def check_stored_size(submitted: Submitted, prefix: str = "") -> None:
+    """A stored request has a size limit, so that no one row is heavy to read (lists never read it at all)."""
+    limit = settings.OSMO_WORKLOAD_MAX_STORED_BYTES
+    size = sum(len(json.dumps(value, default=str)) for value in submitted.stored().values())
+    if size > limit:
+        raise TooLargeToStore(f"{prefix}request: the request, its variables and its rendered pod templates take "
+                              f"{size:,} bytes, over the limit OSMO_WORKLOAD_MAX_STORED_BYTES = {limit:,} bytes")
 
 
 def default_project(access: Access) -> str:
@@ -94,6 +116,7 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     if not any(v.accepted for v in verdicts):
         raise refusal(verdicts)
     result = Submitted(request, project, verdicts)
+    check_stored_size(result)
     if dry_run:
         result.preview = preview(result)
         return result
@@ -110,11 +133,10 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
     workload = Workload(
         name=request.name, workflow=workflow or request.workflow, group=request.group, project=submitted.project,
         submitter=user, submitter_name=user.get_username() if user else "", source=source,
-        request=request.document(), priority=request.priority.value, pools=[v.pool for v in accepted],
-        replicas=request.replicas, gpu=gpu, cpu=cpu, memory=memory, storage=storage, variables=first.variables,
+        priority=request.priority.value, pools=[v.pool for v in accepted],
+        replicas=request.replicas, gpu=gpu, cpu=cpu, memory=memory, storage=storage,
         exec_timeout=first.exec_timeout, queue_timeout=first.queue_timeout, exit_actions=request.exit_actions,
-        topology=[t.model_dump() for t in request.topology],
-        templates={v.pool: {"platform": v.platform, "pod_template": v.pod_template} for v in accepted},
+        topology=[t.model_dump() for t in request.topology], **submitted.stored(),
         reasons=[{"pool": v.pool, "code": "SUBMITTED", "message": "Waiting for the next admission cycle.",
                   "details": {}} for v in accepted],
         submitted_at=now)

@@ -60,7 +60,8 @@ def exception_handler(exc, context):
         return _data_error_response(exc)
     if isinstance(exc, ConfigError):
         code = status.HTTP_404_NOT_FOUND if isinstance(exc, ConfigNotFound) else status.HTTP_400_BAD_REQUEST
-        return Response({"detail": exc.message, "field": exc.field or None}, status=code)
+        return Response({"detail": exc.message, "field": exc.field or None, **getattr(exc, "extra", {})},
+                        status=code)
     if isinstance(exc, ClusterError):
         # The cluster refused or did not answer: the request was fine, the upstream was not.
         code = status.HTTP_503_SERVICE_UNAVAILABLE if isinstance(exc, Unavailable) else status.HTTP_502_BAD_GATEWAY

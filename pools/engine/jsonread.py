@@ -7,7 +7,10 @@ share once loaded. Refused with a `ConfigError` naming where (a JSON path such a
   (so 10,000 `[` never reach the recursive decoder) and by an iterative walk of loaded YAML;
 - `NaN`, `Infinity`, `-Infinity`, integers of more than `MAX_NUMBER_DIGITS` digits and floats that
   overflow to infinity (`1e309`);
-- NUL characters and lone surrogates in any key or string (PostgreSQL and UTF-8 cannot store them).
+- NUL characters and lone surrogates in any key or string (PostgreSQL and UTF-8 cannot store them);
+- YAML whose aliases would expand past `MAX_EXPANDED` characters and items (a 100 KB string referenced 1,000
+  times is 100 MB once stored as JSON), or that refers to itself, measured on the composed nodes before
+  anything is built.
 
 Pure Python: no Django (the limits come in as arguments; `pools.api.parsers` reads the settings).
 """
@@ -25,6 +28,8 @@ from .names import ConfigError
 MAX_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NUMBER_DIGITS = 100
+# Characters of scalars plus nodes of a YAML document with its aliases expanded (set from OSMO_YAML_MAX_EXPANDED).
+MAX_EXPANDED = 4 * 1024 * 1024
 
 # A JSON string, escapes included (unrolled so the regex engine never backtracks far); what is left
 # of the text after removing strings holds the structure's brackets.
@@ -158,39 +163,89 @@ def _yaml_error(exc: yaml.YAMLError, source: str, what: str) -> ConfigError:
     return ConfigError(f"{source} {what}{where}: {getattr(exc, 'problem', None) or exc}", field="file")
 
 
+def _expanded_size(root: yaml.Node, limit: int, source: str) -> int:
+    """The size of a composed document once every alias is expanded: scalars' characters plus one per node,
+    each shared node counted once per reference (as `json.dumps` would write it), without expanding anything."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = len(node.value) + 1
+            continue
+        children = [item for pair in node.value for item in pair] if isinstance(node, yaml.MappingNode) \
+            else list(node.value)
+        if done:
+            open_nodes.discard(key)
+            sizes[key] = min(1 + sum(sizes[id(child)] for child in children), limit + 1)
+            continue
+        if key in open_nodes:
+            mark = node.start_mark
+            raise ConfigError(f"{source} refers to itself through an alias (line {mark.line + 1})", field="file")
+        open_nodes.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_nodes:
+                mark = child.start_mark
+                raise ConfigError(f"{source} refers to itself through an alias (line {mark.line + 1})",
+                                  field="file")
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+def _load(text: str, source: str, what: str, max_depth: int, max_expanded: int | None, every: bool) -> list[Any]:
+    limit = MAX_EXPANDED if max_expanded is None else max_expanded
+    try:
+        loader = yaml.SafeLoader(text)  # reads the text at once: a non-printable character is refused here
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source, what) from None
+    documents = []
+    try:
+        # One document: as `yaml.safe_load`, a second one is an error.
+        nodes = iter(lambda: loader.get_node() if loader.check_node() else None, None) if every \
+            else [loader.get_single_node()]
+        for node in nodes:
+            if node is not None and _expanded_size(node, limit, source) > limit:
+                raise ConfigError(f"{source} expands past the limit OSMO_YAML_MAX_EXPANDED = {limit:,} characters "
+                                  "and items once its aliases are expanded", field="file")
+            documents.append(None if node is None else loader.construct_document(node))
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source, what) from None
+    except RecursionError:
+        raise ConfigError(f"{source} is nested more than {max_depth} levels deep", field="file") from None
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{source} {what}: {exc}", field="file") from None  # a huge integer, a bad date
+    finally:
+        loader.dispose()
+    return documents
+
+
 def read_yaml_all(text: str, source: str = "document", *, what: str = "is not valid YAML",
-                  max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Any]:
+                  max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, max_expanded: int | None = None
+                  ) -> list[Any]:
     """Every document of a YAML stream (JSON is YAML), each through `check_tree`; `None` documents kept."""
     if len(text) > max_bytes:
         raise TooLarge(f"{source} is larger than {max_bytes} bytes", field=source)
     if "\x00" in text:
         raise ConfigError(f"{source} contains a NUL character", field="file")
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, source, what) from None
-    except RecursionError:
-        raise ConfigError(f"{source} is nested more than {max_depth} levels deep", field="file") from None
-    except ValueError as exc:  # an integer past Python's digit limit, a bad date
-        raise ConfigError(f"{source} {what}: {exc}", field="file") from None
+    documents = _load(text, source, what, max_depth, max_expanded, every=True)
     for index, document in enumerate(documents):
         check_tree(document, source if len(documents) == 1 else f"{source} (document {index + 1})", max_depth)
     return documents
 
 
 def read_yaml(text: str, source: str = "document", *, what: str = "is not valid YAML",
-              max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+              max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, max_expanded: int | None = None) -> Any:
     """One YAML document (the first; `None` for an empty file), checked like JSON."""
     if len(text) > max_bytes:
         raise TooLarge(f"{source} is larger than {max_bytes} bytes", field=source)
     if "\x00" in text:
         raise ConfigError(f"{source} contains a NUL character", field="file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, source, what) from None
-    except RecursionError:
-        raise ConfigError(f"{source} is nested more than {max_depth} levels deep", field="file") from None
-    except ValueError as exc:
-        raise ConfigError(f"{source} {what}: {exc}", field="file") from None
-    return check_tree(data, source, max_depth)
+    return check_tree(_load(text, source, what, max_depth, max_expanded, every=False)[0], source, max_depth)

@@ -1,4 +1,5 @@
-"""Rendering of Jinja2 templates embedded in JSON-like structures."""
+"""Rendering of Jinja2 templates embedded in JSON-like structures, in the budgeted sandbox (`.sandbox`): one
+budget per `render` call, shared by every string of the structure."""
 
 import functools
 import re
@@ -8,12 +9,12 @@ from typing import Any
 import jinja2
 import jinja2.meta
 import jinja2.nodes
-from jinja2.sandbox import SandboxedEnvironment, SecurityError
+from jinja2.sandbox import SecurityError
 
 from .errors import RenderError
 from .paths import join_path
-
-env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+from .sandbox import BudgetExceeded, Limits, budget, stream, template_line
+from .sandbox import environment as env
 
 _MARKERS = ("{{", "{%", "{#")
 # Leading/trailing "-" or "+" directly against the braces is whitespace
@@ -76,30 +77,44 @@ def _native_undefined(value: jinja2.Undefined, path: str) -> RenderError:
     return RenderError("expression is undefined", path)
 
 
+def _line(exc: BaseException) -> str:
+    line = template_line(exc)
+    return f" (line {line})" if line else ""
+
+
 def _render_string(source: str, variables: Mapping[str, Any], path: str) -> Any:
     try:
         native, compiled = _compile(source)
-        result = compiled(variables) if native else compiled.render(variables)
+        result = compiled(variables) if native else stream(compiled, variables)
     except jinja2.TemplateSyntaxError as exc:
         raise _syntax_error(exc, path) from exc
     except jinja2.UndefinedError as exc:
         raise _undefined_error(exc, path) from exc
     except SecurityError as exc:
         raise RenderError(f"unsafe template refused: {exc}", path) from exc
+    except BudgetExceeded as exc:
+        raise RenderError(f"{exc}{_line(exc)}", path) from exc
+    except RecursionError as exc:
+        raise RenderError(f"rendering failed: recursion too deep{_line(exc)}", path) from None
     except Exception as exc:  # templates are user input; report any failure in place
-        raise RenderError(f"rendering failed: {type(exc).__name__}: {exc}", path) from exc
+        raise RenderError(f"rendering failed: {type(exc).__name__}: {exc}{_line(exc)}", path) from exc
     if isinstance(result, jinja2.Undefined):
         raise _native_undefined(result, path)
     return result
 
 
-def render(value: Any, variables: Mapping[str, Any], path: str = "") -> Any:
+def render(value: Any, variables: Mapping[str, Any], path: str = "", limits: Limits | None = None) -> Any:
+    with budget(limits):
+        return _render_value(value, variables, path)
+
+
+def _render_value(value: Any, variables: Mapping[str, Any], path: str) -> Any:
     if isinstance(value, str):
         return _render_string(value, variables, path) if _is_template(value) else value
     if isinstance(value, Mapping):
-        return {k: render(v, variables, join_path(path, k)) for k, v in value.items()}
+        return {k: _render_value(v, variables, join_path(path, k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [render(v, variables, join_path(path, i)) for i, v in enumerate(value)]
+        return [_render_value(v, variables, join_path(path, i)) for i, v in enumerate(value)]
     return value
 
 

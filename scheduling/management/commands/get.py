@@ -38,7 +38,7 @@ def job_rows(pool: str | None, now=None, user=None) -> list[dict]:
     """Every workload as the operator sees it, or what `user` may see."""
     now = now or timezone.now()
     rows = (Workload.objects.visible_to(user) if user else Workload.objects.all()).select_related(
-        "project__department", "pool").order_by("-submitted_at")
+        "project__department", "pool").light().order_by("-submitted_at")
     if pool:
         rows = rows.filter(Q(pool__name=pool) | Q(pool__isnull=True, pools__0=pool))
     access = Access(user) if user else operator_access()

@@ -86,7 +86,7 @@ class Command(BaseCommand):
     def list(self, as_user, format, status=None, **filters):
         user = find_user(as_user) if as_user else None
         access = Access(user) if user else operator_access()
-        rows = Workload.objects.visible_to(user) if user else Workload.objects.all()
+        rows = (Workload.objects.visible_to(user) if user else Workload.objects.all()).light()
         params = {key: value for key, value in filters.items() if key in ("pool", "project", "user", "priority")
                   and value}
         query = QueryDict(mutable=True)
