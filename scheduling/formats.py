@@ -13,9 +13,9 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from pools.engine import ConfigError, read_yaml
 
-from .requests import WorkloadRequest, priority_of
+from .requests import WorkloadRequest, name_problem, priority_of
 
-_WORKFLOW_KEYS = {"name", "labels", "pool", "groups", "tasks", "resources", "timeout", "backend"}
+_WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
 _TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "exitActions", "privileged", "hostNetwork",
               "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
@@ -125,10 +125,11 @@ def _defaults(text: str) -> dict[str, Any]:
     return values
 
 
-def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = ()
-                      ) -> Workflow:
+def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = (),
+                      project: str | None = None) -> Workflow:
     """An OSMO workflow file as one gang request per task group, each with `pools=[pool]` (OSMO takes the
-    pool from the URL too)."""
+    pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
+    (the submission fills in the caller's default project)."""
     chosen = priority_of(priority)
     variables = {**_defaults(text), **_variables(set_variables)}
     document = _yaml(_render(text, variables), "file")
@@ -142,7 +143,15 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError("workflow.name: field is required", field="workflow.name")
+    if name_problem(name):
+        raise ConfigError(f"workflow.name: {name_problem(name)}", field="workflow.name")
     warnings = []
+    named = spec.get("project")
+    if named is not None and not isinstance(named, str):
+        raise ConfigError("workflow.project: expected a project name", field="workflow.project")
+    if project and named and named != project:
+        warnings.append(f"workflow.project {named} is replaced by ?project={project}.")
+    project = project or named or None
     if spec.get("pool") not in (None, pool):
         warnings.append(f"workflow.pool {spec['pool']} is replaced by the pool of the URL, {pool}.")
     if spec.get("backend"):
@@ -163,7 +172,7 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     requests = []
     for where, group in groups:
         requests.append(GroupRequest(str(group.get("name")), _group_request(
-            name, group, where, resources, timeout, pool, chosen.value, variables)))
+            name, group, where, resources, timeout, pool, chosen.value, variables, project)))
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -181,7 +190,7 @@ def _task_mapping(task: Any, where: str) -> dict:
 
 
 def _group_request(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str, priority: str,
-                   variables: Mapping[str, Any]) -> WorkloadRequest:
+                   variables: Mapping[str, Any], project: str | None = None) -> WorkloadRequest:
     single = group.pop("_single", False)
     if not group.get("name"):
         raise ConfigError(f"{where}.name: field is required", field=f"{where}.name")
@@ -223,7 +232,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         raise ConfigError(f"{task_where(0)}.environment: expected a mapping of names to values",
                           field=f"{task_where(0)}.environment")
     body = {
-        "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool],
+        "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
         "command": _strings(first.get("command"), f"{task_where(0)}.command"),
         "args": _strings(first.get("args"), f"{task_where(0)}.args"),
@@ -240,7 +249,8 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
     try:
         return WorkloadRequest.parse(body)
     except ConfigError as exc:
-        place = {"name": f"{where}.name", "resources": resource_where, "topology": f"{resource_where}.topology",
+        place = {"name": f"{where}.name", "env": f"{prefix}.environment", "project": "workflow.project",
+                 "resources": resource_where, "topology": f"{resource_where}.topology",
                  "exec_timeout": "workflow.timeout", "queue_timeout": "workflow.timeout"}
         root = exc.field.split(".", 1)[0] if exc.field else ""
         field_name = place.get(root, prefix) + (exc.field[len(root):] if root in place else f".{exc.field}")

@@ -2,7 +2,8 @@
 
 - `POST /api/pool/{pool}/workflow?priority=HIGH|NORMAL|LOW&dry_run=true` with `{"file": YAML,
   "set_variables": ["K=V"]}`: each task group becomes one gang workload, all under one workflow ID
-  (`<name>-<n>`), in one transaction: every group is accepted or nothing is saved. Answers
+  (`<name>-<n>`, numbered per submitter: `scheduling.workflows`), in one transaction: every group is accepted
+  or nothing is saved. Answers
   `{"name", "overview", "logs", "spec", "dashboard_url", "warnings"}`. Authorized by the role policy of
   seed 002 (`POST /api/pool/<glob>`), as OSMO does: the path is the grant.
 - `GET /api/workflow` (users, statuses, pools, priority, limit, offset, order), `GET /api/workflow/{name}`,
@@ -21,7 +22,7 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import bodies, schema, submission
+from . import bodies, schema, submission, workflows
 from .api import is_true, refused_response
 from .formats import workflow_requests
 from .models import ALIVE, Source, Status, Workload
@@ -48,13 +49,6 @@ def _urls(request, name: str) -> dict[str, str]:
             "dashboard_url": f"{base}workloads/?workflow={name}"}
 
 
-def next_workflow_id(name: str) -> str:
-    taken = Workload.objects.filter(workflow__startswith=f"{name}-").values_list("workflow", flat=True).distinct()
-    numbers = [int(w.rsplit("-", 1)[1]) for w in taken if w.rsplit("-", 1)[1].isdigit() and
-               w.rsplit("-", 1)[0] == name]
-    return f"{name}-{max(numbers, default=0) + 1}"
-
-
 class SubmitWorkflowView(APIView):
     read_access = Rule.POOL
     write_access = Rule.POOL  # may use the pool (or a role whose policy allows POST on this path)
@@ -62,6 +56,7 @@ class SubmitWorkflowView(APIView):
 
     @extend_schema(request=schema.TemplateSpec, responses=schema.SubmitResponse, parameters=[
         OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
+        OpenApiParameter("project", str, description="Else the file's workflow.project, else your default project."),
         OpenApiParameter("dry_run", bool), OpenApiParameter("validation_only", bool)])
     def post(self, request, pool):
         body = request.data if isinstance(request.data, dict) else {}
@@ -74,7 +69,9 @@ class SubmitWorkflowView(APIView):
         priority = priority_of(request.query_params.get("priority", "NORMAL"))
         dry_run = is_true(request.query_params.get("dry_run", "")) or \
             is_true(request.query_params.get("validation_only", ""))
-        workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables)
+        project = request.query_params.get("project") or None
+        workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables,
+                                     project=project)
         access = access_for(request)
         try:
             evaluated = []
@@ -95,15 +92,24 @@ class SubmitWorkflowView(APIView):
             return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
                              "warnings": warnings, "dry_run": True})
         with transaction.atomic():
-            name = next_workflow_id(workflow.name)
+            name = workflows.allocate(access, workflow.name)
             for item in evaluated:
                 submission.save(access, item, Source.OSMO, workflow=name)
         return Response({"name": name, **_urls(request, name), "spec": spec, "warnings": warnings},
                         status=status.HTTP_200_OK)
 
 
+USER = OpenApiParameter("user", str, description="The submitter, when workflows of several users you may see carry "
+                                                "this ID.")
+
+
 def _workflows(request):
     return Workload.objects.visible_to(request).exclude(workflow="")
+
+
+def _owned(request, rows: list[Workload]) -> list[Workload]:
+    """The rows of one owner's workflow (`?user=` chooses among several users' workflows of one ID)."""
+    return workflows.owned_rows(rows, access_for(request), request.query_params.get("user") or None)
 
 
 def _summary(request, name: str, rows: list[Workload]) -> dict:
@@ -133,18 +139,20 @@ class WorkflowListView(APIView):
             rows = rows.filter(pools__0__in=pools)
         if params.get("priority"):
             rows = rows.filter(priority=priority_of(params["priority"]).value)
-        names = (rows.values("workflow").annotate(first=Min("submitted_at"), last=Max("submitted_at"),
-                                                  groups=Count("id"))
-                 .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first"))
+        # A workflow is an ID of one submitter: two users' workflows of one name are two entries.
+        names = (rows.values("workflow", "submitter_id").annotate(first=Min("submitted_at"), last=Max("submitted_at"),
+                                                                  groups=Count("id"))
+                 .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first", "workflow",
+                           "submitter_id"))
         limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
         offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
         total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
-        page = [row["workflow"] for row in names[offset:offset + limit]]
-        by_name: dict[str, list[Workload]] = {}
-        for workload in rows.filter(workflow__in=page).select_related("pool"):
-            by_name.setdefault(workload.workflow, []).append(workload)
+        page = [(row["workflow"], row["submitter_id"]) for row in names[offset:offset + limit]]
+        by_name: dict[tuple, list[Workload]] = {}
+        for workload in rows.filter(workflow__in={name for name, _ in page}).select_related("pool"):
+            by_name.setdefault((workload.workflow, workload.submitter_id), []).append(workload)
         statuses = set(params.getlist("statuses"))
-        result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
+        result = [_summary(request, key[0], by_name[key]) for key in page if key in by_name]
         if statuses:
             result = [item for item in result if item["status"] in statuses]
         return Response({"workflows": result, "more_entries": total > offset + limit})
@@ -153,9 +161,9 @@ class WorkflowListView(APIView):
 class WorkflowView(APIView):
     read_access = Rule.SIGNED_IN
 
-    @extend_schema(responses=schema.WorkflowDetail)
+    @extend_schema(responses=schema.WorkflowDetail, parameters=[USER])
     def get(self, request, name):
-        rows = list(_workflows(request).filter(workflow=name).select_related("pool", "project"))
+        rows = _owned(request, list(_workflows(request).filter(workflow=name).select_related("pool", "project")))
         if not rows:
             raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
         body = _summary(request, name, rows)
@@ -175,11 +183,12 @@ class CancelWorkflowView(APIView):
     write_access = Rule.SIGNED_IN
 
     @extend_schema(request=None, responses=schema.CancelAnswer,
-                   parameters=[OpenApiParameter("message", str), OpenApiParameter("force", bool)])
+                   parameters=[OpenApiParameter("message", str), OpenApiParameter("force", bool), USER])
     def post(self, request, name):
-        rows = list(_workflows(request).filter(workflow=name, status__in=ALIVE))
-        if not rows and not _workflows(request).filter(workflow=name).exists():
+        every = _owned(request, list(_workflows(request).filter(workflow=name)))
+        if not every:
             raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        rows = [w for w in every if w.status in ALIVE]
         message = str(request.query_params.get("message", ""))[:500]
         try:
             for workload in rows:
