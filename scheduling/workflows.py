@@ -21,16 +21,18 @@ def _owner(access: Access):
 def allocate(access: Access, base: str) -> str:
     """The caller's next `<base>-<n>`, recorded (call inside the transaction that saves its workloads)."""
     user = _owner(access)
+    number = 0
     for _ in range(ATTEMPTS):
         taken = Workflow.objects.filter(submitter=user, base=base).aggregate(top=Max("number"))["top"] or 0
-        name = f"{base}-{taken + 1}"
+        number = max(taken, number) + 1
+        name = f"{base}-{number}"
         try:
             with transaction.atomic():
-                Workflow.objects.create(name=name, base=base, number=taken + 1, submitter=user,
+                Workflow.objects.create(name=name, base=base, number=number, submitter=user,
                                         submitter_name=user.get_username() if user else "")
             return name
         except IntegrityError:
-            continue  # a concurrent submission of the same name took it: count again
+            continue  # taken meanwhile (a concurrent submission of the same name, or a joined ID): count again
     raise ConfigError(f"workflow.name: could not allocate an ID for {base}; submit again", field="workflow.name")
 
 
