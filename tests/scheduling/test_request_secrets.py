@@ -130,14 +130,16 @@ def test_outsiders_of_a_project_do_not_see_its_workloads_at_all(world, django_us
     ("?project=nlp", "", "nlp"), ("", "  project: nlp\n", "nlp"), ("", "", "default")])
 def test_an_osmo_workflow_takes_its_project_from_the_query_or_the_file(researcher_api, query, field, project):
     text_ = TASK_WORKFLOW.replace("  name: leak-check\n", f"  name: leak-check\n{field}")
-    answer = researcher_api.post(f"/api/pool/{SHARED}/workflow?priority=LOW&{query.lstrip('?')}", {"file": text_}, format="json")
+    answer = researcher_api.post(f"/api/pool/{SHARED}/workflow?priority=LOW&{query.lstrip('?')}", {"file": text_},
+                                 format="json")
     assert answer.status_code == 200, answer.json()
     assert Workload.objects.get(workflow=answer.json()["name"]).project.name == project
 
 
 def test_an_osmo_workflow_for_a_project_one_is_not_a_member_of_is_refused_by_name(world):
     other = client_of(world["other"])
-    answer = other.post("/api/pool/training/workflow?priority=LOW&project=vision", {"file": TASK_WORKFLOW}, format="json")
+    answer = other.post("/api/pool/training/workflow?priority=LOW&project=vision", {"file": TASK_WORKFLOW},
+                        format="json")
     assert answer.status_code == 400 and answer.json()["field"] == "project"
     assert not Workload.objects.exists()
 
