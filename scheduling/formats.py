@@ -17,16 +17,16 @@ from .requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
-_TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "exitActions", "privileged", "hostNetwork",
-              "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
+_TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_from_secret", "exitActions", "privileged",
+              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
 # Task fields OSMO runs and we do not: data passed between tasks, secrets, files, checkpoints.
 _NOT_RUN = {"inputs": "data from other tasks", "outputs": "data for other tasks", "credentials": "credentials",
             "files": "files written into the task", "checkpoint": "checkpointing"}
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
 # The fields each replica of a gang must share: a group runs as one indexed Job of identical replicas.
-_SAME_IN_GROUP = ("image", "command", "args", "environment", "resource", "exitActions", "privileged",
-                  "hostNetwork", "volumeMounts")
+_SAME_IN_GROUP = ("image", "command", "args", "environment", "env_from_secret", "resource", "exitActions",
+                  "privileged", "hostNetwork", "volumeMounts")
 
 
 @dataclass(frozen=True)
@@ -231,12 +231,17 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
     if not isinstance(environment, dict):
         raise ConfigError(f"{task_where(0)}.environment: expected a mapping of names to values",
                           field=f"{task_where(0)}.environment")
+    from_secret = first.get("env_from_secret") or {}
+    if not isinstance(from_secret, dict):
+        raise ConfigError(f"{task_where(0)}.env_from_secret: expected a mapping of names to \"secret/key\"",
+                          field=f"{task_where(0)}.env_from_secret")
     body = {
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
         "command": _strings(first.get("command"), f"{task_where(0)}.command"),
         "args": _strings(first.get("args"), f"{task_where(0)}.args"),
         "env": {str(k): str(v) for k, v in environment.items()}, "replicas": len(tasks),
+        "env_from_secret": {str(k): str(v) for k, v in from_secret.items()},
         "resources": {key: spec[key] for key in ("gpu", "cpu", "memory", "storage") if spec.get(key) is not None},
         "priority": priority, "exec_timeout": timeout.get("exec_timeout"),
         "queue_timeout": timeout.get("queue_timeout"), "exit_actions": first.get("exitActions") or {},
@@ -250,6 +255,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         return WorkloadRequest.parse(body)
     except ConfigError as exc:
         place = {"name": f"{where}.name", "env": f"{prefix}.environment", "project": "workflow.project",
+                 "env_from_secret": f"{prefix}.env_from_secret",
                  "resources": resource_where, "topology": f"{resource_where}.topology",
                  "exec_timeout": "workflow.timeout", "queue_timeout": "workflow.timeout"}
         root = exc.field.split(".", 1)[0] if exc.field else ""

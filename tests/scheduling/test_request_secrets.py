@@ -166,3 +166,29 @@ def test_a_bad_env_from_secret_is_a_400_naming_the_entry(researcher_api, value, 
                                    format="json")
     assert response.status_code == 400 and response.json()["field"] == field, response.json()
     assert not Workload.objects.exists()
+
+
+def test_the_admin_masks_credentials_too(researcher_api, admin_client):
+    pk = researcher_api.post("/api/workloads/", secret_body(), format="json").json()["id"]
+    page = admin_client.get(f"/admin/scheduling/workload/{pk}/change/")
+    assert page.status_code == 200 and b"private-flag-xyzzy" in page.content
+    assert HF.encode() not in page.content and S3.encode() not in page.content
+
+
+def test_an_osmo_task_reads_env_from_a_secret(researcher_api):
+    flow = TASK_WORKFLOW.replace("      S3_SECRET: s3-live-secret-value\n",
+                                 "    env_from_secret:\n      S3_SECRET: s3-creds/secret-key\n")
+    answer = researcher_api.post(f"/api/pool/{SHARED}/workflow?priority=LOW", {"file": flow}, format="json")
+    assert answer.status_code == 200, answer.json()
+    workload = Workload.objects.get(workflow=answer.json()["name"])
+    env = workload.templates[SHARED]["pod_template"]["spec"]["containers"][0]["env"]
+    assert {"name": "S3_SECRET", "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "secret-key"}}} in env
+    assert S3 not in json.dumps(workload.request)
+
+
+def test_a_bad_osmo_env_from_secret_names_its_place_in_the_file(researcher_api):
+    flow = TASK_WORKFLOW.replace("      S3_SECRET: s3-live-secret-value\n",
+                                 "    env_from_secret:\n      S3_SECRET: no-key\n")
+    answer = researcher_api.post(f"/api/pool/{SHARED}/workflow?priority=LOW", {"file": flow}, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["field"] == "workflow.tasks[0].env_from_secret.S3_SECRET", answer.json()
