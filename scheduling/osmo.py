@@ -10,6 +10,8 @@
   `POST /api/workflow/{name}/cancel`.
 """
 
+from urllib.parse import quote
+
 from django.db import transaction
 from django.db.models import Count, Max, Min
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -43,10 +45,13 @@ def workflow_status(statuses: set[str]) -> str:
     return "COMPLETED"
 
 
-def _urls(request, name: str) -> dict[str, str]:
+def _urls(request, name: str, user: str = "") -> dict[str, str]:
+    """Links to one owner's workflow (IDs are numbered per submitter)."""
     base = request.build_absolute_uri("/")
-    return {"overview": f"{base}workloads/?workflow={name}", "logs": f"{base}api/workflow/{name}",
-            "dashboard_url": f"{base}workloads/?workflow={name}"}
+    owner = f"user={quote(user)}" if user else ""
+    listing = f"{base}workloads/?workflow={quote(name)}" + (f"&{owner}" if owner else "")
+    return {"overview": listing, "logs": f"{base}api/workflow/{quote(name)}" + (f"?{owner}" if owner else ""),
+            "dashboard_url": listing}
 
 
 class SubmitWorkflowView(APIView):
@@ -95,7 +100,8 @@ class SubmitWorkflowView(APIView):
             name = workflows.allocate(access, workflow.name)
             for item in evaluated:
                 submission.save(access, item, Source.OSMO, workflow=name)
-        return Response({"name": name, **_urls(request, name), "spec": spec, "warnings": warnings},
+        return Response({"name": name, **_urls(request, name, access.user.get_username()), "spec": spec,
+                         "warnings": warnings},
                         status=status.HTTP_200_OK)
 
 
@@ -117,7 +123,7 @@ def _summary(request, name: str, rows: list[Workload]) -> dict:
     return {"name": name, "workflow_id": name, "user": first["submitter"], "submit_time": first["submitted_at"],
             "status": workflow_status({w.status for w in rows}), "priority": first["priority"].upper(),
             "pool": first["pool"] or (first["pools"][0] if first["pools"] else None),
-            "labels": {}, **_urls(request, name)}
+            "labels": {}, **_urls(request, name, first["submitter"])}
 
 
 class WorkflowListView(APIView):
