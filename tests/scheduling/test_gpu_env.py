@@ -70,3 +70,20 @@ def test_void_replaces_a_template_value_rather_than_adding_a_second_entry():
     spec = {"containers": [{"name": "sidecar", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}
     podenv.void_gpus(spec)
     assert spec["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+
+
+def test_the_job_on_the_api_server_carries_void_and_the_secret_reference(standin, kube, researcher_api):
+    from scheduling.cycle import run_cycle
+    from scheduling.dispatch import dispatch
+
+    created = researcher_api.post("/api/workloads/", body(
+        resources={"gpu": 0, "cpu": "1", "memory": "1Gi"}, priority="low",
+        env_from_secret={"HF_TOKEN": "hf-creds/token"}), format="json")
+    assert created.status_code == 201, created.json()
+    run_cycle()
+    assert dispatch(created.json()["id"], clusters=lambda backend: kube) == "created"
+
+    (job,) = standin.jobs()
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in container["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-creds", "key": "token"}}} in container["env"]
