@@ -5,6 +5,7 @@ from django.contrib import admin
 
 from pools.admin.base import pre
 
+from . import podenv
 from .models import Workload, WorkloadEvent
 
 
@@ -57,10 +58,15 @@ class WorkloadAdmin(admin.ModelAdmin):
     def reasons_shown(self, obj):
         return pre(obj.reasons)
 
+    # Credential-looking env values are the submitter's alone (scheduling.podenv), admins included.
     @admin.display(description="Request")
     def request_shown(self, obj):
-        return pre(obj.request)
+        request = dict(obj.request or {})
+        if isinstance(request.get("env"), dict):
+            request["env"] = podenv.mask_mapping(request["env"])
+        return pre(request)
 
     @admin.display(description="Pod templates")
     def templates_shown(self, obj):
-        return pre(obj.templates)
+        return pre({pool: {**value, "pod_template": podenv.mask_pod_template(value.get("pod_template"))}
+                    if isinstance(value, dict) else value for pool, value in (obj.templates or {}).items()})

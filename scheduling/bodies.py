@@ -4,9 +4,10 @@ read these dicts. Names of pools the viewer may not use are left out (`Access.vi
 from decimal import Decimal
 from typing import Any
 
-from pools.models import ManagedJob
+from pools.models import ManagedJob, Project
 from pools.models.visibility import Access
 
+from . import podenv
 from .models import Workload
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
@@ -119,9 +120,41 @@ def _request(workload: Workload, keep) -> dict:
     return request
 
 
+def may_read_request(workload: Workload, access: Access) -> bool:
+    """The request (command, args, env, variables) and its rendered templates: the submitter, members of its
+    project other than `default` (which every user belongs to) and staff."""
+    if access.is_staff or is_submitter(workload, access):
+        return True
+    if not access.signed_in or workload.project_id is None or workload.project_label == Project.DEFAULT_NAME:
+        return False
+    return Project.objects.visible_to(access.user).filter(pk=workload.project_id).exists()
+
+
+def is_submitter(workload: Workload, access: Access) -> bool:
+    return access.signed_in and workload.submitter_id is not None and workload.submitter_id == access.user.pk
+
+
+def _shown_request(workload: Workload, access: Access, keep) -> dict[str, Any]:
+    """The request's parts as this viewer may see them: nothing for those who may not read it; credential-looking
+    env values masked for all but the submitter."""
+    if not may_read_request(workload, access):
+        return {"request_visible": False, "variables": {}, "request": {}, "pod_templates": {}}
+    request = _request(workload, keep)
+    variables = workload.variables
+    templates = {pool: value for pool, value in (workload.templates or {}).items() if keep(pool)}
+    if not is_submitter(workload, access):
+        if "env" in request:
+            request["env"] = podenv.mask_mapping(request["env"])
+        variables = podenv.mask_mapping(variables)
+        templates = {pool: {**value, "pod_template": podenv.mask_pod_template(value.get("pod_template"))}
+                     if isinstance(value, dict) else value for pool, value in templates.items()}
+    return {"request_visible": True, "variables": variables, "request": request, "pod_templates": templates}
+
+
 def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
     keep = _visible(access, workload)
     body = row(workload, access)
+    shown = _shown_request(workload, access, keep)
     run = current_runs([workload]).get(str(workload.id)) if body["pool"] else None
     body.update({
         "department": workload.department_label,
@@ -132,12 +165,13 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
         "queue_timeout": workload.queue_timeout or None,
         "exit_actions": workload.exit_actions,
         "topology": workload.topology,
-        "variables": workload.variables,
-        "request": _request(workload, keep),
+        "request_visible": shown["request_visible"],
+        "variables": shown["variables"],
+        "request": shown["request"],
         "reasons": [r for r in workload.reasons or [] if keep(r.get("pool"))] if workload.status in WAITING else [],
         "placement": placed(run.pods) if body["pool"] and run else {},
         "planned_nodes": workload.placement if body["pool"] else {},
-        "pod_templates": {pool: value for pool, value in (workload.templates or {}).items() if keep(pool)},
+        "pod_templates": shown["pod_templates"],
         "attempt": workload.attempt,
         "exit_code": workload.exit_code,
         "stopping": workload.stop_status or None,

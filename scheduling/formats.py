@@ -13,20 +13,20 @@ import jinja2
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
 
-from .requests import WorkloadRequest, priority_of
+from .requests import WorkloadRequest, name_problem, priority_of
 
-_WORKFLOW_KEYS = {"name", "labels", "pool", "groups", "tasks", "resources", "timeout", "backend"}
+_WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
-_TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "exitActions", "privileged", "hostNetwork",
-              "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
+_TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_from_secret", "exitActions", "privileged",
+              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
 # Task fields OSMO runs and we do not: data passed between tasks, secrets, files, checkpoints.
 _NOT_RUN = {"inputs": "data from other tasks", "outputs": "data for other tasks", "credentials": "credentials",
             "files": "files written into the task", "checkpoint": "checkpointing"}
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
 # The fields each replica of a gang must share: a group runs as one indexed Job of identical replicas.
-_SAME_IN_GROUP = ("image", "command", "args", "environment", "resource", "exitActions", "privileged",
-                  "hostNetwork", "volumeMounts")
+_SAME_IN_GROUP = ("image", "command", "args", "environment", "env_from_secret", "resource", "exitActions",
+                  "privileged", "hostNetwork", "volumeMounts")
 
 
 @dataclass(frozen=True)
@@ -139,10 +139,11 @@ def _defaults(text: str) -> dict[str, Any]:
     return values
 
 
-def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = ()
-                      ) -> Workflow:
+def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = (),
+                      project: str | None = None) -> Workflow:
     """An OSMO workflow file as one gang request per task group, each with `pools=[pool]` (OSMO takes the
-    pool from the URL too)."""
+    pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
+    (the submission fills in the caller's default project)."""
     chosen = priority_of(priority)
     variables = {**_defaults(text), **_variables(set_variables)}
     document = _yaml(_render(text, variables), "file")
@@ -156,7 +157,15 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError("workflow.name: field is required", field="workflow.name")
+    if name_problem(name):
+        raise ConfigError(f"workflow.name: {name_problem(name)}", field="workflow.name")
     warnings = []
+    named = spec.get("project")
+    if named is not None and not isinstance(named, str):
+        raise ConfigError("workflow.project: expected a project name", field="workflow.project")
+    if project and named and named != project:
+        warnings.append(f"workflow.project {named} is replaced by ?project={project}.")
+    project = project or named or None
     if spec.get("pool") not in (None, pool):
         warnings.append(f"workflow.pool {spec['pool']} is replaced by the pool of the URL, {pool}.")
     if spec.get("backend"):
@@ -177,7 +186,7 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     requests = []
     for where, group in groups:
         requests.append(GroupRequest(str(group.get("name")), _group_request(
-            name, group, where, resources, timeout, pool, chosen.value, variables)))
+            name, group, where, resources, timeout, pool, chosen.value, variables, project)))
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -195,7 +204,7 @@ def _task_mapping(task: Any, where: str) -> dict:
 
 
 def _group_request(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str, priority: str,
-                   variables: Mapping[str, Any]) -> WorkloadRequest:
+                   variables: Mapping[str, Any], project: str | None = None) -> WorkloadRequest:
     single = group.pop("_single", False)
     if not group.get("name"):
         raise ConfigError(f"{where}.name: field is required", field=f"{where}.name")
@@ -236,12 +245,17 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
     if not isinstance(environment, dict):
         raise ConfigError(f"{task_where(0)}.environment: expected a mapping of names to values",
                           field=f"{task_where(0)}.environment")
+    from_secret = first.get("env_from_secret") or {}
+    if not isinstance(from_secret, dict):
+        raise ConfigError(f"{task_where(0)}.env_from_secret: expected a mapping of names to \"secret/key\"",
+                          field=f"{task_where(0)}.env_from_secret")
     body = {
-        "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool],
+        "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
         "command": _strings(first.get("command"), f"{task_where(0)}.command"),
         "args": _strings(first.get("args"), f"{task_where(0)}.args"),
         "env": {str(k): str(v) for k, v in environment.items()}, "replicas": len(tasks),
+        "env_from_secret": {str(k): str(v) for k, v in from_secret.items()},
         "resources": {key: spec[key] for key in ("gpu", "cpu", "memory", "storage") if spec.get(key) is not None},
         "priority": priority, "exec_timeout": timeout.get("exec_timeout"),
         "queue_timeout": timeout.get("queue_timeout"), "exit_actions": first.get("exitActions") or {},
@@ -254,7 +268,9 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
     try:
         return WorkloadRequest.parse(body)
     except ConfigError as exc:
-        place = {"name": f"{where}.name", "resources": resource_where, "topology": f"{resource_where}.topology",
+        place = {"name": f"{where}.name", "env": f"{prefix}.environment", "project": "workflow.project",
+                 "env_from_secret": f"{prefix}.env_from_secret",
+                 "resources": resource_where, "topology": f"{resource_where}.topology",
                  "exec_timeout": "workflow.timeout", "queue_timeout": "workflow.timeout"}
         root = exc.field.split(".", 1)[0] if exc.field else ""
         field_name = place.get(root, prefix) + (exc.field[len(root):] if root in place else f".{exc.field}")

@@ -194,6 +194,28 @@ class WorkloadEvent(models.Model):
         return f"{self.workload_id} {self.status} {self.at:%Y-%m-%d %H:%M:%S}"
 
 
+class Workflow(models.Model):
+    """One workflow ID of one submitter: workflows belong to whoever submitted them, so each user numbers their
+    own (`<name>-<n>`), two users' IDs never merge, and another user's workflow is, to a caller, an unknown name.
+    The constraint makes allocation atomic: a concurrent submission of the same name retries with the next number."""
+
+    name = models.CharField(max_length=128)
+    base = models.CharField(max_length=128, blank=True, help_text="The workflow file's name, before -<n>.")
+    number = models.PositiveIntegerField(null=True, blank=True)
+    submitter = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="workflows")
+    submitter_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["submitter_name", "name"]
+        constraints = [models.UniqueConstraint(fields=["submitter", "name"], name="workflow_unique_per_submitter")]
+        indexes = [models.Index(fields=["submitter", "base", "number"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.submitter_name})"
+
+
 class AdmissionState(models.Model):
     """One row: its lock serializes admission cycles across workers (SELECT ... FOR UPDATE), and it
     remembers when the last cycle ran and what it did."""

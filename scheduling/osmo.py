@@ -2,12 +2,15 @@
 
 - `POST /api/pool/{pool}/workflow?priority=HIGH|NORMAL|LOW&dry_run=true` with `{"file": YAML,
   "set_variables": ["K=V"]}`: each task group becomes one gang workload, all under one workflow ID
-  (`<name>-<n>`), in one transaction: every group is accepted or nothing is saved. Answers
+  (`<name>-<n>`, numbered per submitter: `scheduling.workflows`), in one transaction: every group is accepted
+  or nothing is saved. Answers
   `{"name", "overview", "logs", "spec", "dashboard_url", "warnings"}`. Authorized by the role policy of
   seed 002 (`POST /api/pool/<glob>`), as OSMO does: the path is the grant.
 - `GET /api/workflow` (users, statuses, pools, priority, limit, offset, order), `GET /api/workflow/{name}`,
   `POST /api/workflow/{name}/cancel`.
 """
+
+from urllib.parse import quote
 
 from django.db import transaction
 from django.db.models import Count, Max, Min
@@ -21,7 +24,7 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import bodies, limits, schema, submission
+from . import bodies, limits, schema, submission, workflows
 from .api import admit_attempt, is_true, refused_response
 from .formats import workflow_requests
 from .models import ALIVE, Source, Status, Workload
@@ -42,17 +45,13 @@ def workflow_status(statuses: set[str]) -> str:
     return "COMPLETED"
 
 
-def _urls(request, name: str) -> dict[str, str]:
+def _urls(request, name: str, user: str = "") -> dict[str, str]:
+    """Links to one owner's workflow (IDs are numbered per submitter)."""
     base = request.build_absolute_uri("/")
-    return {"overview": f"{base}workloads/?workflow={name}", "logs": f"{base}api/workflow/{name}",
-            "dashboard_url": f"{base}workloads/?workflow={name}"}
-
-
-def next_workflow_id(name: str) -> str:
-    taken = Workload.objects.filter(workflow__startswith=f"{name}-").values_list("workflow", flat=True).distinct()
-    numbers = [int(w.rsplit("-", 1)[1]) for w in taken if w.rsplit("-", 1)[1].isdigit() and
-               w.rsplit("-", 1)[0] == name]
-    return f"{name}-{max(numbers, default=0) + 1}"
+    owner = f"user={quote(user)}" if user else ""
+    listing = f"{base}workloads/?workflow={quote(name)}" + (f"&{owner}" if owner else "")
+    return {"overview": listing, "logs": f"{base}api/workflow/{quote(name)}" + (f"?{owner}" if owner else ""),
+            "dashboard_url": listing}
 
 
 class SubmitWorkflowView(APIView):
@@ -62,6 +61,7 @@ class SubmitWorkflowView(APIView):
 
     @extend_schema(request=schema.TemplateSpec, responses=schema.SubmitResponse, parameters=[
         OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
+        OpenApiParameter("project", str, description="Else the file's workflow.project, else your default project."),
         OpenApiParameter("dry_run", bool), OpenApiParameter("validation_only", bool)])
     def post(self, request, pool):
         refused = admit_attempt(request)
@@ -77,7 +77,9 @@ class SubmitWorkflowView(APIView):
         priority = priority_of(request.query_params.get("priority", "NORMAL"))
         dry_run = is_true(request.query_params.get("dry_run", "")) or \
             is_true(request.query_params.get("validation_only", ""))
-        workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables)
+        project = request.query_params.get("project") or None
+        workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables,
+                                     project=project)
         access = access_for(request)
         try:
             evaluated = []
@@ -103,11 +105,16 @@ class SubmitWorkflowView(APIView):
             return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
                              "warnings": warnings, "dry_run": True})
         with transaction.atomic():
-            name = next_workflow_id(workflow.name)
+            name = workflows.allocate(access, workflow.name)
             for item in evaluated:
                 submission.save(access, item, Source.OSMO, workflow=name)
-        return Response({"name": name, **_urls(request, name), "spec": spec, "warnings": warnings},
+        return Response({"name": name, **_urls(request, name, access.user.get_username()), "spec": spec,
+                         "warnings": warnings},
                         status=status.HTTP_200_OK)
+
+
+USER = OpenApiParameter("user", str, description="The submitter, when workflows of several users you may see carry "
+                                                "this ID.")
 
 
 def _workflows(request):
@@ -123,13 +130,18 @@ def stopping_status(rows: list[Workload]) -> str | None:
     return sorted({w.stop_status for w in alive})[0]
 
 
+def _owned(request, rows: list[Workload]) -> list[Workload]:
+    """The rows of one owner's workflow (`?user=` chooses among several users' workflows of one ID)."""
+    return workflows.owned_rows(rows, access_for(request), request.query_params.get("user") or None)
+
+
 def _summary(request, name: str, rows: list[Workload]) -> dict:
     first = bodies.row(min(rows, key=lambda w: w.submitted_at), access_for(request))
     return {"name": name, "workflow_id": name, "user": first["submitter"], "submit_time": first["submitted_at"],
             "status": workflow_status({w.status for w in rows}), "stopping": stopping_status(rows),
             "priority": first["priority"].upper(),
             "pool": first["pool"] or (first["pools"][0] if first["pools"] else None),
-            "labels": {}, **_urls(request, name)}
+            "labels": {}, **_urls(request, name, first["submitter"])}
 
 
 class WorkflowListView(APIView):
@@ -161,17 +173,19 @@ class WorkflowListView(APIView):
             rows = rows.filter(pools__0__in=pools)
         if params.get("priority"):
             rows = rows.filter(priority=priority_of(params["priority"]).value)
-        names = (rows.values("workflow").annotate(first=Min("submitted_at"), last=Max("submitted_at"),
-                                                  groups=Count("id"))
-                 .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first"))
+        # A workflow is an ID of one submitter: two users' workflows of one name are two entries.
+        names = (rows.values("workflow", "submitter_id").annotate(first=Min("submitted_at"), last=Max("submitted_at"),
+                                                                  groups=Count("id"))
+                 .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first", "workflow",
+                           "submitter_id"))
         limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
         offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
         total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
-        page = [row["workflow"] for row in names[offset:offset + limit]]
-        by_name: dict[str, list[Workload]] = {}
-        for workload in rows.filter(workflow__in=page).select_related("pool").light():
-            by_name.setdefault(workload.workflow, []).append(workload)
-        result = [_summary(request, name, by_name[name]) for name in page if name in by_name]
+        page = [(row["workflow"], row["submitter_id"]) for row in names[offset:offset + limit]]
+        by_name: dict[tuple, list[Workload]] = {}
+        for workload in rows.filter(workflow__in={name for name, _ in page}).select_related("pool").light():
+            by_name.setdefault((workload.workflow, workload.submitter_id), []).append(workload)
+        result = [_summary(request, key[0], by_name[key]) for key in page if key in by_name]
         if statuses:
             result = [item for item in result if item["status"] in statuses]
         return Response({"workflows": result, "more_entries": total > offset + limit})
@@ -180,9 +194,9 @@ class WorkflowListView(APIView):
 class WorkflowView(APIView):
     read_access = Rule.SIGNED_IN
 
-    @extend_schema(responses=schema.WorkflowDetail)
+    @extend_schema(responses=schema.WorkflowDetail, parameters=[USER])
     def get(self, request, name):
-        rows = list(_workflows(request).filter(workflow=name).select_related("pool", "project"))
+        rows = _owned(request, list(_workflows(request).filter(workflow=name).select_related("pool", "project")))
         if not rows:
             raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
         body = _summary(request, name, rows)
@@ -203,11 +217,12 @@ class CancelWorkflowView(APIView):
     write_access = Rule.SIGNED_IN
 
     @extend_schema(request=None, responses=schema.CancelAnswer,
-                   parameters=[OpenApiParameter("message", str), OpenApiParameter("force", bool)])
+                   parameters=[OpenApiParameter("message", str), OpenApiParameter("force", bool), USER])
     def post(self, request, name):
-        rows = list(_workflows(request).filter(workflow=name, status__in=ALIVE))
-        if not rows and not _workflows(request).filter(workflow=name).exists():
+        every = _owned(request, list(_workflows(request).filter(workflow=name)))
+        if not every:
             raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        rows = [w for w in every if w.status in ALIVE]
         message = str(request.query_params.get("message", ""))[:500]
         try:
             for workload in rows:

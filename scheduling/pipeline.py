@@ -17,6 +17,7 @@ from pools.models import NodeMembership, Pool, Project, Quota
 from pools.models.visibility import Access
 
 from . import admission as pure
+from . import podenv
 from .requests import WorkloadRequest
 
 USER_CONTAINER = "user"
@@ -217,9 +218,10 @@ def _pod_template(document: PoolDoc, platform: str, effective: dict, variables: 
         user["command"] = list(request.command)
     if request.args:
         user["args"] = list(request.args)
-    if request.env:
+    if request.env or request.env_from_secret:
         env = {item.get("name"): item for item in user.get("env") or []}
         env.update({name: {"name": name, "value": value} for name, value in request.env.items()})
+        env.update({item["name"]: item for item in podenv.secret_env(request.env_from_secret)})
         user["env"] = list(env.values())
     for container in [*(spec.get("initContainers") or []), *containers]:
         if not container.get("image"):
@@ -228,6 +230,7 @@ def _pod_template(document: PoolDoc, platform: str, effective: dict, variables: 
                           f"Container {container.get('name')} of pod template {origin} has no image and is not the "
                           f"user's container ({user_name}); remove it from the pool's templates or give it an image.")
     _host_access(spec, user, request, document, platform)
+    podenv.void_gpus(spec)
     spec["restartPolicy"] = "Never"
     errors = pod_errors(template)
     if errors:

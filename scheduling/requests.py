@@ -27,9 +27,21 @@ from pydantic import (
 from pools.engine import ConfigError, EngineError, check_exit_actions, parse_quantity, parse_timeout
 from pools.engine.pod_rules import C_IDENTIFIER, quantity_error
 
+from . import podenv
+
 # A Kubernetes label value (the workload's name becomes one on its Job and pods).
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# A workflow ID (`<name>-<n>`) or task group: the same characters, up to the column's 128.
+_WORKFLOW = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,126}[A-Za-z0-9])?$")
 MAX_REPLICAS = 1000
+
+
+def name_problem(value: str) -> str:
+    """Why `value` is not a valid workload or workflow name ("" if it is)."""
+    if _NAME.fullmatch(value):
+        return ""
+    return (f"{value[:100]!r} is not a valid name: 1 to 63 letters, digits, '-', '_' or '.', starting and ending "
+            "with a letter or digit")
 
 Scalar = StrictStr | StrictInt | StrictFloat | StrictBool
 
@@ -138,6 +150,8 @@ class WorkloadRequest(BaseModel):
     command: list[StrictStr] = Field(default_factory=list)
     args: list[StrictStr] = Field(default_factory=list)
     env: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    # {NAME: "secret/key"}: read from a Secret of the project's namespace, so the value is never stored here.
+    env_from_secret: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     replicas: StrictInt = 1
     resources: Resources = Field(default_factory=Resources)
     priority: Priority = Priority.NORMAL
@@ -155,8 +169,16 @@ class WorkloadRequest(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.fullmatch(value):
-            raise ValueError(f"{value!r} is not a valid name: 1 to 63 letters, digits, '-', '_' or '.', "
+        problem = name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("workflow", "group")
+    @classmethod
+    def _workflow(cls, value: str) -> str:
+        if value and not _WORKFLOW.fullmatch(value):
+            raise ValueError(f"{value[:100]!r} is not a valid name: up to 128 letters, digits, '-', '_' or '.', "
                              "starting and ending with a letter or digit")
         return value
 
@@ -181,6 +203,7 @@ class WorkloadRequest(BaseModel):
             if not C_IDENTIFIER.fullmatch(name):
                 raise ConfigError(f"env.{name}: {name!r} is not an environment variable name: letters, digits and '_', "
                                   "not starting with a digit", field=f"env.{name}"[:200])
+        podenv.check_env_names(value, "env")  # GPUs only through the quota
         return value
 
     @field_validator("variables")
@@ -226,6 +249,11 @@ class WorkloadRequest(BaseModel):
         return value or None
 
     _exit_actions = field_validator("exit_actions")(check_exit_actions)
+
+    @model_validator(mode="after")
+    def _secrets(self) -> "WorkloadRequest":
+        podenv.check_env_from_secret(self.env_from_secret, self.env)
+        return self
 
     @model_validator(mode="after")
     def _topology_keys(self) -> "WorkloadRequest":

@@ -46,7 +46,10 @@ class WorkloadSubmit(_Shape):
     image: str
     command: list[str] = []
     args: list[str] = []
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field({}, description="NVIDIA_* and CUDA_VISIBLE_DEVICES are refused: GPUs come through "
+                                                "resources.gpu.")
+    env_from_secret: dict[str, str] = Field({}, description='NAME -> "secret/key": read from a Secret of the '
+                                                            "project's namespace, never stored with the request.")
     replicas: int = Field(1, description="A gang: all replicas start or none.")
     resources: ResourcesIn = ResourcesIn()
     priority: Literal["high", "normal", "low"] = Field("normal", description="Only low is preemptible and may "
@@ -159,9 +162,14 @@ class WorkloadDetail(WorkloadRow):
     queue_timeout: str | None
     exit_actions: dict[str, str]
     topology: list[TopologyIn]
+    request_visible: bool = Field(description="Whether you may read the request and its pod templates: its "
+                                              "submitter, members of its project (not `default`) and staff. If "
+                                              "not, request, variables and pod_templates are empty.")
     variables: dict[str, str | int | float | bool]
     request: dict[str, Any] = Field(description="The validated request, amounts in base units (CPU millicores, "
-                                                "memory and storage bytes).")
+                                                "memory and storage bytes). Values of env names that look like "
+                                                "credentials (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY) are masked "
+                                                "for all but the submitter.")
     reasons: list[Reason]
     placement: dict[str, int] = Field(description="Where the current attempt's pods are: node name -> pods bound "
                                                   "there, read from the pods ({} until one is bound).")

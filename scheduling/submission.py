@@ -16,7 +16,7 @@ from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import attempts, hints, limits, pipeline
+from . import attempts, hints, limits, pipeline, workflows
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
 from .outbox import request_cycle
 from .requests import WorkloadRequest
@@ -142,6 +142,8 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
         submitted_at=now)
     refused = [v for v in submitted.verdicts if not v.accepted]
     with transaction.atomic():
+        if not workflow and request.workflow:
+            workflows.join(access, request.workflow)
         workload.save(force_insert=True)
         message = f"Submitted by {workload.submitter_name or 'an anonymous caller'} via {source}; candidate pools: " \
                   f"{', '.join(workload.pools)}."

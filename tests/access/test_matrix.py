@@ -59,6 +59,10 @@ from tests.access.conftest import (
 pytestmark = pytest.mark.django_db
 TEAM_WORKLOAD = "0a0a0a0a-0000-4000-8000-00000000000a"
 SECRET_WORKLOAD = "0b0b0b0b-0000-4000-8000-00000000000b"
+# In `default`, which every user belongs to: everyone sees it, only staff its request (issue 25 point 3).
+DEFAULT_WORKLOAD = "0c0c0c0c-0000-4000-8000-00000000000c"
+CREDENTIAL = "hf-zq-credential-value"
+PRIVATE_FLAG = "--zq-private-flag"
 PROBE_WORKFLOW = "workflow:\n  name: probe\n  tasks:\n  - name: t\n    image: busybox\n    command: [\"true\"]\n"
 FUTURE = (timezone.now() + dt.timedelta(days=10)).date().isoformat()
 
@@ -219,7 +223,18 @@ def lists_exactly_visible_workloads(response, principal):
     shows_only_visible(response, principal)
     projects = {row["project"] for row in response.json()["results"]} if isinstance(response.json(), dict) \
         else {row["project"] for row in response.json()}
-    assert projects == VISIBLE_PROJECTS[principal] - {"default"}
+    assert projects == VISIBLE_PROJECTS[principal]
+
+
+def reads_the_request(readers: set[str]):
+    """A workload's request (command, env, variables, templates): only `readers` read it, and a credential-looking
+    env value is masked for everyone (no principal submitted it)."""
+    def check(response, principal):
+        shows_only_visible(response, principal)
+        text = _text(response)
+        assert CREDENTIAL not in text, f"{principal} reads the credential"
+        assert (PRIVATE_FLAG in text) is (principal in readers), f"{principal}: request shown {PRIVATE_FLAG in text}"
+    return check
 
 
 def only_for_project(project: str) -> dict:
@@ -444,7 +459,8 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("list", "get", f"/api/workloads/?pool={HIDDEN_POOL}", SIGNED_IN, check=shows_only_visible)],
     "api-workload-detail": [
         Probe("detail", "get", f"/api/workloads/{TEAM_WORKLOAD}/", only_for_project("team-project"),
-              check=shows_only_visible),
+              check=reads_the_request({"teammate", "staff"})),
+        Probe("detail", "get", f"/api/workloads/{DEFAULT_WORKLOAD}/", SIGNED_IN, check=reads_the_request({"staff"})),
         Probe("detail", "get", f"/api/workloads/{SECRET_WORKLOAD}/", only_for_project("secret-project"))],
     "api-workload-cancel": [
         Probe("write", "post", f"/api/workloads/{SECRET_WORKLOAD}/cancel/", only_for_project("secret-project"))],
@@ -462,7 +478,8 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("csv", "get", "/workloads/?export=csv&cols=name,pools,pool,reason", PAGE, check=shows_only_visible),
         Probe("list", "get", f"/workloads/?pool={HIDDEN_POOL}&cols=name,pools", PAGE, check=shows_only_visible),
         Probe("detail", "get", f"/workloads/{TEAM_WORKLOAD}/", project_only_for("team-project"),
-              check=shows_only_visible),
+              check=reads_the_request({"teammate", "staff"})),
+        Probe("detail", "get", f"/workloads/{DEFAULT_WORKLOAD}/", PAGE, check=reads_the_request({"staff"})),
         Probe("detail", "get", f"/workloads/{SECRET_WORKLOAD}/", project_only_for("secret-project")),
         Probe("write", "post", f"/workloads/{SECRET_WORKLOAD}/cancel/",
               ok_as(project_only_for("secret-project"), 302)),
@@ -547,12 +564,17 @@ def projects(world):
     # Pending workloads, one per project, whose candidate pools include ones the team may not see.
     submitted = timezone.now()
     for pk, project, flow in ((TEAM_WORKLOAD, "team-project", "team-flow-1"),
-                              (SECRET_WORKLOAD, "secret-project", "secret-flow-1")):
+                              (SECRET_WORKLOAD, "secret-project", "secret-flow-1"),
+                              (DEFAULT_WORKLOAD, "default", "open-flow-1")):
         pools = ["team-gpu-pool", "sim-secret", HIDDEN_POOL]
+        env = {"HF_TOKEN": CREDENTIAL}
+        container = {"name": "user", "command": ["train", PRIVATE_FLAG],
+                     "env": [{"name": "HF_TOKEN", "value": CREDENTIAL}]}
         workload = Workload.objects.create(
             id=pk, name=flow.rsplit("-", 1)[0], workflow=flow, group="train", project=Project.objects.get(name=project),
-            submitter_name="someone-else", source="osmo", request={"name": "train", "pools": pools}, pools=pools,
-            gpu=1, templates={pool: {"platform": "", "pod_template": {}} for pool in pools},
+            submitter_name="someone-else", source="osmo", pools=pools, gpu=1,
+            request={"name": "train", "pools": pools, "command": ["train", PRIVATE_FLAG], "env": env},
+            templates={pool: {"platform": "", "pod_template": {"spec": {"containers": [container]}}} for pool in pools},
             reasons=[{"pool": pool, "code": "CAPACITY", "message": f"No room in {pool}.", "details": {}}
                      for pool in pools], positions=dict.fromkeys(pools, 1), submitted_at=submitted)
         WorkloadEvent.objects.create(workload=workload, at=submitted, status="PENDING", reason="SUBMITTED",
