@@ -28,7 +28,10 @@ def _visible(access: Access, workload: Workload | None = None):
     named (they typed it; its refusal is theirs to read)."""
     names = access.visible_pool_names
     if names is not None and workload is not None and _submitted_by(access, workload):
-        names = set(names) | {str(p) for p in (workload.request or {}).get("pools") or []}
+        # A list's light row has no request: its candidate pools are the ones its reasons can name.
+        named = workload.pools if "request" in workload.get_deferred_fields() else \
+            (workload.request or {}).get("pools") or workload.pools
+        names = set(names) | {str(p) for p in named or []}
 
     def keep(pool: str | None) -> bool:
         return pool is None or names is None or pool in names
