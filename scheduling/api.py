@@ -35,7 +35,8 @@ def refused_response(exc: submission.SubmissionRefused) -> Response:
 
 def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
-        return {"dry_run": True, "project": result.project.name, "request": result.request.document(),
+        return {"dry_run": True, "project": result.project.name,
+                "request": bodies.shown_request(result.request.document()),
                 "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
     workload = Workload.objects.select_related("project__department", "pool").get(pk=result.workload.pk)
     body = bodies.detail(workload, access_for(request))

@@ -68,7 +68,7 @@ def load(now=None) -> Loaded:
             pool.name, _pool_status(pool, backend, default_backends, now), spread=pool.placement == "spread",
             engine=backend.get_scheduler_display() if backend.scheduler != Backend.Scheduler.DEFAULT else "")
     nodes: dict[int, pure.Node] = {}
-    products: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    products: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))  # (pool, platform)
     for (pool_id, platforms, node_id, backend_id, name, gpu_free, cpu_a, cpu_r, mem_a, mem_r,
          product) in NodeMembership.objects.filter(node__status="Ready", node__unschedulable=False).values_list(
             "pool_id", "platforms", "node_id", "node__backend_id", "node__name", "node__gpu_free",
@@ -81,10 +81,10 @@ def load(now=None) -> Loaded:
         state = states[names[pool_id]]
         for platform in platforms:
             state.platforms.setdefault(platform, []).append(node)
-        if product:
-            products[state.name][product] += 1
-    for pool_name, counts in products.items():
-        states[pool_name].gpu_product = _short_product(max(counts, key=counts.get))
+            if product:
+                products[(state.name, platform)][product] += 1
+    for (pool_name, platform), counts in products.items():
+        states[pool_name].gpu_types[platform] = pure.gpu_type(counts)
     by_key = {node.key: node for node in nodes.values()}
 
     projects = {p.pk: p for p in Project.objects.select_related("department")}
@@ -182,14 +182,6 @@ def _unsettled(placement: dict[str, int], on_nodes: dict[str, int], replicas: in
             result[node] = n
             budget -= n
     return result
-
-
-def _short_product(product: str) -> str:
-    """"NVIDIA-H100-80GB-HBM3" as "H100": the model word the messages name."""
-    for word in product.replace("_", "-").split("-"):
-        if word[:1].isalpha() and any(c.isdigit() for c in word):
-            return word
-    return product
 
 
 def _charge(state: pure.Pool, project: str, department: str, amount, guaranteed) -> None:
