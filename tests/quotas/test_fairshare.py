@@ -24,11 +24,11 @@ from pools.quotas.fairshare import (
     fair_shares,
     fair_shares_by_pool,
     gpu_hundredths,
-    split_use,
     gpus,
     over_subscribed_by,
     pool_fair_shares,
     project_shares,
+    split_use,
 )
 
 G = GPU_WHOLE_UNIT
