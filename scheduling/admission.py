@@ -8,12 +8,14 @@ checked, so one cycle can never admit beyond a quota or a node (Kueue's rule aga
 
 Amounts are (GPU, CPU, memory) triples: GPUs in hundredths (as the quotas count them), CPU in
 millicores, memory in bytes. A quota's deserved of None for a resource means "not set": CPU and memory
-quotas are enforced only where set; GPUs are always (no row deserves 0).
+quotas are enforced only where set; GPUs are always (no row deserves 0). A reason's `details` keep these units
+inside; `Reason.as_dict`, the only way out, shows them in the API's (GPUs, CPU cores, memory bytes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -52,6 +54,34 @@ def fits(need: Amounts, free: Amounts) -> bool:
     return need[0] <= free[0] and need[1] <= free[1] and need[2] <= free[2]
 
 
+def shown(index: int, amount: int | None) -> int | float | None:
+    """An amount in the API's unit: GPUs (from hundredths), CPU cores (from millicores), memory bytes. None (not
+    set) and negative amounts (a limit of -1: none) are left as they are."""
+    if amount is None or amount < 0 or index == 2:
+        return amount
+    value = amount / (100 if index == 0 else 1000)
+    return int(value) if value == int(value) else value
+
+
+def short_product(product: str) -> str:
+    """"NVIDIA-H100-80GB-HBM3" as "H100": the model word the messages name."""
+    for word in product.replace("_", "-").split("-"):
+        if word[:1].isalpha() and any(c.isdigit() for c in word):
+            return word
+    return product
+
+
+def gpu_type(products: Mapping[str, int] | Iterable[str]) -> str:
+    """The GPU type a platform's nodes carry, as the messages name it ("H100"): the model word of each product
+    (nvidia.com/gpu.product), the most common first, "/" between several ("H100/A100"); "" for none."""
+    counts: Counter[str] = Counter()
+    items = products.items() if isinstance(products, Mapping) else ((p, 1) for p in products)
+    for product, n in items:
+        if product:
+            counts[short_product(product)] += n
+    return "/".join(name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def show(index: int, amount: int) -> str:
     """A figure as the messages print it: GPUs whole where they are, CPU in cores, memory in GiB."""
     if index == 0:
@@ -86,7 +116,7 @@ class Pool:
     name: str
     status: str = "ONLINE"  # ONLINE, OFFLINE, MAINTENANCE, or ENGINE for KAI/Kueue backends
     spread: bool = False
-    gpu_product: str = ""  # shown in messages ("8 of 8 guaranteed H100 GPUs")
+    gpu_types: dict[str, str] = field(default_factory=dict)  # platform -> its GPU type, as `gpu_type` names it
     platforms: dict[str, list[Node]] = field(default_factory=dict)  # Ready, schedulable nodes per platform
     projects: dict[str, Quota] = field(default_factory=dict)
     departments: dict[str, Quota] = field(default_factory=dict)
@@ -139,7 +169,33 @@ class Reason:
     details: dict
 
     def as_dict(self) -> dict:
-        return {"pool": self.pool, "code": self.code.value, "message": self.message, "details": self.details}
+        """The reason as stored and answered, its details in the API's units."""
+        return {"pool": self.pool, "code": self.code.value, "message": self.message,
+                "details": shown_details(self.details)}
+
+
+_QUOTA_FIGURES = ("deserved", "limit", "in_use", "in_use_guaranteed", "requested")
+RESOURCE_NAMES = ("gpu", "cpu", "memory")
+
+
+def shown_details(details: dict) -> dict:
+    """A reason's details with every amount in the API's units (`shown`): the quota figures in their
+    `resource`'s, `idle_gpus` in GPUs, `per_replica` as [GPUs, CPU cores, memory bytes] and `most_free` by
+    resource. The one conversion between admission's units and the API's."""
+    result = dict(details)
+    if details.get("resource") in RESOURCE_NAMES:
+        index = RESOURCE_NAMES.index(details["resource"])
+        for key in _QUOTA_FIGURES:
+            if key in result:
+                result[key] = shown(index, result[key])
+    if "idle_gpus" in result:
+        result["idle_gpus"] = shown(0, result["idle_gpus"])
+    if isinstance(result.get("per_replica"), list | tuple):
+        result["per_replica"] = [shown(i, v) for i, v in enumerate(result["per_replica"])]
+    if isinstance(result.get("most_free"), dict):
+        result["most_free"] = {key: shown(RESOURCE_NAMES.index(key), value) if key in RESOURCE_NAMES else value
+                               for key, value in result["most_free"].items()}
+    return result
 
 
 @dataclass(slots=True)
@@ -175,7 +231,7 @@ def _over(used: Amounts, need: Amounts, bound: Sequence[int | None], skip_negati
     return None
 
 
-def _quota_reason(pool: Pool, workload: Workload, idle_gpus: int) -> Reason | None:
+def _quota_reason(pool: Pool, platform: str, workload: Workload, idle_gpus: int) -> Reason | None:
     need = workload.total
     units = (("Project", workload.project, pool.projects.get(workload.project) or Quota()),
              ("Department", workload.department, pool.departments.get(workload.department) or Quota(UNSET)))
@@ -183,9 +239,9 @@ def _quota_reason(pool: Pool, workload: Workload, idle_gpus: int) -> Reason | No
         i = _over(quota.used, need, quota.limit, True)
         if i is not None:
             return Reason(pool.name, Code.LIMIT,
-                          f"{kind} {name} has reached its limit of {show(i, quota.limit[i])} {_what(pool, i)} in "
-                          f"pool {pool.name}: {show(i, quota.used[i])} in use and the workload asks for "
-                          f"{show(i, need[i])} more.",
+                          f"{kind} {name} has reached its limit of {show(i, quota.limit[i])} "
+                          f"{_what(pool, platform, i)} in pool {pool.name}: {show(i, quota.used[i])} in use and the "
+                          f"workload asks for {show(i, need[i])} more.",
                           _details(kind, name, i, quota, need, idle_gpus))
         if workload.preemptible:
             if any(quota.weight[j] is None for j in range(3) if need[j] > 0):
@@ -193,7 +249,7 @@ def _quota_reason(pool: Pool, workload: Workload, idle_gpus: int) -> Reason | No
                 if i is not None and quota.weight[i] is None:
                     return Reason(pool.name, Code.NO_OVER_QUOTA,
                                   f"{kind} {name} may not go above its {show(i, quota.deserved[i] or 0)} guaranteed "
-                                  f"{_what(pool, i)} in pool {pool.name} (over-quota weight None): "
+                                  f"{_what(pool, platform, i)} in pool {pool.name} (over-quota weight None): "
                                   f"{show(i, quota.used[i])} in use, the workload asks for {show(i, need[i])}.",
                                   _details(kind, name, i, quota, need, idle_gpus))
             continue
@@ -204,15 +260,17 @@ def _quota_reason(pool: Pool, workload: Workload, idle_gpus: int) -> Reason | No
                 "; low priority could borrow idle capacity"
             return Reason(pool.name, Code.QUOTA,
                           f"{kind} {name} has {show(i, quota.used_guaranteed[i])} of {show(i, deserved)} guaranteed "
-                          f"{_what(pool, i)} in use in pool {pool.name} and asks for {show(i, need[i])} more"
+                          f"{_what(pool, platform, i)} in use in pool {pool.name} and asks for {show(i, need[i])} more"
                           f"{borrow}.",
                           _details(kind, name, i, quota, need, idle_gpus))
     return None
 
 
-def _what(pool: Pool, i: int) -> str:
+def _what(pool: Pool, platform: str, i: int) -> str:
+    """What resource i is called in a message: GPUs by the platform's GPU type ("H100 GPUs")."""
     if i == 0:
-        return f"{pool.gpu_product} GPUs" if pool.gpu_product else "GPUs"
+        kind = pool.gpu_types.get(platform, "")
+        return f"{kind} GPUs" if kind else "GPUs"
     return NAMES[i]
 
 
@@ -222,7 +280,8 @@ def _details(kind: str, name: str, i: int, quota: Quota, need: Amounts, idle_gpu
             "in_use_guaranteed": quota.used_guaranteed[i], "requested": need[i], "idle_gpus": idle_gpus}
 
 
-def never_within_deserved(pools: dict[str, Pool], workload: Workload, pool_name: str) -> Reason | None:
+def never_within_deserved(pools: dict[str, Pool], workload: Workload, pool_name: str,
+                          platform: str = "") -> Reason | None:
     """A non-preemptible request larger than the project's (or department's) deserved quota in a pool, as
     a reason: it could never be admitted there, whatever else runs."""
     pool = pools[pool_name]
@@ -233,9 +292,10 @@ def never_within_deserved(pools: dict[str, Pool], workload: Workload, pool_name:
         i = _over(ZERO, need, quota.deserved, False)
         if i is not None:
             return Reason(pool.name, Code.QUOTA,
-                          f"{kind} {name} is guaranteed {show(i, quota.deserved[i] or 0)} {_what(pool, i)} in pool "
-                          f"{pool.name} and the workload asks for {show(i, need[i])}: non-preemptible work must fit "
-                          "within the guarantee; submit it with priority: low to borrow idle capacity.",
+                          f"{kind} {name} is guaranteed {show(i, quota.deserved[i] or 0)} "
+                          f"{_what(pool, platform, i)} in pool {pool.name} and the workload asks for "
+                          f"{show(i, need[i])}: non-preemptible work must fit within the guarantee; submit it "
+                          "with priority: low to borrow idle capacity.",
                           _details(kind, name, i, quota, need, 0))
     return None
 
@@ -268,8 +328,9 @@ def _place(nodes: list[Node], per: Amounts, replicas: int, spread: bool) -> dict
 def _capacity_reason(pool: Pool, platform: str, workload: Workload, placed: int) -> Reason:
     nodes = pool.platforms.get(platform, [])
     per = workload.per_replica
-    ask = " and ".join(f"{show(i, per[i])} {'free ' if i == 0 else ''}{NAMES[i]}" for i in range(3) if per[i] > 0) \
-        or "room"
+    gpus = _what(pool, platform, 0)
+    ask = " and ".join(f"{show(i, per[i])} {'free ' if i == 0 else ''}{gpus if i == 0 else NAMES[i]}"
+                       for i in range(3) if per[i] > 0) or "room"
     if not nodes:
         return Reason(pool.name, Code.CAPACITY, f"Platform {pool.name}/{platform} has no Ready, schedulable node.",
                       {"platform": platform, "nodes": 0})
@@ -282,8 +343,8 @@ def _capacity_reason(pool: Pool, platform: str, workload: Workload, placed: int)
                       f"Only {placed} of {workload.replicas} replicas fit on platform {pool.name}/{platform} "
                       f"({ask} each); the gang starts whole or not at all.", details)
     return Reason(pool.name, Code.CAPACITY,
-                  f"No node of platform {pool.name}/{platform} has {ask} (most free: {show(0, most.free[0])} GPUs on "
-                  f"{most.name}).", details)
+                  f"No node of platform {pool.name}/{platform} has {ask} (most free: {show(0, most.free[0])} {gpus} "
+                  f"on {most.name}).", details)
 
 
 def _idle_gpus(pool: Pool) -> int:
@@ -399,7 +460,7 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
                 continue
             if pool_name not in idle:
                 idle[pool_name] = _idle_gpus(pool)
-            quota_reason = _quota_reason(pool, workload, idle[pool_name])
+            quota_reason = _quota_reason(pool, platform, workload, idle[pool_name])
             if quota_reason is not None:
                 reasons.append(quota_reason)
                 continue
@@ -479,12 +540,14 @@ def never_fits(snapshot: Snapshot, workload: Workload, pool_name: str, platform:
     if not any(fits(per, amounts) for amounts in allocatable):
         if allocatable:
             best = max(allocatable)
-            message = (f"A replica asks for {show(0, per[0])} GPUs, {show(1, per[1])} CPU and {show(2, per[2])} "
+            pool = snapshot.pools.get(pool_name)
+            gpus = _what(pool, platform, 0) if pool is not None else "GPUs"
+            message = (f"A replica asks for {show(0, per[0])} {gpus}, {show(1, per[1])} CPU and {show(2, per[2])} "
                        f"memory, more than any node of platform {pool_name}/{platform} has (the largest: "
-                       f"{show(0, best[0])} GPUs, {show(1, best[1])} CPU, {show(2, best[2])}).")
+                       f"{show(0, best[0])} {gpus}, {show(1, best[1])} CPU, {show(2, best[2])}).")
         else:
             message = f"Platform {pool_name}/{platform} has no nodes."
         return Reason(pool_name, Code.CAPACITY, message, {"platform": platform, "never": True})
     if not workload.preemptible:
-        return never_within_deserved(snapshot.pools, workload, pool_name)
+        return never_within_deserved(snapshot.pools, workload, pool_name, platform)
     return None

@@ -57,7 +57,8 @@ def refused_response(exc: submission.SubmissionRefused) -> Response:
 
 def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
-        return {"dry_run": True, "project": result.project.name, "request": result.request.document(),
+        return {"dry_run": True, "project": result.project.name,
+                "request": bodies.shown_request(result.request.document()),
                 "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
     # The row as saved, with the project (and department) the pipeline read: nothing to read back.
     workload = result.workload

@@ -116,8 +116,18 @@ def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
             "gone": run.gone if run else False, "pods": pods}
 
 
+def shown_request(document: dict) -> dict:
+    """A validated request as the API answers it: stored in base units, its CPU shown in cores (GPUs are
+    whole numbers, memory and storage bytes already)."""
+    request = dict(document or {})
+    resources = request.get("resources")
+    if isinstance(resources, dict) and isinstance(resources.get("cpu"), int):
+        request["resources"] = {**resources, "cpu": cores(resources["cpu"])}
+    return request
+
+
 def _request(workload: Workload, keep) -> dict:
-    request = dict(workload.request or {})
+    request = shown_request(workload.request)
     if request.get("pools"):
         request["pools"] = [pool for pool in request["pools"] if keep(pool)]
     return request

@@ -61,6 +61,7 @@ class Shape(NamedTuple):
     gpu: int
     memory: int
     storage: int
+    gpu_product: str = ""  # nvidia.com/gpu.product, named in the messages
 
 
 @dataclass
@@ -83,12 +84,12 @@ class Context:
             by_platform: dict[str, list[Shape]] = {}
             rows = (NodeMembership.objects.filter(pool=pool).order_by()
                     .values("platforms", "node__cpu_allocatable", "node__gpu_allocatable", "node__memory_allocatable",
-                            "node__storage_allocatable").annotate(name=Min("node__name")))
+                            "node__storage_allocatable", "node__gpu_product").annotate(name=Min("node__name")))
             for row in sorted(rows, key=lambda row: row["name"]):
                 for name in row["platforms"]:
                     by_platform.setdefault(name, []).append(Shape(
                         row["name"], row["node__cpu_allocatable"], row["node__gpu_allocatable"],
-                        row["node__memory_allocatable"], row["node__storage_allocatable"]))
+                        row["node__memory_allocatable"], row["node__storage_allocatable"], row["node__gpu_product"]))
             self.shapes[pool.name] = by_platform
         return self.shapes[pool.name].get(platform, [])
 
@@ -309,7 +310,8 @@ def _schedule(context: Context, pool: Pool, platform: str, request: WorkloadRequ
               per: tuple[int, int, int, int]) -> None:
     """Refuse what could never be admitted here: a replica larger than every node of the platform, or
     non-preemptible work above the deserved quota."""
-    allocatable = [(node.gpu * 100, node.millicores, node.memory) for node in context.nodes(pool, platform)]
+    shapes = context.nodes(pool, platform)
+    allocatable = [(node.gpu * 100, node.millicores, node.memory) for node in shapes]
     project = context.project
     # One query: the department's row and every row of its projects (their sum when the department has none).
     rows = list(Quota.objects.filter(pool=pool).filter(Q(department_id=project.department_id)
@@ -321,7 +323,8 @@ def _schedule(context: Context, pool: Pool, platform: str, request: WorkloadRequ
     else:
         department_quota = _department_sum([q for q in rows if q.project_id is not None])
     state = pure.Pool(pool.name, projects={project.name: project_quota},
-                      departments={project.department.name: department_quota})
+                      departments={project.department.name: department_quota},
+                      gpu_types={platform: pure.gpu_type(node.gpu_product for node in shapes)})
     workload = pure.Workload("new", project.name, project.department.name, (per[0] * 100, per[1], per[2]),
                              request.replicas, request.priority.preemptible, request.priority.rank, 0.0,
                              [(pool.name, platform)])

@@ -69,13 +69,54 @@ class CancelRequest(_Shape):
     message: str = Field("", description="Recorded in the workload's events.")
 
 
+Amount = int | float
+
+
+class MostFree(BaseModel):
+    node: str
+    gpu: Amount = Field(description="GPUs free on the node.")
+    cpu: Amount = Field(description="CPU cores free on the node.")
+    memory: int = Field(description="Bytes of memory free on the node.")
+
+
+class ReasonDetails(BaseModel):
+    """The numbers behind a reason, each in the API's units: GPUs, CPU in cores, memory in bytes. Which keys
+    are present depends on the code; ENGINE reasons add the engine's own (KAI's queue figures, converted to the
+    same units)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    unit: Literal["project", "department"] | None = Field(None, description="QUOTA, LIMIT, NO_OVER_QUOTA: whose "
+                                                                            "quota.")
+    name: str | None = Field(None, description="The project's or department's name.")
+    resource: Literal["gpu", "cpu", "memory"] | None = Field(
+        None, description="The resource over its quota: the unit of deserved, limit, in_use, in_use_guaranteed and "
+                          "requested (GPUs, CPU cores or memory bytes).")
+    deserved: Amount | None = Field(None, description="The deserved quota, in the resource's unit; null: not set.")
+    limit: Amount | None = Field(None, description="The limit, in the resource's unit; -1: none.")
+    in_use: Amount | None = Field(None, description="Everything in use or reserved, in the resource's unit.")
+    in_use_guaranteed: Amount | None = Field(None, description="The non-preemptible part of in_use (what counts "
+                                                               "against deserved), in the resource's unit.")
+    requested: Amount | None = Field(None, description="What the workload asks for in all, in the resource's unit.")
+    idle_gpus: Amount | None = Field(None, description="GPUs free in the pool, which low priority could borrow.")
+    platform: str | None = None
+    nodes: int | None = Field(None, description="Ready, schedulable nodes of the platform.")
+    per_replica: list[Amount] | None = Field(None, description="One replica's request: [GPUs, CPU cores, memory "
+                                                               "bytes].")
+    replicas: int | None = None
+    placed: int | None = Field(None, description="Replicas that fit now (GANG).")
+    most_free: MostFree | None = Field(None, description="The platform's node with the most free GPUs.")
+    preempting: list[str] | None = Field(None, description="RECLAIMING: the workloads being preempted.")
+    never: bool | None = Field(None, description="At submission: it could never be admitted there.")
+
+
 class Reason(_Shape):
     """Why a pending workload waits in one candidate pool, with the numbers."""
 
     pool: str
     code: Code
     message: str
-    details: dict[str, Any]
+    details: ReasonDetails
 
 
 class WorkloadRow(_Shape):
@@ -94,7 +135,7 @@ class WorkloadRow(_Shape):
     gpu: int = Field(description="GPUs per replica.")
     cpu: float = Field(description="CPU cores per replica.")
     memory: int = Field(description="Bytes per replica.")
-    storage: int
+    storage: int = Field(description="Bytes of ephemeral storage per replica.")
     reason: Reason | None = Field(description="The first candidate's reason, while pending.")
     position: int | None = Field(description="Place in the first candidate pool's queue (1 is next).")
     positions: dict[str, int]
@@ -117,10 +158,10 @@ class CandidateTemplate(_Shape):
 
 
 class Resources(_Shape):
-    gpu: int
-    cpu: float
-    memory: int
-    storage: int
+    gpu: int = Field(description="GPUs per replica.")
+    cpu: float = Field(description="CPU cores per replica.")
+    memory: int = Field(description="Bytes of memory per replica.")
+    storage: int = Field(description="Bytes of ephemeral storage per replica.")
 
 
 class JobPod(_Shape):
@@ -166,8 +207,8 @@ class WorkloadDetail(WorkloadRow):
                                               "submitter, members of its project (not `default`) and staff. If "
                                               "not, request, variables and pod_templates are empty.")
     variables: dict[str, str | int | float | bool]
-    request: dict[str, Any] = Field(description="The validated request, amounts in base units (CPU millicores, "
-                                                "memory and storage bytes). Values of env names that look like "
+    request: dict[str, Any] = Field(description="The validated request: resources per replica in GPUs, CPU cores "
+                                                "and memory and storage bytes. Values of env names that look like "
                                                 "credentials (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY) are masked "
                                                 "for all but the submitter.")
     reasons: list[Reason]
@@ -209,7 +250,8 @@ class AdmissionPreview(_Shape):
 class DryRun(_Shape):
     dry_run: bool
     project: str
-    request: dict[str, Any] = Field(description="The validated request, amounts in base units.")
+    request: dict[str, Any] = Field(description="The validated request: resources per replica in GPUs, CPU cores "
+                                                "and memory and storage bytes.")
     candidates: list[Candidate]
     admission: AdmissionPreview
 

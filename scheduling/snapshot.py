@@ -14,8 +14,8 @@ from pools.fleet.usage import backend_online
 from pools.models import Backend, Department, ManagedJob, NodeMembership, Pool, Project, Quota
 from pools.quotas.fairshare import Department as FairDepartment
 from pools.quotas.fairshare import Project as FairProject
-from pools.quotas.fairshare import fair_shares
-from pools.quotas.figures import usage
+from pools.quotas.fairshare import fair_shares, split_use
+from pools.quotas.figures import RESOURCES, usage
 
 from . import admission as pure
 from .models import RESERVING, Status, Workload
@@ -68,7 +68,7 @@ def load(now=None) -> Loaded:
             pool.name, _pool_status(pool, backend, default_backends, now), spread=pool.placement == "spread",
             engine=backend.get_scheduler_display() if backend.scheduler != Backend.Scheduler.DEFAULT else "")
     nodes: dict[int, pure.Node] = {}
-    products: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    products: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))  # (pool, platform)
     for (pool_id, platforms, node_id, backend_id, name, gpu_free, cpu_a, cpu_r, mem_a, mem_r,
          product) in NodeMembership.objects.filter(node__status="Ready", node__unschedulable=False).values_list(
             "pool_id", "platforms", "node_id", "node__backend_id", "node__name", "node__gpu_free",
@@ -81,10 +81,10 @@ def load(now=None) -> Loaded:
         state = states[names[pool_id]]
         for platform in platforms:
             state.platforms.setdefault(platform, []).append(node)
-        if product:
-            products[state.name][product] += 1
-    for pool_name, counts in products.items():
-        states[pool_name].gpu_product = _short_product(max(counts, key=counts.get))
+            if product:
+                products[(state.name, platform)][product] += 1
+    for (pool_name, platform), counts in products.items():
+        states[pool_name].gpu_types[platform] = pure.gpu_type(counts)
     by_key = {node.key: node for node in nodes.values()}
 
     projects = {p.pk: p for p in Project.objects.select_related("department")}
@@ -102,8 +102,12 @@ def load(now=None) -> Loaded:
     used = usage(list(projects.values()), pools)
     for (project_id, pool_id), amounts in used.allocated.items():
         project = projects[project_id]
-        amount = tuple(int(v) for v in amounts.values())
-        _charge(states[names[pool_id]], project.name, project.department.name, amount, guaranteed=True)
+        preemptible = used.preemptible.get((project_id, pool_id), {})
+        # Pods of our low-priority workloads count only against the limit; every other pod against deserved.
+        guaranteed = tuple(split_use(int(amounts[r]), int(preemptible.get(r, 0)), None).non_preemptible
+                           for r in RESOURCES)
+        _charge(states[names[pool_id]], project.name, project.department.name,
+                tuple(int(amounts[r]) for r in RESOURCES), guaranteed)
 
     holders = []
     rows = list(Workload.objects.filter(status__in=RESERVING, pool__isnull=False).values(
@@ -128,8 +132,8 @@ def load(now=None) -> Loaded:
             key = f"{row['pool__backend_id']}/{node_name}"
             placement[key] = placement.get(key, 0) + n
         preemptible = row["priority"] == "low"
-        _charge(state, project.name, project.department.name, pure.times(per, sum(reserved.values())),
-                guaranteed=not preemptible)
+        reserving = pure.times(per, sum(reserved.values()))
+        _charge(state, project.name, project.department.name, reserving, pure.ZERO if preemptible else reserving)
         holders.append(pure.Holder(str(row["id"]), project.name, project.department.name, state.name, per, placement,
                                    preemptible, row["submitted_at"].timestamp(),
                                    preempting=row["status"] == Status.PREEMPTING))
@@ -180,20 +184,12 @@ def _unsettled(placement: dict[str, int], on_nodes: dict[str, int], replicas: in
     return result
 
 
-def _short_product(product: str) -> str:
-    """"NVIDIA-H100-80GB-HBM3" as "H100": the model word the messages name."""
-    for word in product.replace("_", "-").split("-"):
-        if word[:1].isalpha() and any(c.isdigit() for c in word):
-            return word
-    return product
-
-
-def _charge(state: pure.Pool, project: str, department: str, amount, guaranteed: bool) -> None:
+def _charge(state: pure.Pool, project: str, department: str, amount, guaranteed) -> None:
+    """Charge `amount` to the project and its department; `guaranteed` is its non-preemptible part."""
     for quota in (state.projects.setdefault(project, pure.Quota()),
                   state.departments.setdefault(department, pure.Quota())):
         quota.used = pure.add(quota.used, amount)
-        if guaranteed:
-            quota.used_guaranteed = pure.add(quota.used_guaranteed, amount)
+        quota.used_guaranteed = pure.add(quota.used_guaranteed, guaranteed)
 
 
 def _department_defaults(states: dict[str, pure.Pool], projects: dict, departments: dict) -> None:

@@ -110,7 +110,7 @@ def expected_pods(standin, kube) -> set[tuple]:
         pod = pod_facts(item, pool_label=POOL_LABEL)
         if counts_on_node(pod):
             rows.add((pod.uid, pod.namespace, pod.name, pod.node_name, pod.phase, pod.gpu, pod.cpu_m, pod.memory,
-                      pod.component, pod.pool))
+                      pod.component, pod.pool, pod.preemptible))
     return rows
 
 

@@ -50,9 +50,11 @@ def _figures_serializer(name: str, unit: str, field_class) -> type[serializers.S
             choices=list(WEIGHTS), help_text="Share of idle capacity above deserved: None (never above deserved), "
                                              "Lowest (may borrow, no over-quota share), Low, Medium, High."),
         "allocated": figure("Requested by the unit's running pods in this pool"),
-        "allocated_non_preemptible": figure("The part of allocated that cannot be preempted"),
+        "allocated_non_preemptible": figure("The part of allocated that cannot be preempted: every pod but those of "
+                                            "our low-priority workloads; what admission holds against deserved"),
         "fair_share": figure("What the unit gets now: deserved (up to its demand) plus its share of idle capacity"),
-        "over_quota": figure("Allocated above deserved (borrowed); 0 within it"),
+        "over_quota": figure("Allocated above deserved (borrowed), low-priority work first; 0 within it. "
+                             "allocated - over_quota is guaranteed"),
     }
     return type(name, (serializers.Serializer,), {**fields, "__doc__": f"Quota figures of one resource, in {unit}."})
 

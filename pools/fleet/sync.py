@@ -77,7 +77,8 @@ ASKED_SECONDS = 1.0
 # killed meanwhile, leaving the lease to expire.
 STOPPING = threading.Event()
 
-POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool")
+POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool",
+               "preemptible")
 
 
 class SyncBusy(Exception):
@@ -179,13 +180,13 @@ def node_values(facts: NodeFacts, usage, options: StatusOptions, membership: Mem
 def _pod_from_row(row: dict[str, Any]) -> PodFacts:
     return PodFacts(uid=row["uid"], namespace=row["namespace"], name=row["name"], node_name=row["node_name"],
                     phase=row["phase"], gpu=row["gpu"], cpu_m=row["cpu"], memory=row["memory"],
-                    component=row["component"], pool=row["pool"])
+                    component=row["component"], pool=row["pool"], preemptible=row["preemptible"])
 
 
 def _pod_values(facts: PodFacts) -> dict[str, Any]:
     return {"namespace": facts.namespace, "name": facts.name, "node_name": facts.node_name, "phase": facts.phase,
             "gpu": facts.gpu, "cpu": facts.cpu_m, "memory": facts.memory, "component": facts.component,
-            "pool": facts.pool}
+            "pool": facts.pool, "preemptible": facts.preemptible}
 
 
 @dataclass
@@ -612,7 +613,7 @@ class BackendSync:
                 continue
             seen.add(pod.uid)
             values = (pod.namespace, pod.name, pod.node_name, pod.phase, pod.gpu, pod.cpu_m, pod.memory,
-                      pod.component, pod.pool)
+                      pod.component, pod.pool, pod.preemptible)
             if row[2:] != values:
                 update.append({"id": row[0], **dict(zip(POD_COLUMNS, values, strict=True))})
                 touched |= {pod.node_name, row[node_at]}
@@ -628,7 +629,7 @@ class BackendSync:
                     created += 1
                     touched.add(pod.node_name)
                     yield (backend_id, uid, pod.namespace, pod.name, pod.node_name, pod.phase, pod.gpu, pod.cpu_m,
-                           pod.memory, pod.component, pod.pool)
+                           pod.memory, pod.component, pod.pool, pod.preemptible)
 
         copy_values(Pod, ("backend_id", "uid", *POD_COLUMNS), new_rows())
         update_rows(Pod, update, list(POD_COLUMNS))

@@ -89,15 +89,28 @@ def _number(value: Any) -> Any:
     return value if isinstance(value, (int, float, str)) else None
 
 
+# KAI's units (CPU millicores, memory MB) to the API's (CPU cores, memory bytes); GPUs are GPUs in both.
+_FROM_KAI = {"cpu": lambda v: v / 1000, "memory": lambda v: round(v * 1_000_000)}
+
+
+def _from_kai(resource: str, value: Any) -> Any:
+    number = _number(value)
+    if not isinstance(number, int | float) or isinstance(number, bool) or number < 0 or resource not in _FROM_KAI:
+        return number  # -1: none, in every unit
+    converted = _FROM_KAI[resource](number)
+    return int(converted) if converted == int(converted) else round(converted, 3)
+
+
 def _figures(details: Mapping[str, Any]) -> dict[str, Any]:
-    """KAI's queue figures (queueDetails), kept as KAI gives them (GPUs, millicores, MB)."""
+    """KAI's queue figures (queueDetails) in the API's units: GPUs, CPU cores, memory bytes (KAI gives
+    millicores and MB)."""
     queue = _mapping(_mapping(details).get("queueDetails"))
     figures: dict[str, Any] = {}
     if queue.get("name"):
         figures["queue"] = str(queue["name"])
     for key, value in queue.items():
         if key.endswith("Resources") or key.endswith("Limits"):
-            figures[key] = {str(k): _number(v) for k, v in _mapping(value).items()}
+            figures[key] = {str(k): _from_kai(str(k), v) for k, v in _mapping(value).items()}
     return figures
 
 

@@ -1,4 +1,5 @@
-"""What a pod contributes to its node: effective requests, phase, GPU-operator role, pool label."""
+"""What a pod contributes to its node: effective requests, phase, GPU-operator role, pool label, and whether it
+is a pod of one of our preemptible (low-priority) workloads."""
 
 import functools
 import math
@@ -9,6 +10,7 @@ from typing import Any
 
 from pools.engine import QuantityError, parse_quantity
 from pools.engine.kube_names import full_value
+from pools.inventory.jobs import MANAGED_LABEL, MANAGED_VALUE
 
 GPU = "nvidia.com/gpu"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -44,9 +46,22 @@ class PodFacts:
     memory: int
     component: str
     pool: str
+    preemptible: bool = False
+
+
+PREEMPTIBLE_PRIORITIES = frozenset({"low"})
+"""The priorities of our workloads whose pods may be preempted (scheduling's request schema: only low is)."""
+
+
+def preemptible_of(labels: Mapping[str, Any], prefix: str) -> bool:
+    """Whether a pod is one of ours (`<prefix>managed-by`) of a preemptible priority (`<prefix>priority`). A pod
+    we did not submit is never preemptible here, whatever its labels say: it counts against the guarantee."""
+    return (labels.get(f"{prefix}{MANAGED_LABEL}") == MANAGED_VALUE
+            and labels.get(f"{prefix}priority") in PREEMPTIBLE_PRIORITIES)
 
 
 def pod_facts(pod: Mapping[str, Any], *, pool_label: str) -> PodFacts:
+    """The facts of a pod; `pool_label` is `<prefix>pool`, and our other labels share its prefix."""
     metadata = _mapping(pod.get("metadata"))
     spec = _mapping(pod.get("spec"))
     status = _mapping(pod.get("status"))
@@ -64,6 +79,7 @@ def pod_facts(pod: Mapping[str, Any], *, pool_label: str) -> PodFacts:
         memory=_whole(requests.get("memory", 0)),
         component=component_of(labels),
         pool=full_value(metadata, pool_label) if pool_label else "",  # a long name is in the annotation
+        preemptible=bool(pool_label) and preemptible_of(labels, pool_label.removesuffix("pool")),
     )
 
 

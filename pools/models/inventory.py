@@ -139,6 +139,9 @@ class Pod(models.Model):
     memory = models.BigIntegerField(default=0)
     component = models.CharField(max_length=16, blank=True)
     pool = models.CharField(max_length=128, blank=True)
+    # A pod of one of our low-priority workloads (our managed-by and priority labels): its use may be borrowed
+    # and reclaimed. Every other pod, ours or not, counts as non-preemptible.
+    preemptible = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["backend", "uid"], name="pod_unique_in_backend")]

@@ -180,7 +180,8 @@ def overview(request):
     listing = Listing(POOLS, path=reverse("pages:overview"), query=request.GET, columns=columns, sort=sort,
                       ctx=ctx, rows=rows, total=len(rows), empty_message=empty, filtered=form.active, sums=sums)
     context = {"listing": listing, "form": form, "nav": "overview",
-               "chooser": preferences.chooser(POOLS, columns)}
+               "chooser": preferences.chooser(POOLS, columns),
+               "guarantee_note": bool(wanted & set(GUARANTEE_COLUMNS))}
     # Past a dozen pools the charts follow the page in their own request (or, without JavaScript,
     # behind a link), so the table of a large fleet is not held up by its charts.
     inline = len(rows) <= CHARTS_INLINE or request.GET.get("charts") == "all"

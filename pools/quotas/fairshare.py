@@ -16,6 +16,11 @@ Amounts are integers in each resource's base unit, so the arithmetic is exact: G
 have two decimals; a whole unit is 100), CPU in millicores and memory in bytes (a whole unit is 1).
 ``gpu_hundredths`` and ``gpus`` convert GPU amounts.
 
+What a unit uses splits one way everywhere (``split_use``): the part within its deserved quota is guaranteed,
+the part above it borrowed, and the borrowed part is taken from preemptible (low-priority) work first, so that
+only the preemptible part of what is borrowed can be reclaimed. Non-preemptible use is also what admission holds
+against the deserved quota.
+
 A department's demand is the sum of its projects' allocated + pending, not capped by their limits: the
 arithmetic of KAI (which sums the children's requests into the parent queue), so that fair shares shown for
 backends scheduled by KAI are the ones KAI computes. A department without a quota row deserves the sum of
@@ -72,6 +77,26 @@ def gpus(hundredths: int) -> Decimal:
     return Decimal(hundredths) / GPU_WHOLE_UNIT
 
 
+@dataclass(frozen=True, slots=True)
+class UseSplit:
+    """A unit's use of one resource, split by its deserved quota (base units)."""
+
+    guaranteed: int  # within deserved
+    borrowed: int  # above deserved
+    reclaimable: int  # the preemptible part of what is borrowed
+    non_preemptible: int  # what counts against deserved at admission
+
+
+def split_use(allocated: int, preemptible: int, deserved: int | None) -> UseSplit:
+    """The one split of use into guaranteed and borrowed (DESIGN.md section 3, "Usage by priority"):
+    ``allocated`` is everything the unit uses, ``preemptible`` the part of it in pods of our low-priority
+    workloads (pods we did not submit are never preemptible), ``deserved`` None counts as 0. What is above
+    deserved is borrowed, preemptible work first; guaranteed + borrowed is always allocated."""
+    preemptible = min(max(preemptible, 0), allocated)
+    borrowed = max(0, allocated - (deserved or 0))
+    return UseSplit(allocated - borrowed, borrowed, min(preemptible, borrowed), allocated - preemptible)
+
+
 # ---- input --------------------------------------------------------------------------------------------
 
 
@@ -89,7 +114,8 @@ class Project:
     """One project's quota and usage in one pool, for one resource, in the resource's base units.
 
     The defaults are a project without a quota row: deserved 0, no limit, weight Medium.
-    ``created_order`` ranks projects by age (smaller is older) for the last whole units.
+    ``created_order`` ranks projects by age (smaller is older) for the last whole units. ``preemptible`` is
+    the part of ``allocated`` in pods of our low-priority workloads.
     """
 
     name: str
@@ -99,11 +125,14 @@ class Project:
     allocated: int = 0
     pending: int = 0
     created_order: int = 0
+    preemptible: int = 0
 
     def __post_init__(self) -> None:
         _check_quota("project", self.name, self.deserved, self.limit, self.weight)
         if self.allocated < 0 or self.pending < 0:
             raise ValueError(f"project {self.name!r}: allocated and pending cannot be negative")
+        if not 0 <= self.preemptible <= self.allocated:
+            raise ValueError(f"project {self.name!r}: the preemptible part must be between 0 and allocated")
 
     @property
     def demand(self) -> int:
@@ -160,7 +189,9 @@ class Share:
     want: int  # demand capped by the limit
     fair_share: int
     allocated: int
-    over_quota: int  # allocated above deserved (0 when within it)
+    over_quota: int  # allocated above deserved (0 when within it): borrowed, `split_use`
+    allocated_non_preemptible: int  # the part of allocated that counts against deserved at admission
+    reclaimable: int  # the preemptible part of over_quota
 
 
 @dataclass(slots=True)
@@ -277,12 +308,13 @@ def fair_shares(capacity: int, departments: Sequence[Department], whole_unit: in
         projects = department.projects
         deserved = [project.deserved for project in projects]
         allocated = [project.allocated for project in projects]
+        splits = [split_use(project.allocated, project.preemptible, project.deserved) for project in projects]
         demand = [project.allocated + project.pending for project in projects]
         want = [
             d if project.limit < 0 or d < project.limit else project.limit
             for project, d in zip(projects, demand, strict=True)
         ]
-        columns.append((deserved, allocated, demand, want))
+        columns.append((deserved, allocated, demand, want, splits))
         total_demand = sum(demand)
         department_deserved.append(sum(deserved) if department.deserved is None else department.deserved)
         department_demand.append(total_demand)
@@ -299,17 +331,19 @@ def fair_shares(capacity: int, departments: Sequence[Department], whole_unit: in
     result: dict[str, DepartmentShare] = {}
     for k, department in enumerate(departments):
         projects = department.projects
-        deserved, allocated, demand, want = columns[k]
+        deserved, allocated, demand, want, splits = columns[k]
         fair = _divide(
             department_fair[k], deserved, want, [project.weight or 0 for project in projects], projects, whole_unit
         )
         shares = {
-            project.name: Share(project.name, d, dm, w, f, a, a - d if a > d else 0)
-            for project, d, dm, w, f, a in zip(projects, deserved, demand, want, fair, allocated, strict=True)
+            project.name: Share(project.name, d, dm, w, f, a, u.borrowed, u.non_preemptible, u.reclaimable)
+            for project, d, dm, w, f, a, u in zip(projects, deserved, demand, want, fair, allocated, splits,
+                                                  strict=True)
         }
         if len(shares) != len(projects):
             raise ValueError(f"department {department.name!r}: two projects have the same name")
         department_total = department_deserved[k]
+        used = split_use(department_allocated[k], sum(project.preemptible for project in projects), department_total)
         result[department.name] = DepartmentShare(
             department.name,
             department_total,
@@ -317,7 +351,9 @@ def fair_shares(capacity: int, departments: Sequence[Department], whole_unit: in
             department_want[k],
             department_fair[k],
             department_allocated[k],
-            max(0, department_allocated[k] - department_total),
+            used.borrowed,
+            used.non_preemptible,
+            used.reclaimable,
             shares,
             max(0, sum(deserved) - department_total),
         )

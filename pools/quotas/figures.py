@@ -4,7 +4,9 @@ it has allocated and its fair share right now, per resource. One place feeds the
 Allocated is read from the inventory the sync keeps: the requests of the bound, non-finished pods in a
 project's namespace (daemon pods of the GPU operator excluded). A pod counts in the pool named by its
 `<prefix>pool` label; a pod without one counts in each pool its node belongs to (`shared_usage` says where
-that happened). Until workloads carry a priority every pod counts as non-preemptible. Capacity is the
+that happened). A pod of one of our low-priority workloads is preemptible (`Pod.preemptible`, from our labels);
+every other pod, those we did not submit included, is non-preemptible. Guaranteed and borrowed use come from
+`fairshare.split_use`, the one split admission, reclaim and the overview use too. Capacity is the
 allocatable of the pool's Ready, schedulable nodes.
 """
 
@@ -18,7 +20,7 @@ from django.db.models import Exists, OuterRef, Q, Sum
 
 from pools.models import Department, Node, NodeMembership, Pod, Pool, Project, Quota
 from pools.quotas.documents import weight_name
-from pools.quotas.fairshare import UNLIMITED, PoolQuotas, Resource, gpu_hundredths, pool_fair_shares
+from pools.quotas.fairshare import UNLIMITED, PoolQuotas, Resource, gpu_hundredths, pool_fair_shares, split_use
 from pools.quotas.fairshare import Department as FairDepartment
 from pools.quotas.fairshare import Project as FairProject
 
@@ -54,6 +56,7 @@ def shown(resource: Resource, base: int | None):
 @dataclass
 class Usage:
     allocated: dict[tuple[int, int], dict[Resource, int]] = field(default_factory=dict)  # (project, pool) -> amounts
+    preemptible: dict[tuple[int, int], dict[Resource, int]] = field(default_factory=dict)  # the part of allocated
     shared: set[tuple[int, int]] = field(default_factory=set)  # counted in every pool of its node (no pool label)
 
 
@@ -73,7 +76,7 @@ def usage(projects: list[Project], pools: list[Pool]) -> Usage:
     if not by_namespace or not pool_ids:
         return result
     rows = (Pod.objects.filter(namespace__in=by_namespace, component="")
-            .values("namespace", "pool", "backend_id", "node_name")
+            .values("namespace", "pool", "backend_id", "node_name", "preemptible")
             .annotate(gpu=Sum("gpu"), cpu=Sum("cpu"), memory=Sum("memory")).order_by())
     unlabelled: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for row in rows:
@@ -103,10 +106,12 @@ def usage(projects: list[Project], pools: list[Pool]) -> Usage:
 
 
 def _add(result: Usage, project_id: int, pool_id: int, row: dict) -> None:
-    amounts = result.allocated.setdefault((project_id, pool_id), dict.fromkeys(RESOURCES, 0))
-    amounts[Resource.GPU] += int(row["gpu"] or 0) * 100
-    amounts[Resource.CPU] += int(row["cpu"] or 0)
-    amounts[Resource.MEMORY] += int(row["memory"] or 0)
+    parts = [result.allocated, result.preemptible] if row["preemptible"] else [result.allocated]
+    for part in parts:
+        amounts = part.setdefault((project_id, pool_id), dict.fromkeys(RESOURCES, 0))
+        amounts[Resource.GPU] += int(row["gpu"] or 0) * 100
+        amounts[Resource.CPU] += int(row["cpu"] or 0)
+        amounts[Resource.MEMORY] += int(row["memory"] or 0)
 
 
 @dataclass
@@ -218,6 +223,7 @@ def _fair_department(department: Department, projects: list[Project], pool: Pool
             limit=to_base(resource, _quota_figure(quota, resource, "limit", UNLIMITED)),
             weight=_quota_figure(quota, resource, "weight", 2),
             allocated=used.allocated.get((project.pk, pool.pk), {}).get(resource, 0),
+            preemptible=used.preemptible.get((project.pk, pool.pk), {}).get(resource, 0),
             created_order=order))
     return FairDepartment(
         department.name, fair_projects,
@@ -233,7 +239,7 @@ def _figures(resource: Resource, quota: Quota | None, share) -> dict[str, Any]:
         "limit": shown(resource, to_base(resource, _quota_figure(quota, resource, "limit", UNLIMITED))),
         "over_quota_weight": weight_name(weight),
         "allocated": shown(resource, share.allocated),
-        "allocated_non_preemptible": shown(resource, share.allocated),
+        "allocated_non_preemptible": shown(resource, share.allocated_non_preemptible),
         "fair_share": shown(resource, share.fair_share),
         "over_quota": shown(resource, share.over_quota),
     }
@@ -244,28 +250,26 @@ def gpu_guarantees(pool_names) -> dict[str, tuple[Decimal, Decimal]]:
     """(GPUs in use within deserved, GPUs borrowed above it) per pool, summed over every project of the pool:
     what `PoolTable.guaranteed_gpus()` says, for any number of pools in one query (the overview's pool table
     shows it on every live refresh). Allocated is counted as `usage()` counts it: a pod in the pool of its
-    `<prefix>pool` label, a pod without one in each pool of its node. Pools with no allocation are left out."""
+    `<prefix>pool` label, a pod without one in each pool of its node; each project's use is split by
+    `split_use`. Pools with no allocation are left out."""
     names = list(pool_names)
     if not names:
         return {}
     table = {model: connection.ops.quote_name(model._meta.db_table)
              for model in (Pod, Project, Pool, Node, NodeMembership, Quota)}
     marks = ", ".join(["%s"] * len(names))
-    deserved = "COALESCE(q.gpu_deserved, 0)"
-    # CASE rather than LEAST/GREATEST, which SQLite lacks.
+    preemptible = "CASE WHEN p.preemptible THEN p.gpu ELSE 0 END"
     sql = f"""
-        SELECT pool.name,
-               SUM(CASE WHEN a.gpu < {deserved} THEN a.gpu ELSE {deserved} END),
-               SUM(CASE WHEN a.gpu > {deserved} THEN a.gpu - {deserved} ELSE 0 END)
+        SELECT pool.name, a.gpu, a.preemptible, COALESCE(q.gpu_deserved, 0)
         FROM (
-            SELECT u.project_id, u.pool_id, SUM(u.gpu) AS gpu FROM (
-                SELECT pr.id AS project_id, po.id AS pool_id, p.gpu AS gpu
+            SELECT u.project_id, u.pool_id, SUM(u.gpu) AS gpu, SUM(u.preemptible) AS preemptible FROM (
+                SELECT pr.id AS project_id, po.id AS pool_id, p.gpu AS gpu, {preemptible} AS preemptible
                 FROM {table[Pod]} p
                 JOIN {table[Project]} pr ON pr.namespace = p.namespace
                 JOIN {table[Pool]} po ON po.name = p.pool
                 WHERE p.component = '' AND p.pool <> '' AND po.name IN ({marks})
                 UNION ALL
-                SELECT pr.id, m.pool_id, p.gpu
+                SELECT pr.id, m.pool_id, p.gpu, {preemptible}
                 FROM {table[Pod]} p
                 JOIN {table[Project]} pr ON pr.namespace = p.namespace
                 JOIN {table[Node]} n ON n.backend_id = p.backend_id AND n.name = p.node_name
@@ -276,14 +280,19 @@ def gpu_guarantees(pool_names) -> dict[str, tuple[Decimal, Decimal]]:
             GROUP BY u.project_id, u.pool_id
         ) a
         JOIN {table[Pool]} pool ON pool.id = a.pool_id
-        LEFT JOIN {table[Quota]} q ON q.project_id = a.project_id AND q.pool_id = a.pool_id
-        GROUP BY pool.name"""
+        LEFT JOIN {table[Quota]} q ON q.project_id = a.project_id AND q.pool_id = a.pool_id"""
+    totals: dict[str, list[int]] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, names + names)
-        return {name: (_gpus(within), _gpus(borrowed)) for name, within, borrowed in cursor.fetchall()}
+        for name, gpu, preempt, deserved in cursor.fetchall():
+            split = split_use(int(gpu or 0) * 100, int(preempt or 0) * 100, to_base(Resource.GPU, deserved))
+            total = totals.setdefault(name, [0, 0])
+            total[0] += split.guaranteed
+            total[1] += split.borrowed
+    return {name: (_gpus(within), _gpus(borrowed)) for name, (within, borrowed) in totals.items()}
 
 
-def _gpus(value) -> Decimal:
-    """8, not 8.00 (PostgreSQL's numeric keeps the scale), nor 8E+0."""
-    number = Decimal(str(value or 0))
+def _gpus(hundredths: int) -> Decimal:
+    """8, not 8.00, nor 8E+0."""
+    number = Decimal(hundredths) / 100
     return number.quantize(Decimal(1)) if number == number.to_integral_value() else number.normalize()

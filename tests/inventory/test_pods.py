@@ -290,3 +290,13 @@ def test_it_tells_terminal_pods_from_dicts_and_facts(phase, terminal):
 
 def test_it_does_not_call_a_pod_without_status_terminal():
     assert not is_terminal({"metadata": {"name": "x"}})
+
+
+def test_only_a_pod_of_one_of_our_low_priority_workloads_is_preemptible():
+    ours = {"osmo.nvidia.com/managed-by": "osmo-pools", POOL_LABEL: "training"}
+    assert facts(pod(labels={**ours, "osmo.nvidia.com/priority": "low"})).preemptible
+    assert not facts(pod(labels={**ours, "osmo.nvidia.com/priority": "normal"})).preemptible
+    assert not facts(pod(labels={**ours, "osmo.nvidia.com/priority": "high"})).preemptible
+    # A pod we did not submit counts as non-preemptible whatever it says about itself.
+    assert not facts(pod(labels={POOL_LABEL: "training", "osmo.nvidia.com/priority": "low"})).preemptible
+    assert not facts(pod(labels={**ours, "osmo.nvidia.com/priority": "low"}), pool_label="").preemptible

@@ -19,6 +19,7 @@ from pools.quotas.fairshare import (
     Project,
     Resource,
     ResourceShares,
+    UseSplit,
     Weight,
     fair_shares,
     fair_shares_by_pool,
@@ -27,6 +28,7 @@ from pools.quotas.fairshare import (
     over_subscribed_by,
     pool_fair_shares,
     project_shares,
+    split_use,
 )
 
 G = GPU_WHOLE_UNIT
@@ -644,3 +646,20 @@ def test_it_gives_the_same_shares_whatever_the_order_of_departments_and_projects
     expected = fair_shares(capacity, departments, whole_unit)
     assert fair_shares(capacity, departments, whole_unit) == expected
     assert fair_shares(capacity, shuffled, whole_unit) == expected
+
+
+def test_use_splits_into_guaranteed_and_borrowed_low_priority_first():
+    assert split_use(1600, 800, 800) == UseSplit(guaranteed=800, borrowed=800, reclaimable=800, non_preemptible=800)
+    # Normal work above deserved (a pod we did not submit, a lowered quota) is borrowed too, but not reclaimable.
+    assert split_use(1600, 400, 800) == UseSplit(800, 800, 400, 1200)
+    # Low-priority work within deserved is guaranteed use, yet never counts against deserved at admission.
+    assert split_use(800, 800, 800) == UseSplit(800, 0, 0, 0)
+    assert split_use(500, 0, None) == UseSplit(0, 500, 0, 500)
+
+
+def test_a_projects_share_carries_the_same_split():
+    (department,) = fair_shares(2400, [Department("d", [Project("p", deserved=800, allocated=1600, preemptible=800),
+                                                        Project("q", deserved=800)])], 100).values()
+    share = department.projects["p"]
+    assert (share.over_quota, share.allocated_non_preemptible, share.reclaimable) == (800, 800, 800)
+    assert (department.over_quota, department.allocated_non_preemptible) == (0, 800)

@@ -31,7 +31,7 @@ def workload(wid, project="vision", gpus=1, replicas=1, low=False, rank=None, su
 
 def pool(name="training", nodes=None, projects=None, departments=None, status="ONLINE", spread=False):
     nodes = nodes if nodes is not None else [node("n1", 8), node("n2", 8)]
-    return Pool(name, status, spread, "H100", {"h100": nodes}, projects or {}, departments or {})
+    return Pool(name, status, spread, {"h100": "H100"}, {"h100": nodes}, projects or {}, departments or {})
 
 
 def quota(deserved=8, limit=-1, weight=2, used=0, guaranteed=None, fair=None):
@@ -94,8 +94,8 @@ def test_the_capacity_message_names_the_node_with_the_most_free():
     snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=32)},
                                           nodes=[node("dgx-h100-001", 1), node("dgx-h100-007", 2)])})
     reason = decide(snapshot, [workload("w", gpus=4)]).reasons["w"][0]
-    assert reason.message == ("No node of platform training/h100 has 4 free GPUs and 1 CPU and 1Gi memory "
-                              "(most free: 2 GPUs on dgx-h100-007).")
+    assert reason.message == ("No node of platform training/h100 has 4 free H100 GPUs and 1 CPU and 1Gi memory "
+                              "(most free: 2 H100 GPUs on dgx-h100-007).")
 
 
 def test_it_bin_packs_by_default_and_spreads_when_the_pool_says_so():

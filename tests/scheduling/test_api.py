@@ -57,7 +57,7 @@ def test_it_refuses_a_request_no_candidate_can_ever_take_listing_each_refusal(re
     assert answer["field"] == "pools"
     assert [(c["pool"], c["step"], c["code"]) for c in answer["candidates"]] == [
         ("training", "schedule", "CAPACITY"), (SHARED, "schedule", "CAPACITY")]
-    assert "more than any node of platform training/h100 has (the largest: 8 GPUs" in answer["detail"]
+    assert "more than any node of platform training/h100 has (the largest: 8 H100 GPUs" in answer["detail"]
     assert not Workload.objects.exists()
 
 
