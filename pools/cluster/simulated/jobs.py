@@ -2,7 +2,11 @@
 and the Job objects and pods they make at any resourceVersion.
 
 A Job is kept in the state file as a record (the normalised Job, when it was created and deleted, and where its
-pods went); pods of the simulation whose GPUs a Job took do not run while it holds them.
+pods went); pods of the simulation whose GPUs a Job took do not run while it holds them. Pods that find no room
+when their Job is created wait Unschedulable (with the kube-scheduler's FailedScheduling words) and are bound at
+the first tick they all fit (`retry_unbound`, run by the first reader of each tick), as a kube-scheduler keeps
+them queued: the fleet's own work often takes a planned node's GPUs between the sync admission planned from and
+the Job's creation.
 """
 
 import copy
