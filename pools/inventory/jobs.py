@@ -36,12 +36,14 @@ def job_facts(job: Mapping[str, Any]) -> dict[str, Any]:
 def pod_run_facts(pod: Mapping[str, Any], *, seen_at: str, before: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A pod's facts. `image_pull_since` is when we first saw it failing to pull its image (kept from `before`
     while it still fails), since the kubelet's waiting state carries no time; `unschedulable_since` (only while
-    PodScheduled is False for reason Unschedulable) is when the kube-scheduler last found no node for it."""
+    PodScheduled is False for reason Unschedulable) is when the kube-scheduler last found no node for it; `ready`
+    is kubectl's: Running with its Ready condition True (every container ready)."""
     metadata, spec, status = (_mapping(pod.get(key)) for key in ("metadata", "spec", "status"))
     facts: dict[str, Any] = {"node": str(spec.get("nodeName") or ""), "ip": str(status.get("podIP") or ""),
                              "phase": str(status.get("phase") or "Pending"),
                              "reason": str(status.get("reason") or ""), "message": str(status.get("message") or ""),
-                             "exit_code": None, "waiting": "", "waiting_message": "", "unschedulable": "",
+                             "ready": False, "exit_code": None, "waiting": "", "waiting_message": "",
+                             "unschedulable": "",
                              "disrupted": "", "image_pull_since": None,
                              "index": str(_mapping(metadata.get("annotations")).get(
                                  "batch.kubernetes.io/job-completion-index") or "")}
@@ -53,6 +55,8 @@ def pod_run_facts(pod: Mapping[str, Any], *, seen_at: str, before: Mapping[str, 
                 # Since when the kube-scheduler finds no node: the condition's time, else when we first saw it.
                 facts["unschedulable_since"] = (str(condition.get("lastTransitionTime") or "")
                                                 or (before or {}).get("unschedulable_since") or seen_at)
+        if condition.get("type") == "Ready":
+            facts["ready"] = facts["phase"] == "Running" and condition.get("status") == "True"
         if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
             facts["disrupted"] = str(condition.get("reason") or "DisruptionTarget")
     for container in status.get("containerStatuses") or []:

@@ -701,3 +701,44 @@ def test_jobs_are_listed_and_watched_by_label_selector_as_their_status_moves(clu
     with pytest.raises(ClusterError) as caught:
         cluster.list_jobs("a in (b")
     assert caught.value.status == 400
+
+
+def test_a_pod_that_found_no_room_is_bound_once_its_pinned_node_frees_up(cluster, clock):
+    """The kube-scheduler keeps an unschedulable pod queued and binds it when a node has room; the simulated one
+    did so only when the Job was created, so a Job dispatched to its planned node a moment after the fleet's own
+    work took the GPUs there stayed Unschedulable for ever (issue 24: the demo's jobs, `0/250 nodes`)."""
+    from scheduling.jobs import pin_to_nodes
+
+    nodes, used = nodes_of(cluster), gpu_used(pods_of(cluster))
+    name, free = next((name, int(node["status"]["allocatable"]["nvidia.com/gpu"]) - used.get(name, 0))
+                      for name, node in sorted(nodes.items())
+                      if node["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3"
+                      and not states(node) and not node["spec"].get("taints")
+                      and int(node["status"]["allocatable"]["nvidia.com/gpu"]) - used.get(name, 0) >= 2)
+
+    def pinned(job, gpus, **annotations):
+        body = job_body(job, gpus=gpus, **annotations)
+        pin_to_nodes(body["spec"]["template"]["spec"], [name])
+        return body
+
+    def pod_of(job):
+        (pod,) = [p for p in pods_of(cluster) if p["metadata"]["labels"].get("job-name") == job]
+        return pod
+
+    cluster.create_job("team", pinned("filler", free, **{simulated.DURATION_ANNOTATION: "600"}))
+    assert pod_of("filler")["spec"]["nodeName"] == name
+    cluster.create_job("team", pinned("waiter", 1))
+    waiting = pod_of("waiter")
+    assert "nodeName" not in waiting["spec"] and waiting["status"]["conditions"][0]["reason"] == "Unschedulable"
+    # kube's words: the one node it may use has too few GPUs, the others do not match its affinity.
+    assert waiting["status"]["conditions"][0]["message"].startswith(f"0/{len(nodes)} nodes are available: 1 "
+                                                                    "Insufficient nvidia.com/gpu, ")
+    clock.advance(5)
+    assert "nodeName" not in pod_of("waiter")["spec"]  # still full: it keeps waiting
+    cluster.delete_job("team", "filler")
+    clock.advance(5)
+    bound = pod_of("waiter")
+    assert bound["spec"]["nodeName"] == name and bound["status"]["phase"] == "Pending"
+    clock.advance(5)
+    assert pod_of("waiter")["status"]["phase"] == "Running"
+    assert cluster.get_job("team", "waiter")["status"]["ready"] == 1

@@ -38,7 +38,9 @@ def dispatched(workload: Workload, pods: dict[str, tuple[str, str]]) -> Workload
                                                    dispatched_at=timezone.now(), started_at=timezone.now())
     now = timezone.now().isoformat()
     facts = {name: pod_run_facts({"metadata": {"name": name}, "spec": {"nodeName": node},
-                                  "status": {"phase": phase, "podIP": f"10.0.0.{i}" if node else ""}}, seen_at=now)
+                                  "status": {"phase": phase, "podIP": f"10.0.0.{i}" if node else "",
+                                             "conditions": [{"type": "Ready",
+                                                             "status": str(phase == "Running")}]}}, seen_at=now)
              for i, (name, (node, phase)) in enumerate(pods.items(), 1)}
     ManagedJob.objects.create(backend=workload.pool.backend, namespace="proj-vision", name=job,
                               workload=str(workload.id), attempt=workload.attempt, pods=facts,

@@ -207,3 +207,34 @@ def test_the_demo_has_a_kai_backend_with_a_topology_pool_quotas_and_work(demo_si
         simulated.step(15, now)
     assert sent.filter(status=Status.RUNNING).exists(), list(sent.values_list("status", flat=True))
     assert any((q.get("status") or {}).get("requested", {}).get("gpu") for q in cluster.list_objects(KAI_QUEUE).items)
+
+
+def test_get_jobs_counts_the_ready_pods_of_running_jobs_on_the_simulated_cluster(demo_site, tmp_path):
+    """Issue 24, point 5: READY is kubectl's (Running pods whose containers are ready) over replicas: 0/N while the
+    pods are created, N/N once the simulated cluster runs them."""
+    import json
+
+    from pools.inventory.jobs import pod_run_facts
+    from scheduling import submission
+    from tests.support.commands import run
+
+    data = {"name": "ready-gang", "project": "perception", "pools": ["training"], "priority": "low", "replicas": 2,
+            "image": "nvcr.io/nvidia/pytorch:24.05-py3", "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}}
+    workload = submission.submit(demo_site, data, source="api").workload
+    simulated, now = SimulatedTime(tmp_path / "sim"), SIMULATED_NOW
+    readiness = []
+    run_cycle(now)
+    for seconds in (0, 5, 5):  # dispatched and synced at once (pods created), then one tick on (running)
+        simulated.step(seconds, now)
+        now += timedelta(seconds=seconds)
+        (row,) = [r for r in json.loads(run("get", "jobs", "--format", "json")) if r["name"] == "ready-gang"]
+        readiness.append(row["ready"])
+    workload.refresh_from_db()
+    assert workload.status == Status.RUNNING, workload.reasons
+    assert readiness[0] == "0/2" and readiness[-1] == "2/2", readiness
+    line = next(line for line in run("get", "jobs").splitlines() if "ready-gang" in line)
+    assert " 2/2 " in line and "Running" in line
+    # Running but not ready (a readiness probe failing) is not ready, as kubectl counts it.
+    running = {"spec": {"nodeName": "n"}, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "False"}]}}
+    assert pod_run_facts(running, seen_at="")["ready"] is False

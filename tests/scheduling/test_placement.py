@@ -194,9 +194,16 @@ def test_get_jobs_describe_the_api_and_the_page_show_the_pods_nodes_and_ips_and_
     detail = researcher_api.get(f"/api/workloads/{workload.pk}/").json()
     assert (detail["placement"], detail["planned_nodes"]) == ({}, {planned: 2})
 
-    bound = pod(standin, workload, 0, "Running", node=planned)["metadata"]["name"]
+    # Running with its container not ready yet (a readiness probe): kubectl counts it not ready, nor do we.
+    bound = pod(standin, workload, 0, "Running", node=planned,
+                conditions=[{"type": "Ready", "status": "False"}])["metadata"]["name"]
     standin.modify_pod(bound, {"status": {"podIP": "10.4.0.17"}}, namespace=workload.namespace)
     pod(standin, workload, 1, "Pending", node=None)
+    workload = observe(kube, workload)
+    (row,) = json.loads(run("get", "jobs", "--format", "json"))
+    assert (row["node"], row["ip"], row["ready"]) == (planned, "10.4.0.17", "0/2")
+    standin.modify_pod(bound, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+                       namespace=workload.namespace)
     workload = observe(kube, workload)
     (row,) = json.loads(run("get", "jobs", "--format", "json"))
     assert (row["node"], row["ip"], row["ready"]) == (planned, "10.4.0.17", "1/2")

@@ -276,6 +276,11 @@ class SimulatedCluster:
                 self._mutate(lambda state, rv, view: self._kai.run(state, rv, view))
                 state = self._file.state
                 self._kai_checked = (self._file.generation, tick)
+            # And the kube-scheduler's retry of the pods that found no room when their Job was created.
+            if self._jobs.retry_due(state):
+                self._mutate(lambda state, rv, view: self._jobs.retry_unbound(state, rv, view))
+                state = self._file.state
+                self._kai_checked = (self._file.generation, tick)
         return max(tick * RV_PER_TICK, state["last_rv"]), state
 
     def _check_fresh(self, rv: int, now_rv: int, state: dict[str, Any]) -> None:

@@ -2,7 +2,11 @@
 and the Job objects and pods they make at any resourceVersion.
 
 A Job is kept in the state file as a record (the normalised Job, when it was created and deleted, and where its
-pods went); pods of the simulation whose GPUs a Job took do not run while it holds them.
+pods went); pods of the simulation whose GPUs a Job took do not run while it holds them. Pods that find no room
+when their Job is created wait Unschedulable (with the kube-scheduler's FailedScheduling words) and are bound at
+the first tick they all fit (`retry_unbound`, run by the first reader of each tick), as a kube-scheduler keeps
+them queued: the fleet's own work often takes a planned node's GPUs between the sync admission planned from and
+the Job's creation.
 """
 
 import copy
@@ -85,9 +89,15 @@ def _affinity_matches(affinity: dict, labels: dict[str, str], name: str = "") ->
                for term in required.get("nodeSelectorTerms") or [])
 
 
+def waited(record: dict) -> dict | None:
+    """How a Job placed after its creation waited: the KAI scheduler's gang, or a default-scheduler Job whose pods
+    found no room when it was created (`retry`: the kube-scheduler tries its pods again as capacity frees)."""
+    return record.get("kai") or record.get("retry")
+
+
 def as_of(record: dict, rv: int) -> dict:
-    """The record as it stood at `rv`: a Job the KAI scheduler placed later had every pod unbound before then."""
-    kai = record.get("kai")
+    """The record as it stood at `rv`: a Job placed later had every pod unbound before then."""
+    kai = waited(record)
     if kai is None or (kai["placed_rv"] is not None and kai["placed_rv"] <= rv):
         return record
     return {**record, "start_tick": kai["created_tick"],
@@ -174,8 +184,59 @@ class JobController:
         if gang:
             # Placed later, all pods at once, by the KAI scheduler (kai.py); until then every pod waits unbound.
             record["kai"] = {"created_tick": tick, "placed_rv": None, "settled": False}
+        elif record["pods"] and all(pod["node"] is None for pod in record["pods"]):
+            # The kube-scheduler keeps an unschedulable pod in its queue and binds it once a node has room: the
+            # retry pass (retry_unbound) places these pods at the first tick they all fit.
+            record["retry"] = {"created_tick": tick, "placed_rv": None, "settled": False,
+                               "message": self.nodes_message(view, self._free_slots(view, state, tick, rv),
+                                                             job["spec"]["template"]["spec"],
+                                                             record["pods"][0]["gpus"])}
         state["jobs"].append(record)
         return record
+
+    @staticmethod
+    def retry_due(state: dict[str, Any]) -> bool:
+        """Whether a default-scheduler Job still waits for room for its pods."""
+        return any(not record.get("retry", {"settled": True})["settled"] for record in state["jobs"])
+
+    def retry_unbound(self, state: dict[str, Any], rv: int, view: View) -> bool:
+        """The kube-scheduler's retry at `rv`: the pods of each waiting Job (oldest first) bound where they fit
+        now; a Job deleted or suspended meanwhile stops waiting. True if it changed anything."""
+        tick, changed, free = rv // RV_PER_TICK, False, None
+        for record in sorted(state["jobs"], key=lambda r: r["created_rv"]):
+            retry = record.get("retry")
+            if retry is None or retry["settled"]:
+                continue
+            if record["deleted_rv"] is not None and record["deleted_rv"] <= rv:
+                retry["settled"] = changed = True
+                continue
+            pod_spec = record["job"]["spec"]["template"]["spec"]
+            free = self._free_slots(view, state, tick, rv) if free is None else free
+            trial = {name: list(slots) for name, slots in free.items()}
+            eligible = self.eligible_nodes(view, pod_spec)
+            placed = [self.place_pod(trial, eligible, pod["gpus"], record["uid"], number)
+                      for number, pod in enumerate(record["pods"])]
+            if any(node is None for node, _, _ in placed):
+                continue
+            record["pods"] = [{"node": node, "slots": slots, "taken": taken, "gpus": pod["gpus"], "name": pod["name"]}
+                              for (node, slots, taken), pod in zip(placed, record["pods"], strict=True)]
+            record["start_tick"] = tick
+            retry.update(placed_rv=rv, settled=True)
+            free, changed = trial, True
+        return changed
+
+    def nodes_message(self, view: View, free: dict[str, list[tuple[int, int]]], pod_spec: dict, gpus: int) -> str:
+        """The kube-scheduler's FailedScheduling words: how many nodes are available and why the others are not."""
+        reasons: dict[str, int] = {}
+        for name in view.node_keys:
+            verdict = self.node_verdict(view, name, pod_spec)
+            if verdict is None and sum(size for _, size in free.get(name, [])) < gpus:
+                verdict = f"Insufficient {GPU}"
+            if verdict is not None:
+                reasons[verdict] = reasons.get(verdict, 0) + 1
+        available = len(view.node_keys) - sum(reasons.values())
+        histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))  # kube's order
+        return f"{available}/{len(view.node_keys)} nodes are available" + (f": {histogram}." if histogram else ".")
 
     @staticmethod
     def gang_scheduled(job: dict) -> bool:
@@ -398,7 +459,7 @@ class JobController:
         template = copy.deepcopy(job["spec"]["template"])
         t = self.tick_seconds
         start = record["start_tick"]
-        kai = record.get("kai")
+        kai = waited(record)
         created, running = timestamp((kai["created_tick"] if kai else start) * t), timestamp((start + 1) * t)
         ended = timestamp((start + 1 + record["run_ticks"]) * t)
         pending_rv = max(start * RV_PER_TICK, kai["placed_rv"] or 0) if kai else start * RV_PER_TICK
@@ -430,9 +491,10 @@ class JobController:
         containers = spec.get("containers") or []
         init = spec.get("initContainers") or []
         if stage == "Unschedulable":
-            message = (f"0/{len(self._catalog.nodes)} nodes are available: no node matches the pod's node "
-                       "selector, tolerations and nvidia.com/gpu request.")
-            if kai:
+            message = (record.get("retry") or {}).get("message") or (
+                f"0/{len(self._catalog.nodes)} nodes are available: no node matches the pod's node selector, "
+                "tolerations and nvidia.com/gpu request.")
+            if record.get("kai"):
                 group = (metadata["annotations"] or {}).get("pod-group-name", record["name"])
                 message = (f"Waiting for kai-scheduler to place PodGroup {record['namespace']}/{group} whole; its "
                            "status.schedulingConditions say why it is not placed yet.")

@@ -41,7 +41,7 @@ What it writes, as new versions of the objects (so lists and watches see them li
 """
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +51,7 @@ from pools.engine.quantity import parse_quantity
 
 from ..kinds import KAI_PODGROUP, KAI_QUEUE
 from .fleet import RV_PER_TICK
-from .jobs import GPU, JobController, effective_gpus
+from .jobs import JobController, effective_gpus
 from .objects import CustomObjects
 from .randomness import timestamp
 from .store import View
@@ -320,16 +320,7 @@ class KaiScheduler:
                       f"{best[1]}, has room for {best[0]}). {why}")
 
     def _nodes_message(self, view: View, free: dict[str, list[tuple[int, int]]], pod_spec: dict, gpus: int) -> str:
-        reasons: Counter[str] = Counter()
-        for name in view.node_keys:
-            verdict = self._jobs.node_verdict(view, name, pod_spec)
-            if verdict is None and sum(size for _, size in free.get(name, [])) < gpus:
-                verdict = f"Insufficient {GPU}"
-            if verdict is not None:
-                reasons[verdict] += 1
-        available = len(view.node_keys) - sum(reasons.values())
-        histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))  # kube's order
-        return f"{available}/{len(view.node_keys)} nodes are available" + (f": {histogram}." if histogram else ".")
+        return self._jobs.nodes_message(view, free, pod_spec, gpus)
 
     # ---- what KAI writes back -------------------------------------------------------------------------------
 

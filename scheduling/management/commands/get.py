@@ -52,8 +52,9 @@ def job_rows(pool: str | None, now=None, user=None) -> list[dict]:
                 if not pod.get("deleted")]
         nodes = sorted({pod["node"] for pod in pods if pod.get("node")})
         ips = sorted({pod["ip"] for pod in pods if pod.get("ip")})
-        # READY as kubectl counts it: pods running now (a finished or deleted pod is not ready).
-        ready = sum(1 for pod in pods if pod.get("phase") == "Running")
+        # READY as kubectl counts it: pods of the current attempt Running with every container ready (a pending,
+        # finished or deleted pod is not); facts synced before `ready` was kept count a Running pod.
+        ready = sum(1 for pod in pods if pod.get("ready", pod.get("phase") == "Running"))
         namespace = workload.project.namespace if workload.project_id else workload.namespace
         result.append({"job_id": str(workload.id), "name": workload.name, "namespace": namespace,
                        "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
