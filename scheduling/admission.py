@@ -157,6 +157,7 @@ class Decision:
     positions: dict[str, dict[str, int]] = field(default_factory=dict)
     preempt: dict[str, str] = field(default_factory=dict)  # holder id -> why
     order: list[str] = field(default_factory=list)
+    classes: dict[str, tuple[bool, int]] = field(default_factory=dict)  # id -> (borrowing, priority rank)
 
 
 # ---- quota -------------------------------------------------------------------------------------------
@@ -365,6 +366,13 @@ def order(snapshot: Snapshot, workloads: Iterable[Workload]) -> list[Workload]:
     return sorted(workloads, key=lambda w: (_borrowing(snapshot, w), -w.rank, w.submitted, w.id))
 
 
+def _ordered(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> list[Workload]:
+    """`order`, each workload's class (borrowing, priority rank) kept in the decision: why one sorts before another."""
+    keyed = sorted(((_borrowing(snapshot, w), -w.rank, w.submitted, w.id), w) for w in workloads)
+    decision.classes = {w.id: (key[0], -key[1]) for key, w in keyed}
+    return [w for _, w in keyed]
+
+
 def _charge(pool: Pool, workload: Workload) -> None:
     need = workload.total
     for quota in (pool.projects.setdefault(workload.project, Quota()),
@@ -380,7 +388,7 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
     decision = Decision()
     by_key = {node.key: node for pool in snapshot.pools.values()
               for nodes in pool.platforms.values() for node in nodes}
-    queue = order(snapshot, workloads)
+    queue = _ordered(snapshot, workloads, decision)
     decision.order = [w.id for w in queue]
     idle: dict[str, int] = {}
     for workload in queue:
