@@ -386,8 +386,12 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
     """Admit what fits, in order, each admission charged to the snapshot before the next is checked.
     Mutates the snapshot's quotas, node free capacity and holders."""
     decision = Decision()
-    by_key = {node.key: node for pool in snapshot.pools.values()
-              for nodes in pool.platforms.values() for node in nodes}
+    by_key, pools_of = {}, {}  # node key -> the node; -> the pools it is in (whose idle GPUs an admission changes)
+    for pool in snapshot.pools.values():
+        for nodes in pool.platforms.values():
+            for node in nodes:
+                by_key[node.key] = node
+                pools_of.setdefault(node.key, set()).add(pool.name)
     queue = _ordered(snapshot, workloads, decision)
     decision.order = [w.id for w in queue]
     idle: dict[str, int] = {}
@@ -418,7 +422,9 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
                     node = by_key[key]
                     node.free = sub(node.free, times(workload.per_replica, n))
                 _charge(pool, workload)
-                idle.clear()
+                for key in placement:
+                    for name in pools_of[key]:
+                        idle.pop(name, None)
                 decision.admitted[workload.id] = Admission(pool_name, platform,
                                                            {by_key[k].name: n for k, n in placement.items()})
                 break
