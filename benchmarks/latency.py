@@ -164,7 +164,8 @@ def measure(arrangement: str, args) -> dict[str, list[float]]:
         time.sleep(WARMUP)
         for name, process in started.items():
             if process.poll() is not None:
-                raise SystemExit(f"{arrangement}: {name} exited {process.returncode}")
+                log = (SCRATCH / f"{arrangement}-{name}.log").read_text().splitlines()
+                raise SystemExit(f"{arrangement}: {name} exited {process.returncode}:\n" + "\n".join(log[-30:]))
         data = fitting_request(admin)
         figures = {"submit to admitted": [], "admitted to Job created": [], "cancel to Job deleted": []}
         for index in range(args.samples if arrangement == "queues" else args.shared_samples):
