@@ -102,14 +102,14 @@ def stop(started: dict[str, subprocess.Popen]) -> None:
         path.unlink()
 
 
-def wait_for(what: str, condition, limit: float = 300.0):
+def wait_for(what: str, condition, limit: float = 300.0, detail=None):
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(POLL)
-    raise SystemExit(f"gave up after {limit:.0f} s waiting for {what}")
+    raise SystemExit(f"gave up after {limit:.0f} s waiting for {what}" + (f": {detail()}" if detail else ""))
 
 
 def fitting_request(admin) -> dict:
@@ -144,8 +144,16 @@ def sample(admin, data: dict, index: int) -> tuple[float, float, float]:
     if row.dispatched_at is None:
         raise SystemExit(f"{row.name} ended {row.status} before its Job was created: {row.reasons}")
     canceled_at = time.time()
-    submission.cancel(admin, row, "benchmark")
-    done = wait_for("the cancel", lambda: Workload.objects.filter(pk=workload.pk, finished_at__isnull=False).first())
+    if not submission.cancel(admin, row, "benchmark"):
+        raise SystemExit(f"{row.name} could not be canceled: {Workload.objects.get(pk=row.pk).status}")
+
+    def detail() -> str:
+        now = Workload.objects.get(pk=workload.pk)
+        events = "\n".join(f"  {e.at:%H:%M:%S.%f} {e.status} {e.reason}: {e.message}" for e in now.events.all())
+        return f"{now.name} {now.status} stop_status={now.stop_status!r}\n{events}"
+
+    done = wait_for("the cancel", lambda: Workload.objects.filter(pk=workload.pk, finished_at__isnull=False).first(),
+                    detail=detail)
     return ((row.admitted_at - row.submitted_at).total_seconds(), (row.dispatched_at - row.admitted_at).total_seconds(),
             done.finished_at.timestamp() - canceled_at)
 
@@ -174,6 +182,11 @@ def measure(arrangement: str, args) -> dict[str, list[float]]:
                 figures[key].append(value)
             time.sleep(max(0.0, args.gap - (time.monotonic() - begun)))
         return figures
+    except BaseException:
+        for name in started:
+            log = (SCRATCH / f"{arrangement}-{name}.log").read_text().splitlines()
+            print(f"--- {arrangement}-{name}.log, last lines:\n" + "\n".join(log[-15:]))
+        raise
     finally:
         stop(started)
 

@@ -386,7 +386,7 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
     """Admit what fits, in order, each admission charged to the snapshot before the next is checked.
     Mutates the snapshot's quotas, node free capacity and holders."""
     decision = Decision()
-    by_key, pools_of = {}, {}  # node key -> the node; -> the pools it is in (whose idle GPUs an admission changes)
+    by_key, pools_of = {}, {}  # node key -> the node; -> the pools it is in (whose idle GPUs an admission lowers)
     for pool in snapshot.pools.values():
         for nodes in pool.platforms.values():
             for node in nodes:
@@ -422,9 +422,10 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
                     node = by_key[key]
                     node.free = sub(node.free, times(workload.per_replica, n))
                 _charge(pool, workload)
-                for key in placement:
+                for key, n in placement.items():  # idle GPUs are the sum of the pools' nodes' free GPUs
                     for name in pools_of[key]:
-                        idle.pop(name, None)
+                        if name in idle:
+                            idle[name] -= workload.per_replica[0] * n
                 decision.admitted[workload.id] = Admission(pool_name, platform,
                                                            {by_key[k].name: n for k, n in placement.items()})
                 break
