@@ -20,8 +20,11 @@ the pool's GPUs (deserved; CPU and memory not set), the department the sum. --pe
 30 % low priority, a template per candidate pool naming its default platform, submitted one second apart.
 
 Measured:
-  1. One cycle (`run_cycle()`, wall time including the commit): admitted count, seconds, admissions per second,
-     rows written. Baseline, same run: every workload restored to PENDING, then, in one transaction, only the
+  1. One cycle (`run_cycle()`, wall time including the commit and its dispatch messages, sent on commit to a
+     filesystem broker in a scratch data directory): admitted count, seconds, admissions per second, rows written,
+     the time after the decisions were written (the commit and the messages) and the messages sent; for
+     information, the same admissions sent one message each (as the cycle did before scheduling.outbox.BATCH).
+     Baseline, same run: every workload restored to PENDING, then, in one transaction, only the
      writes of the same admissions done the fastest way we know: one `UPDATE ... FROM unnest(arrays)` of status,
      pool, platform, placement and admitted_at and a COPY of their events; the ratio cycle / baseline (what
      reading, deciding and the reasons of the rest cost on top of the writes). VACUUM ANALYZE runs before each,
@@ -43,7 +46,9 @@ import io
 import os
 import pstats
 import random
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,6 +62,7 @@ NODE_MEMORY = 2 * 2**40
 CPU_PER_GPU = 16_000
 MEMORY_PER_GPU = 128 * 2**30
 PLATFORM = "h100"  # benchmarks/pages.py's pools' default platform
+SCRATCH = tempfile.mkdtemp(prefix="osmo-bench-admission-")
 
 
 # ---- the world -----------------------------------------------------------------------------------------
@@ -74,6 +80,10 @@ def setup_django() -> None:
     os.environ["DEBUG"] = "0"
     os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key")
     os.environ["ALLOWED_HOSTS"] = "testserver"
+    # The cycle's dispatch messages go to the filesystem broker of a scratch data directory, removed at the end.
+    os.environ["OSMO_DATA_DIR"] = SCRATCH
+    os.environ["CELERY_BROKER_URL"] = "filesystem://"
+    os.environ["OSMO_ADMISSION_ON_COMMIT"] = "1"
     import django
 
     django.setup()
@@ -230,11 +240,41 @@ def restore() -> None:
 
 
 def timed_cycle():
+    from django.utils import timezone
+
+    from pools.models import Backend
     from scheduling.cycle import run_cycle
 
+    # Synced just now, as a syncing backend is: on a slow run the build's sync would pass OSMO_BACKEND_STALE_SECONDS
+    # and the pools turn OFFLINE between two cycles (every reason rewritten).
+    Backend.objects.update(last_sync_at=timezone.now())
     start = time.perf_counter()
     result = run_cycle()
     return result, time.perf_counter() - start
+
+
+def broker_folder() -> Path:
+    return Path(SCRATCH) / "broker" / "in"
+
+
+def messages() -> int:
+    """The messages waiting in the scratch broker; emptied."""
+    files = list(broker_folder().iterdir())
+    for path in files:
+        path.unlink()
+    return len(files)
+
+
+def one_message_each(ids: list[str]) -> float:
+    from scheduling.outbox import send
+
+    start = time.perf_counter()
+    for workload_id in ids:
+        send("scheduling.tasks.dispatch_workload", workload_id)
+    seconds = time.perf_counter() - start
+    if messages() != len(ids):
+        raise SystemExit("the broker did not get one message per admission")
+    return seconds
 
 
 def baseline(admitted: list[dict]) -> float:
@@ -362,6 +402,10 @@ def scenario_admit(args) -> None:
           f"preempted {len(result.preempted)}, {result.rows_written:,} rows written")
     print(f"cycle: {seconds:.2f} s wall ({result.seconds:.2f} s inside run_cycle before its commit), "
           f"{len(admitted) / seconds:,.0f} admissions per second")
+    print(f"after the decisions were written: {seconds - result.seconds:.2f} s, the commit and "
+          f"{messages():,} dispatch messages for the {len(admitted):,} admissions (scheduling.outbox.BATCH ids each)")
+    print(f"(for information: one message per admission, as before the batches, sent the same way: "
+          f"{one_message_each([item['id'] for item in admitted]):.2f} s)")
     restore()
     base = floor(admitted)
     print(f"baseline (the {len(admitted):,} admitted rows as one UPDATE ... FROM unnest() + a COPY of their events, "
@@ -424,6 +468,7 @@ def main() -> None:
     finally:
         if not args.keep:
             bench.drop_database()
+        shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -207,13 +207,16 @@ def scratch_redis(url: str) -> None:
 
 
 def start_workers(children: Children, count: int, pool: str) -> list[subprocess.Popen]:
+    from django.conf import settings
+
     env = {**os.environ, **CHILD_ENV}
+    queues = ",".join(sorted({queue for queues in settings.OSMO_WORKER_QUEUES.values() for queue in queues}))
     workers = []
     for index in range(1, count + 1):
         workers.append(children.start(f"worker{index}", [
             sys.executable, "-m", "celery", "-A", "osmo_site", "worker", "--pool", pool, "--concurrency", "1",
             "--hostname", f"bench{index}@%h", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
-            "--without-heartbeat"], env))
+            "--without-heartbeat", "--queues", queues], env))
     from celery import current_app
 
     def all_answer() -> bool:

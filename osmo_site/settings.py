@@ -236,6 +236,31 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# Queues, each served by workers of its own (`manage.py serve`, `manage.py demo`, deploy/base), so that a sync
+# holding its process for most of OSMO_SYNC_INTERVAL never delays an admission cycle, a dispatch or a cancel:
+# sync (cluster syncs, engine reconciles), admission (cycles, dispatches, stops), lifecycle (sweeps, usage
+# snapshots, the demo's trickle). A task routed nowhere goes to Celery's default queue, which the admission
+# workers also serve. OSMO_<QUEUE>_CONCURRENCY: the processes (or threads) `serve` and `demo` give each.
+CELERY_TASK_ROUTES = {
+    "pools.tasks.sync_backends": {"queue": "sync"},
+    "pools.tasks.sync_backend": {"queue": "sync"},
+    "pools.tasks.reconcile_engines": {"queue": "sync"},
+    "scheduling.tasks.admission_cycle": {"queue": "admission"},
+    "scheduling.tasks.dispatch_workload": {"queue": "admission"},
+    "scheduling.tasks.dispatch_workloads": {"queue": "admission"},
+    "scheduling.tasks.stop_workload": {"queue": "admission"},
+    "scheduling.tasks.stop_workloads": {"queue": "admission"},
+    "scheduling.tasks.lifecycle_sweep": {"queue": "lifecycle"},
+    "scheduling.tasks.demo_trickle": {"queue": "lifecycle"},
+    "pools.tasks.record_usage_snapshots": {"queue": "lifecycle"},
+}
+OSMO_WORKER_QUEUES = {"sync": ["sync"], "admission": ["admission", "celery"], "lifecycle": ["lifecycle"]}
+OSMO_SYNC_CONCURRENCY = env_int("OSMO_SYNC_CONCURRENCY", 4)
+OSMO_ADMISSION_CONCURRENCY = env_int("OSMO_ADMISSION_CONCURRENCY", 2)
+OSMO_LIFECYCLE_CONCURRENCY = env_int("OSMO_LIFECYCLE_CONCURRENCY", 1)
+for _name in OSMO_WORKER_QUEUES:
+    if globals()[f"OSMO_{_name.upper()}_CONCURRENCY"] < 1:
+        raise ImproperlyConfigured(f"OSMO_{_name.upper()}_CONCURRENCY must be 1 or more")
 # Cluster sync: beat starts a sync per backend every OSMO_SYNC_INTERVAL seconds; each watches for a little
 # less than that, so the watch is continuous while at most one sync runs per backend (a lease).
 OSMO_SYNC_INTERVAL = env_int("OSMO_SYNC_INTERVAL", 30)

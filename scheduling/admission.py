@@ -213,6 +213,7 @@ class Decision:
     positions: dict[str, dict[str, int]] = field(default_factory=dict)
     preempt: dict[str, str] = field(default_factory=dict)  # holder id -> why
     order: list[str] = field(default_factory=list)
+    classes: dict[str, tuple[bool, int]] = field(default_factory=dict)  # id -> (borrowing, priority rank)
 
 
 # ---- quota -------------------------------------------------------------------------------------------
@@ -426,6 +427,13 @@ def order(snapshot: Snapshot, workloads: Iterable[Workload]) -> list[Workload]:
     return sorted(workloads, key=lambda w: (_borrowing(snapshot, w), -w.rank, w.submitted, w.id))
 
 
+def _ordered(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> list[Workload]:
+    """`order`, each workload's class (borrowing, priority rank) kept in the decision: why one sorts before another."""
+    keyed = sorted(((_borrowing(snapshot, w), -w.rank, w.submitted, w.id), w) for w in workloads)
+    decision.classes = {w.id: (key[0], -key[1]) for key, w in keyed}
+    return [w for _, w in keyed]
+
+
 def _charge(pool: Pool, workload: Workload) -> None:
     need = workload.total
     for quota in (pool.projects.setdefault(workload.project, Quota()),
@@ -439,9 +447,13 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
     """Admit what fits, in order, each admission charged to the snapshot before the next is checked.
     Mutates the snapshot's quotas, node free capacity and holders."""
     decision = Decision()
-    by_key = {node.key: node for pool in snapshot.pools.values()
-              for nodes in pool.platforms.values() for node in nodes}
-    queue = order(snapshot, workloads)
+    by_key, pools_of = {}, {}  # node key -> the node; -> the pools it is in (whose idle GPUs an admission lowers)
+    for pool in snapshot.pools.values():
+        for nodes in pool.platforms.values():
+            for node in nodes:
+                by_key[node.key] = node
+                pools_of.setdefault(node.key, set()).add(pool.name)
+    queue = _ordered(snapshot, workloads, decision)
     decision.order = [w.id for w in queue]
     idle: dict[str, int] = {}
     for workload in queue:
@@ -471,7 +483,10 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
                     node = by_key[key]
                     node.free = sub(node.free, times(workload.per_replica, n))
                 _charge(pool, workload)
-                idle.clear()
+                for key, n in placement.items():  # idle GPUs are the sum of the pools' nodes' free GPUs
+                    for name in pools_of[key]:
+                        if name in idle:
+                            idle[name] -= workload.per_replica[0] * n
                 decision.admitted[workload.id] = Admission(pool_name, platform,
                                                            {by_key[k].name: n for k, n in placement.items()})
                 break

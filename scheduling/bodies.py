@@ -9,6 +9,7 @@ from pools.models.visibility import Access
 
 from . import podenv
 from .models import Workload
+from .positions import first_position, positions_of
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
            "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")
@@ -54,7 +55,7 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
     keep = _visible(access, workload)
     pools = [p for p in workload.pools if keep(p)]
     reason = first_reason(workload, keep) if workload.status in WAITING else None
-    positions = {p: n for p, n in (workload.positions or {}).items() if keep(p)}
+    positions = positions_of(workload.positions, workload.pools, keep)
     pool_name = workload.pool_label if workload.pool_label and keep(workload.pool_label) else None
     return {
         "id": str(workload.id),
@@ -74,7 +75,7 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
         "memory": workload.memory,
         "storage": workload.storage,
         "reason": reason,
-        "position": positions.get(pools[0]) if pools and positions else None,
+        "position": first_position(positions)[1],
         "positions": positions,
         "submitted_at": workload.submitted_at,
         "admitted_at": workload.admitted_at,

@@ -1,7 +1,8 @@
 """One admission cycle, one at a time across all workers: the cycle holds the lock of the one
 `AdmissionState` row (SELECT ... FOR UPDATE; on SQLite the write transaction serializes the same way),
 reads the snapshot inside that transaction, decides (pure), and writes what changed: admitted and
-preempted workloads with their events, and reasons and positions only where they differ. Once it commits, each
+preempted workloads with their events, reasons and positions only where they differ, and an event for each
+position that moved back, naming why (scheduling.positions). Once it commits, each
 admitted workload gets a dispatch message and each preempted one a stop message."""
 
 import time
@@ -16,6 +17,7 @@ from . import admission as pure
 from . import snapshot
 from .models import AdmissionState, Status, Workload, WorkloadEvent
 from .outbox import dispatch_on_commit, stop_on_commit
+from .positions import moves_back
 
 
 @dataclass
@@ -99,6 +101,12 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
     # Only the rows whose reasons or positions differ from what is stored: a queue that does not move
     # writes nothing.
     written += update_rows(Workload, changed, ["reasons", "positions"])
+    # A position that grew says why, in the workload's events (who came ahead, by which rule of the order).
+    moved = moves_back(decision.order, decision.positions,
+                       {key: value.get("positions") or {} for key, value in stored.items()}, decision.classes)
+    for workload_id, moves in moved.items():
+        events.extend(WorkloadEvent(workload_id=workload_id, at=now, status=Status.PENDING, reason="QUEUE_MOVED",
+                                    message=move.message(), pools=[move.pool]) for move in moves)
     copy_or_bulk_create(WorkloadEvent, events)
     dispatch_on_commit(decision.admitted)
     stop_on_commit(decision.preempt)

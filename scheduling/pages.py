@@ -34,6 +34,7 @@ from pools.pages.tables import Column, RowContext, Table
 from . import bodies, submission
 from .filters import WorkloadFilterSet
 from .models import ALIVE, Priority, Status, Workload
+from .positions import first_position
 
 QUEUE_ROWS = 25
 
@@ -250,8 +251,10 @@ def queue(request):
     for workload in pending[:QUEUE_ROWS]:
         row = bodies.row(workload, access)
         if pool_name:  # this pool's position and reason, not the first candidate's
-            row["position"] = (workload.positions or {}).get(pool_name)
+            row["position"] = row["positions"].get(pool_name)
             row["reason"] = next((r for r in workload.reasons or [] if r.get("pool") == pool_name), row["reason"])
+        else:  # the same number as the workload's page and the API, with the pool it is in
+            row["position_pool"] = first_position(row["positions"])[0]
         shown_pending.append(row)
     context = {"pending": shown_pending, "pending_count": pending.count(),
                "holding": [bodies.row(w, access) for w in holding.order_by("-admitted_at")[:QUEUE_ROWS]],

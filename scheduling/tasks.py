@@ -1,8 +1,10 @@
 """Celery tasks: beat runs `admission_cycle` every OSMO_ADMISSION_INTERVAL seconds, and every submit,
 cancel and finish asks for one on commit. Cycles never overlap: each holds the admission lock row. A committed
 admission sends `dispatch_workload`, a committed stop `stop_workload`; both take a workload id, are idempotent
-(the row is locked, its status checked) and retry cluster errors with back-off; `lifecycle_sweep` re-drives
-whatever a lost message or a dead worker left behind."""
+(the row is locked, its status checked) and retry cluster errors with back-off; `dispatch_workloads` and
+`stop_workloads` take a batch of ids (scheduling.outbox.BATCH) and hand each one the cluster refused to the one-id
+task, for its back-off; `lifecycle_sweep` re-drives whatever a lost message or a dead worker left behind.
+Each goes to its Celery queue (settings.CELERY_TASK_ROUTES)."""
 
 from celery import shared_task
 
@@ -11,6 +13,7 @@ from pools.cluster.reflector import Backoff
 
 from .cycle import run_cycle
 from .dispatch import dispatch
+from .outbox import send
 from .stopping import stop
 from .sweeps import sweep
 
@@ -41,6 +44,30 @@ def stop_workload(self, workload_id: str) -> str:
         return stop(workload_id)
     except ClusterError as exc:
         _retry(self, exc)
+
+
+def _each(run, single, workload_ids: list[str]) -> dict:
+    """A batch: each id in turn; one whose cluster call failed is sent again alone, to back off on its own."""
+    outcomes: dict[str, int] = {}
+    for workload_id in workload_ids:
+        try:
+            outcome = run(workload_id)
+        except ClusterError:
+            send(single.name, workload_id, countdown=1)
+            outcome = "retrying"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+# A batch's time limits cover BATCH dispatches; past them the rows still ADMITTED are the sweep's to send again.
+@shared_task(time_limit=300, soft_time_limit=270, ignore_result=True, acks_late=True)
+def dispatch_workloads(workload_ids: list[str]) -> dict:
+    return _each(dispatch, dispatch_workload, workload_ids)
+
+
+@shared_task(time_limit=300, soft_time_limit=270, ignore_result=True, acks_late=True)
+def stop_workloads(workload_ids: list[str]) -> dict:
+    return _each(stop, stop_workload, workload_ids)
 
 
 @shared_task(time_limit=120, soft_time_limit=100, ignore_result=True)

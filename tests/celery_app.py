@@ -2,6 +2,13 @@
 
 import contextlib
 
+from django.conf import settings
+
+
+def every_queue() -> list[str]:
+    """The queues of all the workers (settings.OSMO_WORKER_QUEUES): a test's one worker serves them all."""
+    return sorted({queue for queues in settings.OSMO_WORKER_QUEUES.values() for queue in queues})
+
 
 @contextlib.contextmanager
 def broker_at(url: str):

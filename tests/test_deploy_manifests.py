@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import settings
 
 from pools.cluster.interface import Cluster
 from pools.cluster.kube import KubeCluster
@@ -33,7 +34,8 @@ from tests.support.syncing import watch_round
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "deploy" / "base"
-WORKLOADS = {"Deployment/osmo-web", "Deployment/osmo-worker", "Deployment/osmo-beat", "Job/osmo-migrate"}
+WORKERS = {f"Deployment/osmo-worker-{name}" for name in ("sync", "admission", "lifecycle")}
+WORKLOADS = {"Deployment/osmo-web", *WORKERS, "Deployment/osmo-beat", "Job/osmo-migrate"}
 MANAGED = {"runwhere.ai/managed-by": "osmo-pools"}
 
 
@@ -116,7 +118,12 @@ def test_the_web_probes_healthz_for_liveness_and_readyz_for_readiness_with_an_al
 def test_the_workloads_run_the_documented_commands_and_beat_is_one_replica_recreated():
     assert container("Deployment/osmo-web")["command"] == [
         "gunicorn", "osmo_site.wsgi:application", "-c", "deploy/gunicorn.conf.py"]
-    assert container("Deployment/osmo-worker")["command"][:5] == ["celery", "-A", "osmo_site", "worker", "-l"]
+    for name in WORKERS:
+        assert container(name)["command"][:5] == ["celery", "-A", "osmo_site", "worker", "-l"]
+    # A worker Deployment per queue group, serving the queues `manage.py serve` gives that group's worker.
+    served = {name.removeprefix("Deployment/osmo-worker-"): container(name)["command"] for name in WORKERS}
+    assert {name: command[command.index("-Q") + 1].split(",") for name, command in served.items()} == (
+        settings.OSMO_WORKER_QUEUES)
     assert container("Deployment/osmo-beat")["command"][:4] == ["celery", "-A", "osmo_site", "beat"]
     assert container("Job/osmo-migrate")["command"] == ["python", "manage.py", "migrate", "--noinput"]
     beat = objects()["Deployment/osmo-beat"]["spec"]

@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from osmo_site.env import env_bool, env_int, env_list
-from tests.celery_app import broker_at
+from tests.celery_app import broker_at, every_queue
 
 
 def test_env_bool_refuses_values_that_are_not_booleans(monkeypatch):
@@ -99,7 +99,7 @@ def test_a_real_worker_syncs_a_simulated_backend_through_redis(settings, tmp_pat
     sim = Backend.objects.create(name="sim", kind=Backend.Kind.SIMULATED)
     real = Backend.objects.create(name="real", kind=Backend.Kind.KUBERNETES)
     with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
-                                                                 shutdown_timeout=10):
+                                                                 queues=every_queue(), shutdown_timeout=10):
         sync_backend.delay(sim.pk, seconds=0)
         sync_backend.delay(real.pk, seconds=0)
         deadline = time.monotonic() + 60

@@ -160,13 +160,14 @@ def test_serve_runs_web_worker_and_beat_and_stops_them_all(tmp_path):
         wait_for(lambda: any(str(line.get("request_id", "")).startswith("task:") for line in served.json_lines()),
                  "a task's log line from the worker")
         children = [line for line in served.lines() if line.startswith("Serving:")]
-        assert children and all(name in children[0] for name in ("web", "worker", "beat"))
+        assert children and all(f"{name} (pid" in children[0] for name in (
+            "web", "worker-sync", "worker-admission", "worker-lifecycle", "beat"))
         below = descendants(served.process.pid)  # gunicorn's and Celery's own workers too
     finally:
         status = served.stop()
     assert status == 0
     pids = [int(part.split(")")[0]) for part in children[0].split("pid ")[1:]]
-    assert len(pids) == 3 and set(pids) < below
+    assert len(pids) == 5 and set(pids) < below
     assert not [pid for pid in below if running(pid)]
 
 

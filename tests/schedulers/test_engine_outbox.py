@@ -11,7 +11,7 @@ from pools.cluster.kinds import KAI_QUEUE
 from pools.models import Backend
 from pools.schedulers.kai import queue_name
 from pools.tasks import reconcile_engines
-from tests.celery_app import broker_at
+from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import project
 
 VISION = queue_name("training", "research", "vision")
@@ -37,7 +37,7 @@ def gpu_quota(standin, name: str):
 def test_a_quota_write_reconciles_the_queues_through_a_real_worker_once_it_commits(kai, standin, settings):
     settings.OSMO_ENGINE_RECONCILE_ON_COMMIT = True
     with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
-                                                                 shutdown_timeout=10):
+                                                                 queues=every_queue(), shutdown_timeout=10):
         project("vision", pools={"training": {"deserved": 6, "limit": 12}}, users=["researcher"],
                 default_pools=["training"])
         deadline = time.monotonic() + 60

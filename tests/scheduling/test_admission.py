@@ -58,6 +58,20 @@ def test_it_refuses_non_preemptible_work_above_deserved_with_the_numbers():
                               "2 more; low priority could borrow 24 idle GPUs.")
 
 
+def test_the_idle_gpus_a_reason_offers_count_the_admissions_of_the_same_cycle_in_every_pool_of_their_nodes():
+    shared = node("n3", 8)
+    snapshot = Snapshot({
+        "training": pool(projects={"vision": quota(deserved=16)}, nodes=[node("n1", 8), node("n2", 8), shared]),
+        "other": pool("other", projects={"vision": quota(deserved=0)}, nodes=[shared])})
+    decision = decide(snapshot, [workload("w0", gpus=8), workload("w1", gpus=8, submitted=1),
+                                 workload("w2", gpus=4, submitted=2), workload("w3", gpus=4, submitted=3,
+                                                                                pools=("other",))])
+    used = {name for wid in ("w0", "w1") for name in decision.admitted[wid].placement}
+    assert len(used) == 2
+    assert "borrow 8 idle GPUs" in decision.reasons["w2"][0].message  # 24 - 8 (w0) - 8 (w1)
+    assert f"borrow {0 if 'n3' in used else 8} idle GPUs" in decision.reasons["w3"][0].message
+
+
 def test_it_lets_preemptible_work_borrow_up_to_the_limit():
     snapshot = Snapshot({"training": pool(projects={"vision": quota(deserved=2, limit=6)})})
     decision = decide(snapshot, [workload("a", gpus=4, low=True), workload("b", gpus=4, low=True, submitted=1)])

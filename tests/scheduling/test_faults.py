@@ -22,7 +22,7 @@ from pools.models import Backend
 from scheduling import sweeps
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
-from tests.celery_app import broker_at
+from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import body
 from tests.support.ports import free_port
 from tests.waiting import until
@@ -175,7 +175,8 @@ class Worker:
         log = self.log
         self.process = process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "osmo_site", "worker", "-P", "solo", "-l", "INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"faults-{os.getpid()}@%h"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"faults-{os.getpid()}@%h",
+             "-Q", ",".join(every_queue())],
             cwd=settings.BASE_DIR, env=child_env(CELERY_BROKER_URL=self.url, OSMO_ADMISSION_ON_COMMIT="1"),
             stdout=log.open("w"), stderr=subprocess.STDOUT)
         until(lambda: process.poll() is not None or " ready." in log.read_text(), "the Celery worker to be ready",

@@ -11,7 +11,7 @@ from pools.models import ConfigKind
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.submission import submit
-from tests.celery_app import broker_at
+from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import SHARED, body, seed_pool
 from tests.waiting import until
 
@@ -23,7 +23,7 @@ def test_a_submission_asks_a_real_worker_for_a_cycle_on_commit(world, researcher
 
     settings.OSMO_ADMISSION_ON_COMMIT = True
     with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
-                                                                 shutdown_timeout=10):
+                                                                 queues=every_queue(), shutdown_timeout=10):
         created = researcher_api.post("/api/workloads/", body(), format="json").json()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not Workload.objects.filter(

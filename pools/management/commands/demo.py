@@ -1,4 +1,5 @@
-"""`./manage.py demo`: the site, a Celery worker and Celery beat, stopped together by Ctrl-C.
+"""`./manage.py demo`: the site, the Celery workers (sync, admission, lifecycle) and Celery beat, stopped together by
+Ctrl-C.
 `make demo` migrates and runs `config init` first; this loads the demo pools and reads the simulated
 cluster once, so the pages have data before beat's first sync round.
 
@@ -25,6 +26,7 @@ from pools.config.kinds import WriteResult
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
 from pools.management.cli import clear_errors
 from pools.management.stopping import interrupt_on_stop_signals, stop_children
+from pools.management.workers import worker_commands
 from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
 from pools.quotas.writes import department_docs, project_docs
 from pools.schedulers import reconcile
@@ -57,7 +59,7 @@ KAI_QUOTAS = {
 
 
 class Command(BaseCommand):
-    help = "Serve the demo at http://127.0.0.1:8000 with a Celery worker and beat; Ctrl-C stops all three."
+    help = "Serve the demo at http://127.0.0.1:8000 with the Celery workers and beat; Ctrl-C stops them all."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
@@ -82,9 +84,10 @@ class Command(BaseCommand):
         celery = [sys.executable, "-m", "celery", "-A", "osmo_site"]
         commands = {
             "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+            # A worker per queue group (sync, admission, lifecycle), so a sync round never delays a cycle or a cancel.
             # Threads: a warm shutdown ends the running sync rounds at once (pools.tasks.end_sync_rounds), so Ctrl-C
             # leaves no lease behind; and each backend's sync holds one of them, so more than the two backends.
-            "worker": [*celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency", "4"],
+            **worker_commands("--loglevel", "INFO", pool="threads"),
             "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
         # Beat also runs the demo's trickle of workload submissions (scheduling.demo), unless set otherwise.

@@ -1,7 +1,8 @@
-"""`./manage.py serve`: the production web server, a Celery worker and beat, as one foreground command.
+"""`./manage.py serve`: the production web server, Celery workers (one per queue group: sync, admission,
+lifecycle; pools.management.workers) and beat, as one foreground command.
 
 Each runs as a child process against the database and broker of the environment (DATABASE_URL,
-CELERY_BROKER_URL). Ctrl-C, SIGTERM or SIGHUP stops all three and whatever processes they started; when one of
+CELERY_BROKER_URL). Ctrl-C, SIGTERM or SIGHUP stops all of them and whatever processes they started; when one of
 them exits, the others are stopped and the command exits with its status, so a supervisor (systemd, a container
 runtime) sees the failure and restarts.
 On Kubernetes each runs in its own Deployment instead (deploy/base).
@@ -17,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from pools.management.stopping import STOP_SIGNALS, stop_children
+from pools.management.workers import worker_commands
 
 GUNICORN_CONF = Path(settings.BASE_DIR) / "deploy" / "gunicorn.conf.py"
 
@@ -28,19 +30,19 @@ def commands(*, web: bool, worker: bool, beat: bool, bind: str) -> dict[str, lis
         chosen["web"] = [python, "-m", "gunicorn", "osmo_site.wsgi:application", "-c", str(GUNICORN_CONF),
                          "--bind", bind]
     if worker:
-        chosen["worker"] = [python, "-m", "celery", "-A", "osmo_site", "worker", "-l", "info"]
+        chosen.update(worker_commands("-l", "info"))
     if beat:
         chosen["beat"] = [python, "-m", "celery", "-A", "osmo_site", "beat", "-l", "info"]
     return chosen
 
 
 class Command(BaseCommand):
-    help = "Run the web server (gunicorn), a Celery worker and Celery beat until stopped."
+    help = "Run the web server (gunicorn), the Celery workers (sync, admission, lifecycle) and beat until stopped."
 
     def add_arguments(self, parser):
         parser.add_argument("--bind", default="127.0.0.1:8000", help="address:port for the web server")
         parser.add_argument("--no-web", action="store_true", help="do not start the web server")
-        parser.add_argument("--no-worker", action="store_true", help="do not start a Celery worker")
+        parser.add_argument("--no-worker", action="store_true", help="do not start the Celery workers")
         parser.add_argument("--no-beat", action="store_true", help="do not start Celery beat")
 
     def handle(self, *args, bind, no_web, no_worker, no_beat, **options):
