@@ -253,6 +253,7 @@ CELERY_TASK_ROUTES = {
     "scheduling.tasks.lifecycle_sweep": {"queue": "lifecycle"},
     "scheduling.tasks.demo_trickle": {"queue": "lifecycle"},
     "pools.tasks.record_usage_snapshots": {"queue": "lifecycle"},
+    "pools.tasks.prune_audit_log": {"queue": "lifecycle"},
 }
 OSMO_WORKER_QUEUES = {"sync": ["sync"], "admission": ["admission", "celery"], "lifecycle": ["lifecycle"]}
 OSMO_SYNC_CONCURRENCY = env_int("OSMO_SYNC_CONCURRENCY", 4)
