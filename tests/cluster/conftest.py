@@ -1,6 +1,16 @@
 import pytest
 
 from pools.cluster.kube import KubeCluster
+from tests.support.clock import Clock
+
+# The simulated clusters' moment zero (a fixed instant: the simulated fleet moves with the clock).
+T0 = 1_760_000_000.0
+
+
+@pytest.fixture
+def clock():
+    """The simulated clusters' clock, at T0 until the test moves it."""
+    return Clock(T0)
 
 
 @pytest.fixture

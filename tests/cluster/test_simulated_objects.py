@@ -8,12 +8,7 @@ import pytest
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, simulated
 from pools.cluster.kinds import KAI_PODGROUP, KAI_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD
 from pools.cluster.simulated import SimulatedCluster
-from tests.cluster.test_simulated import Clock, drain
-
-
-@pytest.fixture
-def clock():
-    return Clock()
+from tests.cluster.test_simulated import drain
 
 
 @pytest.fixture
