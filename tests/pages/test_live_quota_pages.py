@@ -7,8 +7,9 @@ import re
 import pytest
 
 from tests.pages import quota_world
-from tests.pages.conftest import ALPHA, body, fragment
+from tests.pages.conftest import body, fragment
 from tests.pages.test_quotas import cell
+from tests.support.fleet import ALPHA
 
 pytestmark = pytest.mark.django_db
 VISION = f"{ALPHA}/research/vision"

@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from pools.config import writes
 from pools.models import ConfigKind
 from tests.pages import quota_world
-from tests.pages.conftest import ALPHA, BRAVO, body
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, BRAVO
 
 pytestmark = pytest.mark.django_db
 

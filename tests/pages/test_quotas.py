@@ -17,7 +17,8 @@ from pools.pages.tables import QUOTAS
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import quota_tables
 from tests.pages import quota_world
-from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 EDIT = "/quotas/edit/"
