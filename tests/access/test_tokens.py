@@ -89,7 +89,7 @@ def test_a_revoked_token_is_refused_at_once(client_as):
 
 
 @pytest.mark.parametrize("header", ["Bearer", "Bearer a b", "Bearer osmo_not-a-token"])
-def test_a_malformed_or_unknown_bearer_token_is_refused(world, header):
+def test_a_malformed_or_unknown_bearer_token_is_refused(shared_node_pools, header):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=header)
 

@@ -1,4 +1,5 @@
 import pytest
+from kubernetes import config as k8s_config
 
 from pools.cluster.kube import KubeCluster
 from tests.support.clock import Clock
@@ -23,3 +24,11 @@ def kube(standin, tmp_path):
     )
     yield cluster
     cluster.close()
+
+
+@pytest.fixture
+def kube_api(standin, tmp_path):
+    """The official client's ApiClient on the stand-in API server, for talking to it as kubectl would."""
+    api_client = k8s_config.new_client_from_config(config_file=standin.kubeconfig(tmp_path / "kubeconfig"))
+    yield api_client
+    api_client.close()

@@ -7,7 +7,6 @@ import json
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from pools.cluster.kinds import KAI_QUEUE
@@ -21,15 +20,8 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 @pytest.fixture
-def api(standin, tmp_path):
-    api_client = k8s_config.new_client_from_config(config_file=standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def jobs(api):
-    return k8s.BatchV1Api(api)
+def jobs(kube_api):
+    return k8s.BatchV1Api(kube_api)
 
 
 def job_body(name: str, **metadata) -> dict:
@@ -85,18 +77,18 @@ def test_a_patch_carrying_a_stale_resource_version_is_refused_and_one_without_is
     assert unconditional.metadata.labels == {"team": "a", "tier": "b"}
 
 
-def test_a_node_patch_with_a_stale_resource_version_is_a_conflict(standin, kube, api):
+def test_a_node_patch_with_a_stale_resource_version_is_a_conflict(standin, kube, kube_api):
     stale = standin.add_node(make_node("gpu-1"))["metadata"]["resourceVersion"]
     kube.set_unschedulable("gpu-1", True)
-    status = refusal(k8s.CoreV1Api(api).patch_node, "gpu-1",
+    status = refusal(k8s.CoreV1Api(kube_api).patch_node, "gpu-1",
                      {"metadata": {"resourceVersion": stale, "labels": {"a": "b"}}}, _content_type=MERGE)
     assert (status["code"], status["message"]) == (409, f'Operation cannot be fulfilled on nodes "gpu-1": {STALE}')
     assert status["details"] == {"name": "gpu-1", "kind": "nodes"}
     assert "a" not in standin.node("gpu-1")["metadata"].get("labels", {})
 
 
-def test_a_custom_object_is_replaced_only_with_its_current_resource_version(standin, kube, api):
-    objects = k8s.CustomObjectsApi(api)
+def test_a_custom_object_is_replaced_only_with_its_current_resource_version(standin, kube, kube_api):
+    objects = k8s.CustomObjectsApi(kube_api)
     created = kube.create_object(KAI_QUEUE, queue("research"))
     kube.patch_object(KAI_QUEUE, "research", {"spec": {"resources": {"gpu": {"quota": 4}}}})
     body = {**created, "spec": {"resources": {"gpu": {"quota": 2, "limit": -1, "overQuotaWeight": 1}}}}
@@ -176,8 +168,8 @@ def test_a_create_whose_namespace_is_not_the_urls_is_refused_not_moved(standin, 
 # Patch formats
 
 
-def test_a_node_takes_both_patch_formats_with_a_strategic_merge_of_finalizers_and_owner_references(standin, api):
-    nodes = k8s.CoreV1Api(api)
+def test_a_node_takes_both_patch_formats_with_a_strategic_merge_of_finalizers_and_owner_references(standin, kube_api):
+    nodes = k8s.CoreV1Api(kube_api)
     taint = {"key": "gpu", "value": "broken", "effect": "NoSchedule"}
     standin.add_node(make_node("gpu-1", labels={"keep": "1", "drop": "1"}, taints=[taint]))
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "uid-a"}
@@ -206,17 +198,17 @@ def test_a_node_takes_both_patch_formats_with_a_strategic_merge_of_finalizers_an
     assert standin.node("gpu-1")["metadata"]["finalizers"] == ["c/z"]
 
 
-def test_a_custom_object_refuses_a_strategic_merge_patch_with_415_as_a_real_server(standin, kube, api):
+def test_a_custom_object_refuses_a_strategic_merge_patch_with_415_as_a_real_server(standin, kube, kube_api):
     kube.create_object(KAI_QUEUE, queue("research"))
-    status = refusal(k8s.CustomObjectsApi(api).patch_cluster_custom_object, "scheduling.run.ai", "v2", "queues",
+    status = refusal(k8s.CustomObjectsApi(kube_api).patch_cluster_custom_object, "scheduling.run.ai", "v2", "queues",
                      "research", {"spec": {"priority": 1}}, _content_type=STRATEGIC)
     assert (status["code"], status["reason"]) == (415, "UnsupportedMediaType")
     assert STRATEGIC not in status["message"]
 
 
-def test_a_custom_object_takes_a_json_merge_patch_that_removes_what_it_nulls(standin, kube, api):
+def test_a_custom_object_takes_a_json_merge_patch_that_removes_what_it_nulls(standin, kube, kube_api):
     kube.create_object(KAI_QUEUE, queue("research"))
-    patched = k8s.CustomObjectsApi(api).patch_cluster_custom_object(
+    patched = k8s.CustomObjectsApi(kube_api).patch_cluster_custom_object(
         "scheduling.run.ai", "v2", "queues", "research",
         {"spec": {"parentQueue": "root", "resources": {"gpu": {"limit": None}}}}, _content_type=MERGE)
     assert patched["spec"] == {"parentQueue": "root", "resources": {"gpu": {"quota": 8, "overQuotaWeight": 1}}}

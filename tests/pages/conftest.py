@@ -3,6 +3,14 @@ tests/support/fleet.py (`fleet`, `alpha_member`); and the readers of their answe
 
 import pytest
 
+from tests.pages import quota_world
+
+
+@pytest.fixture
+def projects_and_quotas(fleet):
+    """Departments, projects, quotas and pods on the fleet: tests/pages/quota_world.py."""
+    quota_world.build()
+
 
 @pytest.fixture
 def staff_client(client, staff):
