@@ -5,7 +5,6 @@ for the README (`docs/screenshots/`). Every expectation is read back from the da
 import csv
 import io
 import re
-import time
 
 import pytest
 from playwright.sync_api import expect
@@ -14,6 +13,7 @@ from pools.fleet.usage import last_contact
 from pools.models import ConfigKind, ConfigRevision, Node, NodeMembership, Pool, TablePreference
 from tests.support.browser import PASSWORD, USERNAME, sign_in
 from tests.support.fleet_with_history import POOLS
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,11 +33,10 @@ def header_keys(page, table: str = "nodes") -> list[str]:
 
 
 def rows_become(page, expected: list[str], table: str = "nodes", timeout: float = 10) -> list[str]:
-    """The row keys once they equal `expected`, or as they are when `timeout` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while (keys := shown_keys(page, table)) != expected and time.monotonic() < deadline:
-        page.wait_for_timeout(100)
-    return keys
+    """The row keys once they equal `expected` (within `timeout` seconds, else the test fails saying what it saw)."""
+    until(lambda: shown_keys(page, table) == expected, f"the {table} rows to become {expected}", seconds=timeout,
+          detail=lambda: f"shown: {shown_keys(page, table)}")
+    return expected
 
 
 def pool_nodes(pool: str, *order: str, **filters) -> list[Node]:

@@ -2,7 +2,6 @@
 commits (a real worker through Redis applies it to the stand-in API server through the real client), and the
 periodic run repairs drift and records its outcome, or its error, on the backend."""
 
-import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -13,6 +12,7 @@ from pools.schedulers.kai import queue_name
 from pools.tasks import reconcile_engines
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import project
+from tests.waiting import until
 
 VISION = queue_name("training", "research", "vision")
 
@@ -40,9 +40,7 @@ def test_a_quota_write_reconciles_the_queues_through_a_real_worker_once_it_commi
                                                                  shutdown_timeout=10):
         project("vision", pools={"training": {"deserved": 6, "limit": 12}}, users=["researcher"],
                 default_pools=["training"])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and gpu_quota(standin, VISION) != 6:
-            time.sleep(0.1)
+        until(lambda: gpu_quota(standin, VISION) == 6, "the worker to write vision's quota into its KAI queue")
     assert gpu_quota(standin, VISION) == 6
     kai.refresh_from_db()
     assert kai.engine_reconciled_at is not None and kai.engine_error == ""
