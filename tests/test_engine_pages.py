@@ -23,12 +23,6 @@ RACK = {"key": "rack", "label": "example.com/rack"}
 
 
 @pytest.fixture
-def kai(world):
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
-    return Backend.objects.get(name="default")
-
-
-@pytest.fixture
 def shared_clients():
     """The per-process clients of `shared_cluster_for`, closed after the test (their servers go with it)."""
     yield

@@ -20,7 +20,7 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 @pytest.fixture
-def jobs(kube_api):
+def batch_api(kube_api):
     return k8s.BatchV1Api(kube_api)
 
 
@@ -41,37 +41,37 @@ def refusal(call, *args, **kwargs) -> dict:
 # Optimistic concurrency
 
 
-def test_a_replace_from_a_stale_read_is_refused_with_409_conflict_and_a_fresh_one_is_applied(standin, kube, jobs):
-    jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_replace_from_a_stale_read_is_refused_with_409_conflict_and_a_fresh_one_is_applied(standin, kube, batch_api):
+    batch_api.create_namespaced_job("team-a", job_body("x"))
     stale = kube.get_job("team-a", "x")
     standin.modify_job("x", {"status": {"active": 1}}, namespace="team-a")  # the Job controller wrote meanwhile
 
     stale["metadata"]["labels"] = {"team": "a"}
-    status = refusal(jobs.replace_namespaced_job, "x", "team-a", stale)
+    status = refusal(batch_api.replace_namespaced_job, "x", "team-a", stale)
 
     assert status["reason"] == "Conflict" and status["code"] == 409
-    assert status["message"] == f'Operation cannot be fulfilled on jobs.batch "x": {STALE}'
+    assert status["message"] == f'Operation cannot be fulfilled on batch_api.batch "x": {STALE}'
     assert status["details"] == {"name": "x", "group": "batch", "kind": "jobs"}
     assert "labels" not in standin.job("x", namespace="team-a")["metadata"]
     fresh = kube.get_job("team-a", "x")
     fresh["metadata"]["labels"] = {"team": "a"}
-    replaced = jobs.replace_namespaced_job("x", "team-a", fresh)
+    replaced = batch_api.replace_namespaced_job("x", "team-a", fresh)
     assert replaced.metadata.labels == {"team": "a"}
     assert int(replaced.metadata.resource_version) > int(fresh["metadata"]["resourceVersion"])
 
 
-def test_a_patch_carrying_a_stale_resource_version_is_refused_and_one_without_is_applied(standin, kube, jobs):
-    created = jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_patch_carrying_a_stale_resource_version_is_refused_and_one_without_is_applied(standin, kube, batch_api):
+    created = batch_api.create_namespaced_job("team-a", job_body("x"))
     standin.modify_job("x", {"status": {"active": 1}}, namespace="team-a")
 
-    status = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {
+    status = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {
         "resourceVersion": created.metadata.resource_version, "labels": {"team": "a"}}}, _content_type=MERGE)
     assert (status["code"], status["reason"]) == (409, "Conflict")
     current = standin.job("x", namespace="team-a")["metadata"]["resourceVersion"]
-    conditional = jobs.patch_namespaced_job("x", "team-a", {"metadata": {"resourceVersion": current,
+    conditional = batch_api.patch_namespaced_job("x", "team-a", {"metadata": {"resourceVersion": current,
                                                                          "labels": {"team": "a"}}},
                                             _content_type=MERGE)
-    unconditional = jobs.patch_namespaced_job("x", "team-a", {"metadata": {"labels": {"tier": "b"}}},
+    unconditional = batch_api.patch_namespaced_job("x", "team-a", {"metadata": {"labels": {"tier": "b"}}},
                                               _content_type=STRATEGIC)
     assert conditional.metadata.labels == {"team": "a"}
     assert unconditional.metadata.labels == {"team": "a", "tier": "b"}
@@ -117,23 +117,23 @@ def test_a_custom_object_is_replaced_only_with_its_current_resource_version(stan
 # Identity
 
 
-def test_a_replace_naming_another_object_is_refused_with_400(standin, kube, jobs):
-    jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_replace_naming_another_object_is_refused_with_400(standin, kube, batch_api):
+    batch_api.create_namespaced_job("team-a", job_body("x"))
     body = kube.get_job("team-a", "x")
     body["metadata"]["name"] = "y"
-    status = refusal(jobs.replace_namespaced_job, "x", "team-a", body)
+    status = refusal(batch_api.replace_namespaced_job, "x", "team-a", body)
     assert (status["code"], status["reason"]) == (400, "BadRequest")
     assert status["message"] == "the name of the object (y) does not match the name on the URL (x)"
 
 
-def test_a_patch_cannot_rename_move_or_change_the_uid_of_an_object(standin, jobs):
-    created = jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_patch_cannot_rename_move_or_change_the_uid_of_an_object(standin, batch_api):
+    created = batch_api.create_namespaced_job("team-a", job_body("x"))
     version = created.metadata.resource_version
 
-    renamed = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {"name": "y"}}, _content_type=MERGE)
-    moved = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {"namespace": "team-b"}},
+    renamed = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {"name": "y"}}, _content_type=MERGE)
+    moved = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {"namespace": "team-b"}},
                     _content_type=STRATEGIC)
-    new_uid = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {"uid": "00000000-0000-0000-0000-0"}},
+    new_uid = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {"uid": "00000000-0000-0000-0000-0"}},
                       _content_type=MERGE)
 
     assert (renamed["code"], renamed["message"]) == (
@@ -146,20 +146,20 @@ def test_a_patch_cannot_rename_move_or_change_the_uid_of_an_object(standin, jobs
     assert standin.job("x", namespace="team-a")["metadata"]["resourceVersion"] == version
 
 
-def test_a_replace_without_uid_or_creation_time_keeps_them(standin, kube, jobs):
-    created = jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_replace_without_uid_or_creation_time_keeps_them(standin, kube, batch_api):
+    created = batch_api.create_namespaced_job("team-a", job_body("x"))
     body = kube.get_job("team-a", "x")
     for server_owned in ("uid", "creationTimestamp", "generation"):
         del body["metadata"][server_owned]
-    replaced = jobs.replace_namespaced_job("x", "team-a", {**body, "metadata": {**body["metadata"],
+    replaced = batch_api.replace_namespaced_job("x", "team-a", {**body, "metadata": {**body["metadata"],
                                                                                  "labels": {"a": "b"}}})
     assert replaced.metadata.uid == created.metadata.uid
     assert replaced.metadata.creation_timestamp == created.metadata.creation_timestamp
     assert replaced.metadata.generation == 1  # labels are metadata: no new generation
 
 
-def test_a_create_whose_namespace_is_not_the_urls_is_refused_not_moved(standin, jobs):
-    status = refusal(jobs.create_namespaced_job, "team-a", job_body("x", namespace="team-b"))
+def test_a_create_whose_namespace_is_not_the_urls_is_refused_not_moved(standin, batch_api):
+    status = refusal(batch_api.create_namespaced_job, "team-a", job_body("x", namespace="team-b"))
     assert (status["code"], status["message"]) == (
         400, "the namespace of the provided object does not match the namespace sent on the request")
     assert standin.jobs() == []

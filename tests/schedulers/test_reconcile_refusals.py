@@ -26,12 +26,6 @@ TOO_LONG = ('Queue.scheduling.run.ai "training.research.audio" is invalid: metad
             "characters")
 
 
-@pytest.fixture
-def kai(world):
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
-    return Backend.objects.get(name="default")
-
-
 def queues(standin) -> set[str]:
     return {queue["metadata"]["name"] for queue in standin.objects(KAI_QUEUE)}
 
