@@ -24,16 +24,12 @@ from django.utils import timezone
 
 from pools.access.tokens import create_token
 from tests.processes import descendants, running
+from tests.support.children import database_url
 from tests.support.ports import free_port
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def serve_env(tmp_path, **extra) -> dict:
