@@ -50,7 +50,7 @@ def test_a_replace_from_a_stale_read_is_refused_with_409_conflict_and_a_fresh_on
     status = refusal(batch_api.replace_namespaced_job, "x", "team-a", stale)
 
     assert status["reason"] == "Conflict" and status["code"] == 409
-    assert status["message"] == f'Operation cannot be fulfilled on batch_api.batch "x": {STALE}'
+    assert status["message"] == f'Operation cannot be fulfilled on jobs.batch "x": {STALE}'
     assert status["details"] == {"name": "x", "group": "batch", "kind": "jobs"}
     assert "labels" not in standin.job("x", namespace="team-a")["metadata"]
     fresh = kube.get_job("team-a", "x")
