@@ -2,6 +2,7 @@ import pytest
 from kubernetes import config as k8s_config
 
 from pools.cluster.kube import KubeCluster
+from pools.cluster.simulated import SimulatedCluster
 from tests.support.clock import Clock
 
 # The simulated clusters' moment zero (a fixed instant: the simulated fleet moves with the clock).
@@ -12,6 +13,19 @@ T0 = 1_760_000_000.0
 def clock():
     """The simulated clusters' clock, at T0 until the test moves it."""
     return Clock(T0)
+
+
+@pytest.fixture
+def cluster(tmp_path, clock):
+    """The simulated cluster of the demo's `default` fleet, its state under tmp_path, on `clock` (its sleeps only
+    move that clock)."""
+    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
+
+
+@pytest.fixture
+def other(tmp_path, clock):
+    """A second instance on the same state directory, as another process would open it."""
+    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 
 @pytest.fixture

@@ -23,17 +23,6 @@ PRODUCTS = {
 }
 
 
-@pytest.fixture
-def cluster(tmp_path, clock):
-    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
-
-
-@pytest.fixture
-def other(tmp_path, clock):
-    """A second instance on the same state directory, as another process would open it."""
-    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
-
-
 def list_all(page_fn, limit=100):
     items, token, versions = [], None, set()
     while True:

@@ -22,6 +22,7 @@ NS = "vision-team"
 
 @pytest.fixture
 def cluster(tmp_path, clock):
+    """The simulated cluster of the "kai" lab fleet (tests/cluster/conftest.py's is the demo's default one)."""
     return SimulatedCluster("kai-lab", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 
