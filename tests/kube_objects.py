@@ -455,3 +455,15 @@ def _container_status(container: dict[str, Any], phase: str, started: str) -> di
         "imageID": "",
         "started": phase == "Running",
     }
+
+
+def operator_pods(node: str, *, toolkit=True, dcgm=True) -> list[dict]:
+    """The GPU operator's pods on `node` that the node status looks for (container toolkit, DCGM exporter)."""
+    pods = []
+    if toolkit:
+        pods.append(make_pod(f"toolkit-{node}", node, namespace="gpu-operator", cpu="10m", memory="64Mi",
+                             labels={"app": "nvidia-container-toolkit-daemonset"}))
+    if dcgm:
+        pods.append(make_pod(f"dcgm-{node}", node, namespace="gpu-operator", cpu="10m", memory="64Mi",
+                             labels={"app": "nvidia-dcgm-exporter"}))
+    return pods

@@ -12,15 +12,9 @@ from django.utils.html import escape
 from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("defaults")]  # what admin_client's pages show
 
 VARIABLES = {"USER_CPU": 1, "USER_GPU": 0, "USER_MEMORY": "1Gi", "USER_STORAGE": "1Gi"}
-
-
-@pytest.fixture
-def admin_client(client, staff, defaults):
-    client.force_login(staff)
-    return client
 
 
 def form_data(response) -> dict:

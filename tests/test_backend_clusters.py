@@ -4,18 +4,18 @@ purpose with --same-cluster-as; two backends splitting one API server each own o
 (the `<prefix>backend` label), so reconciling them in turn writes nothing the second time round. Against the
 stand-in API server through the real client."""
 
-import io
 import json
-import socket
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from pools.cluster.kinds import KAI_QUEUE
 from pools.cluster.simulated import SimulatedCluster
 from pools.models import Backend, Pool
 from pools.schedulers.reconcile import run
 from tests.scheduling.conftest import SHARED
+from tests.support import commands
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -24,9 +24,7 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def add(*args: str) -> str:
-    out = io.StringIO()
-    call_command("backend", "add", *args, stdout=out)
-    return out.getvalue()
+    return commands.run("backend", "add", *args)
 
 
 def test_a_cluster_registered_twice_is_refused_naming_the_first(standin, tmp_path, defaults):
@@ -65,16 +63,12 @@ def test_same_cluster_as_names_a_backend_of_this_cluster(standin, tmp_path, defa
     second = Backend.objects.get(name="second")
     assert second.cluster_uid == standin.kube_system_uid and second.same_cluster_as == "first"
     assert second.scheduler == "kai"
-    out = io.StringIO()
-    call_command("backend", "list", "--format", "json", stdout=out)
-    rows = {row["name"]: row for row in json.loads(out.getvalue())}
+    rows = {row["name"]: row for row in json.loads(commands.run("backend", "list", "--format", "json"))}
     assert rows["second"]["same_cluster_as"] == "first" and rows["second"]["cluster_uid"] == standin.kube_system_uid
 
 
 def test_a_cluster_that_does_not_answer_is_added_with_a_warning(tmp_path, defaults):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "gone",

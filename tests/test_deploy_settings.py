@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
+from tests.support.children import database_url
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,11 +135,6 @@ def cookies(headers) -> dict[str, str]:
 
 def cookie_value(line: str) -> str:
     return line.split(";", 1)[0].split("=", 1)[1]
-
-
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.mark.postgres

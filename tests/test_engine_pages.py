@@ -3,12 +3,10 @@ now" action, `backend list` and `backend reconcile`, which engine enforces a poo
 pages (its objects' state for staff only), and topology keys checked against the pool's nodes when a pool is
 written. Engine objects are written to the stand-in API server through the real client."""
 
-import io
 import json
-import socket
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.test import Client
 from django.utils import timezone
 
@@ -17,15 +15,11 @@ from pools.fleet import sync
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
 from pools.schedulers import reconcile
 from tests.scheduling.conftest import SHARED
+from tests.support.commands import run
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db
 RACK = {"key": "rack", "label": "example.com/rack"}
-
-
-@pytest.fixture
-def kai(world):
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
-    return Backend.objects.get(name="default")
 
 
 @pytest.fixture
@@ -46,19 +40,13 @@ def on_standin(kai, standin, tmp_path, shared_clients):
     return Backend.objects.get(pk=kai.pk)
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def unreachable(kai, tmp_path, shared_clients):
     """The KAI backend pointing at a port nobody listens on."""
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "gone",
-        "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}],
+        "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
         "users": [{"name": "gone", "user": {}}],
         "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}]}))
     Backend.objects.filter(pk=kai.pk).update(kind=Backend.Kind.KUBERNETES, kubeconfig_path=str(path))
@@ -159,9 +147,7 @@ def test_the_reconcile_action_says_when_there_is_nothing_to_reconcile_or_no_conn
 # ---- ./manage.py backend list | reconcile ----------------------------------------------------------------
 
 def backend_command(*args) -> str:
-    out = io.StringIO()
-    call_command("backend", *args, stdout=out)
-    return out.getvalue()
+    return run("backend", *args)
 
 
 def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(kai, standin, kube):

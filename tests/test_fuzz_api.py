@@ -2,7 +2,7 @@
 token and with a member's token, through the whole WSGI stack (middleware, authentication, views) into a
 realistic database: none answers a server error, and every answer the schema documents has its shape.
 
-The world is built once for the module; each operation runs in a savepoint of it (as Django's
+The demo (`demo_tokens`) is built once for the module; each operation runs in a savepoint of it (as Django's
 `setUpTestData`), so every operation starts from the same rows. Its cluster is the simulated one of the
 `default` backend, in a temporary state directory: no request reaches a real cluster.
 
@@ -48,7 +48,7 @@ def a_read_is_never_blamed_for_the_databases_refusal(ctx, response, case):
 
 
 CHECKS = [not_a_server_error, response_schema_conformance, a_read_is_never_blamed_for_the_databases_refusal]
-# Names the world below has, so that about half the generated names find a row rather than a 404.
+# Names the demo below has, so that about half the generated names find a row rather than a 404.
 POOLS = ["default", "training", "dev", "inference", "simulation"]
 NAMES = {"pools": POOLS, "users": ["ops", "alice"], "roles": ["osmo-training"],
          "other": ["dgx-h100-001", "dgx-a100-001", "ovx-l40s-001", "cpu-001", "llm-research", "robotics", "research",
@@ -73,7 +73,7 @@ schema = schemathesis.openapi.from_dict(
 
 
 @pytest.fixture(scope="module")
-def world(django_db_setup, django_db_blocker, tmp_path_factory):
+def demo_tokens(django_db_setup, django_db_blocker, tmp_path_factory):
     """The demo's configuration on the simulated `default` backend, synced (250 nodes and their pods, five
     pools with platforms, departments and projects with quotas), two pending workloads, a staff user and a
     member (alice, of project llm-research, with a role for pools training and dev, reading configurations,
@@ -140,8 +140,8 @@ def send(case, token: str, application):
 @pytest.mark.parametrize("who", ["staff", "member"])
 @schema.parametrize()
 @pytest.mark.django_db
-def test_no_operation_answers_a_server_error_or_an_undocumented_shape(case, who, world, application):
-    case.validate_response(send(case, world[who], application), checks=CHECKS)
+def test_no_operation_answers_a_server_error_or_an_undocumented_shape(case, who, demo_tokens, application):
+    case.validate_response(send(case, demo_tokens[who], application), checks=CHECKS)
 
 
 # Issue 25: the doors a hostile signed-in user reaches first, also with a token of no role at all (the
@@ -165,15 +165,15 @@ def test_the_submission_fuzz_covers_submit_workflows_and_cancel():
 # ---- the harness reaches the views, as each of them ------------------------------------------------------
 
 @pytest.mark.django_db
-def test_both_tokens_reach_the_views_and_the_member_is_held_to_her_roles(world, application):
+def test_both_tokens_reach_the_views_and_the_member_is_held_to_her_roles(demo_tokens, application):
     pools = schema["/api/pools/"]["GET"]
     for who in ("staff", "member"):
-        response = send(pools.Case(), world[who], application)
+        response = send(pools.Case(), demo_tokens[who], application)
         assert response.status_code == 200, response.text[:300]
         assert "training" in {row["name"] for row in response.json()}
 
     write = schema["/api/configs/{kind}/"]["PUT"].Case(path_parameters={"kind": "pool"}, body={"pools": {}})
-    assert send(write, world["member"], application).status_code == 403
+    assert send(write, demo_tokens["member"], application).status_code == 403
 
 
 # ---- answers whose shape the schema once got wrong -----------------------------------------------------------
@@ -187,16 +187,16 @@ def test_both_tokens_reach_the_views_and_the_member_is_held_to_her_roles(world, 
     ("/api/configs/{kind}/{name}/", {"kind": "project", "name": "llm-research"}, {}),
     ("/api/configs/{kind}/{name}/", {"kind": "department", "name": "research"}, {}),
 ], ids=["workloads", "a-page-of-workloads", "departments", "projects", "one-project", "one-department"])
-def test_workload_rows_and_quota_documents_have_the_documented_shape(world, application, path, parameters, query):
+def test_workload_rows_and_quota_documents_have_the_documented_shape(demo_tokens, application, path, parameters, query):
     case = schema[path]["GET"].Case(path_parameters=parameters, query=query)
-    response = send(case, world["staff"], application)
+    response = send(case, demo_tokens["staff"], application)
 
     assert response.status_code == 200, response.text[:300]
     case.validate_response(response, checks=CHECKS)
 
 
 @pytest.mark.django_db
-def test_the_checks_catch_a_read_that_blames_the_client_for_sql_the_server_built(world, application, monkeypatch):
+def test_the_checks_catch_a_read_that_blames_the_client_for_sql_the_server_built(demo_tokens, application, monkeypatch):
     """Before issue 30 every DataError answered 400, so a role whose glob PostgreSQL cannot compile made
     GET /api/pools/ a 400 that `not_a_server_error` let through; the check of our own must see it."""
     from pools.api import errors
@@ -206,9 +206,9 @@ def test_the_checks_catch_a_read_that_blames_the_client_for_sql_the_server_built
                                       {"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}]))
     case = schema["/api/pools/"]["GET"].Case()
 
-    assert send(case, world["member"], application).status_code == 500
+    assert send(case, demo_tokens["member"], application).status_code == 500
     monkeypatch.setattr(errors, "SAFE_METHODS", ())  # the old mapping: every DataError a 400
-    response = send(case, world["member"], application)
+    response = send(case, demo_tokens["member"], application)
     assert response.status_code == 400
     with pytest.raises(BaseExceptionGroup) as failed:
         case.validate_response(response, checks=CHECKS)

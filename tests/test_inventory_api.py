@@ -8,13 +8,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from pools.models import Node, NodeMembership
-from tests.pages.conftest import ALPHA, BRAVO, alpha_member, fleet, make_nodes  # noqa: F401 (fixtures)
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def nodes(fleet):  # noqa: F811
+def nodes(fleet):
     make_nodes(4, [ALPHA], prefix="alpha")
     make_nodes(4, [BRAVO], prefix="bravo")
     make_nodes(1, [ALPHA, BRAVO], prefix="shared")
@@ -51,7 +51,7 @@ QUERIES = [
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_the_nodes_page_and_the_resources_api_filter_alike(client, staff, alpha_member, nodes, query):  # noqa: F811
+def test_the_nodes_page_and_the_resources_api_filter_alike(client, staff, alpha_member, nodes, query):
     for user in (staff, alpha_member):
         client.force_login(user)
 
@@ -66,7 +66,7 @@ def test_it_filters_by_gpu_type_and_free_text(api, nodes):
     assert api_names(api, f"q={ALPHA}&status=Ready") == ["alpha-0001", "alpha-0003"]
 
 
-def test_free_text_does_not_match_through_a_pool_the_caller_may_not_see(alpha_member, nodes):  # noqa: F811
+def test_free_text_does_not_match_through_a_pool_the_caller_may_not_see(alpha_member, nodes):
     member = signed_in(alpha_member)
 
     assert api_names(member, "q=bravo-0") == []
@@ -74,7 +74,7 @@ def test_free_text_does_not_match_through_a_pool_the_caller_may_not_see(alpha_me
     assert api_names(member, "q=cpu") == ["alpha-0001"]
 
 
-def test_a_value_outside_the_callers_choices_matches_no_node(alpha_member, nodes):  # noqa: F811
+def test_a_value_outside_the_callers_choices_matches_no_node(alpha_member, nodes):
     member = signed_in(alpha_member)
 
     assert api_names(member, f"pool={BRAVO}") == []
@@ -151,7 +151,7 @@ def test_a_bad_limit_or_offset_is_refused_naming_it(api, nodes, query, field):
 
 
 @pytest.mark.parametrize("query", ["", "limit=2&offset=2", f"q=vision&pool={BRAVO}", "platform=cpu&limit=1"])
-def test_the_resource_list_is_bounded_in_queries(alpha_member, nodes, django_assert_max_num_queries, query):  # noqa: F811
+def test_the_resource_list_is_bounded_in_queries(alpha_member, nodes, django_assert_max_num_queries, query):
     make_nodes(40, [ALPHA], prefix="more")
     member = signed_in(alpha_member)
 
@@ -167,7 +167,7 @@ def test_the_pool_list_pages_in_a_bounded_number_of_queries(api, nodes, django_a
 
 
 @pytest.mark.parametrize("who", ["staff", "member"])
-def test_the_resource_list_is_exactly_what_its_schema_serializer_renders(staff, alpha_member, nodes, who):  # noqa: F811
+def test_the_resource_list_is_exactly_what_its_schema_serializer_renders(staff, alpha_member, nodes, who):
     """`/api/resources/` answers the rows as they are (fast), byte for byte what NodeRowSerializer, its schema,
     would render for the same rows: the same fields, decimals, times and redactions."""
     from rest_framework.renderers import JSONRenderer

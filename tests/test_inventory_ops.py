@@ -10,11 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from pools.fleet.sync import BackendSync, cluster_for
-from pools.models import Backend, Node, Pool
-from tests.kube_objects import make_node, make_pod
+from pools.models import Node, Pool
 from tests.support.commands import run
-from tests.test_sync import operator_pods
 
 pytestmark = pytest.mark.django_db
 
@@ -43,20 +40,6 @@ nodes:
 """
 
 
-@pytest.fixture
-def cluster(standin, tmp_path, defaults):
-    standin.add_nodes([make_node("node-1", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
-                      make_node("node-2", gpus=8, product="NVIDIA-A100-SXM4-80GB"),
-                      make_node("node-3", gpus=4, product="NVIDIA-L40S"),
-                      make_node("cpu-node-1", gpus=0)])
-    standin.add_pods([make_pod("train", "node-1", gpus=6, cpu="8", memory="16Gi"),
-                     *operator_pods("node-1"), *operator_pods("node-2"), *operator_pods("node-3")])
-    call_command("backend", "add", "gpu-cluster", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"))
-    backend = Backend.objects.get(name="gpu-cluster")
-    BackendSync(backend, cluster_for(backend)).run(seconds=0)
-    return backend
-
-
 def write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
@@ -65,14 +48,14 @@ def write(tmp_path, name, text):
 
 # ---- labels ----------------------------------------------------------------------------------------------
 
-def test_label_node_writes_the_cluster_then_the_database(cluster, standin):
+def test_label_node_writes_the_cluster_then_the_database(gpu_backend, standin):
     run("label", "node", "node-3", "runwhere.ai/gpu-type=L40S")
     assert standin.node("node-3")["metadata"]["labels"]["runwhere.ai/gpu-type"] == "L40S"
     assert Node.objects.get(name="node-3").labels["runwhere.ai/gpu-type"] == "L40S"
     assert "runwhere.ai/gpu-type  L40S" in run("get", "labels", "node-3", "--key", "runwhere.ai/gpu-type")
 
 
-def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(cluster, standin):
+def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(gpu_backend, standin):
     run("label", "node", "node-3", "runwhere.ai/pool=training-pool")
     with pytest.raises(CommandError, match=r"already has runwhere\.ai/pool=training-pool; pass overwrite"):
         run("label", "node", "node-3", "runwhere.ai/pool=inference-pool")
@@ -83,7 +66,7 @@ def test_changing_a_label_needs_overwrite_and_removing_uses_a_trailing_dash(clus
     assert "runwhere.ai/pool" not in Node.objects.get(name="node-3").labels
 
 
-def test_unmanaged_keys_and_bad_values_are_refused_before_touching_the_cluster(cluster, standin):
+def test_unmanaged_keys_and_bad_values_are_refused_before_touching_the_cluster(gpu_backend, standin):
     standin.clear_requests()
     with pytest.raises(CommandError, match="not managed here"):
         run("label", "node", "node-3", "kubernetes.io/hostname=x")
@@ -94,7 +77,7 @@ def test_unmanaged_keys_and_bad_values_are_refused_before_touching_the_cluster(c
     assert standin.requests_to("/api/v1/nodes/node-3", method="PATCH") == []
 
 
-def test_the_label_api_sets_removes_and_refuses_like_the_cli(cluster, api):
+def test_the_label_api_sets_removes_and_refuses_like_the_cli(gpu_backend, api):
     url = "/api/nodes/node-3/labels"
     answer = api.post(url, {"labels": {"runwhere.ai/pool": "a"}}, format="json")
     assert answer.status_code == 200 and answer.json()["labels"]["runwhere.ai/pool"] == "a"
@@ -108,7 +91,7 @@ def test_the_label_api_sets_removes_and_refuses_like_the_cli(cluster, api):
     assert api.post("/api/nodes/nope/labels", {"labels": {"runwhere.ai/a": "b"}}, format="json").status_code == 404
 
 
-def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_nothing(cluster, standin, api):
+def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_nothing(gpu_backend, standin, api):
     standin.fail_next(5, status=503, path_prefix="/api/v1/nodes/node-3")
     answer = api.post("/api/nodes/node-3/labels", {"labels": {"runwhere.ai/pool": "a"}}, format="json")
     assert answer.status_code == 503 and "detail" in answer.json()
@@ -117,7 +100,7 @@ def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_no
 
 # ---- gpuctl pool files --------------------------------------------------------------------------------------
 
-def test_create_f_makes_a_label_bound_pool_from_seed_003(cluster, standin, tmp_path):
+def test_create_f_makes_a_label_bound_pool_from_seed_003(gpu_backend, standin, tmp_path):
     output = run("create", "-f", write(tmp_path, "training-pool.yaml", SEED_003_TRAINING))
     assert "pool/training-pool created (2 nodes labeled)" in output
     pool = Pool.objects.get(name="training-pool")
@@ -137,13 +120,13 @@ def test_create_f_makes_a_label_bound_pool_from_seed_003(cluster, standin, tmp_p
     assert ["default", "ONLINE", "4", "0", "4", "4", "2"] in [line.split() for line in listing.splitlines()]
 
 
-def test_a_cpu_pool_with_an_empty_gpu_type_labels_only_the_pool(cluster, standin, tmp_path):
+def test_a_cpu_pool_with_an_empty_gpu_type_labels_only_the_pool(gpu_backend, standin, tmp_path):
     run("create", "-f", write(tmp_path, "compute.yaml", SEED_003_COMPUTE))
     labels = standin.node("cpu-node-1")["metadata"]["labels"]
     assert labels["runwhere.ai/pool"] == "compute-pool" and "runwhere.ai/gpu-type" not in labels
 
 
-def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(cluster, standin, tmp_path):
+def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(gpu_backend, standin, tmp_path):
     standin.clear_requests()
     bad = SEED_003_TRAINING.replace("node-2", "node-9")
     with pytest.raises(CommandError, match="node 'node-9' is not known"):
@@ -156,7 +139,7 @@ def test_create_refuses_unknown_nodes_and_malformed_files_without_writing(cluste
     assert standin.requests_to("/api/v1/nodes/node-1", method="PATCH") == []
 
 
-def test_create_refuses_to_steal_a_node_from_another_pool_without_overwrite(cluster, tmp_path):
+def test_create_refuses_to_steal_a_node_from_another_pool_without_overwrite(gpu_backend, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
     other = SEED_003_TRAINING.replace("training-pool", "inference-pool")
     with pytest.raises(CommandError, match="already in another pool"):
@@ -165,7 +148,7 @@ def test_create_refuses_to_steal_a_node_from_another_pool_without_overwrite(clus
     assert Node.objects.get(name="node-1").pool_names == ["inference-pool"]
 
 
-def test_delete_pool_removes_labels_and_warns_about_running_pods(cluster, standin, tmp_path):
+def test_delete_pool_removes_labels_and_warns_about_running_pods(gpu_backend, standin, tmp_path):
     path = write(tmp_path, "t.yaml", SEED_003_TRAINING)
     run("create", "-f", path)
     err = StringIO()
@@ -177,7 +160,7 @@ def test_delete_pool_removes_labels_and_warns_about_running_pods(cluster, standi
     assert standin.pod("train")["status"]["phase"] == "Running"
 
 
-def test_delete_pool_by_name_and_the_default_pool_is_protected(cluster, tmp_path):
+def test_delete_pool_by_name_and_the_default_pool_is_protected(gpu_backend, tmp_path):
     run("create", "-f", write(tmp_path, "c.yaml", SEED_003_COMPUTE))
     run("delete", "pool", "compute-pool")
     assert not Pool.objects.filter(name="compute-pool").exists()
@@ -187,7 +170,7 @@ def test_delete_pool_by_name_and_the_default_pool_is_protected(cluster, tmp_path
 
 # ---- read API and CLI ---------------------------------------------------------------------------------------
 
-def test_the_pool_api_sums_its_nodes(cluster, api, tmp_path):
+def test_the_pool_api_sums_its_nodes(gpu_backend, api, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
     rows = {row["name"]: row for row in api.get("/api/pools/").json()}
     training = rows["training-pool"]
@@ -203,7 +186,7 @@ def test_the_pool_api_sums_its_nodes(cluster, api, tmp_path):
     assert api.get("/api/pools/nope/").status_code == 404
 
 
-def test_the_resources_api_filters_by_pool_and_status(cluster, api, tmp_path):
+def test_the_resources_api_filters_by_pool_and_status(gpu_backend, api, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
     rows = api.get("/api/resources/", {"pool": "training-pool"}).json()
     assert [row["node"] for row in rows] == ["node-1", "node-2"]
@@ -221,7 +204,7 @@ def test_the_resources_api_filters_by_pool_and_status(cluster, api, tmp_path):
     assert api.get("/api/nodes/nope/").status_code == 404
 
 
-def test_the_cli_json_rows_equal_the_api_rows(cluster, api, tmp_path):
+def test_the_cli_json_rows_equal_the_api_rows(gpu_backend, api, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
     assert json.loads(run("pool", "list", "--format", "json")) == api.get("/api/pools/").json()
     assert json.loads(run("resource", "list", "--pool", "training-pool", "--format", "json")) == api.get(
@@ -230,7 +213,7 @@ def test_the_cli_json_rows_equal_the_api_rows(cluster, api, tmp_path):
         "/api/pools/training-pool/").json()
 
 
-def test_resource_type_is_osmos_sharing_and_node_type_says_gpu_or_cpu(cluster, api, tmp_path):
+def test_resource_type_is_osmos_sharing_and_node_type_says_gpu_or_cpu(gpu_backend, api, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
     Node.objects.filter(name="node-2").update(sharing=Node.Sharing.SHARED)
 
@@ -244,7 +227,7 @@ def test_resource_type_is_osmos_sharing_and_node_type_says_gpu_or_cpu(cluster, a
     assert api.get("/api/nodes/node-2/").json()["resource_type"] == "SHARED"
 
 
-def test_resource_list_prints_osmo_columns_with_a_total_row(cluster):
+def test_resource_list_prints_osmo_columns_with_a_total_row(gpu_backend):
     lines = run("resource", "list").splitlines()
     assert lines[0].split() == ["Node", "Pool", "Platform", "Type", "Storage", "CPU", "Memory", "GPU", "Status",
                                 "Reason"]
@@ -257,7 +240,7 @@ def test_resource_list_prints_osmo_columns_with_a_total_row(cluster):
     assert "node-3" in run("describe", "pool", "default")
 
 
-def test_the_inventory_api_is_bounded_in_queries(cluster, api, django_assert_max_num_queries, tmp_path):
+def test_the_inventory_api_is_bounded_in_queries(gpu_backend, api, django_assert_max_num_queries, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
     with django_assert_max_num_queries(6):
         pools = api.get("/api/pools/")
@@ -273,7 +256,7 @@ def test_the_openapi_schema_documents_units(api):
     assert "/api/resources/" in text and "bytes" in text and "CPU in cores" in text
 
 
-def test_sync_once_as_a_real_process_exits_zero_and_reports(cluster, standin, tmp_path, settings):
+def test_sync_once_as_a_real_process_exits_zero_and_reports(gpu_backend, standin, tmp_path, settings):
     """`manage.py sync NAME --once` in its own process, against a throwaway SQLite database."""
     env = {"DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "OSMO_DATA_DIR": str(tmp_path),
            "PATH": "/usr/bin:/bin"}

@@ -8,12 +8,11 @@ from django.core.management.base import CommandError
 
 from pools.models import Node
 from tests.support.commands import run
-from tests.test_inventory_ops import cluster  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db
 
 
-def test_cordon_marks_the_node_unschedulable_in_the_cluster_then_here_and_uncordon_undoes_it(cluster, standin):  # noqa: F811
+def test_cordon_marks_the_node_unschedulable_in_the_cluster_then_here_and_uncordon_undoes_it(gpu_backend, standin):
     assert "node/node-2 cordoned (Not ready (Scheduling disabled))" in run("cordon", "node-2")
 
     assert standin.node("node-2")["spec"]["unschedulable"] is True
@@ -27,7 +26,7 @@ def test_cordon_marks_the_node_unschedulable_in_the_cluster_then_here_and_uncord
     assert not node.unschedulable and node.status == "Ready"
 
 
-def test_cordon_of_an_unknown_node_is_one_line_and_touches_nothing(cluster, standin):  # noqa: F811
+def test_cordon_of_an_unknown_node_is_one_line_and_touches_nothing(gpu_backend, standin):
     before = len(standin.requests)
     with pytest.raises(CommandError, match="node 'ghost' is not known") as refused:
         run("cordon", "ghost")
@@ -35,7 +34,7 @@ def test_cordon_of_an_unknown_node_is_one_line_and_touches_nothing(cluster, stan
     assert len(standin.requests) == before
 
 
-def test_a_cluster_that_refuses_the_cordon_leaves_the_database_as_it_was(cluster, standin, api):  # noqa: F811
+def test_a_cluster_that_refuses_the_cordon_leaves_the_database_as_it_was(gpu_backend, standin, api):
     standin.fail_next(1, status=500)
 
     response = api.post("/api/nodes/node-1/cordon", {"cordon": True}, format="json")
@@ -44,7 +43,7 @@ def test_a_cluster_that_refuses_the_cordon_leaves_the_database_as_it_was(cluster
     assert not Node.objects.get(name="node-1").unschedulable
 
 
-def test_the_cordon_api_cordons_and_uncordons_and_answers_the_node(cluster, standin, api):  # noqa: F811
+def test_the_cordon_api_cordons_and_uncordons_and_answers_the_node(gpu_backend, standin, api):
     cordoned = api.post("/api/nodes/node-3/cordon", {"cordon": True}, format="json")
     assert cordoned.status_code == 200, cordoned.content
     assert cordoned.json()["schedulable"] is False and cordoned.json()["status"] == "Not ready (Scheduling disabled)"
@@ -56,14 +55,14 @@ def test_the_cordon_api_cordons_and_uncordons_and_answers_the_node(cluster, stan
     assert api.get("/api/nodes/node-3/").json()["schedulable"] is True
 
 
-def test_the_cordon_api_refuses_a_bad_body_naming_the_field_and_an_unknown_node(cluster, api):  # noqa: F811
+def test_the_cordon_api_refuses_a_bad_body_naming_the_field_and_an_unknown_node(gpu_backend, api):
     refused = api.post("/api/nodes/node-3/cordon", {"cordon": "true"}, format="json")
     assert refused.status_code == 400 and refused.json()["field"] == "cordon"
     assert api.post("/api/nodes/ghost/cordon", {"cordon": True}, format="json").status_code == 404
     assert not Node.objects.filter(unschedulable=True).exists()
 
 
-def test_members_may_not_cordon(cluster, client, member):  # noqa: F811
+def test_members_may_not_cordon(gpu_backend, client, member):
     client.force_login(member)
 
     response = client.post("/api/nodes/node-1/cordon", {"cordon": True}, content_type="application/json")
@@ -80,7 +79,7 @@ def test_the_openapi_schema_documents_the_cordon_body(api):
     assert "unschedulable" in operation["description"]
 
 
-def test_resource_list_shows_reasons_and_filters_nodes_needing_attention(cluster):  # noqa: F811
+def test_resource_list_shows_reasons_and_filters_nodes_needing_attention(gpu_backend):
     run("cordon", "node-1")
 
     lines = run("resource", "list", "--status", "attention").splitlines()
@@ -91,7 +90,7 @@ def test_resource_list_shows_reasons_and_filters_nodes_needing_attention(cluster
     assert [(row["node"], row["reasons"]) for row in rows] == [("node-1", ["Scheduling disabled"])]
 
 
-def test_describe_node_prints_the_node_pages_facts_as_text(cluster, standin):  # noqa: F811
+def test_describe_node_prints_the_node_pages_facts_as_text(gpu_backend, standin):
     run("cordon", "node-1")
 
     text = run("describe", "node", "node-1")
@@ -115,13 +114,13 @@ def test_describe_node_prints_the_node_pages_facts_as_text(cluster, standin):  #
     assert [event["kind"] for event in described["events"]] == ["status", "cordon", "added"]
 
 
-def test_describe_node_of_an_unknown_name_is_one_line(cluster):  # noqa: F811
+def test_describe_node_of_an_unknown_name_is_one_line(gpu_backend):
     with pytest.raises(CommandError) as refused:
         run("describe", "node", "ghost")
     assert str(refused.value) == "There is no node named 'ghost'"
 
 
-def test_the_node_page_cordons_and_uncordons_for_staff(cluster, standin, client, staff):  # noqa: F811
+def test_the_node_page_cordons_and_uncordons_for_staff(gpu_backend, standin, client, staff):
     client.force_login(staff)
 
     cordoned = client.post("/nodes/node-2/cordon/", {"cordon": "true"}, follow=True)
@@ -136,7 +135,7 @@ def test_the_node_page_cordons_and_uncordons_for_staff(cluster, standin, client,
     assert uncordoned.redirect_chain[-1][0] == "/nodes/node-2/?backend=gpu-cluster"
 
 
-def test_the_node_page_says_why_the_cluster_refused_a_cordon(cluster, standin, client, staff):  # noqa: F811
+def test_the_node_page_says_why_the_cluster_refused_a_cordon(gpu_backend, standin, client, staff):
     client.force_login(staff)
     standin.fail_next(1, status=500)
 
@@ -146,7 +145,7 @@ def test_the_node_page_says_why_the_cluster_refused_a_cordon(cluster, standin, c
     assert not Node.objects.get(name="node-2").unschedulable
 
 
-def test_cordon_and_uncordon_need_no_body_with_or_without_the_trailing_slash(cluster, standin, api):  # noqa: F811
+def test_cordon_and_uncordon_need_no_body_with_or_without_the_trailing_slash(gpu_backend, standin, api):
     cordoned = api.post("/api/nodes/node-3/cordon")
     assert cordoned.status_code == 200, cordoned.content
     assert cordoned.json()["schedulable"] is False and standin.node("node-3")["spec"]["unschedulable"] is True

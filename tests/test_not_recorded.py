@@ -42,7 +42,8 @@ def standin():
 
 
 @pytest.fixture
-def cluster(standin, tmp_path, defaults):
+def locking_backend(standin, tmp_path, defaults):
+    """Backend `gpu-cluster` on the locking stand-in, with nodes node-1 to node-3, synced once."""
     standin.add_nodes([make_node("node-1", gpus=8), make_node("node-2", gpus=8), make_node("node-3", gpus=4)])
     call_command("backend", "add", "gpu-cluster", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"),
                  stdout=StringIO())
@@ -75,7 +76,7 @@ def locked_on_patch(standin, table: str):
             cursor.execute("RESET lock_timeout")
 
 
-def test_label_node_says_the_cluster_was_changed_but_not_recorded(cluster, standin):
+def test_label_node_says_the_cluster_was_changed_but_not_recorded(locking_backend, standin):
     with locked_on_patch(standin, "pools_node"), pytest.raises(CommandError) as caught:
         run("label", "node", "node-3", "runwhere.ai/gpu-type=L40S")
     message = str(caught.value)
@@ -83,11 +84,11 @@ def test_label_node_says_the_cluster_was_changed_but_not_recorded(cluster, stand
     assert message.endswith("; the next sync will pick it up") and "\n" not in message
     assert standin.node("node-3")["metadata"]["labels"]["runwhere.ai/gpu-type"] == "L40S"
     assert "runwhere.ai/gpu-type" not in Node.objects.get(name="node-3").labels
-    BackendSync(cluster, cluster_for(cluster)).run(seconds=0)
+    BackendSync(locking_backend, cluster_for(locking_backend)).run(seconds=0)
     assert Node.objects.get(name="node-3").labels["runwhere.ai/gpu-type"] == "L40S"
 
 
-def test_the_label_api_answers_503_saying_the_cluster_was_changed_but_not_recorded(cluster, standin, api):
+def test_the_label_api_answers_503_saying_the_cluster_was_changed_but_not_recorded(locking_backend, standin, api):
     with locked_on_patch(standin, "pools_node"):
         answer = api.post("/api/nodes/node-3/labels", {"labels": {"runwhere.ai/pool": "a"}}, format="json")
     assert answer.status_code == 503
@@ -95,7 +96,7 @@ def test_the_label_api_answers_503_saying_the_cluster_was_changed_but_not_record
     assert standin.node("node-3")["metadata"]["labels"]["runwhere.ai/pool"] == "a"
 
 
-def test_create_f_whose_pool_is_not_recorded_says_so_and_a_second_run_records_it(cluster, standin, tmp_path):
+def test_create_f_whose_pool_is_not_recorded_says_so_and_a_second_run_records_it(locking_backend, standin, tmp_path):
     path = tmp_path / "training.yaml"
     path.write_text(SEED_003_TRAINING)
     # The labels are recorded; the pool's revision is not.
@@ -111,7 +112,7 @@ def test_create_f_whose_pool_is_not_recorded_says_so_and_a_second_run_records_it
     assert Node.objects.get(name="node-1").pool_names == ["training-pool"]
 
 
-def test_create_f_whose_labels_are_not_recorded_says_so(cluster, standin, tmp_path):
+def test_create_f_whose_labels_are_not_recorded_says_so(locking_backend, standin, tmp_path):
     path = tmp_path / "training.yaml"
     path.write_text(SEED_003_TRAINING)
     with locked_on_patch(standin, "pools_node"), pytest.raises(CommandError) as caught:
@@ -122,7 +123,7 @@ def test_create_f_whose_labels_are_not_recorded_says_so(cluster, standin, tmp_pa
     assert not Pool.objects.filter(name="training-pool").exists()
 
 
-def test_delete_whose_deletion_is_not_recorded_says_so(cluster, standin, tmp_path):
+def test_delete_whose_deletion_is_not_recorded_says_so(locking_backend, standin, tmp_path):
     path = tmp_path / "training.yaml"
     path.write_text(SEED_003_TRAINING)
     run("create", "-f", str(path))

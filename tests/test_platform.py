@@ -1,12 +1,12 @@
 """Settings from the environment and the Celery app (with a real worker over Redis)."""
 
-import time
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from osmo_site.env import env_bool, env_int, env_list
 from tests.celery_app import broker_at, every_queue
+from tests.waiting import until
 
 
 def test_env_bool_refuses_values_that_are_not_booleans(monkeypatch):
@@ -102,12 +102,9 @@ def test_a_real_worker_syncs_a_simulated_backend_through_redis(settings, tmp_pat
                                                                  queues=every_queue(), shutdown_timeout=10):
         sync_backend.delay(sim.pk, seconds=0)
         sync_backend.delay(real.pk, seconds=0)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (
-            Backend.objects.filter(pk=sim.pk, last_sync_at__isnull=False).exists()
-            and Backend.objects.filter(pk=real.pk).exclude(sync_error="").exists()
-        ):
-            time.sleep(0.2)
+        until(lambda: Backend.objects.filter(pk=sim.pk, last_sync_at__isnull=False).exists()
+              and Backend.objects.filter(pk=real.pk).exclude(sync_error="").exists(),
+              "the worker to sync both backends", every=0.2)
     assert Node.objects.filter(backend=sim).count() >= 200
     sim.refresh_from_db()
     real.refresh_from_db()

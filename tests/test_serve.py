@@ -24,15 +24,12 @@ from django.utils import timezone
 
 from pools.access.tokens import create_token
 from tests.processes import descendants, running
+from tests.support.children import database_url
 from tests.support.ports import free_port
+from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def serve_env(tmp_path, **extra) -> dict:
@@ -61,17 +58,15 @@ def get(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
 
 
 def wait_for(predicate, what: str, limit: float = 60.0, process=None):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    def ready():
         if process is not None and process.poll() is not None:
             raise AssertionError(f"serve exited with {process.returncode} while waiting for {what}")
         try:
-            if predicate():
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}")
+            return predicate()
+        except OSError:  # not listening yet
+            return False
+
+    until(ready, what, seconds=limit, every=0.2)
 
 
 class Served:

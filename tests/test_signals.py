@@ -21,7 +21,7 @@ from pools.models import Backend
 from scheduling.models import AdmissionState
 from tests.faults.conftest import busy_cluster
 from tests.processes import descendants, running
-from tests.scheduling.test_faults import child_env
+from tests.support.children import child_env
 from tests.support.ports import free_port
 from tests.waiting import until
 

@@ -276,14 +276,15 @@ def test_an_unexpected_error_and_ctrl_c_end_in_one_line(site, tmp_path):
     os.mkfifo(fifo)
     process = subprocess.Popen([sys.executable, "manage.py", "config", "update", "pool", "--file", str(fifo)],
                                cwd=ROOT, env=site_env(site), stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while True:  # a writer can open the FIFO once the command has opened it to read
+
+    def open_to_write() -> tuple[int] | None:  # a writer can open the FIFO once the command has opened it to read
+        assert process.poll() is None, "the command ended before reading its file"
         try:
-            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            break
+            return (os.open(fifo, os.O_WRONLY | os.O_NONBLOCK),)
         except OSError:
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.1)
+            return None
+
+    (writer,) = until(open_to_write, "the command to open its file to read")
     try:
         time.sleep(0.3)  # now waiting for the document
         process.send_signal(signal.SIGINT)

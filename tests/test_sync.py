@@ -10,22 +10,11 @@ from pools.config import writes
 from pools.fleet.sync import BackendSync, Lease, SyncBusy, cluster_for, mark_stale_backends
 from pools.inventory.nodes import label_text
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pod, SyncLog
-from tests.kube_objects import make_node, make_pod
+from tests.kube_objects import make_node, make_pod, operator_pods
 from tests.support.syncing import watch_round
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
-
-
-def operator_pods(node: str, *, toolkit=True, dcgm=True) -> list[dict]:
-    pods = []
-    if toolkit:
-        pods.append(make_pod(f"toolkit-{node}", node, namespace="gpu-operator", cpu="10m", memory="64Mi",
-                             labels={"app": "nvidia-container-toolkit-daemonset"}))
-    if dcgm:
-        pods.append(make_pod(f"dcgm-{node}", node, namespace="gpu-operator", cpu="10m", memory="64Mi",
-                             labels={"app": "nvidia-dcgm-exporter"}))
-    return pods
 
 
 def small_cluster(standin):

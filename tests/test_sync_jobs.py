@@ -106,11 +106,13 @@ class Following:
 
     def stop(self):
         self.offset = 10 ** 7
-        deadline = time.monotonic() + 60
-        while self.thread.is_alive() and time.monotonic() < deadline:
+
+        def ended() -> bool:
             self.standin.end_watches()  # again and again: a stream may open between two calls
             self.thread.join(0.2)
-        assert not self.thread.is_alive(), "the sync did not stop"
+            return not self.thread.is_alive()
+
+        waiting.until(ended, "the sync to stop", every=0)
         if self.error is not None:
             raise self.error
         return self.sync.stats

@@ -64,7 +64,9 @@ def hidden_platforms(principal: str) -> list[str]:
 
 
 @pytest.fixture
-def world(db):
+def shared_node_pools(db):
+    """The pools of the module docstring, each with its node, the node they share, and roles osmo-team and
+    sim-users."""
     backend = Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)
     pools = Pool.objects.bulk_create([Pool(name=name, backend=backend) for name in POOLS])
     nodes = Node.objects.bulk_create([Node(backend=backend, name=node_of(pool.name)) for pool in pools])
@@ -90,27 +92,27 @@ def give(user, *role_names: str):
 
 
 @pytest.fixture
-def nobody(world, django_user_model):
+def nobody(shared_node_pools, django_user_model):
     return django_user_model.objects.create_user("nobody", password="pw-nobody-1")
 
 
 @pytest.fixture
-def teammate(world, django_user_model):
+def teammate(shared_node_pools, django_user_model):
     return give(django_user_model.objects.create_user("teammate", password="pw-team-1"), "osmo-team")
 
 
 @pytest.fixture
-def policy_user(world, django_user_model):
+def policy_user(shared_node_pools, django_user_model):
     return give(django_user_model.objects.create_user("policy", password="pw-policy-1"), "sim-users")
 
 
 @pytest.fixture
-def anonymous(world):
+def anonymous(shared_node_pools):
     return None
 
 
 @pytest.fixture
-def client_as(request, world):
+def client_as(request, shared_node_pools):
     """client_as("teammate") -> an API client signed in (by session) as that principal."""
     def make(principal: str, **kwargs) -> APIClient:
         client = APIClient(**kwargs)

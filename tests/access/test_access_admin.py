@@ -22,26 +22,21 @@ from pools.models import (
 )
 from tests.test_admin import form_data
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lookalike_pools")]  # what admin_client's pages show
 
 # `training-b` begins with `training`: a glob or the osmo- name rule would grant it too.
 POOLS = ["default", "training", "training-b", "inference"]
 
 
 @pytest.fixture
-def fleet(db):
+def lookalike_pools(db):
+    """Pools default, training, training-b and inference, one node in each."""
     backend = Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)
     pools = Pool.objects.bulk_create([Pool(name=name, backend=backend) for name in POOLS])
     nodes = Node.objects.bulk_create([Node(backend=backend, name=f"node-{pool.name}", pool_names=[pool.name])
                                       for pool in pools])
     NodeMembership.objects.bulk_create([NodeMembership(node=node, pool=pool)
                                         for node, pool in zip(nodes, pools, strict=True)])
-
-
-@pytest.fixture
-def admin_client(client, staff, fleet):
-    client.force_login(staff)
-    return client
 
 
 def save(admin_client, url: str, **changes):

@@ -11,12 +11,6 @@ from tests.test_admin import form_data
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def admin_client(client, staff):
-    client.force_login(staff)
-    return client
-
-
 def test_a_role_added_in_the_admin_is_a_numbered_revision(admin_client):
     data = form_data(admin_client.get("/admin/pools/role/add/"))
     data.update({"name": "osmo-vision", "description": "made in the admin", "sync_mode": "force",

@@ -43,7 +43,7 @@ def call(view, user, method="post", path="/api/pool/x/workflow", **kwargs):
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
 @pytest.mark.parametrize("pool", POOLS)
-def test_a_pool_write_goes_through_exactly_for_those_who_may_use_the_pool(request, world, principal, pool):
+def test_a_pool_write_goes_through_exactly_for_those_who_may_use_the_pool(request, shared_node_pools, principal, pool):
     user = request.getfixturevalue(principal)
 
     response = call(SubmitView, user, path=f"/api/pool/{pool}/workflow", pool=pool)
@@ -52,19 +52,19 @@ def test_a_pool_write_goes_through_exactly_for_those_who_may_use_the_pool(reques
     assert response.status_code == expected
 
 
-def test_a_refused_pool_write_says_which_pool(world, nobody):
+def test_a_refused_pool_write_says_which_pool(shared_node_pools, nobody):
     response = call(SubmitView, nobody, path="/api/pool/sim-a/workflow", pool="sim-a")
 
     assert "sim-a" in str(response.data["detail"])
 
 
 @pytest.mark.parametrize("principal", ["nobody", "teammate", "policy_user"])
-def test_a_view_that_declares_nothing_is_closed_to_all_but_staff(request, world, staff, principal):
+def test_a_view_that_declares_nothing_is_closed_to_all_but_staff(request, shared_node_pools, staff, principal):
     assert call(UndeclaredView, request.getfixturevalue(principal), "get", "/api/new/").status_code == 403
     assert call(UndeclaredView, staff, "get", "/api/new/").status_code == 200
 
 
-def test_an_admin_role_is_a_role_whose_policies_allow_the_request(world, nobody):
+def test_an_admin_role_is_a_role_whose_policies_allow_the_request(shared_node_pools, nobody):
     from pools.config import writes
 
     writes.import_document(ConfigKind.ROLE, {"name": "config-readers", "actions": [
@@ -75,7 +75,7 @@ def test_an_admin_role_is_a_role_whose_policies_allow_the_request(world, nobody)
     assert call(UndeclaredView, nobody, "get", "/api/other/").status_code == 403
 
 
-def test_a_role_whose_policies_allow_config_writes_may_write_configuration(world, nobody, client):
+def test_a_role_whose_policies_allow_config_writes_may_write_configuration(shared_node_pools, nobody, client):
     from pools.config import writes
 
     writes.import_document(ConfigKind.ROLE, {"name": "config-admins", "actions": [
@@ -117,7 +117,7 @@ def page_request(user, method="get", pool="team-gpu-pool"):
 
 
 @pytest.mark.parametrize("page", [pool_page, PoolPage.as_view()])
-def test_pages_use_the_same_rules(world, teammate, nobody, page):
+def test_pages_use_the_same_rules(shared_node_pools, teammate, nobody, page):
     assert page(page_request(teammate, "post"), pool="team-gpu-pool").status_code == 200
     assert page(page_request(nobody, "get"), pool="team-gpu-pool").status_code == 200
     with pytest.raises(PermissionDenied):

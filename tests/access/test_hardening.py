@@ -34,7 +34,7 @@ def role(name: str, *actions: tuple[str, str]) -> None:
 # ---- staff users are for staff only ------------------------------------------------------------------
 
 @pytest.fixture
-def user_manager(world, nobody, client_as):
+def user_manager(shared_node_pools, nobody, client_as):
     role("user-managers", ("*", "/api/auth/*"))
     give(nobody, "user-managers")
     return client_as("nobody")
@@ -84,7 +84,7 @@ def test_a_user_manager_still_manages_non_staff_users(user_manager, teammate):
 
 
 @pytest.mark.django_db
-def test_staff_still_manage_staff_users(world, staff, staff_token, client_as):
+def test_staff_still_manage_staff_users(shared_node_pools, staff, staff_token, client_as):
     client = client_as("staff")
 
     assert client.delete("/api/auth/user/ops/access_token/ci").status_code == 204
@@ -94,7 +94,7 @@ def test_staff_still_manage_staff_users(world, staff, staff_token, client_as):
 # ---- history and diffs follow the config API's read rule ---------------------------------------------
 
 @pytest.fixture
-def no_roles_reader(world, nobody, client_as):
+def no_roles_reader(shared_node_pools, nobody, client_as):
     """May use every config endpoint but the roles'."""
     role("config-but-roles", ("*", "/api/configs/*"), ("*", "!/api/configs/role/*"))
     give(nobody, "config-but-roles")
@@ -139,7 +139,7 @@ def test_a_role_denied_the_roles_api_cannot_roll_a_role_back(no_roles_reader):
 
 
 @pytest.mark.django_db
-def test_a_role_that_reads_one_role_sees_only_that_ones_revisions(world, nobody, client_as):
+def test_a_role_that_reads_one_role_sees_only_that_ones_revisions(shared_node_pools, nobody, client_as):
     role("reads-one-role", ("GET", "/api/configs/history/*"), ("GET", "/api/configs/role/osmo-team/"))
     give(nobody, "reads-one-role")
     client = client_as("nobody")
@@ -153,7 +153,7 @@ def test_a_role_that_reads_one_role_sees_only_that_ones_revisions(world, nobody,
 
 
 @pytest.mark.django_db
-def test_staff_still_see_role_revisions_and_diffs(world, staff, client_as):
+def test_staff_still_see_role_revisions_and_diffs(shared_node_pools, staff, client_as):
     client = client_as("staff")
 
     rows = client.get("/api/configs/history/?type=role&documents=1").json()["revisions"]
@@ -165,7 +165,7 @@ def test_staff_still_see_role_revisions_and_diffs(world, staff, client_as):
 
 
 @pytest.mark.django_db
-def test_the_history_page_hides_role_revisions_too(world, nobody):
+def test_the_history_page_hides_role_revisions_too(shared_node_pools, nobody):
     from django.test import Client
 
     role("config-but-roles", ("*", "/api/configs/*"), ("*", "!/api/configs/role/*"))
@@ -269,7 +269,7 @@ def test_a_role_with_a_reversed_range_in_a_glob_is_refused_on_import_naming_the_
 
 
 @pytest.mark.django_db
-def test_the_roles_api_refuses_a_reversed_range_with_400_naming_the_path(world, staff, client_as):
+def test_the_roles_api_refuses_a_reversed_range_with_400_naming_the_path(shared_node_pools, staff, client_as):
     body = {"name": "broken", "actions": [{"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}
 
     response = client_as("staff").put("/api/configs/role/broken/", body, format="json")
@@ -292,7 +292,8 @@ def test_the_cli_refuses_a_reversed_range_in_one_paragraph_naming_the_path(tmp_p
 
 
 @pytest.mark.django_db
-def test_a_stored_role_the_database_cannot_compile_makes_a_read_a_server_error_not_a_400(world, nobody, client_as):
+def test_a_stored_role_the_database_cannot_compile_makes_a_read_a_server_error_not_a_400(shared_node_pools, nobody,
+        client_as):
     """Stored before the check existed (migration 0017 reports such roles): reading pools through it is the
     server's fault, never answered as bad input."""
     Role.objects.create(name="stored-broken", policies=[{"actions": [
@@ -340,7 +341,7 @@ def local_admin(db):
 
 @HEADER_LOGIN
 @pytest.mark.django_db
-def test_a_header_admin_does_not_become_the_local_admin(world, local_admin):
+def test_a_header_admin_does_not_become_the_local_admin(shared_node_pools, local_admin):
     client = APIClient()
     response = via_proxy(client, "admin")
 
@@ -351,14 +352,14 @@ def test_a_header_admin_does_not_become_the_local_admin(world, local_admin):
 
 @HEADER_LOGIN
 @pytest.mark.django_db
-def test_a_header_never_takes_over_a_local_password_account(world, nobody):
+def test_a_header_never_takes_over_a_local_password_account(shared_node_pools, nobody):
     assert via_proxy(APIClient(), "nobody").status_code == 403
 
 
 @HEADER_LOGIN
 @override_settings(ACCESS_HEADER_USER_PREFIX="idp:")
 @pytest.mark.django_db
-def test_with_a_prefix_header_users_live_in_their_own_namespace(world, local_admin):
+def test_with_a_prefix_header_users_live_in_their_own_namespace(shared_node_pools, local_admin):
     client = APIClient()
     response = via_proxy(client, "admin")
 
@@ -371,7 +372,7 @@ def test_with_a_prefix_header_users_live_in_their_own_namespace(world, local_adm
 @HEADER_LOGIN
 @override_settings(ACCESS_HEADER_USER_PREFIX="idp:")
 @pytest.mark.django_db
-def test_a_header_user_made_before_the_prefix_keeps_working(world):
+def test_a_header_user_made_before_the_prefix_keeps_working(shared_node_pools):
     with override_settings(ACCESS_HEADER_USER_PREFIX=""):
         assert via_proxy(APIClient(), "carol").json()["id"] == "carol"
 
@@ -383,7 +384,7 @@ def test_a_header_user_made_before_the_prefix_keeps_working(world):
 
 @HEADER_LOGIN
 @pytest.mark.django_db
-def test_a_utf8_name_from_the_proxy_arrives_decoded(world):
+def test_a_utf8_name_from_the_proxy_arrives_decoded(shared_node_pools):
     response = via_proxy(APIClient(), as_wsgi("José-Łukasz"))
 
     assert response.status_code == 200, response.content
@@ -395,7 +396,7 @@ def test_a_utf8_name_from_the_proxy_arrives_decoded(world):
 @HEADER_LOGIN
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", ["ali\x00ce", "alice\x1b[31m", "ali\nce", "ali\u202ece", "ali\x7fce"])
-def test_a_name_with_a_control_character_is_refused(world, name):
+def test_a_name_with_a_control_character_is_refused(shared_node_pools, name):
     client = APIClient()
     response = via_proxy(client, as_wsgi(name))
 
@@ -407,7 +408,7 @@ def test_a_name_with_a_control_character_is_refused(world, name):
 
 @HEADER_LOGIN
 @pytest.mark.django_db
-def test_a_name_that_is_not_utf8_is_refused(world):
+def test_a_name_that_is_not_utf8_is_refused(shared_node_pools):
     response = via_proxy(APIClient(), "caf\xe9")  # the byte 0xE9 alone: Latin-1, not UTF-8
 
     assert response.status_code == 400 and "UTF-8" in response.json()["detail"]

@@ -24,7 +24,7 @@ def roles_of(username: str) -> set[str]:
     return set(RoleAssignment.objects.filter(user__username=username).values_list("role__name", flat=True))
 
 
-def test_header_sign_in_is_off_by_default_and_the_headers_are_ignored(world):
+def test_header_sign_in_is_off_by_default_and_the_headers_are_ignored(shared_node_pools):
     response = via_proxy(APIClient())
 
     assert response.status_code == 401
@@ -32,7 +32,7 @@ def test_header_sign_in_is_off_by_default_and_the_headers_are_ignored(world):
 
 
 @HEADER_LOGIN
-def test_the_proxy_signs_a_new_user_in_with_the_role_named_like_their_group(world):
+def test_the_proxy_signs_a_new_user_in_with_the_role_named_like_their_group(shared_node_pools):
     response = via_proxy(APIClient(), groups="osmo-team, staff-ish")
 
     assert response.status_code == 200, response.content
@@ -44,7 +44,7 @@ def test_the_proxy_signs_a_new_user_in_with_the_role_named_like_their_group(worl
 
 @HEADER_LOGIN
 @pytest.mark.parametrize("address", ["10.0.1.7", "127.0.0.1", "not-an-ip", ""])
-def test_header_sign_in_is_refused_from_any_other_address(world, address):
+def test_header_sign_in_is_refused_from_any_other_address(shared_node_pools, address):
     response = via_proxy(APIClient(), address=address)
 
     assert response.status_code == 403
@@ -53,7 +53,7 @@ def test_header_sign_in_is_refused_from_any_other_address(world, address):
 
 
 @HEADER_LOGIN
-def test_a_forged_header_cannot_take_over_a_signed_in_session(world, nobody):
+def test_a_forged_header_cannot_take_over_a_signed_in_session(shared_node_pools, nobody):
     client = APIClient()
     client.force_login(nobody)
 
@@ -62,7 +62,7 @@ def test_a_forged_header_cannot_take_over_a_signed_in_session(world, nobody):
 
 
 @HEADER_LOGIN
-def test_an_ipv6_proxy_address_is_trusted_when_listed(world):
+def test_an_ipv6_proxy_address_is_trusted_when_listed(shared_node_pools):
     response = via_proxy(APIClient(), address="::1")
 
     assert response.status_code == 200 and response.json()["id"] == "alice"
@@ -70,7 +70,7 @@ def test_an_ipv6_proxy_address_is_trusted_when_listed(world):
 
 @HEADER_LOGIN
 @override_settings(ACCESS_HEADER_USER="X-Auth-Request-User", ACCESS_HEADER_GROUPS="X-Auth-Request-Groups")
-def test_the_header_names_are_settings(world):
+def test_the_header_names_are_settings(shared_node_pools):
     response = APIClient().get("/api/profile/", REMOTE_ADDR=PROXY, HTTP_X_AUTH_REQUEST_USER="bob",
                                HTTP_X_AUTH_REQUEST_GROUPS="osmo-team")
 
@@ -78,7 +78,7 @@ def test_the_header_names_are_settings(world):
 
 
 @HEADER_LOGIN
-def test_the_sign_in_is_a_session_that_later_requests_reuse(world, django_assert_max_num_queries):
+def test_the_sign_in_is_a_session_that_later_requests_reuse(shared_node_pools, django_assert_max_num_queries):
     client = APIClient()
     via_proxy(client, groups="osmo-team")
 
@@ -89,7 +89,7 @@ def test_the_sign_in_is_a_session_that_later_requests_reuse(world, django_assert
 
 
 @HEADER_LOGIN
-def test_import_mode_adds_roles_and_never_removes_them(world):
+def test_import_mode_adds_roles_and_never_removes_them(shared_node_pools):
     client = APIClient()
     via_proxy(client, groups="osmo-team")
     via_proxy(client, groups="")
@@ -98,7 +98,7 @@ def test_import_mode_adds_roles_and_never_removes_them(world):
 
 
 @HEADER_LOGIN
-def test_force_mode_adds_and_removes_by_the_mapped_groups_at_every_sign_in(world):
+def test_force_mode_adds_and_removes_by_the_mapped_groups_at_every_sign_in(shared_node_pools):
     writes.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "force",
                                               "external_roles": ["vision-researchers"]})
     client = APIClient()
@@ -110,7 +110,7 @@ def test_force_mode_adds_and_removes_by_the_mapped_groups_at_every_sign_in(world
 
 
 @HEADER_LOGIN
-def test_force_mode_removes_a_role_assigned_by_hand_too(world, django_user_model):
+def test_force_mode_removes_a_role_assigned_by_hand_too(shared_node_pools, django_user_model):
     writes.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "force"})
     give(django_user_model.objects.create_user("alice"), "vision")
 
@@ -120,7 +120,7 @@ def test_force_mode_removes_a_role_assigned_by_hand_too(world, django_user_model
 
 
 @HEADER_LOGIN
-def test_ignore_mode_leaves_the_role_alone(world, django_user_model):
+def test_ignore_mode_leaves_the_role_alone(shared_node_pools, django_user_model):
     writes.import_document(ConfigKind.ROLE, {"name": "vision", "sync_mode": "ignore"})
     writes.import_document(ConfigKind.ROLE, {"name": "audit", "sync_mode": "ignore"})
     give(django_user_model.objects.create_user("alice"), "vision")
@@ -131,28 +131,28 @@ def test_ignore_mode_leaves_the_role_alone(world, django_user_model):
 
 
 @HEADER_LOGIN
-def test_an_overlong_user_name_from_the_proxy_is_refused_not_a_crash(world):
+def test_an_overlong_user_name_from_the_proxy_is_refused_not_a_crash(shared_node_pools):
     response = via_proxy(APIClient(), user="u" * 151)
 
     assert response.status_code == 403 and "150" in response.json()["detail"]
 
 
 @HEADER_LOGIN
-def test_an_inactive_user_cannot_sign_in_through_the_proxy(world, django_user_model):
+def test_an_inactive_user_cannot_sign_in_through_the_proxy(shared_node_pools, django_user_model):
     django_user_model.objects.create_user("alice", is_active=False)
 
     assert via_proxy(APIClient()).status_code == 403
 
 
 @HEADER_LOGIN
-def test_a_different_user_header_replaces_the_session_user(world):
+def test_a_different_user_header_replaces_the_session_user(shared_node_pools):
     client = APIClient()
     via_proxy(client, user="alice")
 
     assert via_proxy(client, user="bob").json()["id"] == "bob"
 
 
-def test_local_password_sign_in_still_works(world, nobody):
+def test_local_password_sign_in_still_works(shared_node_pools, nobody):
     client = Client()
     response = client.post("/accounts/login/", {"username": "nobody", "password": "pw-nobody-1"})
 
@@ -162,7 +162,7 @@ def test_local_password_sign_in_still_works(world, nobody):
 
 # ---- CSRF on session writes --------------------------------------------------------------------------------
 
-def test_a_session_write_without_a_csrf_token_is_refused(world, teammate):
+def test_a_session_write_without_a_csrf_token_is_refused(shared_node_pools, teammate):
     client = Client(enforce_csrf_checks=True)
     client.force_login(teammate)
 
@@ -172,7 +172,7 @@ def test_a_session_write_without_a_csrf_token_is_refused(world, teammate):
     assert "CSRF" in response.json()["detail"]
 
 
-def test_a_session_write_with_the_csrf_token_goes_through(world, teammate):
+def test_a_session_write_with_the_csrf_token_goes_through(shared_node_pools, teammate):
     client = Client(enforce_csrf_checks=True)
     client.force_login(teammate)
     client.cookies["csrftoken"] = "b" * 32
@@ -182,7 +182,7 @@ def test_a_session_write_with_the_csrf_token_goes_through(world, teammate):
     assert response.status_code == 404  # past CSRF and permission: the token simply does not exist
 
 
-def test_a_staff_session_write_to_roles_needs_csrf_too(world, staff):
+def test_a_staff_session_write_to_roles_needs_csrf_too(shared_node_pools, staff):
     client = Client(enforce_csrf_checks=True)
     client.force_login(staff)
 
@@ -192,7 +192,7 @@ def test_a_staff_session_write_to_roles_needs_csrf_too(world, staff):
     assert not User.objects.filter(username="x").exists()
 
 
-def test_signing_out_is_a_post_that_needs_csrf(world, nobody):
+def test_signing_out_is_a_post_that_needs_csrf(shared_node_pools, nobody):
     client = Client(enforce_csrf_checks=True)
     client.force_login(nobody)
 
@@ -201,7 +201,7 @@ def test_signing_out_is_a_post_that_needs_csrf(world, nobody):
 
 
 @HEADER_LOGIN
-def test_a_proxy_signed_session_write_needs_csrf(world):
+def test_a_proxy_signed_session_write_needs_csrf(shared_node_pools):
     client = Client(enforce_csrf_checks=True)
     via_proxy(client, groups="osmo-team")
 

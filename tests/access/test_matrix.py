@@ -534,7 +534,7 @@ def test_every_matrix_entry_probes_every_principal():
 # ---- the checks -----------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def subject(world, django_user_model):
+def subject(shared_node_pools, django_user_model):
     """Someone else: holds osmo-team and a token the principals must neither see nor revoke."""
     user = give(django_user_model.objects.create_user("subject"), "osmo-team")
     tokens.create_token(user, "subject-token", timezone.now() + dt.timedelta(days=5))
@@ -542,7 +542,7 @@ def subject(world, django_user_model):
 
 
 @pytest.fixture
-def projects(world):
+def projects(shared_node_pools):
     """team-project (role osmo-team) and secret-project (one named user), each with quotas in a pool the
     team may use, a pool it may not and the staff-only pool; pods counted in pools the team may and may not see."""
     writes.import_document(ConfigKind.DEPARTMENT, [{"name": "team-dept"}, {"name": "secret-dept"}], author="tests")

@@ -77,21 +77,21 @@ def test_the_permissions_page_tells_a_user_without_pools_what_to_ask_for(client_
     assert "No pool" in html
 
 
-def test_the_permissions_page_sends_an_anonymous_visitor_to_sign_in(world):
+def test_the_permissions_page_sends_an_anonymous_visitor_to_sign_in(shared_node_pools):
     response = Client().get("/profile/permissions/")
 
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/?next=/profile/permissions/"
 
 
-def test_an_htmx_request_without_a_session_is_told_where_to_sign_in(world):
+def test_an_htmx_request_without_a_session_is_told_where_to_sign_in(shared_node_pools):
     response = Client().get("/profile/permissions/", HTTP_HX_REQUEST="true")
 
     assert response.status_code == 401
     assert response["HX-Redirect"] == "/accounts/login/?next=/profile/permissions/"
 
 
-def test_the_login_page_extends_the_base_template(world):
+def test_the_login_page_extends_the_base_template(shared_node_pools):
     response = Client().get("/accounts/login/")
 
     assert response.status_code == 200

@@ -2,14 +2,14 @@
 refusals naming the field, immutable roles and generated pool roles."""
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Pool, Role, RoleAssignment
 from tests.conftest import seed_json_blocks
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 
@@ -29,9 +29,7 @@ FULL_ROLE = {
 
 
 def config(*args) -> str:
-    out = StringIO()
-    call_command("config", "--author", "role-test", *args, stdout=out)
-    return out.getvalue()
+    return run("config", "--author", "role-test", *args)
 
 
 def set_role_from(tmp_path, name: str, text: str) -> str:

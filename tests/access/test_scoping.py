@@ -24,53 +24,53 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
-def test_each_principal_sees_exactly_their_pools(request, world, principal):
+def test_each_principal_sees_exactly_their_pools(request, shared_node_pools, principal):
     user = request.getfixturevalue(principal)
 
     assert set(Pool.objects.visible_to(user).values_list("name", flat=True)) == VISIBLE[principal]
 
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
-def test_the_database_filter_agrees_with_the_rule_for_one_pool(request, world, principal):
+def test_the_database_filter_agrees_with_the_rule_for_one_pool(request, shared_node_pools, principal):
     access = Access(request.getfixturevalue(principal))
 
     assert {name for name in POOLS if access.may_use_pool(name)} == VISIBLE[principal]
 
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
-def test_each_principal_sees_the_nodes_of_their_pools_and_only_staff_sees_nodes_in_no_pool(request, world,
+def test_each_principal_sees_the_nodes_of_their_pools_and_only_staff_sees_nodes_in_no_pool(request, shared_node_pools,
                                                                                           principal):
     user = request.getfixturevalue(principal)
 
     assert set(Node.objects.visible_to(user).values_list("name", flat=True)) == visible_nodes(principal)
 
 
-def test_a_node_in_a_visible_and_an_invisible_pool_is_listed_once(world, teammate):
+def test_a_node_in_a_visible_and_an_invisible_pool_is_listed_once(shared_node_pools, teammate):
     node = Node.objects.get(name="node-team-gpu-pool")
     node.memberships.create(pool=Pool.objects.get(name="other-team-pool"))
 
     assert list(Node.objects.visible_to(teammate).filter(name=node.name).values_list("name", flat=True)) == [node.name]
 
 
-def test_deny_beats_allow_in_the_database_too(world, policy_user):
+def test_deny_beats_allow_in_the_database_too(shared_node_pools, policy_user):
     assert not Pool.objects.visible_to(policy_user).filter(name="sim-secret").exists()
     assert Pool.objects.visible_to(policy_user).filter(name="sim-a").exists()
 
 
 @override_settings(ACCESS_DEFAULT_POOL_OPEN=False)
-def test_the_default_pool_can_be_closed_by_a_setting(world, nobody, teammate):
+def test_the_default_pool_can_be_closed_by_a_setting(shared_node_pools, nobody, teammate):
     assert not Pool.objects.visible_to(nobody).exists()
     assert "default" not in set(Pool.objects.visible_to(teammate).values_list("name", flat=True))
 
 
-def test_visible_to_takes_a_request_too(world, teammate):
+def test_visible_to_takes_a_request_too(shared_node_pools, teammate):
     http_request = RequestFactory().get("/")
     http_request.user = teammate
 
     assert set(Pool.objects.visible_to(http_request).values_list("name", flat=True)) == VISIBLE["teammate"]
 
 
-def test_visible_to_composes_with_other_filters_and_subqueries(world, teammate):
+def test_visible_to_composes_with_other_filters_and_subqueries(shared_node_pools, teammate):
     pools = Pool.objects.visible_to(teammate).filter(name__startswith="team").order_by("name")
 
     assert list(pools.values_list("name", flat=True)) == ["team-cluster-02", "team-gpu-pool", "teamcluster01"]
@@ -78,13 +78,13 @@ def test_visible_to_composes_with_other_filters_and_subqueries(world, teammate):
     assert Node.objects.filter(memberships__pool__in=pools).distinct().count() == 4
 
 
-def test_an_inactive_user_sees_nothing(world, teammate):
+def test_an_inactive_user_sees_nothing(shared_node_pools, teammate):
     teammate.is_active = False
 
     assert not Pool.objects.visible_to(teammate).exists()
 
 
-def test_a_role_removed_between_two_calls_outside_a_request_is_gone_at_once(world, teammate):
+def test_a_role_removed_between_two_calls_outside_a_request_is_gone_at_once(shared_node_pools, teammate):
     assert Pool.objects.visible_to(teammate).filter(name="team-gpu-pool").exists()
     RoleAssignment.objects.filter(user=teammate).delete()
 
@@ -117,7 +117,7 @@ def test_redact_sql_keeps_exactly_what_redact_keeps(db, platforms):
 
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
-def test_a_row_names_only_the_pools_and_platforms_the_viewer_may_see(request, world, principal):
+def test_a_row_names_only_the_pools_and_platforms_the_viewer_may_see(request, shared_node_pools, principal):
     node = Node.objects.get(name=SHARED_NODE)
     access = Access(request.getfixturevalue(principal))
 
@@ -128,7 +128,7 @@ def test_a_row_names_only_the_pools_and_platforms_the_viewer_may_see(request, wo
     assert platforms == [f"{pool}/{SHARED_PLATFORMS[pool]}" for pool in seen]
 
 
-def test_staff_see_every_name_and_it_costs_no_query(world, staff, django_assert_num_queries):
+def test_staff_see_every_name_and_it_costs_no_query(shared_node_pools, staff, django_assert_num_queries):
     node = Node.objects.get(name=SHARED_NODE)
 
     with django_assert_num_queries(0):
@@ -136,7 +136,7 @@ def test_staff_see_every_name_and_it_costs_no_query(world, staff, django_assert_
         assert Access(staff).redact(node.pool_names, node.platform_names) == (node.pool_names, node.platform_names)
 
 
-def test_the_visible_names_are_read_once_per_request(world, teammate, django_assert_num_queries):
+def test_the_visible_names_are_read_once_per_request(shared_node_pools, teammate, django_assert_num_queries):
     with access_cache(), django_assert_num_queries(2):  # the roles, then the pools with their platforms
         for _ in range(3):
             assert access_for(teammate).visible_pool_names == VISIBLE["teammate"]
@@ -152,7 +152,7 @@ def test_the_visible_names_are_read_once_per_request(world, teammate, django_ass
     ({"platform": SHARED_PLATFORMS["sim-a"]}, False, True),
     ({"pool": "team-gpu-pool", "platform": HIDDEN_PLATFORM}, False, False),  # one membership must match both
 ])
-def test_a_filter_matches_through_the_viewers_pools_only_and_the_cli_through_all(world, teammate, filters,
+def test_a_filter_matches_through_the_viewers_pools_only_and_the_cli_through_all(shared_node_pools, teammate, filters,
                                                                                   teammate_finds, cli_finds):
     def finds(nodes, access):
         return usage.filter_nodes(nodes, access=access, **filters).filter(name=SHARED_NODE).exists()
@@ -186,7 +186,7 @@ def authorization_queries(user) -> int:
 
 
 @pytest.mark.parametrize(("roles", "pools"), [(0, 0), (50, 500)])
-def test_authorization_costs_one_query_whatever_the_number_of_roles_and_pools(world, teammate, roles, pools,
+def test_authorization_costs_one_query_whatever_the_number_of_roles_and_pools(shared_node_pools, teammate, roles, pools,
                                                                                django_assert_max_num_queries):
     grow(roles, pools, teammate)
 
@@ -194,11 +194,11 @@ def test_authorization_costs_one_query_whatever_the_number_of_roles_and_pools(wo
         assert authorization_queries(teammate) == 1
 
 
-def test_staff_authorization_costs_no_query(world, staff):
+def test_staff_authorization_costs_no_query(shared_node_pools, staff):
     assert authorization_queries(staff) == 0
 
 
-def test_a_request_reads_the_roles_once_however_often_it_asks(world, teammate, client):
+def test_a_request_reads_the_roles_once_however_often_it_asks(shared_node_pools, teammate, client):
     grow(50, 500, teammate)
     client.force_login(teammate)
 
@@ -213,7 +213,7 @@ def test_a_request_reads_the_roles_once_however_often_it_asks(world, teammate, c
     assert len(queries) <= 5
 
 
-def test_listing_costs_the_same_with_5_or_500_pools_and_1_or_50_roles(world, teammate, client):
+def test_listing_costs_the_same_with_5_or_500_pools_and_1_or_50_roles(shared_node_pools, teammate, client):
     client.force_login(teammate)
 
     def count() -> int:

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from pools.access import signin_limit
 from pools.models import SignInFailure
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.django_db
 LOGIN = "/accounts/login/"
@@ -21,15 +22,8 @@ T0 = timezone.now().replace(microsecond=0)
 @pytest.fixture
 def clock(monkeypatch):
     """The limit's time: `clock.at(seconds)` sets it to T0 plus that many seconds."""
-
-    class Clock:
-        now = T0
-
-        def at(self, seconds: float) -> None:
-            self.now = T0 + dt.timedelta(seconds=seconds)
-
-    fake = Clock()
-    monkeypatch.setattr(signin_limit, "clock", lambda: fake.now)
+    fake = Clock(start=T0)
+    monkeypatch.setattr(signin_limit, "clock", fake.now)
     return fake
 
 

@@ -1,10 +1,9 @@
 """Personal API tokens: shown once, stored hashed, expiring, revocable, carrying a subset of roles."""
 
 import datetime as dt
-from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -12,6 +11,7 @@ from rest_framework.test import APIClient
 from pools.access import tokens
 from pools.models import AccessToken, RoleAssignment
 from tests.access.conftest import VISIBLE, give
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 FUTURE = (timezone.now() + dt.timedelta(days=30)).date().isoformat()
@@ -89,7 +89,7 @@ def test_a_revoked_token_is_refused_at_once(client_as):
 
 
 @pytest.mark.parametrize("header", ["Bearer", "Bearer a b", "Bearer osmo_not-a-token"])
-def test_a_malformed_or_unknown_bearer_token_is_refused(world, header):
+def test_a_malformed_or_unknown_bearer_token_is_refused(shared_node_pools, header):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=header)
 
@@ -204,9 +204,7 @@ def test_a_user_lists_only_their_own_tokens(client_as, teammate, nobody):
 # ---- manage.py token ---------------------------------------------------------------------------------------
 
 def token_command(*args) -> str:
-    out, err = StringIO(), StringIO()
-    call_command("token", *args, stdout=out, stderr=err)
-    return out.getvalue().strip()
+    return run("token", *args).strip()
 
 
 def test_the_token_command_prints_a_working_secret(teammate):

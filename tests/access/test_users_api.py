@@ -15,12 +15,13 @@ def post(client, url, body):
 
 
 @pytest.fixture
-def admin_client(client_as):
+def staff_session_api(client_as):
+    """An API client signed in (by session) as `staff`, among the principals of tests/access/conftest.py."""
     return client_as("staff")
 
 
-def test_it_creates_a_user_with_roles(admin_client, staff):
-    response = post(admin_client, "/api/auth/user", {"id": "alice@example.com", "roles": ["osmo-team"]})
+def test_it_creates_a_user_with_roles(staff_session_api, staff):
+    response = post(staff_session_api, "/api/auth/user", {"id": "alice@example.com", "roles": ["osmo-team"]})
 
     assert response.status_code == 201, response.content
     body = response.json()
@@ -29,8 +30,8 @@ def test_it_creates_a_user_with_roles(admin_client, staff):
     assert not User.objects.get(username="alice@example.com").has_usable_password()
 
 
-def test_it_refuses_a_user_that_exists_with_409(admin_client, nobody):
-    response = post(admin_client, "/api/auth/user", {"id": "nobody"})
+def test_it_refuses_a_user_that_exists_with_409(staff_session_api, nobody):
+    response = post(staff_session_api, "/api/auth/user", {"id": "nobody"})
 
     assert response.status_code == 409
     assert response.json() == {"detail": "User 'nobody' already exists", "field": "id"}
@@ -39,49 +40,49 @@ def test_it_refuses_a_user_that_exists_with_409(admin_client, nobody):
 @pytest.mark.parametrize(("body", "field"), [({}, "id"), ({"id": ""}, "id"), ({"id": "a b"}, "id"),
                                              ({"id": "a", "roles": "osmo-team"}, "roles"),
                                              ({"id": "a", "roles": ["no-such-role"]}, "roles")])
-def test_it_refuses_a_bad_user_body_naming_the_field_and_creates_nothing(admin_client, body, field):
-    response = post(admin_client, "/api/auth/user", body)
+def test_it_refuses_a_bad_user_body_naming_the_field_and_creates_nothing(staff_session_api, body, field):
+    response = post(staff_session_api, "/api/auth/user", body)
 
     assert response.status_code == 400
     assert response.json()["field"] == field
     assert not User.objects.filter(username="a").exists()
 
 
-def test_it_refuses_a_body_that_is_not_json_with_line_and_column(admin_client):
-    response = admin_client.post("/api/auth/user", data='{"id": ', content_type="application/json")
+def test_it_refuses_a_body_that_is_not_json_with_line_and_column(staff_session_api):
+    response = staff_session_api.post("/api/auth/user", data='{"id": ', content_type="application/json")
 
     assert response.status_code == 400
     assert "line 1, column" in response.json()["detail"]
 
 
-def test_it_shows_and_deletes_a_user(admin_client, teammate):
-    shown = admin_client.get("/api/auth/user/teammate")
-    deleted = admin_client.delete("/api/auth/user/teammate")
-    again = admin_client.get("/api/auth/user/teammate")
+def test_it_shows_and_deletes_a_user(staff_session_api, teammate):
+    shown = staff_session_api.get("/api/auth/user/teammate")
+    deleted = staff_session_api.delete("/api/auth/user/teammate")
+    again = staff_session_api.get("/api/auth/user/teammate")
 
     assert shown.status_code == 200 and [r["name"] for r in shown.json()["roles"]] == ["osmo-team"]
     assert deleted.status_code == 204
     assert again.status_code == 404 and again.json()["field"] == "id"
 
 
-def test_a_trailing_slash_is_accepted_too(admin_client, teammate):
-    response = admin_client.get("/api/auth/user/teammate/")
+def test_a_trailing_slash_is_accepted_too(staff_session_api, teammate):
+    response = staff_session_api.get("/api/auth/user/teammate/")
 
     assert response.status_code == 200 and response.json()["id"] == "teammate"
 
 
-def test_you_cannot_delete_yourself(admin_client, staff):
-    response = admin_client.delete("/api/auth/user/ops")
+def test_you_cannot_delete_yourself(staff_session_api, staff):
+    response = staff_session_api.delete("/api/auth/user/ops")
 
     assert response.status_code == 400 and "yourself" in response.json()["detail"]
     assert User.objects.filter(username="ops").exists()
 
 
-def test_it_assigns_and_removes_a_role(admin_client, nobody):
-    assigned = post(admin_client, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"})
-    again = post(admin_client, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"})
-    removed = admin_client.delete("/api/auth/user/nobody/roles/osmo-team")
-    removed_again = admin_client.delete("/api/auth/user/nobody/roles/osmo-team")
+def test_it_assigns_and_removes_a_role(staff_session_api, nobody):
+    assigned = post(staff_session_api, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"})
+    again = post(staff_session_api, "/api/auth/user/nobody/roles", {"role_name": "osmo-team"})
+    removed = staff_session_api.delete("/api/auth/user/nobody/roles/osmo-team")
+    removed_again = staff_session_api.delete("/api/auth/user/nobody/roles/osmo-team")
 
     assert assigned.status_code == 201 and assigned.json()["assigned"] is True
     assert again.status_code == 200 and again.json()["assigned"] is False
@@ -94,26 +95,26 @@ def test_it_assigns_and_removes_a_role(admin_client, nobody):
     ("/api/auth/user/ghost/roles", {"role_name": "osmo-team"}, 404, "id"),
     ("/api/auth/user/nobody/roles", {}, 400, "role_name"),
 ])
-def test_assigning_answers_unknown_users_and_roles_with_a_named_field(admin_client, nobody, url, body, status,
+def test_assigning_answers_unknown_users_and_roles_with_a_named_field(staff_session_api, nobody, url, body, status,
                                                                       field):
-    response = post(admin_client, url, body)
+    response = post(staff_session_api, url, body)
 
     assert response.status_code == status
     assert response.json()["field"] == field
 
 
-def test_it_lists_a_roles_users(admin_client, teammate, nobody):
+def test_it_lists_a_roles_users(staff_session_api, teammate, nobody):
     give(nobody, "osmo-team")
 
-    response = admin_client.get("/api/auth/roles/osmo-team/users")
+    response = staff_session_api.get("/api/auth/roles/osmo-team/users")
 
     assert response.status_code == 200
     assert [u["id"] for u in response.json()["users"]] == ["nobody", "teammate"]
 
 
-def test_it_assigns_a_role_to_many_users_saying_which_were_assigned_already_or_failed(admin_client, teammate,
+def test_it_assigns_a_role_to_many_users_saying_which_were_assigned_already_or_failed(staff_session_api, teammate,
                                                                                         nobody):
-    response = post(admin_client, "/api/auth/roles/osmo-team/users",
+    response = post(staff_session_api, "/api/auth/roles/osmo-team/users",
                     {"user_ids": ["nobody", "teammate", "ghost", "nobody"]})
 
     assert response.status_code == 200
@@ -122,8 +123,8 @@ def test_it_assigns_a_role_to_many_users_saying_which_were_assigned_already_or_f
     assert RoleAssignment.objects.filter(role__name="osmo-team").count() == 2
 
 
-def test_bulk_assignment_refuses_a_body_without_a_list(admin_client):
-    response = post(admin_client, "/api/auth/roles/osmo-team/users", {"user_ids": "nobody"})
+def test_bulk_assignment_refuses_a_body_without_a_list(staff_session_api):
+    response = post(staff_session_api, "/api/auth/roles/osmo-team/users", {"user_ids": "nobody"})
 
     assert response.status_code == 400 and response.json()["field"] == "user_ids"
 

@@ -3,155 +3,21 @@ choose columns, download the CSV, watch the live refresh, follow a pool to its h
 for the README (`docs/screenshots/`). Every expectation is read back from the database."""
 
 import csv
-import datetime as dt
 import io
-import math
 import re
-import time
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from pools.config import writes
 from pools.fleet.usage import last_contact
-from pools.models import Backend, ConfigKind, ConfigRevision, Node, NodeMembership, Pool, TablePreference, UsageSnapshot
-from tests.pages.conftest import pool_document
+from pools.models import ConfigKind, ConfigRevision, Node, NodeMembership, Pool, TablePreference
+from tests.support.browser import PASSWORD, USERNAME, sign_in
+from tests.support.fleet_with_history import POOLS
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
-TiB, GiB = 2**40, 2**30
-
-# GPU type: (GPUs per node, CPU millicores, memory bytes, storage bytes, GPU memory MiB, family)
-HARDWARE = {
-    "NVIDIA-H100-80GB-HBM3": (8, 223_000, 2 * TiB - 64 * GiB, 28 * 10**12, 81_559, "hopper"),
-    "NVIDIA-A100-SXM4-80GB": (8, 254_000, 2 * TiB - 96 * GiB, 15 * 10**12, 81_920, "ampere"),
-    "NVIDIA-L40S": (4, 126_000, 1 * TiB - 32 * GiB, 7 * 10**12, 46_068, "ada-lovelace"),
-    "": (0, 94_000, 384 * GiB, 2 * 10**12, 0, ""),
-}
-# Pool: (description, {platform: description}, default platform)
-POOLS = {
-    "training": ("Pre-training and fine-tuning on DGX H100, with A100 overflow",
-                 {"dgx-h100": "DGX H100, 8 GPUs, NVLink", "hgx-a100": "HGX A100 80GB, 8 GPUs"}, "dgx-h100"),
-    "inference": ("Online inference and batch scoring", {"l40s": "L40S, 4 GPUs"}, "l40s"),
-    "simulation": ("Isaac Sim and physics workloads", {"hgx-a100": "HGX A100 80GB, 8 GPUs", "l40s": "L40S, 4 GPUs"},
-                   "hgx-a100"),
-    "dev": ("Notebooks and debugging, small requests", {"l40s": "L40S, 4 GPUs", "cpu": "CPU only"}, "l40s"),
-}
-GPU_USE = (8, 6, 8, 3, 7, 8, 5, 2, 8, 6, 4, 8, 1)  # GPUs used, cycled over the nodes
-NOT_READY = {  # node: (status, reasons)
-    "dgx-h100-004": ("Not ready (Disk pressure)", ["Disk pressure"]),
-    "dgx-h100-011": ("Not ready (Missing NVIDIA DCGM Exporter)", ["Missing NVIDIA DCGM Exporter"]),
-    "hgx-a100-03": ("Not ready (Scheduling disabled)", ["Scheduling disabled"]),
-    "l40s-07": ("Unknown", []),
-}
-
-
-def node_specs() -> list[tuple[str, str, dict[str, list[str]]]]:
-    """(name, GPU type, {pool: [platforms]}) for 30 nodes; some A100, L40S and CPU nodes are shared."""
-    specs = [(f"dgx-h100-{i:03d}", "NVIDIA-H100-80GB-HBM3", {"training": ["dgx-h100"]}) for i in range(1, 13)]
-    specs += [(f"hgx-a100-{i:02d}", "NVIDIA-A100-SXM4-80GB",
-               {"training": ["hgx-a100"], "simulation": ["hgx-a100"]} if i <= 4 else {"simulation": ["hgx-a100"]})
-              for i in range(1, 7)]
-    specs += [(f"l40s-{i:02d}", "NVIDIA-L40S",
-               {"inference": ["l40s"]} if i <= 6 else {"inference": ["l40s"], "simulation": ["l40s"]})
-              for i in range(1, 9)]
-    specs += [(f"l40s-dev-{i:02d}", "NVIDIA-L40S", {"dev": ["l40s"]}) for i in range(1, 3)]
-    specs += [(f"cpu-{i:02d}", "", {"dev": ["cpu"], "default": []}) for i in range(1, 3)]
-    return specs
-
-
-def build_node(backend: Backend, index: int, name: str, product: str, pools: dict[str, list[str]], now) -> Node:
-    gpus, cpu, memory, storage, gpu_memory, family = HARDWARE[product]
-    status, reasons = NOT_READY.get(name, ("Ready", []))
-    unhealthy = 1 if name == "dgx-h100-009" else 0
-    allocatable = gpus - unhealthy
-    used = 0 if status != "Ready" else min(allocatable, (GPU_USE[index % len(GPU_USE)] * gpus + 4) // 8)
-    cordoned = reasons == ["Scheduling disabled"]
-    taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}] if gpus else []
-    if cordoned:
-        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-    labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": f"us-west-2{'abc'[index % 3]}",
-              "node.kubernetes.io/instance-type": {"hopper": "p5.48xlarge", "ampere": "p4de.24xlarge",
-                                                   "ada-lovelace": "g6e.12xlarge"}.get(family, "m7i.24xlarge")}
-    if gpus:
-        labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
-                       "nvidia.com/gpu.count": str(gpus), "nvidia.com/gpu.family": family})
-    return Node(
-        backend=backend, name=name, uid=f"5c0ffee0-0000-4000-8000-{index:012d}", labels=labels, taints=taints,
-        unschedulable=cordoned, cpu_capacity=cpu + 1_000, cpu_allocatable=cpu,
-        cpu_requested=cpu * (35 + 7 * (index % 9)) // 100, memory_capacity=memory + 16 * GiB,
-        memory_allocatable=memory, memory_requested=memory * (20 + 9 * (index % 7)) // 100,
-        storage_capacity=storage, storage_allocatable=storage * 9 // 10, pods_capacity=110, pods_allocatable=110,
-        gpu_product=product, gpu_count=gpus, gpu_memory_mib=gpu_memory, gpu_family=family, gpu_total=gpus,
-        gpu_allocatable=allocatable, gpu_used=used, gpu_free=allocatable - used, gpu_unhealthy=unhealthy,
-        status=status, reasons=reasons, pool_names=sorted(pools),
-        platform_names=[f"{pool}/{platform}" for pool, names in sorted(pools.items()) for platform in names],
-        sharing=Node.Sharing.SHARED if len([p for p in pools if p != "default"]) > 1 else Node.Sharing.RESERVED,
-        last_seen=now - (dt.timedelta(minutes=14) if status == "Unknown" else dt.timedelta(seconds=5 + index)),
-        updated_at=now,
-    )
-
-
-@pytest.fixture
-def fleet(defaults, staff):
-    """Four pools on one synced backend, 30 nodes with memberships, 24 hours of usage snapshots, and a few
-    revisions per pool (so the history has diffs to show)."""
-    now = timezone.now()
-    documents = {name: pool_document(description=description, default_platform=default,
-                                     platforms={platform: {"description": text,
-                                                           **({"override_pod_template": ["gpu_toleration"]}
-                                                              if platform != "cpu" else {})}
-                                                for platform, text in platforms.items()})
-                 for name, (description, platforms, default) in POOLS.items()}
-    writes.import_document(ConfigKind.POOL, {"pools": documents}, author=staff,
-                            description="Pools of the us-west-2 GPU cluster")
-    documents["training"].update(description="Pre-training and fine-tuning on DGX H100 (7-day runs allowed)",
-                                 default_exec_timeout="2d", max_exec_timeout="7d")
-    writes.import_document(ConfigKind.POOL, {"pools": {"training": documents["training"]}}, author=staff,
-                            description="Allow week-long pre-training runs")
-    documents["inference"]["common_default_variables"]["USER_GPU"] = 1
-    writes.import_document(ConfigKind.POOL, {"pools": {"inference": documents["inference"]}}, author=staff,
-                            description="Inference jobs get one GPU by default")
-
-    backend = Backend.objects.get(name="default")
-    backend.last_sync_at = now
-    backend.save(update_fields=["last_sync_at"])
-    pools = {pool.name: pool for pool in Pool.objects.all()}
-    specs = node_specs()
-    nodes = Node.objects.bulk_create(build_node(backend, index, name, product, memberships, now)
-                                     for index, (name, product, memberships) in enumerate(specs))
-    NodeMembership.objects.bulk_create(NodeMembership(node=node, pool=pools[pool], platforms=platforms)
-                                       for node, (_, _, memberships) in zip(nodes, specs, strict=True)
-                                       for pool, platforms in memberships.items())
-    snapshots = []
-    for phase, pool in enumerate(pools.values()):
-        members = list(Node.objects.filter(memberships__pool=pool))
-        total, now_used = sum(node.gpu_total for node in members), sum(node.gpu_used for node in members)
-        unhealthy = sum(node.gpu_unhealthy for node in members)
-
-        def wave(step, phase=phase):
-            return 0.22 * math.sin(2 * math.pi * step / 144 + phase) + 0.05 * math.sin(step * 1.7)
-
-        for step in range(144):  # every 10 minutes over the last 24 hours, ending at today's figures
-            used = min(total - unhealthy, max(0, round(now_used + total * (wave(step) - wave(143)))))
-            snapshots.append(UsageSnapshot(pool=pool, at=now - dt.timedelta(minutes=10 * (143 - step)),
-                                           node_count=len(members), gpu_total=total, gpu_used=used,
-                                           gpu_free=total - unhealthy - used, gpu_unhealthy=unhealthy))
-    UsageSnapshot.objects.bulk_create(snapshots)
-    return pools
-
-
 # ---- helpers ---------------------------------------------------------------------------------------------
-
-def sign_in(page, live_server, path: str = "/") -> None:
-    page.goto(f"{live_server.url}/accounts/login/?next={path}")
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{path}")
-
 
 def shown_keys(page, table: str = "nodes") -> list[str]:
     return page.locator(f"#{table}-table tr[data-testid=row]").evaluate_all("rows => rows.map(r => r.dataset.key)")
@@ -167,11 +33,10 @@ def header_keys(page, table: str = "nodes") -> list[str]:
 
 
 def rows_become(page, expected: list[str], table: str = "nodes", timeout: float = 10) -> list[str]:
-    """The row keys once they equal `expected`, or as they are when `timeout` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while (keys := shown_keys(page, table)) != expected and time.monotonic() < deadline:
-        page.wait_for_timeout(100)
-    return keys
+    """The row keys once they equal `expected` (within `timeout` seconds, else the test fails saying what it saw)."""
+    until(lambda: shown_keys(page, table) == expected, f"the {table} rows to become {expected}", seconds=timeout,
+          detail=lambda: f"shown: {shown_keys(page, table)}")
+    return expected
 
 
 def pool_nodes(pool: str, *order: str, **filters) -> list[Node]:
@@ -199,7 +64,8 @@ DEFAULT_COLUMNS = ["node", "status", "pools", "platforms", "gpu_product", "gpu_t
 
 # ---- tests -----------------------------------------------------------------------------------------------
 
-def test_a_staff_user_signs_in_through_the_login_form_and_sees_every_pool(live_server, page, fleet, screenshot):
+def test_a_staff_user_signs_in_through_the_login_form_and_sees_every_pool(live_server, page, fleet_with_history,
+        screenshot):
     page.goto(f"{live_server.url}/")
     page.wait_for_url(re.compile(r"/accounts/login/\?next=/$"))  # the pages need a signed-in user
     screenshot(page, "login")
@@ -240,7 +106,8 @@ def test_a_staff_user_signs_in_through_the_login_form_and_sees_every_pool(live_s
     screenshot(page, "permissions")
 
 
-def test_filtering_the_nodes_by_pool_shows_exactly_the_nodes_of_that_pool(live_server, page, fleet, screenshot):
+def test_filtering_the_nodes_by_pool_shows_exactly_the_nodes_of_that_pool(live_server, page, fleet_with_history,
+        screenshot):
     sign_in(page, live_server, "/nodes/")
     assert shown_keys(page) == names(Node.objects.order_by("name"))
     screenshot(page, "nodes")  # the default columns fit 1440 px (tests/browser/test_layout.py)
@@ -265,7 +132,7 @@ def test_filtering_the_nodes_by_pool_shows_exactly_the_nodes_of_that_pool(live_s
     assert rows_become(page, names(expected)) == names(expected)
 
 
-def test_sorting_by_gpu_free_orders_the_rows_as_the_database_does_both_ways(live_server, page, fleet):
+def test_sorting_by_gpu_free_orders_the_rows_as_the_database_does_both_ways(live_server, page, fleet_with_history):
     sign_in(page, live_server, "/nodes/?pool=training")
     assert shown_keys(page) == names(pool_nodes("training"))
 
@@ -289,7 +156,8 @@ def test_sorting_by_gpu_free_orders_the_rows_as_the_database_does_both_ways(live
     expect(page.locator("#filter-pool")).to_have_value("training")
 
 
-def test_the_column_chooser_changes_the_header_and_is_remembered_after_a_reload(live_server, page, fleet, staff):
+def test_the_column_chooser_changes_the_header_and_is_remembered_after_a_reload(live_server, page, fleet_with_history,
+        staff):
     sign_in(page, live_server, "/nodes/")
     assert header_keys(page) == DEFAULT_COLUMNS
     page.select_option("#filter-pool", "simulation")
@@ -319,7 +187,8 @@ def test_the_column_chooser_changes_the_header_and_is_remembered_after_a_reload(
     assert not TablePreference.objects.filter(user=staff, table="nodes").exists()
 
 
-def test_the_csv_download_holds_the_filtered_rows_and_chosen_columns_in_the_order_shown(live_server, page, fleet):
+def test_the_csv_download_holds_the_filtered_rows_and_chosen_columns_in_the_order_shown(live_server, page,
+        fleet_with_history):
     sign_in(page, live_server, "/nodes/")
     choose_columns(page, hide=["platforms", "gpu_total", "gpu_used", "gpu_unhealthy", "cpu_used", "cpu_total",
                                "memory_used", "storage", "taints"], show=["sharing"])
@@ -350,7 +219,7 @@ def test_the_csv_download_holds_the_filtered_rows_and_chosen_columns_in_the_orde
     assert {"SHARED", "RESERVED"} <= {row[-1] for row in table[1:]}
 
 
-def test_a_status_change_in_the_database_shows_in_the_open_page_without_a_reload(live_server, page, fleet):
+def test_a_status_change_in_the_database_shows_in_the_open_page_without_a_reload(live_server, page, fleet_with_history):
     sign_in(page, live_server, "/nodes/")
     page.select_option("#filter-pool", "training")
     page.wait_for_url(re.compile(r"pool=training$"))
@@ -366,7 +235,7 @@ def test_a_status_change_in_the_database_shows_in_the_open_page_without_a_reload
     Node.objects.filter(pk=target.pk).update(status="Not ready (Memory pressure)", reasons=["Memory pressure"],
                                              gpu_used=0, gpu_free=target.gpu_allocatable)
     newcomer = Node.objects.get(name="hgx-a100-06")  # a simulation node joins the training pool
-    NodeMembership.objects.create(node=newcomer, pool=fleet["training"], platforms=["hgx-a100"])
+    NodeMembership.objects.create(node=newcomer, pool=fleet_with_history["training"], platforms=["hgx-a100"])
 
     expect(status).to_have_text("Not ready (Memory pressure)", timeout=15_000)
     expect(status.locator(".status")).to_have_class(re.compile(r"status-bad"))
@@ -381,7 +250,7 @@ def test_a_status_change_in_the_database_shows_in_the_open_page_without_a_reload
     expect(page.locator("#nodes-table th[data-col=gpu_free]")).to_have_attribute("aria-sort", "descending")
 
 
-def test_a_pool_leads_to_its_nodes_its_revisions_a_diff_and_a_confirmed_rollback(live_server, page, fleet,
+def test_a_pool_leads_to_its_nodes_its_revisions_a_diff_and_a_confirmed_rollback(live_server, page, fleet_with_history,
                                                                                    screenshot):
     sign_in(page, live_server, "/")
     page.click("#pools-table tr[data-key=training] [data-col=name] a")
@@ -429,7 +298,7 @@ def test_a_pool_leads_to_its_nodes_its_revisions_a_diff_and_a_confirmed_rollback
 
 
 def test_without_javascript_the_nodes_filters_sorting_and_pages_work_through_links_and_forms(live_server, browser,
-                                                                                           fleet):
+                                                                                           fleet_with_history):
     context = browser.new_context(java_script_enabled=False, viewport={"width": 1440, "height": 900})
     try:
         page = context.new_page()

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from pools.models import Node, NodeMembership
-from tests.browser.test_dashboard import fleet, sign_in  # noqa: F401 (the fixture)
+from tests.support.browser import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHOTS = Path("/tmp/shots-figures")
@@ -31,7 +31,7 @@ def free_h100_in_training() -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_finding_the_free_h100s_in_training_from_the_pool_page(live_server, browser, fleet, size):  # noqa: F811
+def test_finding_the_free_h100s_in_training_from_the_pool_page(live_server, browser, fleet_with_history, size):
     width, height = SIZES[size]
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
@@ -58,7 +58,7 @@ def test_finding_the_free_h100s_in_training_from_the_pool_page(live_server, brow
         context.close()
 
 
-def test_the_cards_and_the_pool_figures_follow_a_node_change_without_a_reload(live_server, page, fleet):  # noqa: F811
+def test_the_cards_and_the_pool_figures_follow_a_node_change_without_a_reload(live_server, page, fleet_with_history):
     sign_in(page, live_server, "/")
     page.evaluate("window.__samePage = true")
     not_ready = page.locator("[data-testid=card-not-ready]")

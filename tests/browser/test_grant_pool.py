@@ -11,7 +11,8 @@ from playwright.sync_api import expect
 from pools.config import writes
 from pools.models import Backend, ConfigKind
 from tests.browser.test_csp import RECORD_VIOLATIONS
-from tests.pages.conftest import make_nodes, pool_document
+from tests.support.browser import sign_in
+from tests.support.fleet import make_nodes, pool_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,13 +34,6 @@ def pools(defaults, staff, django_user_model, settings):
     return django_user_model.objects.create_user("alice", password="pw-alice-1")
 
 
-def sign_in(page, url: str, username: str, password: str, submit: str) -> None:
-    page.goto(url)
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click(submit)
-
-
 @pytest.mark.parametrize("size", SIZES)
 def test_staff_grant_a_user_one_pool_and_the_user_sees_that_pool_only(browser, live_server, pools, size,
                                                                       screenshot):
@@ -48,9 +42,7 @@ def test_staff_grant_a_user_one_pool_and_the_user_sees_that_pool_only(browser, l
     page = staff_context.new_page()
     page.set_default_timeout(10_000)
     page.add_init_script(RECORD_VIOLATIONS)  # the admin's pages, under the Content-Security-Policy too
-    sign_in(page, f"{live_server.url}/admin/login/?next=/admin/auth/user/{pools.pk}/change/", "ops", "pw-ops-123",
-            "input[type=submit]")
-    page.wait_for_url(f"**/admin/auth/user/{pools.pk}/change/")
+    sign_in(page, live_server, f"/admin/auth/user/{pools.pk}/change/", admin=True)
 
     page.click("a.osmo-new-role")  # click 1: from the user's page
     page.fill("input[name=name]", "trainers")
@@ -72,8 +64,7 @@ def test_staff_grant_a_user_one_pool_and_the_user_sees_that_pool_only(browser, l
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     page.set_default_timeout(10_000)
-    sign_in(page, f"{live_server.url}/accounts/login/?next=/nodes/", "alice", "pw-alice-1", "button[type=submit]")
-    page.wait_for_url("**/nodes/")
+    sign_in(page, live_server, "/nodes/", username="alice", password="pw-alice-1")
     expect(page.get_by_text("dgx-0001").first).to_be_visible()
     body = page.content()
     assert "dgxb-" not in body and "l40s-" not in body and "training-b" not in body

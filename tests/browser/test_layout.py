@@ -13,8 +13,8 @@ from pools.models import ConfigKind, ConfigRevision, TablePreference
 from scheduling.cycle import run_cycle
 from scheduling.models import Workload
 from scheduling.submission import submit
-from tests.browser.test_dashboard import PASSWORD, USERNAME, fleet  # noqa: F401 (the fixture)
 from tests.scheduling.conftest import body
+from tests.support.browser import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,16 +52,8 @@ def visit(page, url: str, *, status: int = 200, signed_in: bool = True) -> None:
         expect(sign_out).to_have_count(0)
 
 
-def sign_in(page, live_server, username: str = USERNAME, password: str = PASSWORD) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-
-
 @SIZES
-def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, browser, fleet, size):  # noqa: F811
+def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, browser, fleet_with_history, size):
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.set_default_timeout(10_000)
@@ -135,7 +127,7 @@ def test_the_quota_project_and_workload_pages_fit_the_screen(live_server, browse
         context.close()
 
 
-def test_the_column_chooser_moves_a_column_and_the_page_and_csv_follow(live_server, page, fleet, staff):  # noqa: F811
+def test_the_column_chooser_moves_a_column_and_the_page_and_csv_follow(live_server, page, fleet_with_history, staff):
     sign_in(page, live_server)
     page.goto(f"{live_server.url}/nodes/")
     page.click("#nodes-columns-toggle")

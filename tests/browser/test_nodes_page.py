@@ -13,9 +13,9 @@ from playwright.sync_api import expect
 from pools.fleet import node_history
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node
-from tests.browser.test_dashboard import NOT_READY, fleet, sign_in  # noqa: F401  (the fixture)
-from tests.kube_objects import make_node
-from tests.test_sync import operator_pods
+from tests.kube_objects import make_node, operator_pods
+from tests.support.browser import sign_in
+from tests.support.fleet_with_history import NOT_READY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WIDTHS = [(1440, 900), (390, 844)]
@@ -27,7 +27,7 @@ def no_page_overflow(page) -> bool:
 
 
 @pytest.mark.parametrize(("width", "height"), WIDTHS)
-def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, page, fleet, width, height,  # noqa: F811
+def test_from_the_overview_to_a_broken_nodes_reason_in_two_clicks(live_server, page, fleet_with_history, width, height,
                                                                    screenshot):
     page.set_viewport_size({"width": width, "height": height})
     broken = Node.objects.select_related("backend").get(name="dgx-h100-004")

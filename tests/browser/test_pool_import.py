@@ -13,10 +13,10 @@ from playwright.sync_api import expect
 from pools.config import writes
 from pools.models import ConfigKind, ConfigRevision, Node, Pool
 from tests.conftest import seed_json_blocks
+from tests.support.browser import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
 SEED_POOL = "shared_simulation_training_pool"
 SHOTS = Path(os.environ.get("OSMO_SHOTS", "/tmp/shots-config"))
 
@@ -30,11 +30,7 @@ def test_an_admin_sees_the_nodes_an_edit_would_share_confirms_and_it_is_saved(li
     in_training = h100.filter(pool_names__contains=["training"]).count()
     training = Node.objects.filter(pool_names__contains=["training"]).count()
     assert in_training and not h100.filter(pool_names__contains=["training", "dev"]).exists()
-    page.goto(f"{live_server.url}/accounts/login/?next=/admin/pools/pool/{pool.pk}/change/")
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/admin/pools/pool/{pool.pk}/change/")
+    sign_in(page, live_server, f"/admin/pools/pool/{pool.pk}/change/")
 
     # Without its own node selector, dev's h100 platform takes every H100 node: training's too.
     page.fill("#id_node_selector", "{}")
@@ -74,10 +70,7 @@ def test_an_admin_rolls_a_pasted_pool_back_to_before_its_creation(live_server, p
     writes.import_document(ConfigKind.POOL, document, author="tests")
     created = ConfigRevision.objects.get(kind="POOL", name=SEED_POOL)
     assert Node.objects.filter(pool_names__contains=[SEED_POOL]).exists()
-    page.goto(f"{live_server.url}/accounts/login/?next=/config/history/%3Fname%3D{SEED_POOL}")
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    sign_in(page, live_server, f"/config/history/?name={SEED_POOL}")
 
     row = page.locator(f'tr[data-key="POOL-{created.number}"]')
     expect(row.locator('[data-col="number"]')).to_have_text(re.compile(rf"^pool r{created.number}(More)?\s*$"))

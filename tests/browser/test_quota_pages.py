@@ -8,11 +8,10 @@ from playwright.sync_api import expect
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, ConfigRevision, Pod, Quota, Role, RoleAssignment
-from tests.pages.conftest import make_nodes, pool_document
+from tests.support.browser import sign_in
+from tests.support.fleet import make_nodes, pool_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
 
 
 @pytest.fixture
@@ -51,16 +50,8 @@ def quotas(defaults, staff, django_user_model):
     RoleAssignment.objects.create(user=alice, role=Role.objects.get(name="osmo-training"), assigned_by="tests")
 
 
-def sign_in(page, live_server, username: str, password: str, path: str) -> None:
-    page.goto(f"{live_server.url}/accounts/login/?next={path}")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{path}")
-
-
 def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_server, page, quotas, screenshot):
-    sign_in(page, live_server, USERNAME, PASSWORD, "/quotas/")
+    sign_in(page, live_server, "/quotas/")
     training = page.locator("[data-testid=quota-pool][data-pool=training]")
     expect(training.locator("tr[data-testid=row]")).to_have_count(7)
     expect(training.locator("[data-testid=over-subscribed]")).to_have_text("over-subscribed by 4 GPUs")
@@ -93,7 +84,7 @@ def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_ser
 
 
 def test_a_researcher_sees_their_project_and_its_page(live_server, page, quotas, screenshot):
-    sign_in(page, live_server, "alice", "pw-alice-1", "/quotas/")
+    sign_in(page, live_server, "/quotas/", username="alice", password="pw-alice-1")
     # vision in training (its pods on the shared node count in inference too, a pool alice may not use)
     expect(page.locator("tr[data-testid=row]")).to_have_count(1)
     expect(page.locator(".quota-cell")).to_have_count(0)

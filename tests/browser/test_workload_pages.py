@@ -9,6 +9,7 @@ from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from scheduling.submission import submit
 from tests.scheduling.conftest import body
+from tests.support.browser import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,16 +24,8 @@ def queue(world):
     return world
 
 
-def sign_in(page, live_server, path: str) -> None:
-    page.goto(f"{live_server.url}/accounts/login/?next={path}")
-    page.fill("input[name=username]", "researcher")
-    page.fill("input[name=password]", "pw-res-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{path}")
-
-
 def test_a_researcher_sees_why_work_waits_and_cancels_it(live_server, page, queue, screenshot):
-    sign_in(page, live_server, "/workloads/")
+    sign_in(page, live_server, "/workloads/", username="researcher", password="pw-res-123")
     table = page.locator("[data-testid=workloads-table]")
     expect(table.locator("tbody tr")).to_have_count(5)
     expect(page.locator("[data-testid=workloads-totals]")).to_have_text(
@@ -54,7 +47,7 @@ def test_a_researcher_sees_why_work_waits_and_cancels_it(live_server, page, queu
 
 
 def test_the_pool_page_loads_its_queue_and_the_table_fits_a_phone(live_server, page, queue, screenshot):
-    sign_in(page, live_server, "/pools/training/")
+    sign_in(page, live_server, "/pools/training/", username="researcher", password="pw-res-123")
     expect(page.locator("#queue-summary")).to_contain_text("2 pending, 3 admitted or running.")
     expect(page.locator("#queue-pending tbody tr")).to_have_count(2)
 
@@ -81,7 +74,7 @@ def test_a_running_workloads_page_shows_its_job_and_follows_it_live_to_completed
     pod(standin, workload, 0, "Running")
     observe(kube, workload)
 
-    sign_in(page, live_server, f"/workloads/{workload.pk}/")
+    sign_in(page, live_server, f"/workloads/{workload.pk}/", username="researcher", password="pw-res-123")
     expect(page.locator("#workload-status")).to_have_text("RUNNING")
     expect(page.locator("#workload-job")).to_contain_text(f"{workload.namespace}/{workload.job_name}")
     expect(page.locator("#workload-pods tbody tr")).to_have_count(1)

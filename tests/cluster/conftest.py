@@ -1,6 +1,31 @@
 import pytest
+from kubernetes import config as k8s_config
 
 from pools.cluster.kube import KubeCluster
+from pools.cluster.simulated import SimulatedCluster
+from tests.support.clock import Clock
+
+# The simulated clusters' moment zero (a fixed instant: the simulated fleet moves with the clock).
+T0 = 1_760_000_000.0
+
+
+@pytest.fixture
+def clock():
+    """The simulated clusters' clock, at T0 until the test moves it."""
+    return Clock(T0)
+
+
+@pytest.fixture
+def cluster(tmp_path, clock):
+    """The simulated cluster of the demo's `default` fleet, its state under tmp_path, on `clock` (its sleeps only
+    move that clock)."""
+    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
+
+
+@pytest.fixture
+def other(tmp_path, clock):
+    """A second instance on the same state directory, as another process would open it."""
+    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 
 @pytest.fixture
@@ -13,3 +38,11 @@ def kube(standin, tmp_path):
     )
     yield cluster
     cluster.close()
+
+
+@pytest.fixture
+def kube_api(standin, tmp_path):
+    """The official client's ApiClient on the stand-in API server, for talking to it as kubectl would."""
+    api_client = k8s_config.new_client_from_config(config_file=standin.kubeconfig(tmp_path / "kubeconfig"))
+    yield api_client
+    api_client.close()

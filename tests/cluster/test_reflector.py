@@ -9,6 +9,7 @@ import pytest
 from pools.cluster import Expired, Unavailable, WatchEvent
 from pools.cluster.reflector import Backoff, Follower, list_all
 from tests.kube_objects import make_node, make_pod
+from tests.support.clock import Clock
 from tests.waiting import until
 
 
@@ -171,19 +172,9 @@ def event(kind, version, name="gpu-1"):
     return WatchEvent(kind, {"metadata": {"name": name, "resourceVersion": version}})
 
 
-class Clock:
-    def __init__(self, now=100.0, step=0.0):
-        self.now = now
-        self.step = step
-
-    def __call__(self):
-        self.now += self.step
-        return self.now
-
-
 def test_follower_skips_bookmarks_but_takes_their_resource_version():
     watch = FakeWatch([event("ADDED", "5"), event("BOOKMARK", "9")], [event("MODIFIED", "12")])
-    follower = Follower(watch, "4", clock=Clock(step=0.01), backoff=instant_backoff())
+    follower = Follower(watch, "4", clock=Clock(100.0, step=0.01), backoff=instant_backoff())
 
     seen = []
     for item in follower.events(deadline=103.0):
@@ -197,12 +188,12 @@ def test_follower_skips_bookmarks_but_takes_their_resource_version():
 
 
 def test_follower_asks_for_no_longer_than_the_time_left():
-    clock = Clock(now=0.0)
+    clock = Clock(0.0)
     calls = []
 
     def quiet_watch(version, *, timeout_seconds):
         calls.append((version, timeout_seconds))
-        clock.now += timeout_seconds
+        clock.advance(timeout_seconds)
         yield from ()
 
     follower = Follower(quiet_watch, "1", timeout_seconds=60, clock=clock, backoff=instant_backoff())
@@ -219,7 +210,7 @@ def test_follower_backs_off_on_unavailable_and_resumes_from_the_last_version():
         Unavailable("watching nodes: stream broken or stalled"),
         [event("MODIFIED", "7")],
     )
-    follower = Follower(watch, "4", clock=Clock(step=0.01), backoff=instant_backoff(sleeps))
+    follower = Follower(watch, "4", clock=Clock(100.0, step=0.01), backoff=instant_backoff(sleeps))
 
     seen = []
     for item in follower.events(deadline=200.0):
@@ -237,7 +228,7 @@ def test_follower_backs_off_on_unavailable_and_resumes_from_the_last_version():
 
 def test_follower_propagates_expired_for_the_caller_to_list_again():
     watch = FakeWatch([event("ADDED", "5")], Expired("watching nodes: HTTP 410", 410))
-    follower = Follower(watch, "4", clock=Clock(step=0.01), backoff=instant_backoff())
+    follower = Follower(watch, "4", clock=Clock(100.0, step=0.01), backoff=instant_backoff())
 
     seen = []
     with pytest.raises(Expired):
@@ -250,7 +241,7 @@ def test_follower_propagates_expired_for_the_caller_to_list_again():
 
 def test_follower_does_not_start_a_watch_past_its_deadline():
     watch = FakeWatch([event("ADDED", "5")])
-    follower = Follower(watch, "4", clock=Clock(now=50.0), backoff=instant_backoff())
+    follower = Follower(watch, "4", clock=Clock(50.0), backoff=instant_backoff())
 
     assert list(follower.events(deadline=50.0)) == []
     assert watch.calls == []
@@ -259,7 +250,7 @@ def test_follower_does_not_start_a_watch_past_its_deadline():
 def test_follower_backs_off_when_streams_end_at_once_without_events():
     sleeps = Sleeps()
     watch = FakeWatch([], [], [event("ADDED", "5")])
-    follower = Follower(watch, "4", clock=Clock(step=0.01), backoff=instant_backoff(sleeps))
+    follower = Follower(watch, "4", clock=Clock(100.0, step=0.01), backoff=instant_backoff(sleeps))
 
     first = next(follower.events(deadline=200.0))
 
@@ -296,7 +287,7 @@ def test_it_resumes_the_watch_without_relisting_after_a_normal_end(standin, kube
 def test_bookmarks_advance_the_resource_version_so_a_resume_survives_compaction(standin, kube):
     standin.add_node(make_node("gpu-1"))
     listed = list_all(kube.list_nodes)
-    clock = Clock()  # the follow ends when the bookmark has arrived, not after a window of wall time
+    clock = Clock(100.0)  # the follow ends when the bookmark has arrived, not after a window of wall time
     follower = Follower(kube.watch_nodes, listed.resource_version, timeout_seconds=60, clock=clock,
                         backoff=instant_backoff())
 
@@ -305,7 +296,7 @@ def test_bookmarks_advance_the_resource_version_so_a_resume_survives_compaction(
         standin.add_pods(make_pod(f"p-{i}", "gpu-1") for i in range(3))
         standin.bookmark()
         until(lambda: follower.resource_version == "4", "the bookmark to reach the follower")
-        clock.now += 600
+        clock.advance(600)
         standin.end_watches()
 
     helper = schedule(pod_traffic_then_bookmark)

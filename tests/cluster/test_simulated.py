@@ -13,7 +13,6 @@ import pytest
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, simulated
 from pools.cluster.simulated import RV_PER_TICK, SimulatedCluster
 
-T0 = 1_760_000_000.0
 DEMO_DOCUMENTS = Path(simulated.__file__).resolve().parents[2] / "config" / "defaults" / "demo.json"
 PRODUCTS = {
     "NVIDIA-GB200": (4, "blackwell"),
@@ -22,33 +21,6 @@ PRODUCTS = {
     "NVIDIA-L40S": (4, "ada-lovelace"),
     "NVIDIA-Jetson-AGX-Orin": (1, "ampere"),
 }
-
-
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def cluster(tmp_path, clock):
-    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
-
-
-@pytest.fixture
-def other(tmp_path, clock):
-    """A second instance on the same state directory, as another process would open it."""
-    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 
 def list_all(page_fn, limit=100):
@@ -230,9 +202,9 @@ def test_troubled_nodes_look_like_a_kubelet_reports_them(cluster, clock):
         if "ReadyUnknown" in found:
             assert set(conditions(node).values()) - {"False"} == {"Unknown"}
             assert "node.kubernetes.io/unreachable" in taint_keys
-            assert max(heartbeats) < simulated._ts(clock.now // 5 * 5)
+            assert max(heartbeats) < simulated._ts(clock.seconds // 5 * 5)
         else:
-            assert heartbeats == {simulated._ts(clock.now // 5 * 5)}
+            assert heartbeats == {simulated._ts(clock.seconds // 5 * 5)}
         if "DiskPressure" in found:
             assert "node.kubernetes.io/disk-pressure" in taint_keys
         if "Cordoned" in found:
@@ -246,7 +218,7 @@ def test_heartbeats_and_feature_discovery_timestamps_move_every_tick(cluster, cl
     assert int(after["metadata"]["labels"]["nvidia.com/gfd.timestamp"]) == int(
         before["metadata"]["labels"]["nvidia.com/gfd.timestamp"]) + 5
     ready = next(c for c in after["status"]["conditions"] if c["type"] == "Ready")
-    assert ready["lastHeartbeatTime"] == simulated._ts(clock.now // 5 * 5)
+    assert ready["lastHeartbeatTime"] == simulated._ts(clock.seconds // 5 * 5)
     assert int(after["metadata"]["resourceVersion"]) > int(before["metadata"]["resourceVersion"])
 
 
@@ -448,7 +420,7 @@ def test_watch_sleeps_between_ticks_with_the_injected_sleep_and_ends_at_its_time
     assert sum(slept) == pytest.approx(12, abs=1)
     assert max(slept) <= 1.0
     versions = sorted({int(e.resource_version) for e in events if e is events[-1] or e.type == "BOOKMARK"})
-    assert versions and versions[-1] // RV_PER_TICK == clock.now // 5
+    assert versions and versions[-1] // RV_PER_TICK == clock.seconds // 5
 
 
 def test_a_watch_on_a_frozen_clock_with_a_no_op_sleep_still_ends(cluster):

@@ -13,7 +13,7 @@ import pytest
 from pools.cluster import simulated
 from pools.cluster.kinds import KAI_PODGROUP, KAI_QUEUE
 from pools.cluster.simulated import SimulatedCluster
-from tests.cluster.test_simulated import Clock, drain, job_body
+from tests.cluster.test_simulated import drain, job_body
 
 H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 ZONE, RACK = "topology.kubernetes.io/zone", "topology.kubernetes.io/rack"
@@ -21,12 +21,8 @@ NS = "vision-team"
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
 def cluster(tmp_path, clock):
+    """The simulated cluster of the "kai" lab fleet (tests/cluster/conftest.py's is the demo's default one)."""
     return SimulatedCluster("kai-lab", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 

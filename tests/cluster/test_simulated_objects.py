@@ -7,23 +7,7 @@ import pytest
 
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, simulated
 from pools.cluster.kinds import KAI_PODGROUP, KAI_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD
-from pools.cluster.simulated import SimulatedCluster
-from tests.cluster.test_simulated import Clock, drain
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def cluster(tmp_path, clock):
-    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
-
-
-@pytest.fixture
-def other(tmp_path, clock):
-    return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
+from tests.cluster.test_simulated import drain
 
 
 def queue(name: str, gpus: int = 8, **labels: str) -> dict:

@@ -14,13 +14,6 @@ from tests.kube_standin import KubeStandin
 MERGE = "application/merge-patch+json"
 
 
-@pytest.fixture
-def api(standin, tmp_path):
-    api_client = config.new_client_from_config(standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield api_client
-    api_client.close()
-
-
 def refusal(call, *args, **kwargs) -> dict:
     with pytest.raises(ApiException) as caught:
         call(*args, **kwargs)
@@ -36,10 +29,10 @@ def job(name: str, labels: dict | None = None, image: str = "busybox") -> dict:
                                            "restartPolicy": "Never"}}}}
 
 
-def test_it_refuses_a_namespace_labelled_with_a_project_name_over_63_characters(api):
+def test_it_refuses_a_namespace_labelled_with_a_project_name_over_63_characters(kube_api):
     project = "vision-long-" + "x" * 58
 
-    body = refusal(client.CoreV1Api(api).create_namespace,
+    body = refusal(client.CoreV1Api(kube_api).create_namespace,
                    {"metadata": {"name": "team-vision", "labels": {"runwhere.ai/project": project}}})
 
     assert body["reason"] == "Invalid" and body["code"] == 422
@@ -49,18 +42,18 @@ def test_it_refuses_a_namespace_labelled_with_a_project_name_over_63_characters(
                                           "message": f'Invalid value: "{project}": must be no more than 63 bytes'}]
 
 
-def test_it_refuses_a_namespace_name_that_is_no_dns_label(api, standin):
-    body = refusal(client.CoreV1Api(api).create_namespace, {"metadata": {"name": "Team_A"}})
+def test_it_refuses_a_namespace_name_that_is_no_dns_label(kube_api, standin):
+    body = refusal(client.CoreV1Api(kube_api).create_namespace, {"metadata": {"name": "Team_A"}})
 
     assert body["details"]["causes"][0]["field"] == "metadata.name"
     assert "a lowercase RFC 1123 label must consist of" in body["message"]
     assert standin._collections["namespaces"].objects == {}
 
 
-def test_it_refuses_a_job_whose_pods_carry_a_65_character_platform_name(api, standin):
+def test_it_refuses_a_job_whose_pods_carry_a_65_character_platform_name(kube_api, standin):
     platform = "p" * 65
 
-    body = refusal(client.BatchV1Api(api).create_namespaced_job, "team-a",
+    body = refusal(client.BatchV1Api(kube_api).create_namespaced_job, "team-a",
                    job("wl-1", {"runwhere.ai/platform": platform}))
 
     assert body["message"] == (f'Job.batch "wl-1" is invalid: spec.template.labels: Invalid value: "{platform}": '
@@ -68,24 +61,24 @@ def test_it_refuses_a_job_whose_pods_carry_a_65_character_platform_name(api, sta
     assert standin.jobs() == []
 
 
-def test_it_refuses_a_job_name_too_long_for_the_job_name_label_of_its_pods(api):
+def test_it_refuses_a_job_name_too_long_for_the_job_name_label_of_its_pods(kube_api):
     name = "w" * 64
 
-    body = refusal(client.BatchV1Api(api).create_namespaced_job, "team-a", job(name))
+    body = refusal(client.BatchV1Api(kube_api).create_namespaced_job, "team-a", job(name))
 
     assert body["details"]["causes"] == [
         {"reason": "FieldValueInvalid", "field": "spec.template.labels",
          "message": f'Invalid value: "{name}": must be no more than 63 bytes'}] * 2
 
 
-def test_a_job_name_of_63_characters_is_accepted(api, standin):
-    client.BatchV1Api(api).create_namespaced_job("team-a", job("w" * 63))
+def test_a_job_name_of_63_characters_is_accepted(kube_api, standin):
+    client.BatchV1Api(kube_api).create_namespaced_job("team-a", job("w" * 63))
 
     assert standin.job("w" * 63, namespace="team-a")["metadata"]["name"] == "w" * 63
 
 
-def test_it_refuses_a_change_to_a_jobs_template_after_creation_and_accepts_one_to_its_parallelism(api, standin):
-    batch = client.BatchV1Api(api)
+def test_it_refuses_a_change_to_a_jobs_template_after_creation_and_accepts_one_to_its_parallelism(kube_api, standin):
+    batch = client.BatchV1Api(kube_api)
     batch.create_namespaced_job("team-a", job("wl-1"))
     changed = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}}}
 
@@ -100,22 +93,22 @@ def test_it_refuses_a_change_to_a_jobs_template_after_creation_and_accepts_one_t
     assert stored["spec"]["parallelism"] == 2
 
 
-def test_it_refuses_annotations_over_256_kib_in_all(api):
+def test_it_refuses_annotations_over_256_kib_in_all(kube_api):
     annotations = {f"note-{i}": "n" * 65_536 for i in range(4)}
 
-    body = refusal(client.CoreV1Api(api).create_namespace,
+    body = refusal(client.CoreV1Api(kube_api).create_namespace,
                    {"metadata": {"name": "team-a", "annotations": annotations}})
 
     assert body["message"] == ('Namespace "team-a" is invalid: metadata.annotations: Too long: may not be more '
                                "than 262144 bytes")
 
 
-def test_it_refuses_a_node_label_key_with_two_slashes(api, standin):
+def test_it_refuses_a_node_label_key_with_two_slashes(kube_api, standin):
     from tests.kube_objects import make_node
 
     standin.add_node(make_node("gpu-1"))
 
-    body = refusal(client.CoreV1Api(api).patch_node, "gpu-1", {"metadata": {"labels": {"a/b/c": "x"}}})
+    body = refusal(client.CoreV1Api(kube_api).patch_node, "gpu-1", {"metadata": {"labels": {"a/b/c": "x"}}})
 
     assert body["details"]["causes"][0]["field"] == "metadata.labels"
     assert "a qualified name must consist of alphanumeric characters" in body["message"]
@@ -127,8 +120,8 @@ def topology(levels: list[dict]) -> dict:
             "spec": {"levels": levels}}
 
 
-def test_a_kai_topology_may_rename_its_aliases_but_not_change_its_node_labels(api, standin):
-    objects = client.CustomObjectsApi(api)
+def test_a_kai_topology_may_rename_its_aliases_but_not_change_its_node_labels(kube_api, standin):
+    objects = client.CustomObjectsApi(kube_api)
     levels = [{"nodeLabel": "nvidia.com/gpu.clique"}, {"nodeLabel": "kubernetes.io/hostname"}]
     objects.create_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", topology(levels))
     aliased = [{"nodeLabel": "nvidia.com/gpu.clique", "alias": "nvlink"}, {"nodeLabel": "kubernetes.io/hostname"}]
@@ -147,18 +140,18 @@ def test_a_kai_topology_may_rename_its_aliases_but_not_change_its_node_labels(ap
     assert standin.object("kai.scheduler/v1alpha1/topologies", "gb200")["spec"]["levels"] == aliased
 
 
-def test_it_refuses_a_kai_topology_with_the_hostname_above_another_level(api):
+def test_it_refuses_a_kai_topology_with_the_hostname_above_another_level(kube_api):
     levels = [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "nvidia.com/gpu.clique"}]
 
-    body = refusal(client.CustomObjectsApi(api).create_cluster_custom_object, "kai.scheduler", "v1alpha1",
+    body = refusal(client.CustomObjectsApi(kube_api).create_cluster_custom_object, "kai.scheduler", "v1alpha1",
                    "topologies", topology(levels))
 
     assert body["message"].endswith("the kubernetes.io/hostname label can only be used at the lowest level of "
                                     "topology")
 
 
-def test_it_refuses_a_kai_queue_whose_quota_is_no_number_and_prunes_unknown_fields(api, standin):
-    objects = client.CustomObjectsApi(api)
+def test_it_refuses_a_kai_queue_whose_quota_is_no_number_and_prunes_unknown_fields(kube_api, standin):
+    objects = client.CustomObjectsApi(kube_api)
     queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "training"},
              "spec": {"resources": {"gpu": {"quota": "lots"}}}}
 
@@ -173,24 +166,24 @@ def test_it_refuses_a_kai_queue_whose_quota_is_no_number_and_prunes_unknown_fiel
     assert standin.object("scheduling.run.ai/v2/queues", "training")["spec"] == created["spec"]
 
 
-def test_it_refuses_a_kueue_cluster_queue_that_borrows_without_a_cohort(api):
+def test_it_refuses_a_kueue_cluster_queue_that_borrows_without_a_cohort(kube_api):
     queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "training"},
              "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
                  {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}
              ]}]}}
 
-    body = refusal(client.CustomObjectsApi(api).create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
+    body = refusal(client.CustomObjectsApi(kube_api).create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
                    "clusterqueues", queue)
 
     assert body["message"] == ('ClusterQueue.kueue.x-k8s.io "training" is invalid: spec: Invalid value: "object": '
                                "borrowingLimit must be nil when cohort is empty")
 
 
-def test_it_refuses_a_kueue_cluster_queue_with_an_unsupported_queueing_strategy(api):
+def test_it_refuses_a_kueue_cluster_queue_with_an_unsupported_queueing_strategy(kube_api):
     queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "training"},
              "spec": {"queueingStrategy": "Random"}}
 
-    body = refusal(client.CustomObjectsApi(api).create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
+    body = refusal(client.CustomObjectsApi(kube_api).create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
                    "clusterqueues", queue)
 
     assert body["details"]["causes"][0] == {
@@ -198,18 +191,18 @@ def test_it_refuses_a_kueue_cluster_queue_with_an_unsupported_queueing_strategy(
         "message": 'Unsupported value: "Random": supported values: "StrictFIFO", "BestEffortFIFO"'}
 
 
-def test_a_kueue_cluster_queue_is_stored_with_its_schema_defaults(api):
+def test_a_kueue_cluster_queue_is_stored_with_its_schema_defaults(kube_api):
     queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "training"},
              "spec": {}}
 
-    created = client.CustomObjectsApi(api).create_cluster_custom_object("kueue.x-k8s.io", "v1beta2",
+    created = client.CustomObjectsApi(kube_api).create_cluster_custom_object("kueue.x-k8s.io", "v1beta2",
                                                                         "clusterqueues", queue)
 
     assert created["spec"]["queueingStrategy"] == "BestEffortFIFO"
 
 
-def test_a_kueue_local_queue_keeps_its_cluster_queue(api):
-    objects = client.CustomObjectsApi(api)
+def test_a_kueue_local_queue_keeps_its_cluster_queue(kube_api):
+    objects = client.CustomObjectsApi(kube_api)
     local = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default"},
              "spec": {"clusterQueue": "training"}}
     objects.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues", local)
@@ -238,8 +231,8 @@ def test_it_answers_404_for_a_kind_whose_crd_is_not_installed_until_it_is(tmp_pa
     assert still["code"] == 404
 
 
-def test_a_version_the_crd_does_not_serve_is_not_found(api):
-    body = refusal(client.CustomObjectsApi(api).list_cluster_custom_object, "kueue.x-k8s.io", "v1alpha1",
+def test_a_version_the_crd_does_not_serve_is_not_found(kube_api):
+    body = refusal(client.CustomObjectsApi(kube_api).list_cluster_custom_object, "kueue.x-k8s.io", "v1alpha1",
                    "clusterqueues")
 
     assert body["code"] == 404
@@ -263,8 +256,8 @@ def test_a_stand_in_without_the_crds_it_was_asked_to_install_fails_at_once(tmp_p
         KubeStandin()
 
 
-def test_a_kueue_resource_flavor_keeps_its_topology_and_names_a_missing_field_as_cel_does(api):
-    objects = client.CustomObjectsApi(api)
+def test_a_kueue_resource_flavor_keeps_its_topology_and_names_a_missing_field_as_cel_does(kube_api):
+    objects = client.CustomObjectsApi(kube_api)
     flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
               "spec": {"topologyName": "gb200", "nodeLabels": {"nvidia.com/gpu.product": "H100"}}}
     objects.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", flavor)

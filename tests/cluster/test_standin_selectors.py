@@ -7,7 +7,6 @@ import json
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from pools.cluster import ClusterError
@@ -15,14 +14,6 @@ from pools.cluster.kinds import KAI_QUEUE, KUEUE_LOCAL_QUEUE
 from tests.cluster.test_custom_objects import local_queue, queue
 from tests.cluster.test_kube_cluster import take
 from tests.kube_objects import make_node, make_pod
-
-
-@pytest.fixture
-def api(standin, tmp_path):
-    api_client = k8s_config.new_client_from_config(config_file=standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield api_client
-    api_client.close()
-
 
 # The labels of the documentation's examples, on five nodes.
 LABELLED = {
@@ -40,8 +31,8 @@ def nodes(standin):
         standin.add_node(make_node(name, labels=labels))
 
 
-def node_names(api, **selectors):
-    return sorted(node.metadata.name for node in k8s.CoreV1Api(api).list_node(**selectors).items)
+def node_names(kube_api, **selectors):
+    return sorted(node.metadata.name for node in k8s.CoreV1Api(kube_api).list_node(**selectors).items)
 
 
 def refusal(call, *args, **kwargs) -> tuple[int, str]:
@@ -65,8 +56,8 @@ def refusal(call, *args, **kwargs) -> tuple[int, str]:
     ("  environment  in(production),  tier  ", ["n1", "n2"]),
     ("", ["n1", "n2", "n3", "n4", "n5"]),
 ])
-def test_it_selects_nodes_by_the_label_selectors_of_the_kubernetes_documentation(api, nodes, selector, selected):
-    assert node_names(api, label_selector=selector) == selected
+def test_it_selects_nodes_by_the_label_selectors_of_the_kubernetes_documentation(kube_api, nodes, selector, selected):
+    assert node_names(kube_api, label_selector=selector) == selected
 
 
 @pytest.mark.parametrize(("selector", "message"), [
@@ -81,20 +72,20 @@ def test_it_selects_nodes_by_the_label_selectors_of_the_kubernetes_documentation
     ("tier=front end", "found 'end', expected: ',' or 'end of string'"),
     ("tier=-frontend", "unable to parse requirement: values[0][tier]: Invalid value: \"-frontend\": a valid label"),
 ])
-def test_it_refuses_a_malformed_label_selector_with_a_400_as_a_real_server(api, nodes, selector, message):
-    status, text = refusal(k8s.CoreV1Api(api).list_node, label_selector=selector)
+def test_it_refuses_a_malformed_label_selector_with_a_400_as_a_real_server(kube_api, nodes, selector, message):
+    status, text = refusal(k8s.CoreV1Api(kube_api).list_node, label_selector=selector)
     assert status == 400
     assert text.startswith(message)
 
 
-def test_a_set_based_selector_takes_empty_values_and_keywords_as_values(api, standin):
+def test_a_set_based_selector_takes_empty_values_and_keywords_as_values(kube_api, standin):
     standin.add_node(make_node("keyword", labels={"mode": "in"}))
     standin.add_node(make_node("empty", labels={"mode": ""}))
     standin.add_node(make_node("other", labels={"mode": "out"}))
-    assert node_names(api, label_selector="mode in (in)") == ["keyword"]
-    assert node_names(api, label_selector="mode in (in,)") == ["empty", "keyword"]
-    assert node_names(api, label_selector="mode=") == ["empty"]
-    assert node_names(api, label_selector="mode notin ()") == ["keyword", "other"]
+    assert node_names(kube_api, label_selector="mode in (in)") == ["keyword"]
+    assert node_names(kube_api, label_selector="mode in (in,)") == ["empty", "keyword"]
+    assert node_names(kube_api, label_selector="mode=") == ["empty"]
+    assert node_names(kube_api, label_selector="mode notin ()") == ["keyword", "other"]
 
 
 def test_a_selective_list_of_the_product_refuses_a_malformed_selector_too(kube, standin):
@@ -116,8 +107,8 @@ def pods(standin):
     standin.add_pod(make_pod("server", "gpu-2", namespace="team-b"))
 
 
-def pod_names(api, **selectors):
-    return sorted(pod.metadata.name for pod in k8s.CoreV1Api(api).list_pod_for_all_namespaces(**selectors).items)
+def pod_names(kube_api, **selectors):
+    return sorted(pod.metadata.name for pod in k8s.CoreV1Api(kube_api).list_pod_for_all_namespaces(**selectors).items)
 
 
 @pytest.mark.parametrize(("selector", "selected"), [
@@ -129,13 +120,13 @@ def pod_names(api, **selectors):
     ("metadata.name=server", ["server"]),
     ("spec.host=gpu-2", ["server"]),  # old clients' name for spec.nodeName, still accepted
 ])
-def test_it_selects_pods_by_the_fields_a_real_server_supports(api, pods, selector, selected):
-    assert pod_names(api, field_selector=selector) == selected
+def test_it_selects_pods_by_the_fields_a_real_server_supports(kube_api, pods, selector, selected):
+    assert pod_names(kube_api, field_selector=selector) == selected
 
 
-def test_field_and_label_selectors_combine(api, standin, pods):
+def test_field_and_label_selectors_combine(kube_api, standin, pods):
     standin.add_pod(make_pod("labelled", "gpu-1", namespace="team-a", labels={"app": "x"}))
-    assert pod_names(api, field_selector="spec.nodeName=gpu-1", label_selector="app") == ["labelled"]
+    assert pod_names(kube_api, field_selector="spec.nodeName=gpu-1", label_selector="app") == ["labelled"]
 
 
 @pytest.mark.parametrize(("list_call", "selector", "message"), [
@@ -145,24 +136,24 @@ def test_field_and_label_selectors_combine(api, standin, pods):
     ("list_node", "metadata.name", "invalid selector: 'metadata.name'; can't understand 'metadata.name'"),
     ("list_node", "metadata.name=a=b", "invalid field selector: unescapedRune character in value: 61"),
 ])
-def test_it_refuses_an_unsupported_or_malformed_field_selector_with_a_400(api, pods, list_call, selector, message):
-    assert refusal(getattr(k8s.CoreV1Api(api), list_call), field_selector=selector) == (400, message)
+def test_it_refuses_an_unsupported_or_malformed_field_selector_with_a_400(kube_api, pods, list_call, selector, message):
+    assert refusal(getattr(k8s.CoreV1Api(kube_api), list_call), field_selector=selector) == (400, message)
 
 
-def test_nodes_are_selected_by_name_and_by_unschedulable(api, standin):
+def test_nodes_are_selected_by_name_and_by_unschedulable(kube_api, standin):
     standin.add_node(make_node("cordoned", unschedulable=True))
     standin.add_node(make_node("open"))
-    assert node_names(api, field_selector="spec.unschedulable=true") == ["cordoned"]
-    assert node_names(api, field_selector="spec.unschedulable=false") == ["open"]
-    assert node_names(api, field_selector="metadata.name!=open") == ["cordoned"]
+    assert node_names(kube_api, field_selector="spec.unschedulable=true") == ["cordoned"]
+    assert node_names(kube_api, field_selector="spec.unschedulable=false") == ["open"]
+    assert node_names(kube_api, field_selector="metadata.name!=open") == ["cordoned"]
 
 
-def test_jobs_are_selected_by_the_fields_of_a_job_and_refuse_others_with_the_jobs_message(api, kube, standin):
+def test_jobs_are_selected_by_the_fields_of_a_job_and_refuse_others_with_the_jobs_message(kube_api, kube, standin):
     for name in ("done", "running"):
         kube.create_job("team-a", {"metadata": {"name": name}, "spec": {"template": {"spec": {
             "containers": [{"name": "main", "image": "busybox"}], "restartPolicy": "Never"}}}})
     standin.modify_job("done", {"status": {"succeeded": 1}}, namespace="team-a")
-    jobs = k8s.BatchV1Api(api)
+    jobs = k8s.BatchV1Api(kube_api)
 
     listed = jobs.list_job_for_all_namespaces(field_selector="status.successful=1").items
     assert [job.metadata.name for job in listed] == ["done"]
@@ -172,11 +163,11 @@ def test_jobs_are_selected_by_the_fields_of_a_job_and_refuse_others_with_the_job
         400, 'field label "spec.parallelism" not supported for Job')
 
 
-def test_custom_objects_take_metadata_name_and_namespace_only_where_the_kind_is_namespaced(api, kube):
+def test_custom_objects_take_metadata_name_and_namespace_only_where_the_kind_is_namespaced(kube_api, kube):
     kube.create_object(KAI_QUEUE, queue("research"))
     kube.create_object(KAI_QUEUE, queue("vision"))
     kube.create_object(KUEUE_LOCAL_QUEUE, local_queue("lq"), namespace="team-a")
-    objects = k8s.CustomObjectsApi(api)
+    objects = k8s.CustomObjectsApi(kube_api)
 
     queues = objects.list_cluster_custom_object("scheduling.run.ai", "v2", "queues",
                                                 field_selector="metadata.name=vision")
@@ -217,14 +208,14 @@ def test_a_selective_watch_sees_an_object_enter_as_added_and_leave_as_deleted(ku
     assert versions == sorted(versions) and versions[0] > int(version)
 
 
-def test_a_field_selective_watch_sees_a_pod_leave_when_its_phase_changes(api, standin):
+def test_a_field_selective_watch_sees_a_pod_leave_when_its_phase_changes(kube_api, standin):
     from kubernetes import watch
 
     standin.add_pod(make_pod("trainer", "gpu-1", phase="Pending"))
     version = standin.resource_version
     standin.modify_pod("trainer", {"status": {"phase": "Running"}})
     standin.modify_pod("trainer", {"status": {"phase": "Pending"}})
-    stream = watch.Watch().stream(k8s.CoreV1Api(api).list_pod_for_all_namespaces,
+    stream = watch.Watch().stream(k8s.CoreV1Api(kube_api).list_pod_for_all_namespaces,
                                   field_selector="status.phase=Pending", resource_version=version, timeout_seconds=1)
     events = [(event["type"], event["object"].status.phase) for event in stream]
     assert events == [("DELETED", "Pending"), ("ADDED", "Pending")]

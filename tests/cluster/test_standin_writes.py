@@ -7,7 +7,6 @@ import json
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from pools.cluster.kinds import KAI_QUEUE
@@ -21,15 +20,8 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 @pytest.fixture
-def api(standin, tmp_path):
-    api_client = k8s_config.new_client_from_config(config_file=standin.kubeconfig(tmp_path / "kubeconfig"))
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def jobs(api):
-    return k8s.BatchV1Api(api)
+def batch_api(kube_api):
+    return k8s.BatchV1Api(kube_api)
 
 
 def job_body(name: str, **metadata) -> dict:
@@ -49,13 +41,13 @@ def refusal(call, *args, **kwargs) -> dict:
 # Optimistic concurrency
 
 
-def test_a_replace_from_a_stale_read_is_refused_with_409_conflict_and_a_fresh_one_is_applied(standin, kube, jobs):
-    jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_replace_from_a_stale_read_is_refused_with_409_conflict_and_a_fresh_one_is_applied(standin, kube, batch_api):
+    batch_api.create_namespaced_job("team-a", job_body("x"))
     stale = kube.get_job("team-a", "x")
     standin.modify_job("x", {"status": {"active": 1}}, namespace="team-a")  # the Job controller wrote meanwhile
 
     stale["metadata"]["labels"] = {"team": "a"}
-    status = refusal(jobs.replace_namespaced_job, "x", "team-a", stale)
+    status = refusal(batch_api.replace_namespaced_job, "x", "team-a", stale)
 
     assert status["reason"] == "Conflict" and status["code"] == 409
     assert status["message"] == f'Operation cannot be fulfilled on jobs.batch "x": {STALE}'
@@ -63,40 +55,40 @@ def test_a_replace_from_a_stale_read_is_refused_with_409_conflict_and_a_fresh_on
     assert "labels" not in standin.job("x", namespace="team-a")["metadata"]
     fresh = kube.get_job("team-a", "x")
     fresh["metadata"]["labels"] = {"team": "a"}
-    replaced = jobs.replace_namespaced_job("x", "team-a", fresh)
+    replaced = batch_api.replace_namespaced_job("x", "team-a", fresh)
     assert replaced.metadata.labels == {"team": "a"}
     assert int(replaced.metadata.resource_version) > int(fresh["metadata"]["resourceVersion"])
 
 
-def test_a_patch_carrying_a_stale_resource_version_is_refused_and_one_without_is_applied(standin, kube, jobs):
-    created = jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_patch_carrying_a_stale_resource_version_is_refused_and_one_without_is_applied(standin, kube, batch_api):
+    created = batch_api.create_namespaced_job("team-a", job_body("x"))
     standin.modify_job("x", {"status": {"active": 1}}, namespace="team-a")
 
-    status = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {
+    status = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {
         "resourceVersion": created.metadata.resource_version, "labels": {"team": "a"}}}, _content_type=MERGE)
     assert (status["code"], status["reason"]) == (409, "Conflict")
     current = standin.job("x", namespace="team-a")["metadata"]["resourceVersion"]
-    conditional = jobs.patch_namespaced_job("x", "team-a", {"metadata": {"resourceVersion": current,
+    conditional = batch_api.patch_namespaced_job("x", "team-a", {"metadata": {"resourceVersion": current,
                                                                          "labels": {"team": "a"}}},
                                             _content_type=MERGE)
-    unconditional = jobs.patch_namespaced_job("x", "team-a", {"metadata": {"labels": {"tier": "b"}}},
+    unconditional = batch_api.patch_namespaced_job("x", "team-a", {"metadata": {"labels": {"tier": "b"}}},
                                               _content_type=STRATEGIC)
     assert conditional.metadata.labels == {"team": "a"}
     assert unconditional.metadata.labels == {"team": "a", "tier": "b"}
 
 
-def test_a_node_patch_with_a_stale_resource_version_is_a_conflict(standin, kube, api):
+def test_a_node_patch_with_a_stale_resource_version_is_a_conflict(standin, kube, kube_api):
     stale = standin.add_node(make_node("gpu-1"))["metadata"]["resourceVersion"]
     kube.set_unschedulable("gpu-1", True)
-    status = refusal(k8s.CoreV1Api(api).patch_node, "gpu-1",
+    status = refusal(k8s.CoreV1Api(kube_api).patch_node, "gpu-1",
                      {"metadata": {"resourceVersion": stale, "labels": {"a": "b"}}}, _content_type=MERGE)
     assert (status["code"], status["message"]) == (409, f'Operation cannot be fulfilled on nodes "gpu-1": {STALE}')
     assert status["details"] == {"name": "gpu-1", "kind": "nodes"}
     assert "a" not in standin.node("gpu-1")["metadata"].get("labels", {})
 
 
-def test_a_custom_object_is_replaced_only_with_its_current_resource_version(standin, kube, api):
-    objects = k8s.CustomObjectsApi(api)
+def test_a_custom_object_is_replaced_only_with_its_current_resource_version(standin, kube, kube_api):
+    objects = k8s.CustomObjectsApi(kube_api)
     created = kube.create_object(KAI_QUEUE, queue("research"))
     kube.patch_object(KAI_QUEUE, "research", {"spec": {"resources": {"gpu": {"quota": 4}}}})
     body = {**created, "spec": {"resources": {"gpu": {"quota": 2, "limit": -1, "overQuotaWeight": 1}}}}
@@ -125,23 +117,23 @@ def test_a_custom_object_is_replaced_only_with_its_current_resource_version(stan
 # Identity
 
 
-def test_a_replace_naming_another_object_is_refused_with_400(standin, kube, jobs):
-    jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_replace_naming_another_object_is_refused_with_400(standin, kube, batch_api):
+    batch_api.create_namespaced_job("team-a", job_body("x"))
     body = kube.get_job("team-a", "x")
     body["metadata"]["name"] = "y"
-    status = refusal(jobs.replace_namespaced_job, "x", "team-a", body)
+    status = refusal(batch_api.replace_namespaced_job, "x", "team-a", body)
     assert (status["code"], status["reason"]) == (400, "BadRequest")
     assert status["message"] == "the name of the object (y) does not match the name on the URL (x)"
 
 
-def test_a_patch_cannot_rename_move_or_change_the_uid_of_an_object(standin, jobs):
-    created = jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_patch_cannot_rename_move_or_change_the_uid_of_an_object(standin, batch_api):
+    created = batch_api.create_namespaced_job("team-a", job_body("x"))
     version = created.metadata.resource_version
 
-    renamed = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {"name": "y"}}, _content_type=MERGE)
-    moved = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {"namespace": "team-b"}},
+    renamed = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {"name": "y"}}, _content_type=MERGE)
+    moved = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {"namespace": "team-b"}},
                     _content_type=STRATEGIC)
-    new_uid = refusal(jobs.patch_namespaced_job, "x", "team-a", {"metadata": {"uid": "00000000-0000-0000-0000-0"}},
+    new_uid = refusal(batch_api.patch_namespaced_job, "x", "team-a", {"metadata": {"uid": "00000000-0000-0000-0000-0"}},
                       _content_type=MERGE)
 
     assert (renamed["code"], renamed["message"]) == (
@@ -154,20 +146,20 @@ def test_a_patch_cannot_rename_move_or_change_the_uid_of_an_object(standin, jobs
     assert standin.job("x", namespace="team-a")["metadata"]["resourceVersion"] == version
 
 
-def test_a_replace_without_uid_or_creation_time_keeps_them(standin, kube, jobs):
-    created = jobs.create_namespaced_job("team-a", job_body("x"))
+def test_a_replace_without_uid_or_creation_time_keeps_them(standin, kube, batch_api):
+    created = batch_api.create_namespaced_job("team-a", job_body("x"))
     body = kube.get_job("team-a", "x")
     for server_owned in ("uid", "creationTimestamp", "generation"):
         del body["metadata"][server_owned]
-    replaced = jobs.replace_namespaced_job("x", "team-a", {**body, "metadata": {**body["metadata"],
+    replaced = batch_api.replace_namespaced_job("x", "team-a", {**body, "metadata": {**body["metadata"],
                                                                                  "labels": {"a": "b"}}})
     assert replaced.metadata.uid == created.metadata.uid
     assert replaced.metadata.creation_timestamp == created.metadata.creation_timestamp
     assert replaced.metadata.generation == 1  # labels are metadata: no new generation
 
 
-def test_a_create_whose_namespace_is_not_the_urls_is_refused_not_moved(standin, jobs):
-    status = refusal(jobs.create_namespaced_job, "team-a", job_body("x", namespace="team-b"))
+def test_a_create_whose_namespace_is_not_the_urls_is_refused_not_moved(standin, batch_api):
+    status = refusal(batch_api.create_namespaced_job, "team-a", job_body("x", namespace="team-b"))
     assert (status["code"], status["message"]) == (
         400, "the namespace of the provided object does not match the namespace sent on the request")
     assert standin.jobs() == []
@@ -176,8 +168,8 @@ def test_a_create_whose_namespace_is_not_the_urls_is_refused_not_moved(standin, 
 # Patch formats
 
 
-def test_a_node_takes_both_patch_formats_with_a_strategic_merge_of_finalizers_and_owner_references(standin, api):
-    nodes = k8s.CoreV1Api(api)
+def test_a_node_takes_both_patch_formats_with_a_strategic_merge_of_finalizers_and_owner_references(standin, kube_api):
+    nodes = k8s.CoreV1Api(kube_api)
     taint = {"key": "gpu", "value": "broken", "effect": "NoSchedule"}
     standin.add_node(make_node("gpu-1", labels={"keep": "1", "drop": "1"}, taints=[taint]))
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "uid-a"}
@@ -206,17 +198,17 @@ def test_a_node_takes_both_patch_formats_with_a_strategic_merge_of_finalizers_an
     assert standin.node("gpu-1")["metadata"]["finalizers"] == ["c/z"]
 
 
-def test_a_custom_object_refuses_a_strategic_merge_patch_with_415_as_a_real_server(standin, kube, api):
+def test_a_custom_object_refuses_a_strategic_merge_patch_with_415_as_a_real_server(standin, kube, kube_api):
     kube.create_object(KAI_QUEUE, queue("research"))
-    status = refusal(k8s.CustomObjectsApi(api).patch_cluster_custom_object, "scheduling.run.ai", "v2", "queues",
+    status = refusal(k8s.CustomObjectsApi(kube_api).patch_cluster_custom_object, "scheduling.run.ai", "v2", "queues",
                      "research", {"spec": {"priority": 1}}, _content_type=STRATEGIC)
     assert (status["code"], status["reason"]) == (415, "UnsupportedMediaType")
     assert STRATEGIC not in status["message"]
 
 
-def test_a_custom_object_takes_a_json_merge_patch_that_removes_what_it_nulls(standin, kube, api):
+def test_a_custom_object_takes_a_json_merge_patch_that_removes_what_it_nulls(standin, kube, kube_api):
     kube.create_object(KAI_QUEUE, queue("research"))
-    patched = k8s.CustomObjectsApi(api).patch_cluster_custom_object(
+    patched = k8s.CustomObjectsApi(kube_api).patch_cluster_custom_object(
         "scheduling.run.ai", "v2", "queues", "research",
         {"spec": {"parentQueue": "root", "resources": {"gpu": {"limit": None}}}}, _content_type=MERGE)
     assert patched["spec"] == {"parentQueue": "root", "resources": {"gpu": {"quota": 8, "overQuotaWeight": 1}}}

@@ -11,29 +11,29 @@ DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "pools" / "config" / "defa
 
 
 @pytest.fixture(scope="module")
-def defaults():
+def osmo_defaults():
     return json.loads(DEFAULTS_PATH.read_text())
 
 
 @pytest.fixture(scope="module")
-def variables(defaults):
-    return {**defaults["pools"]["default"]["common_default_variables"], "USER_CONTAINER_NAME": "user"}
+def variables(osmo_defaults):
+    return {**osmo_defaults["pools"]["default"]["common_default_variables"], "USER_CONTAINER_NAME": "user"}
 
 
 @pytest.fixture(scope="module")
-def rules(defaults):
+def rules(osmo_defaults):
     names = ["default_cpu", "default_memory", "default_storage", "default_gpu"]
-    return [Rule.from_dict(rule) for name in names for rule in defaults["resource_validations"][name]]
+    return [Rule.from_dict(rule) for name in names for rule in osmo_defaults["resource_validations"][name]]
 
 
-def _pod(defaults, variables):
-    templates = defaults["pod_templates"]
+def _pod(osmo_defaults, variables):
+    templates = osmo_defaults["pod_templates"]
     merged = merge_all([templates["default_ctrl"], templates["default_user"], templates["gpu_toleration"]])
     return render(merged, variables)
 
 
-def test_it_merges_and_renders_the_default_pod_templates(defaults, variables):
-    assert _pod(defaults, variables) == {
+def test_it_merges_and_renders_the_default_pod_templates(osmo_defaults, variables):
+    assert _pod(osmo_defaults, variables) == {
         "spec": {
             "containers": [
                 {
@@ -67,21 +67,21 @@ def test_it_merges_and_renders_the_default_pod_templates(defaults, variables):
     }
 
 
-def test_it_keeps_the_default_zero_gpus_as_an_int(defaults, variables):
-    user = _pod(defaults, variables)["spec"]["containers"][1]
+def test_it_keeps_the_default_zero_gpus_as_an_int(osmo_defaults, variables):
+    user = _pod(osmo_defaults, variables)["spec"]["containers"][1]
     gpus = user["resources"]["limits"]["nvidia.com/gpu"]
     assert gpus == 0
     assert type(gpus) is int
 
 
-def test_it_does_not_change_the_loaded_defaults(defaults, variables):
-    before = json.dumps(defaults, sort_keys=True)
-    _pod(defaults, variables)
-    assert json.dumps(defaults, sort_keys=True) == before
+def test_it_does_not_change_the_loaded_defaults(osmo_defaults, variables):
+    before = json.dumps(osmo_defaults, sort_keys=True)
+    _pod(osmo_defaults, variables)
+    assert json.dumps(osmo_defaults, sort_keys=True) == before
 
 
-def test_every_default_rule_has_a_valid_shape(defaults):
-    validations = defaults["resource_validations"]
+def test_every_default_rule_has_a_valid_shape(osmo_defaults):
+    validations = osmo_defaults["resource_validations"]
     shapes = {name: [validate_rule_shape(rule, f"{name}[{index}]") for index, rule in enumerate(rules)]
               for name, rules in validations.items()}
     # Every rule is accepted as written (nothing dropped or defaulted), and there are rules to check.

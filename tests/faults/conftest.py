@@ -3,8 +3,7 @@ ahead of its object count (so that a rewind shows in the numbers), a clock the t
 deadline only guards against hanging (never an asserted speed)."""
 
 
-from tests.kube_objects import make_node, make_pod
-from tests.test_sync import operator_pods
+from tests.kube_objects import make_node, make_pod, operator_pods
 
 NODES = ["cpu-a", "gpu-a", "gpu-b"]
 

@@ -13,7 +13,8 @@ from pools.fleet.usage import backend_online
 from pools.models import Backend, Node, SyncLog
 from pools.tasks import sync_backend
 from tests.faults.conftest import NODES, busy_cluster
-from tests.support.syncing import FakeClock, run_beside
+from tests.support.clock import Clock
+from tests.support.syncing import run_beside
 from tests.waiting import until
 
 STALE = 30  # seconds: the outage (60 s) outlasts it
@@ -33,7 +34,7 @@ def test_nodes_go_unknown_past_the_staleness_limit_and_come_back_when_the_api_se
     good = Backend.objects.get(pk=backend.pk).last_sync_at
 
     # A round watching when the API server goes away: its watches back off until the round's end.
-    clock = FakeClock()
+    clock = Clock()
     sync = BackendSync(backend, cluster_for(backend), clock=clock.monotonic, now=clock.now)
 
     def outage() -> None:
@@ -75,7 +76,7 @@ def test_a_round_still_watching_when_its_nodes_are_marked_unknown_lists_again_on
     busy_cluster(standin, changes=0)
     BackendSync(backend, cluster_for(backend)).run(seconds=0)
     good = Backend.objects.get(pk=backend.pk).last_sync_at
-    clock = FakeClock()
+    clock = Clock()
     sync = BackendSync(backend, cluster_for(backend), clock=clock.monotonic, now=clock.now)
     sync.check_seconds = 30
     sync.backoff = lambda: Backoff(cap=1.0)  # real seconds between tries (the clock above does not move them)

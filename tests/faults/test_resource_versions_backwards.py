@@ -13,7 +13,8 @@ from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node
 from tests.faults.conftest import NODES, busy_cluster, heartbeats
 from tests.kube_objects import make_node
-from tests.support.syncing import FakeClock, run_beside, watch_round
+from tests.support.clock import Clock
+from tests.support.syncing import run_beside, watch_round
 from tests.waiting import until
 
 AFTER = ["gpu-a", "gpu-b", "gpu-new"]  # cpu-a deleted and gpu-new added after the rewind
@@ -63,7 +64,7 @@ def test_a_freshly_started_sync_sees_what_changed_after_the_rewind(standin, back
 def test_a_running_sync_sees_what_changed_after_the_rewind(standin, backend):
     busy_cluster(standin)
     BackendSync(backend, cluster_for(backend)).run(seconds=0)
-    clock = FakeClock()
+    clock = Clock()
     sync = BackendSync(backend, cluster_for(backend), clock=clock.monotonic, now=clock.now)
     sync.check_seconds = 30
 
@@ -87,7 +88,7 @@ def test_a_running_sync_sees_what_changed_after_the_rewind(standin, backend):
 def test_a_full_list_every_osmo_relist_seconds_catches_a_rewind_the_numbers_do_not_show(standin, backend, settings):
     settings.OSMO_RELIST_SECONDS = 600
     busy_cluster(standin, changes=10)
-    clock = FakeClock()
+    clock = Clock()
 
     def round_at(seconds: float):
         clock.seconds = seconds

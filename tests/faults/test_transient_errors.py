@@ -10,7 +10,8 @@ from pools.cluster.reflector import Backoff
 from pools.fleet.sync import BackendSync, cluster_for
 from pools.models import Backend, Node, SyncLog
 from tests.faults.conftest import busy_cluster
-from tests.support.syncing import FakeClock, run_beside
+from tests.support.clock import Clock
+from tests.support.syncing import run_beside
 from tests.waiting import until
 
 
@@ -32,7 +33,7 @@ def test_a_round_that_recovered_from_transient_errors_is_not_reported_as_failed(
     assert Backend.objects.get(pk=backend.pk).sync_error and sync_state(client, backend) == "failing"
     before = Backend.objects.get(pk=backend.pk).last_sync_at
 
-    clock = FakeClock()
+    clock = Clock()
     sync = BackendSync(backend, cluster_for(backend), clock=clock.monotonic, now=clock.now)
     sync.backoff = lambda: Backoff(cap=0.5)
     seen: dict[str, str] = {}

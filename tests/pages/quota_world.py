@@ -8,7 +8,7 @@
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, Pod
-from tests.pages.conftest import ALPHA, BRAVO, make_nodes
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 
 def project_document(name, department, quotas, **fields):

@@ -6,7 +6,8 @@ import io
 import pytest
 from django.urls import reverse
 
-from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 

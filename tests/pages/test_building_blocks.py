@@ -12,7 +12,7 @@ from pools.pages import charts, diffs, formatting
 from pools.pages.listing import Listing, Sort, parse_sort
 from pools.pages.snapshots import Point
 from pools.pages.tables import NODES, POOLS, TABLES, RowContext
-from tests.pages.conftest import ALPHA, BRAVO, make_nodes
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 NOW = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC)
 

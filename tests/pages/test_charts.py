@@ -12,7 +12,8 @@ from django.utils import timezone
 from pools.models import Backend, Pool, UsageSnapshot
 from pools.pages import charts, snapshots
 from pools.pages.snapshots import Point
-from tests.pages.conftest import ALPHA, body, fragment
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,8 @@ import pytest
 
 from pools.models import TablePreference
 from pools.pages.tables import NODES
-from tests.pages.conftest import ALPHA, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA, make_nodes
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,8 @@ from pools.fleet import usage
 from pools.models import Node, TablePreference
 from pools.pages.csv import FORMULA_PREFIXES, csv_value, neutralise
 from pools.pages.tables import NODES, POOLS, RowContext
-from tests.pages.conftest import ALPHA, BRAVO, body, make_nodes
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 

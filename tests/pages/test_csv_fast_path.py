@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from pools.models import Backend, Node, NodeMembership, Pool
 from pools.pages import csv as pages_csv
 from pools.pages.tables import NODES, POOLS
-from tests.pages.conftest import ALPHA, BRAVO
+from tests.support.fleet import ALPHA, BRAVO
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 

@@ -7,7 +7,8 @@ from django.test import Client
 
 from pools.config import writes
 from pools.models import ConfigKind, ConfigRevision, Pool
-from tests.pages.conftest import ALPHA, body, pool_document
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, pool_document
 
 pytestmark = pytest.mark.django_db
 

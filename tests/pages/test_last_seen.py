@@ -10,7 +10,8 @@ import pytest
 from pools.fleet.usage import last_contact
 from pools.models import Backend, Node
 from pools.pages.tables import NODES, RowContext
-from tests.pages.conftest import ALPHA, body, make_nodes
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, make_nodes
 
 pytestmark = pytest.mark.django_db
 T = dt.datetime(2026, 3, 4, 12, 0, 0, tzinfo=dt.UTC)

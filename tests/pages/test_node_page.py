@@ -13,7 +13,8 @@ from django.utils import timezone
 from pools.fleet import node_history
 from pools.models import Backend, ManagedJob, Node, Pod, Project
 from scheduling.models import Workload
-from tests.pages.conftest import ALPHA, BRAVO, body, make_nodes
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 

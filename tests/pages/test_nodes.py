@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from pools.models import Backend, Node
 from pools.pages.tables import NODES
-from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 

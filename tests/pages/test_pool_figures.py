@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from pools.models import Node, NodeMembership, Pool
-from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 H100 = "NVIDIA-H100-80GB-HBM3"

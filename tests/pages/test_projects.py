@@ -12,14 +12,10 @@ from django.test.utils import CaptureQueriesContext
 from pools.config import writes
 from pools.models import ConfigKind
 from tests.pages import quota_world
-from tests.pages.conftest import ALPHA, BRAVO, body
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, BRAVO
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def world(fleet):
-    quota_world.build()
 
 
 def row_keys(text: str) -> list[str]:
@@ -30,7 +26,7 @@ def read_csv(response) -> list[list[str]]:
     return list(csv.reader(io.StringIO(body(response))))
 
 
-def test_staff_see_every_project_with_its_gpu_figures(staff_client, world):
+def test_staff_see_every_project_with_its_gpu_figures(staff_client, projects_and_quotas):
     text = body(staff_client.get("/projects/"))
     rows = read_csv(staff_client.get("/projects/?export=csv"))
 
@@ -44,7 +40,7 @@ def test_staff_see_every_project_with_its_gpu_figures(staff_client, world):
     assert re.search(r'<tr data-key="vision".*?data-col="gpu_allocated" class="num[^"]*"[^>]*>8<', text)
 
 
-def test_a_member_sees_only_the_projects_they_belong_to(member_client, world):
+def test_a_member_sees_only_the_projects_they_belong_to(member_client, projects_and_quotas):
     text = body(member_client.get("/projects/"))
     rows = read_csv(member_client.get("/projects/?export=csv"))
 
@@ -54,14 +50,14 @@ def test_a_member_sees_only_the_projects_they_belong_to(member_client, world):
         assert hidden not in text
 
 
-def test_the_projects_table_filters_and_sorts_from_the_url(staff_client, world):
+def test_the_projects_table_filters_and_sorts_from_the_url(staff_client, projects_and_quotas):
     assert row_keys(body(staff_client.get("/projects/?sort=-gpu_deserved"))) == ["secret", "vision", "nlp",
                                                                                  "default"]
     assert row_keys(body(staff_client.get("/projects/?department=research"))) == ["nlp", "vision"]
     assert row_keys(body(staff_client.get("/projects/?q=proj-sec"))) == ["secret"]
 
 
-def test_gpu_deserved_counts_only_the_pools_the_user_may_see(member_client, world):
+def test_gpu_deserved_counts_only_the_pools_the_user_may_see(member_client, projects_and_quotas):
     writes.import_document(ConfigKind.PROJECT, quota_world.project_document(
         "vision", "research", {ALPHA: {"deserved": 6}, BRAVO: {"deserved": 3}}, members={"roles": ["osmo-alpha"]}),
         author="tests")
@@ -71,7 +67,7 @@ def test_gpu_deserved_counts_only_the_pools_the_user_may_see(member_client, worl
     assert rows[2][:4] == ["vision", "research", "proj-vision", "6"]
 
 
-def test_the_projects_csv_escapes_formula_cells(staff_client, world):
+def test_the_projects_csv_escapes_formula_cells(staff_client, projects_and_quotas):
     writes.import_document(ConfigKind.PROJECT, quota_world.project_document(
         "nlp", "research", {}, description="=HYPERLINK(\"http://x\")", members={"users": ["-2+3", "bob"]}),
         author="tests")
@@ -83,7 +79,7 @@ def test_the_projects_csv_escapes_formula_cells(staff_client, world):
     assert members[1:] == [["'-2+3", "user", "user -2+3, by name"], ["bob", "user", "user bob, by name"]]
 
 
-def test_a_project_page_shows_its_quotas_per_pool_with_allocated_and_fair_share(member_client, world):
+def test_a_project_page_shows_its_quotas_per_pool_with_allocated_and_fair_share(member_client, projects_and_quotas):
     text = body(member_client.get("/projects/vision/"))
     rows = read_csv(member_client.get("/projects/vision/?export=csv&cols=gpu_deserved,gpu_allocated,gpu_fair_share"))
 
@@ -95,14 +91,14 @@ def test_a_project_page_shows_its_quotas_per_pool_with_allocated_and_fair_share(
     assert "<form" not in grid
 
 
-def test_staff_edit_a_project_s_quotas_on_its_page(staff_client, world):
+def test_staff_edit_a_project_s_quotas_on_its_page(staff_client, projects_and_quotas):
     text = body(staff_client.get("/projects/vision/"))
 
     assert 'id="qe-project-vision-alpha-pool-gpu-deserved"' in text
     assert 'hx-trigger="every 5s, quotas-changed from:body"' in text
 
 
-def test_a_project_page_says_how_each_member_holds_membership(staff_client, world):
+def test_a_project_page_says_how_each_member_holds_membership(staff_client, projects_and_quotas):
     writes.import_document(ConfigKind.PROJECT, quota_world.project_document(
         "vision", "research", {}, members={"users": ["alice", "dora"], "roles": ["osmo-alpha"]}), author="tests")
 
@@ -115,7 +111,7 @@ def test_a_project_page_says_how_each_member_holds_membership(staff_client, worl
         "everyone: the default project is open to every signed-in user"]
 
 
-def test_a_pool_s_own_project_belongs_to_everyone_who_may_use_the_pool(member_client, world):
+def test_a_pool_s_own_project_belongs_to_everyone_who_may_use_the_pool(member_client, projects_and_quotas):
     document = writes.export(ConfigKind.POOL, ALPHA)["pools"][ALPHA]
     document["resources"] = {"gpu": {"guarantee": 2}}
     writes.import_document(ConfigKind.POOL, {"pools": {ALPHA: document}}, author="tests")
@@ -125,7 +121,7 @@ def test_a_pool_s_own_project_belongs_to_everyone_who_may_use_the_pool(member_cl
     assert re.findall(r'data-col="how">([^<]+)<', text) == [f"everyone who may use pool {ALPHA}"]
 
 
-def test_the_default_pools_fall_back_to_the_department_s_then_default(member_client, world):
+def test_the_default_pools_fall_back_to_the_department_s_then_default(member_client, projects_and_quotas):
     own = body(member_client.get("/projects/vision/"))
     writes.import_document(ConfigKind.PROJECT, quota_world.project_document(
         "vision", "research", {}, members={"roles": ["osmo-alpha"]}), author="tests")
@@ -145,25 +141,25 @@ def test_the_default_pools_fall_back_to_the_department_s_then_default(member_cli
     assert "And 1 pool you may not use." in own and BRAVO not in own and BRAVO not in department
 
 
-def test_a_project_page_loads_its_queue_of_workloads(member_client, world):
+def test_a_project_page_loads_its_queue_of_workloads(member_client, projects_and_quotas):
     text = body(member_client.get("/projects/vision/"))
 
     assert 'hx-get="/workloads/queue/?project=vision"' in text
 
 
-def test_a_project_the_user_does_not_belong_to_is_not_found(member_client, world):
+def test_a_project_the_user_does_not_belong_to_is_not_found(member_client, projects_and_quotas):
     assert member_client.get("/projects/secret/").status_code == 404
     assert member_client.get("/projects/nlp/?export=csv").status_code == 404
     assert member_client.get("/projects/no-such-project/").status_code == 404
 
 
-def test_staff_see_any_project(staff_client, world):
+def test_staff_see_any_project(staff_client, projects_and_quotas):
     response = staff_client.get("/projects/secret/")
 
     assert response.status_code == 200 and "secret" in body(response)
 
 
-def test_the_projects_page_makes_the_same_queries_whatever_the_number_of_projects(member_client, world):
+def test_the_projects_page_makes_the_same_queries_whatever_the_number_of_projects(member_client, projects_and_quotas):
     def count():
         with CaptureQueriesContext(connection) as queries:
             member_client.get("/projects/")
@@ -177,7 +173,7 @@ def test_the_projects_page_makes_the_same_queries_whatever_the_number_of_project
     assert count() == before <= 12  # 12 since the totals row: its two sums (deserved, allocated)
 
 
-def test_a_project_page_lists_every_pool_where_it_has_a_quota_or_running_pods(staff_client, world):
+def test_a_project_page_lists_every_pool_where_it_has_a_quota_or_running_pods(staff_client, projects_and_quotas):
     quota_world.pods("proj-nlp", "b-0001", 2)  # unlabelled, on a node of bravo-secret
     quota_world.pods("proj-nlp", "a-0001", 1, pool=BRAVO, prefix="q")  # labelled with bravo-secret
     quota_world.pods("proj-vision", "b-0002", 1, pool=BRAVO)

@@ -9,7 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from pools.fleet import snapshots
-from tests.pages.conftest import ALPHA, BRAVO, fragment, make_nodes
+from tests.pages.conftest import fragment
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 

@@ -17,15 +17,11 @@ from pools.pages.tables import QUOTAS
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import quota_tables
 from tests.pages import quota_world
-from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 EDIT = "/quotas/edit/"
-
-
-@pytest.fixture
-def world(fleet):
-    quota_world.build()
 
 
 def rows_of(text: str, pool: str) -> list[tuple[str, str]]:
@@ -54,7 +50,7 @@ def htmx_edit(client, cell_key: str, value: str):
 
 # ---- what is shown ---------------------------------------------------------------------------------------
 
-def test_staff_see_each_department_then_its_projects_nested_under_it(staff_client, world):
+def test_staff_see_each_department_then_its_projects_nested_under_it(staff_client, projects_and_quotas):
     text = body(staff_client.get("/quotas/"))
 
     assert rows_of(text, ALPHA) == [(f"{ALPHA}/research/", "department"), (f"{ALPHA}/research/nlp", "project"),
@@ -71,7 +67,7 @@ def test_staff_see_each_department_then_its_projects_nested_under_it(staff_clien
     assert "2 borrowed" in text and "7 GPUs guaranteed" in text
 
 
-def test_the_cpu_and_memory_columns_are_behind_the_column_chooser(staff_client, staff, world):
+def test_the_cpu_and_memory_columns_are_behind_the_column_chooser(staff_client, staff, projects_and_quotas):
     assert 'data-col="cpu_deserved"' not in body(staff_client.get("/quotas/"))
     TablePreference.objects.create(user=staff, table="quotas", columns=["unit", "memory_deserved", "cpu_fair_share"])
 
@@ -82,7 +78,7 @@ def test_the_cpu_and_memory_columns_are_behind_the_column_chooser(staff_client, 
     assert 'id="qe-project-vision-alpha-pool-memory-deserved"' in text
 
 
-def test_a_member_sees_only_their_own_projects_with_the_fair_share_staff_see(member_client, world):
+def test_a_member_sees_only_their_own_projects_with_the_fair_share_staff_see(member_client, projects_and_quotas):
     text = body(member_client.get("/quotas/"))
 
     assert rows_of(text, ALPHA) == [(f"{ALPHA}/research/vision", "project")]
@@ -104,7 +100,7 @@ def test_a_member_with_no_quota_anywhere_is_told_so(client, fleet, django_user_m
     assert "None of your projects has a quota or running work" in text
 
 
-def test_a_pool_whose_departments_deserve_more_than_its_capacity_is_flagged(staff_client, world):
+def test_a_pool_whose_departments_deserve_more_than_its_capacity_is_flagged(staff_client, projects_and_quotas):
     writes.import_document(ConfigKind.DEPARTMENT, {"name": "research", "resources": [
         {"node_pool": ALPHA, "gpu": {"deserved": 20}}]}, author="tests")
 
@@ -115,7 +111,7 @@ def test_a_pool_whose_departments_deserve_more_than_its_capacity_is_flagged(staf
     assert text.index("over-subscribed by") < text.index(f'data-pool="{BRAVO}"')
 
 
-def test_usage_counted_in_several_pools_is_said_so(staff_client, world):
+def test_usage_counted_in_several_pools_is_said_so(staff_client, projects_and_quotas):
     make_nodes(1, [ALPHA, BRAVO], prefix="shared", start=1)
     quota_world.pods("proj-vision", "shared-0001", 1)  # no pool label, on a node of both pools
 
@@ -129,7 +125,7 @@ def test_usage_counted_in_several_pools_is_said_so(staff_client, world):
     assert shared[(ALPHA, "nlp")] == "false"
 
 
-def test_the_filters_narrow_the_rows_and_the_pools(staff_client, world):
+def test_the_filters_narrow_the_rows_and_the_pools(staff_client, projects_and_quotas):
     by_department = body(staff_client.get("/quotas/?department=product"))
     by_text = body(staff_client.get("/quotas/?q=visi"))
     by_pool = body(staff_client.get(f"/quotas/?pool={BRAVO}"))
@@ -140,14 +136,14 @@ def test_the_filters_narrow_the_rows_and_the_pools(staff_client, world):
     assert re.findall(r'data-testid="quota-pool" data-pool="([^"]+)"', by_pool) == [BRAVO]
 
 
-def test_a_member_cannot_name_a_pool_they_may_not_use(member_client, world):
+def test_a_member_cannot_name_a_pool_they_may_not_use(member_client, projects_and_quotas):
     text = body(member_client.get(f"/quotas/?pool={BRAVO}"))
 
     assert "No quota matches these filters." in text
     assert f'data-pool="{BRAVO}"' not in text and "product" not in text
 
 
-def test_pools_come_a_page_at_a_time(staff_client, world):
+def test_pools_come_a_page_at_a_time(staff_client, projects_and_quotas):
     first = body(staff_client.get("/quotas/?per_page=5"))
     names = sorted(Pool.objects.values_list("name", flat=True))
     for index in range(6):
@@ -160,7 +156,7 @@ def test_pools_come_a_page_at_a_time(staff_client, world):
     assert "page 2 of 2" in paged
 
 
-def test_a_live_refresh_answers_only_the_quota_region(staff_client, world):
+def test_a_live_refresh_answers_only_the_quota_region(staff_client, projects_and_quotas):
     response = fragment(staff_client, "/quotas/", target="quotas-table")
 
     text = body(response)
@@ -169,13 +165,13 @@ def test_a_live_refresh_answers_only_the_quota_region(staff_client, world):
     assert "HX-Request" in response["Vary"]
 
 
-def test_a_member_sees_their_projects_in_the_pool_page_s_quota_table(member_client, world):
+def test_a_member_sees_their_projects_in_the_pool_page_s_quota_table(member_client, projects_and_quotas):
     member_text = body(member_client.get(f"/pools/{ALPHA}/"))
     assert rows_of(member_text, ALPHA) == [(f"{ALPHA}/research/vision", "project")]
     assert "nlp" not in member_text
 
 
-def test_staff_see_the_pool_page_s_quota_table_with_every_row(client, staff, world):
+def test_staff_see_the_pool_page_s_quota_table_with_every_row(client, staff, projects_and_quotas):
     client.force_login(staff)
 
     text = body(client.get(f"/pools/{ALPHA}/"))
@@ -187,7 +183,7 @@ def test_staff_see_the_pool_page_s_quota_table_with_every_row(client, staff, wor
 
 # ---- CSV -------------------------------------------------------------------------------------------------
 
-def test_the_csv_holds_every_row_with_its_pool_department_and_project(staff_client, world):
+def test_the_csv_holds_every_row_with_its_pool_department_and_project(staff_client, projects_and_quotas):
     rows = read_csv(staff_client.get("/quotas/?export=csv&cols=gpu_deserved,gpu_limit,gpu_weight,memory_limit"))
 
     assert rows[0] == ["Pool", "Department", "Project", "GPU deserved", "GPU limit", "GPU weight",
@@ -199,13 +195,13 @@ def test_the_csv_holds_every_row_with_its_pool_department_and_project(staff_clie
                         [BRAVO, "product", "secret", "8", "-1", "Medium", "-1", "false"]]
 
 
-def test_the_csv_of_every_page_is_every_pool_and_only_the_member_s_rows(member_client, world):
+def test_the_csv_of_every_page_is_every_pool_and_only_the_member_s_rows(member_client, projects_and_quotas):
     rows = read_csv(member_client.get("/quotas/?export=csv&page=7"))
 
     assert [row[:3] for row in rows[1:]] == [[ALPHA, "research", "vision"]]
 
 
-def test_the_quota_csv_escapes_formula_cells_and_never_a_figure(staff_client, world, monkeypatch):
+def test_the_quota_csv_escapes_formula_cells_and_never_a_figure(staff_client, projects_and_quotas, monkeypatch):
     # Names cannot start with a formula character; weights come from a fixed list: what a cell could hold
     # if that changed is escaped all the same, and a limit of -1 stays a number.
     rows = read_csv(staff_client.get("/quotas/?export=csv"))
@@ -229,7 +225,7 @@ def revisions(kind=ConfigKind.PROJECT, name="vision"):
     return list(ConfigRevision.objects.filter(kind=kind, name=name).order_by("number"))
 
 
-def test_a_staff_edit_of_one_cell_writes_the_project_s_document_as_a_revision(staff_client, staff, world):
+def test_a_staff_edit_of_one_cell_writes_the_project_s_document_as_a_revision(staff_client, staff, projects_and_quotas):
     before = revisions()
 
     response = htmx_edit(staff_client, f"project:vision:{ALPHA}:gpu:deserved", "5")
@@ -245,7 +241,7 @@ def test_a_staff_edit_of_one_cell_writes_the_project_s_document_as_a_revision(st
     assert "quotas-changed" in response["HX-Trigger"]
 
 
-def test_each_field_and_resource_takes_the_units_the_page_shows(staff_client, world):
+def test_each_field_and_resource_takes_the_units_the_page_shows(staff_client, projects_and_quotas):
     for cell_key, value in ((f"project:vision:{ALPHA}:gpu:limit", "none"),
                             (f"project:vision:{ALPHA}:gpu:over_quota_weight", "low"),
                             (f"project:vision:{ALPHA}:cpu:deserved", "1.5"),
@@ -260,14 +256,14 @@ def test_each_field_and_resource_takes_the_units_the_page_shows(staff_client, wo
     assert 'value="64Gi"' in cell(text, f"{ALPHA}/research/vision", "memory_limit")
 
 
-def test_a_new_quota_row_is_created_for_a_pool_the_project_had_none_in(staff_client, world):
+def test_a_new_quota_row_is_created_for_a_pool_the_project_had_none_in(staff_client, projects_and_quotas):
     response = htmx_edit(staff_client, f"project:nlp:{BRAVO}:gpu:deserved", "2")
 
     assert response.status_code == 200
     assert Quota.objects.get(project__name="nlp", pool__name=BRAVO).gpu_deserved == 2
 
 
-def test_a_department_without_a_quota_keeps_what_it_deserves_when_its_limit_is_set(staff_client, world):
+def test_a_department_without_a_quota_keeps_what_it_deserves_when_its_limit_is_set(staff_client, projects_and_quotas):
     # product has no quota row in bravo: it deserves its projects' 8; setting the limit must not make it 0.
     response = htmx_edit(staff_client, f"department:product:{BRAVO}:gpu:limit", "10")
 
@@ -276,7 +272,7 @@ def test_a_department_without_a_quota_keeps_what_it_deserves_when_its_limit_is_s
     assert (quota.gpu_deserved, quota.gpu_limit) == (8, 10)
 
 
-def test_a_refused_edit_is_shown_in_the_cell_and_writes_nothing(staff_client, world):
+def test_a_refused_edit_is_shown_in_the_cell_and_writes_nothing(staff_client, projects_and_quotas):
     before = (ConfigRevision.objects.count(), list(Quota.objects.values_list("pk", "gpu_deserved", "gpu_limit")))
 
     cases = {
@@ -301,7 +297,7 @@ def test_a_refused_edit_is_shown_in_the_cell_and_writes_nothing(staff_client, wo
             list(Quota.objects.values_list("pk", "gpu_deserved", "gpu_limit"))) == before
 
 
-def test_without_javascript_an_edit_goes_back_to_the_page_with_a_message(staff_client, world):
+def test_without_javascript_an_edit_goes_back_to_the_page_with_a_message(staff_client, projects_and_quotas):
     saved = edit(staff_client, f"project:vision:{ALPHA}:gpu:deserved", "5", HTTP_REFERER="http://testserver/projects/")
     refused = edit(staff_client, f"project:vision:{ALPHA}:gpu:deserved", "-1", follow=True)
 
@@ -311,7 +307,7 @@ def test_without_javascript_an_edit_goes_back_to_the_page_with_a_message(staff_c
     assert Quota.objects.get(project__name="vision", pool__name=ALPHA).gpu_deserved == 5
 
 
-def test_a_pool_s_own_project_is_edited_through_the_pool_s_resources_gpu(staff_client, world):
+def test_a_pool_s_own_project_is_edited_through_the_pool_s_resources_gpu(staff_client, projects_and_quotas):
     document = writes.export(ConfigKind.POOL, ALPHA)["pools"][ALPHA]
     document["resources"] = {"gpu": {"guarantee": 2, "weight": 1}}
     writes.import_document(ConfigKind.POOL, {"pools": {ALPHA: document}}, author="tests")
@@ -330,7 +326,7 @@ def test_a_pool_s_own_project_is_edited_through_the_pool_s_resources_gpu(staff_c
     assert refused.status_code == 422 and "resources.gpu" in refused.content.decode()
 
 
-def test_the_edit_endpoint_is_for_staff_only(client, world, alpha_member, django_user_model):
+def test_the_edit_endpoint_is_for_staff_only(client, projects_and_quotas, alpha_member, django_user_model):
     cell_key = f"project:vision:{ALPHA}:gpu:deserved"
     anonymous = edit(client, cell_key, "1")
     client.force_login(alpha_member)
@@ -342,7 +338,7 @@ def test_the_edit_endpoint_is_for_staff_only(client, world, alpha_member, django
     assert Quota.objects.get(project__name="vision", pool__name=ALPHA).gpu_deserved == 6
 
 
-def test_the_edit_endpoint_needs_the_csrf_token(staff, world):
+def test_the_edit_endpoint_needs_the_csrf_token(staff, projects_and_quotas):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(staff)
     cell_key = f"project:vision:{ALPHA}:gpu:deserved"
@@ -358,7 +354,7 @@ def test_the_edit_endpoint_needs_the_csrf_token(staff, world):
     assert Quota.objects.get(project__name="vision", pool__name=ALPHA).gpu_deserved == 1
 
 
-def test_an_edit_naming_nothing_real_is_refused(staff_client, world):
+def test_an_edit_naming_nothing_real_is_refused(staff_client, projects_and_quotas):
     assert htmx_edit(staff_client, "project:vision", "1").status_code == 400
     assert htmx_edit(staff_client, f"project:nobody:{ALPHA}:gpu:deserved", "1").status_code == 404
     missing_pool = htmx_edit(staff_client, "project:vision:no-such-pool:gpu:deserved", "1")
@@ -403,7 +399,8 @@ def test_the_quotas_page_makes_the_same_queries_whatever_the_number_of_pools_and
 
 # ---- the overview's GPUs guaranteed / borrowed -----------------------------------------------------------
 
-def test_the_overview_shows_gpus_guaranteed_and_borrowed_as_the_quota_tables_count_them(staff_client, world):
+def test_the_overview_shows_gpus_guaranteed_and_borrowed_as_the_quota_tables_count_them(staff_client,
+        projects_and_quotas):
     make_nodes(1, [ALPHA, BRAVO], prefix="shared", start=1)
     quota_world.pods("proj-secret", "shared-0001", 3)  # no pool label: counted in both pools
     quota_world.pods("proj-secret", "b-0001", 10, pool=BRAVO)

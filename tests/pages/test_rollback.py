@@ -9,7 +9,8 @@ from rest_framework.test import APIClient
 
 from pools.config import writes
 from pools.models import ConfigKind, ConfigRevision, Node, Pool
-from tests.pages.conftest import ALPHA, body, make_nodes, pool_document
+from tests.pages.conftest import body
+from tests.support.fleet import ALPHA, make_nodes, pool_document
 
 pytestmark = pytest.mark.django_db
 NEW = "pasted-pool"

@@ -17,8 +17,9 @@ from pools.pages.formatting import number, size
 from pools.pages.quota_pages import flat_rows
 from pools.quotas.figures import quota_tables
 from tests.pages import quota_world
-from tests.pages.conftest import ALPHA, BRAVO, body, fragment, make_nodes
+from tests.pages.conftest import body, fragment
 from tests.pages.test_quotas import htmx_edit
+from tests.support.fleet import ALPHA, BRAVO, make_nodes
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, Pod, Role, RoleAssignment
-from tests.pages.conftest import make_nodes
+from tests.support.fleet import make_nodes
 
 
 def project_doc(name, department, quotas=None, **fields):

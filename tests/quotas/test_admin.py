@@ -7,13 +7,7 @@ from pools.config import writes
 from pools.models import ConfigKind, ConfigRevision, Department, Pool, Project, Quota
 from tests.test_admin import form_data
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client, staff, quota_world):
-    client.force_login(staff)
-    return client
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quota_world")]  # what admin_client's pages show
 
 
 def revisions(kind, name):

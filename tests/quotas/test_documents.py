@@ -17,13 +17,14 @@ VISION = {"name": "vision", "department": "research", "description": "", "namesp
 
 
 @pytest.fixture
-def world(defaults):
+def training_and_research(defaults):
+    """Pool `training` (platform h100) and department `research`, for the projects the tests import."""
     writes.import_document(ConfigKind.POOL, {"pools": {"training": {"backend": "default", "platforms": {"h100": {}}}}},
                            author="tests")
     writes.import_document(ConfigKind.DEPARTMENT, {"name": "research"}, author="tests")
 
 
-def test_it_stores_the_issue_s_project_document_and_exports_it_back(world):
+def test_it_stores_the_issue_s_project_document_and_exports_it_back(training_and_research):
     result = writes.import_document(ConfigKind.PROJECT, VISION, author="tests")
     assert result.created == ["vision"]
     exported = writes.export(ConfigKind.PROJECT, "vision")
@@ -36,7 +37,7 @@ def test_it_stores_the_issue_s_project_document_and_exports_it_back(world):
     assert again.unchanged == ["vision"] and again.revisions == []
 
 
-def test_it_accepts_run_ai_field_names(world):
+def test_it_accepts_run_ai_field_names(training_and_research):
     document = {"name": "nlp", "parentId": "research", "defaultNodePools": ["training"],
                 "resources": [{"nodePool": {"id": 3, "name": "training"},
                                "gpu": {"deserved": 2.5, "limit": 4, "overQuotaWeight": "Low"},
@@ -57,7 +58,7 @@ def test_it_accepts_run_ai_field_names(world):
     ({"gpu": {"over_quota_weight": "Huge"}}, "vision.resources[0].gpu.over_quota_weight", "not an over-quota weight"),
     ({"node_pool": "nowhere"}, "vision.resources[0].node_pool", "pool 'nowhere' does not exist"),
 ])
-def test_it_refuses_a_quota_naming_the_numbers(world, change, field, words):
+def test_it_refuses_a_quota_naming_the_numbers(training_and_research, change, field, words):
     document = json.loads(json.dumps(VISION))
     document["resources"][0].update(change)
     with pytest.raises(ConfigError) as refused:
@@ -67,7 +68,7 @@ def test_it_refuses_a_quota_naming_the_numbers(world, change, field, words):
     assert not Project.objects.filter(name="vision").exists()
 
 
-def test_it_refuses_projects_that_deserve_more_than_their_department(world):
+def test_it_refuses_projects_that_deserve_more_than_their_department(training_and_research):
     writes.import_document(ConfigKind.DEPARTMENT, {"name": "research", "resources": [
         {"node_pool": "training", "gpu": {"deserved": 10}}]}, author="tests")
     writes.import_document(ConfigKind.PROJECT, VISION, author="tests")
@@ -79,13 +80,13 @@ def test_it_refuses_projects_that_deserve_more_than_their_department(world):
     assert not Project.objects.filter(name="nlp").exists()
 
 
-def test_a_department_without_a_row_for_the_pool_takes_any_sum(world):
+def test_a_department_without_a_row_for_the_pool_takes_any_sum(training_and_research):
     writes.import_document(ConfigKind.PROJECT, VISION, author="tests")
     second = {**VISION, "name": "nlp", "namespace": "proj-nlp"}
     assert writes.import_document(ConfigKind.PROJECT, second, author="tests").created == ["nlp"]
 
 
-def test_it_refuses_to_delete_a_department_with_projects_and_lists_them(world):
+def test_it_refuses_to_delete_a_department_with_projects_and_lists_them(training_and_research):
     writes.import_document(ConfigKind.PROJECT, VISION, author="tests")
     with pytest.raises(ConfigError) as refused:
         writes.delete(ConfigKind.DEPARTMENT, "research", author="tests")
@@ -96,7 +97,7 @@ def test_it_refuses_to_delete_a_department_with_projects_and_lists_them(world):
     assert not ProjectMember.objects.exists()
 
 
-def test_history_diff_and_rollback_cover_projects(world):
+def test_history_diff_and_rollback_cover_projects(training_and_research):
     writes.import_document(ConfigKind.PROJECT, VISION, author="tests")
     changed = json.loads(json.dumps(VISION))
     changed["resources"][0]["gpu"]["deserved"] = 4
@@ -126,7 +127,7 @@ def test_an_osmo_pool_s_gpu_resources_are_its_own_project_s_quota(defaults):
     assert not Project.objects.filter(name="osmo-train").exists()
 
 
-def test_a_project_document_round_trips_through_config_show_and_update(world, tmp_path, capsys):
+def test_a_project_document_round_trips_through_config_show_and_update(training_and_research, tmp_path, capsys):
     path = tmp_path / "vision.json"
     path.write_text(json.dumps(VISION))
     call_command("config", "update", "PROJECT", "vision", "--file", str(path))
@@ -138,7 +139,8 @@ def test_a_project_document_round_trips_through_config_show_and_update(world, tm
     assert "unchanged vision" in capsys.readouterr().out
 
 
-def test_a_member_sees_the_projects_they_belong_to_by_name_by_role_or_through_a_pool(world, django_user_model,
+def test_a_member_sees_the_projects_they_belong_to_by_name_by_role_or_through_a_pool(training_and_research,
+        django_user_model,
                                                                                       settings):
     from pools.models import Role, RoleAssignment
 

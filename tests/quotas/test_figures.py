@@ -9,7 +9,7 @@ from pools.config import writes
 from pools.models import Backend, ConfigKind, Pod, Pool, Project
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import quota_tables
-from tests.pages.conftest import make_nodes
+from tests.support.fleet import make_nodes
 
 GPU = Resource.GPU
 

@@ -18,6 +18,7 @@ from scheduling.cycle import run_cycle
 from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
 from tests.scheduling.conftest import body
+from tests.waiting import until
 
 PREFIX = "runwhere.ai/"
 KEYS = [{"key": "zone", "label": "topology.kubernetes.io/zone"}, {"key": "rack", "label": "example.com/rack"}]
@@ -201,13 +202,15 @@ def test_the_sync_watch_carries_a_new_kai_reason_to_the_workload(standin, kube, 
     standin.wait_for_watches(5, timeout=60)  # nodes, pods, jobs, FailedCreate events and PodGroups
     standin.modify_object(KAI_PODGROUP, workload.job_name, kai_condition(
         "QueueDoesNotExist", "Queue training.research.vision does not exist"), namespace=workload.namespace)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not Workload.objects.get(pk=workload.pk).reasons:
-        time.sleep(0.05)
+    until(lambda: Workload.objects.get(pk=workload.pk).reasons, "the KAI reason to reach the workload", every=0.05)
     offset[0] = 10 ** 7
-    while thread.is_alive() and time.monotonic() < deadline:
-        standin.end_watches()
+
+    def ended() -> bool:
+        standin.end_watches()  # again and again: a stream may open between two calls
         thread.join(0.2)
+        return not thread.is_alive()
+
+    until(ended, "the sync to end", every=0)
     assert not errors, errors
     reasons = Workload.objects.get(pk=workload.pk).reasons
     assert [r["details"].get("reason") for r in reasons] == ["QueueDoesNotExist"]

@@ -5,7 +5,7 @@ the API server's 409 and 410 survived."""
 import pytest
 
 from pools.cluster.kinds import KAI_QUEUE, KAI_TOPOLOGY
-from pools.models import Backend, Pool
+from pools.models import Pool
 from pools.schedulers.desired import kai_objects
 from pools.schedulers.kai import queue_name
 from pools.schedulers.reconcile import reconcile
@@ -13,12 +13,6 @@ from tests.scheduling.conftest import project
 
 pytestmark = pytest.mark.django_db
 MANAGED = {"runwhere.ai/managed-by": "osmo-pools"}
-
-
-@pytest.fixture
-def kai(world):
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
-    return Backend.objects.get(name="default")
 
 
 def stored(kube, kind=KAI_QUEUE) -> dict[str, dict]:

@@ -4,11 +4,9 @@ is still written and what a removed project left is still deleted; a later run t
 an immutable field that must change (a pool's topology keys: KAI Topology levels, which the strict stand-in
 refuses to patch) deletes and re-creates. Against the stand-in API server through the real client."""
 
-import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.core.management import call_command
 from prometheus_client.parser import text_string_to_metric_families
 
 from pools.cluster import ClusterError
@@ -20,17 +18,12 @@ from pools.schedulers.kai import queue_name
 from pools.schedulers.reconcile import run
 from tests.kube_standin import KubeStandin
 from tests.scheduling.conftest import project
+from tests.support import commands
 
 pytestmark = pytest.mark.django_db
 TOO_LONG = ('Queue.scheduling.run.ai "training.research.audio" is invalid: metadata.labels: Invalid value: '
             '"audio-and-speech-recognition-for-the-whole-company-which-is-a-long-name": must be no more than 63 '
             "characters")
-
-
-@pytest.fixture
-def kai(world):
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
-    return Backend.objects.get(name="default")
 
 
 def queues(standin) -> set[str]:
@@ -77,9 +70,7 @@ def test_a_refused_queue_is_recorded_and_shown_while_every_other_object_is_writt
     page = admin_client.get(f"/admin/pools/backend/{kai.pk}/change/").content.decode()
     assert f"<td>Queue</td><td>{refusal.name}</td><td>create</td><td>{record['since']}</td>" in page
     assert "must be no more than 63 characters" in page
-    out = io.StringIO()
-    call_command("backend", "list", stdout=out)
-    listing = out.getvalue()
+    listing = commands.run("backend", "list")
     assert "REFUSED" in listing.splitlines()[0]
     assert "Refused by the cluster of default in its last reconcile, 1 object (the others were written):" in listing
     assert f"  Queue/{refusal.name} (create, since {record['since']}): " in listing and TOO_LONG in listing

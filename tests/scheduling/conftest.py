@@ -6,10 +6,13 @@ online."""
 
 import json
 
+import pytest
+from django.test import Client
 from django.utils import timezone
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool
+from scheduling.cycle import run_cycle
 from tests.conftest import seed_json_blocks
 
 SHARED = "shared_simulation_training_pool"
@@ -57,3 +60,34 @@ def body(**fields) -> dict:
                "command": ["python", "train.py"], "resources": {"gpu": 1, "cpu": "4", "memory": "16Gi"}}
     request.update(fields)
     return request
+
+
+@pytest.fixture
+def researcher_client(world):
+    """A browser-like client (django.test.Client) signed in as `researcher`."""
+    client = Client()
+    client.force_login(world["researcher"])
+    return client
+
+
+def post_workload(api, **fields) -> dict:
+    """POST /api/workloads/ of `body(**fields)` through `api`: the created workload, as answered."""
+    response = api.post("/api/workloads/", body(**fields), format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+@pytest.fixture
+def training_queue(researcher_api):
+    """In training (2 nodes of 8 H100s; vision deserves 4, limit 12): big-one (8, low) borrows and is
+    admitted, big-two would pass the limit (LIMIT); wait-0 and wait-1 (2 each, normal) fill the deserved 4,
+    wait-2 would pass both the limit and the deserved (LIMIT is said first)."""
+    first = post_workload(researcher_api, name="big-one", resources={"gpu": 8, "cpu": "4", "memory": "16Gi"},
+                          priority="low")
+    second = post_workload(researcher_api, name="big-two", resources={"gpu": 8, "cpu": "4", "memory": "16Gi"},
+                           priority="low")
+    run_cycle()
+    waiting = [post_workload(researcher_api, name=f"wait-{i}", resources={"gpu": 2, "cpu": "1", "memory": "1Gi"},
+                              priority="normal") for i in range(3)]
+    run_cycle()
+    return {"admitted": [first, *waiting[:2]], "pending": [second, waiting[2]]}

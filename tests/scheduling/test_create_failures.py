@@ -6,7 +6,6 @@ real client lists the Events from the stand-in API server; the clock is the swee
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from pools.cluster.reflector import list_all
@@ -15,6 +14,7 @@ from pools.inventory.jobs import CREATE_FAILURE_SELECTOR
 from scheduling import follow, sweeps
 from scheduling.models import Status, Workload
 from tests.scheduling.test_lifecycle import admit_and_dispatch, pod
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 FORBIDDEN = 'pods "{job}-0-x7k2p" is forbidden: no PriorityClass with name build was found'
@@ -53,10 +53,7 @@ def test_the_api_servers_refusal_is_the_reason_at_once_in_the_api_describe_and_t
     assert workload.status == Status.SCHEDULING
     (reason,) = researcher_api.get(f"/api/workloads/{workload.pk}/").json()["reasons"]
     assert reason["code"] == "CREATE_FAILED" and message in reason["message"]
-    from io import StringIO
-    out = StringIO()
-    call_command("workload", "describe", str(workload.pk), stdout=out)
-    assert "no PriorityClass with name build was found" in out.getvalue()
+    assert "no PriorityClass with name build was found" in run("workload", "describe", str(workload.pk))
     client.force_login(world["researcher"])
     assert "no PriorityClass with name build was found" in client.get(f"/workloads/{workload.pk}/").content.decode()
 

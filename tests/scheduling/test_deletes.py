@@ -2,10 +2,8 @@
 the history keeps showing its name; one that live workloads name is refused, naming them, by the config CLI, the
 config documents API and the admin alike (never a database error)."""
 
-import io
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
@@ -14,14 +12,13 @@ from pools.models import ConfigKind, Department, Pool, Project
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from tests.scheduling.conftest import body, project, seed_pool
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 
 
 def config(*args) -> str:
-    out = io.StringIO()
-    call_command("config", "--author", "tests", *args, stdout=out)
-    return out.getvalue()
+    return run("config", "--author", "tests", *args)
 
 
 def submit(researcher_api, **fields) -> Workload:

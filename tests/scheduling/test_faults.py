@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from pools.models import Backend
@@ -24,19 +24,12 @@ from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import body
+from tests.support.children import child_env
 from tests.support.ports import free_port
 from tests.waiting import until
 
 PREFIX = "runwhere.ai/"
 OUTAGE_SECONDS = 20
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """The environment of a process of ours against the test database (as tests/scheduling/test_race.py)."""
-    db = connection.settings_dict
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "osmo_site.settings", "DEBUG": "1",
-            "OSMO_ENV_FILE": "", "OSMO_ADMISSION_ON_COMMIT": "0", **extra}
 
 
 def on_standin(standin, tmp_path: Path) -> str:

@@ -1,7 +1,6 @@
 """Whole flows: a submission wakes a real worker's admission cycle and then its dispatch through Redis; seed
 002's pool and role accept, refuse and queue; reclaim through the database."""
 
-import time
 
 import pytest
 from django.utils import timezone
@@ -25,10 +24,8 @@ def test_a_submission_asks_a_real_worker_for_a_cycle_on_commit(world, researcher
     with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
                                                                  queues=every_queue(), shutdown_timeout=10):
         created = researcher_api.post("/api/workloads/", body(), format="json").json()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not Workload.objects.filter(
-                pk=created["id"], status=Status.SCHEDULING).exists():
-            time.sleep(0.2)
+        until(lambda: Workload.objects.filter(pk=created["id"], status=Status.SCHEDULING).exists(),
+              "the worker to admit and dispatch the workload", every=0.2)
     # The cycle admitted it and, once that committed, the dispatch message created its Job.
     workload = Workload.objects.get(pk=created["id"])
     assert workload.status == Status.SCHEDULING and workload.job_name == f"wl-{workload.id.hex[:12]}-1"

@@ -7,7 +7,6 @@ import re
 import pytest
 
 from scheduling.models import Status, Workload
-from tests.scheduling.test_pages import browser, queue  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -20,9 +19,10 @@ def live(client, path: str, target: str) -> str:
     return text
 
 
-def test_a_workloads_page_polls_with_its_cancel_form_inside_and_pauses_while_it_has_the_focus(browser, queue):  # noqa: F811
-    waiting = queue["pending"][0]
-    page = browser.get(f"/workloads/{waiting['id']}/").content.decode()
+def test_a_workloads_page_polls_with_its_cancel_form_inside_and_pauses_while_it_has_the_focus(researcher_client,
+        training_queue):
+    waiting = training_queue["pending"][0]
+    page = researcher_client.get(f"/workloads/{waiting['id']}/").content.decode()
     region = page[page.index('<div id="workload-live"'):]
     tag = region[:region.index(">") + 1]
 
@@ -32,23 +32,23 @@ def test_a_workloads_page_polls_with_its_cancel_form_inside_and_pauses_while_it_
     assert page.count('id="cancel-form"') == 1
 
 
-def test_the_cancel_form_leaves_the_fragment_once_the_workload_has_ended(browser, queue):  # noqa: F811
-    waiting = queue["pending"][0]
+def test_the_cancel_form_leaves_the_fragment_once_the_workload_has_ended(researcher_client, training_queue):
+    waiting = training_queue["pending"][0]
     path = f"/workloads/{waiting['id']}/"
-    before = live(browser, path, "workload-live")
+    before = live(researcher_client, path, "workload-live")
     Workload.objects.filter(pk=waiting["id"]).update(status=Status.FAILED_CANCELED, reasons=[])
-    after = live(browser, path, "workload-live")
+    after = live(researcher_client, path, "workload-live")
 
     assert 'id="cancel-form"' in before and "csrfmiddlewaretoken" in before and ">PENDING</span>" in before
     assert 'id="cancel-form"' not in after and ">FAILED_CANCELED</span>" in after
 
 
-def test_the_workloads_table_fragment_answers_the_figures_of_the_moment(browser, queue):  # noqa: F811
-    page = browser.get("/workloads/").content.decode()
+def test_the_workloads_table_fragment_answers_the_figures_of_the_moment(researcher_client, training_queue):
+    page = researcher_client.get("/workloads/").content.decode()
     assert 'hx-trigger="every 5s"' in re.search(r'<div id="workloads-table"[^>]*>', page).group(0)
-    before = live(browser, "/workloads/", "workloads-table")
-    Workload.objects.filter(pk=queue["pending"][0]["id"]).update(status=Status.FAILED_CANCELED, reasons=[])
-    after = live(browser, "/workloads/", "workloads-table")
+    before = live(researcher_client, "/workloads/", "workloads-table")
+    Workload.objects.filter(pk=training_queue["pending"][0]["id"]).update(status=Status.FAILED_CANCELED, reasons=[])
+    after = live(researcher_client, "/workloads/", "workloads-table")
 
     assert "5 workloads: 2 pending (10 GPUs), 3 admitted or running (12 GPUs)" in before
     assert "5 workloads: 1 pending (2 GPUs), 3 admitted or running (12 GPUs)" in after

@@ -9,42 +9,13 @@ from django.test import Client
 
 from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
-from tests.scheduling.conftest import body
+from tests.scheduling.conftest import post_workload
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(world):
-    client = Client()
-    client.force_login(world["researcher"])
-    return client
-
-
-def submit(api, **fields) -> dict:
-    response = api.post("/api/workloads/", body(**fields), format="json")
-    assert response.status_code == 201, response.json()
-    return response.json()
-
-
-@pytest.fixture
-def queue(researcher_api):
-    """In training (2 nodes of 8 H100s; vision deserves 4, limit 12): big-one (8, low) borrows and is
-    admitted, big-two would pass the limit (LIMIT); wait-0 and wait-1 (2 each, normal) fill the deserved 4,
-    wait-2 would pass both the limit and the deserved (LIMIT is said first)."""
-    first = submit(researcher_api, name="big-one", resources={"gpu": 8, "cpu": "4", "memory": "16Gi"},
-                   priority="low")
-    second = submit(researcher_api, name="big-two", resources={"gpu": 8, "cpu": "4", "memory": "16Gi"},
-                    priority="low")
-    run_cycle()
-    waiting = [submit(researcher_api, name=f"wait-{i}", resources={"gpu": 2, "cpu": "1", "memory": "1Gi"},
-                      priority="normal") for i in range(3)]
-    run_cycle()
-    return {"admitted": [first, *waiting[:2]], "pending": [second, waiting[2]]}
-
-
-def test_the_table_lists_filters_and_totals_over_every_filtered_row(browser, queue):
-    page = browser.get("/workloads/")
+def test_the_table_lists_filters_and_totals_over_every_filtered_row(researcher_client, training_queue):
+    page = researcher_client.get("/workloads/")
     assert page.status_code == 200
     text = page.content.decode()
     for name in ("big-one", "big-two", "wait-0", "wait-2"):
@@ -52,30 +23,31 @@ def test_the_table_lists_filters_and_totals_over_every_filtered_row(browser, que
     assert "5 workloads: 2 pending (10 GPUs), 3 admitted or running (12 GPUs)" in text
     assert 'id="nav-workloads"' in text and 'aria-current="page">Workloads' in text
 
-    pending = browser.get("/workloads/?status=PENDING&per_page=25").content.decode()
+    pending = researcher_client.get("/workloads/?status=PENDING&per_page=25").content.decode()
     assert "big-one" not in pending and "wait-0" not in pending and "wait-2" in pending
     assert "2 workloads: 2 pending (10 GPUs), 0 admitted or running (0 GPUs)" in pending
 
-    by_pool = browser.get("/workloads/?pool=training&priority=low").content.decode()
+    by_pool = researcher_client.get("/workloads/?pool=training&priority=low").content.decode()
     assert "big-one" in by_pool and "big-two" in by_pool and "wait-0" not in by_pool
-    unknown = browser.get("/workloads/?pool=nowhere")
+    unknown = researcher_client.get("/workloads/?pool=nowhere")
     assert "No workload matches these filters." in unknown.content.decode()
 
 
-def test_the_table_sorts_by_gpus_and_its_fragment_and_csv_agree(browser, queue):
-    fragment = browser.get("/workloads/?sort=-gpu", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workloads-table")
+def test_the_table_sorts_by_gpus_and_its_fragment_and_csv_agree(researcher_client, training_queue):
+    fragment = researcher_client.get("/workloads/?sort=-gpu", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workloads-table")
     text = fragment.content.decode()
     assert "<html" not in text and text.index("big-") < text.index("wait-")
 
-    download = browser.get("/workloads/?export=csv&status=PENDING")
+    download = researcher_client.get("/workloads/?export=csv&status=PENDING")
     assert download["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(b"".join(download.streaming_content).decode())))
     assert {row["Name"]: row["Why pending"].split(":")[0] for row in rows} == {"big-two": "LIMIT", "wait-2": "LIMIT"}
 
 
-def test_a_workloads_page_says_why_per_pool_with_positions_and_shows_events_and_templates(browser, queue):
-    waiting = queue["pending"][1]  # wait-2
-    page = browser.get(f"/workloads/{waiting['id']}/")
+def test_a_workloads_page_says_why_per_pool_with_positions_and_shows_events_and_templates(researcher_client,
+        training_queue):
+    waiting = training_queue["pending"][1]  # wait-2
+    page = researcher_client.get(f"/workloads/{waiting['id']}/")
     assert page.status_code == 200
     text = page.content.decode()
     assert 'id="workload-reasons"' in text
@@ -87,8 +59,9 @@ def test_a_workloads_page_says_why_per_pool_with_positions_and_shows_events_and_
     assert 'id="cancel-form"' in text and "csrfmiddlewaretoken" in text
 
 
-def test_the_owner_cancels_from_the_page_with_the_csrf_token_and_others_may_not(world, browser, queue):
-    waiting = queue["pending"][0]
+def test_the_owner_cancels_from_the_page_with_the_csrf_token_and_others_may_not(world, researcher_client,
+        training_queue):
+    waiting = training_queue["pending"][0]
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(world["researcher"])
     assert strict.post(f"/workloads/{waiting['id']}/cancel/").status_code == 403  # no CSRF token
@@ -97,10 +70,10 @@ def test_the_owner_cancels_from_the_page_with_the_csrf_token_and_others_may_not(
     other.force_login(world["other"])  # not a member of vision: the workload is not theirs to see
     assert other.post(f"/workloads/{waiting['id']}/cancel/").status_code == 404
 
-    response = browser.post(f"/workloads/{waiting['id']}/cancel/", {"message": "wrong data"})
+    response = researcher_client.post(f"/workloads/{waiting['id']}/cancel/", {"message": "wrong data"})
     assert response.status_code == 302
     assert Workload.objects.get(pk=waiting["id"]).status == Status.FAILED_CANCELED
-    page = browser.get(response["Location"]).content.decode()
+    page = researcher_client.get(response["Location"]).content.decode()
     assert "canceled" in page and "wrong data" in page and 'id="cancel-form"' not in page
 
 
@@ -108,7 +81,7 @@ def test_a_member_who_did_not_submit_sees_no_cancel_button(world, researcher_api
     from pools.config import writes
     from pools.models import ConfigKind
 
-    created = submit(researcher_api)
+    created = post_workload(researcher_api)
     writes.import_document(ConfigKind.PROJECT, {"vision": {
         "name": "vision", "department": "research", "members": {"users": ["researcher", "other"]},
         "default_node_pools": ["training"], "resources": [{"node_pool": "training", "gpu": {"deserved": 4}}]}},
@@ -121,31 +94,32 @@ def test_a_member_who_did_not_submit_sees_no_cancel_button(world, researcher_api
     assert Workload.objects.get(pk=created["id"]).status == Status.PENDING
 
 
-def test_pool_and_project_pages_load_their_queues(browser, queue):
-    pool_page = browser.get("/pools/training/").content.decode()
+def test_pool_and_project_pages_load_their_queues(researcher_client, training_queue):
+    pool_page = researcher_client.get("/pools/training/").content.decode()
     assert 'hx-get="/workloads/queue/?pool=training"' in pool_page
-    fragment = browser.get("/workloads/queue/?pool=training").content.decode()
+    fragment = researcher_client.get("/workloads/queue/?pool=training").content.decode()
     assert "2 pending, 3 admitted or running." in fragment
-    by_position = sorted(queue["pending"], key=lambda w: Workload.objects.get(pk=w["id"]).positions["training"])
+    by_position = sorted(training_queue["pending"],
+                         key=lambda w: Workload.objects.get(pk=w["id"]).positions["training"])
     order = [fragment.index(f">{w['name']}<") for w in by_position]
     assert order == sorted(order)  # listed in queue order
 
-    project_page = browser.get("/projects/vision/").content.decode()
+    project_page = researcher_client.get("/projects/vision/").content.decode()
     assert 'hx-get="/workloads/queue/?project=vision"' in project_page
-    assert "big-two" in browser.get("/workloads/queue/?project=vision").content.decode()
-    assert browser.get("/workloads/queue/?project=secret").status_code == 404
-    assert browser.get("/workloads/queue/").status_code == 404
+    assert "big-two" in researcher_client.get("/workloads/queue/?project=vision").content.decode()
+    assert researcher_client.get("/workloads/queue/?project=secret").status_code == 404
+    assert researcher_client.get("/workloads/queue/").status_code == 404
 
 
 @pytest.mark.parametrize("url", ["/workloads/", "/workloads/?export=csv", "/workloads/?status=alive&sort=-gpu",
                                  "/api/workloads/", "/api/workloads/?limit=10", "/workloads/queue/?pool=training",
                                  "/workloads/queue/?project=vision"])
-def test_lists_cost_the_same_queries_for_5_or_40_workloads(world, researcher_api, browser, url):
+def test_lists_cost_the_same_queries_for_5_or_40_workloads(world, researcher_api, researcher_client, url):
     def queries() -> int:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        client = researcher_api if url.startswith("/api/") else browser
+        client = researcher_api if url.startswith("/api/") else researcher_client
         with CaptureQueriesContext(connection) as captured:
             response = client.get(url)
             if getattr(response, "streaming", False):
@@ -154,35 +128,36 @@ def test_lists_cost_the_same_queries_for_5_or_40_workloads(world, researcher_api
         return len(captured)
 
     for i in range(5):
-        submit(researcher_api, name=f"few-{i}")
+        post_workload(researcher_api, name=f"few-{i}")
     run_cycle()
     few = queries()
     for i in range(35):
-        submit(researcher_api, name=f"many-{i}", priority="low")
+        post_workload(researcher_api, name=f"many-{i}", priority="low")
     run_cycle()
     assert queries() == few, url
     assert few <= 12, few
 
 
-def test_a_workloads_page_refreshes_its_status_reasons_and_events(browser, queue):
-    waiting = queue["pending"][0]
-    page = browser.get(f"/workloads/{waiting['id']}/").content.decode()
+def test_a_workloads_page_refreshes_its_status_reasons_and_events(researcher_client, training_queue):
+    waiting = training_queue["pending"][0]
+    page = researcher_client.get(f"/workloads/{waiting['id']}/").content.decode()
     assert 'id="workload-live"' in page and f'hx-get="/workloads/{waiting["id"]}/"' in page
 
     Workload.objects.filter(pk=waiting["id"]).update(status=Status.FAILED_CANCELED, reasons=[])
-    fragment = browser.get(f"/workloads/{waiting['id']}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workload-live")
+    fragment = researcher_client.get(f"/workloads/{waiting['id']}/", HTTP_HX_REQUEST="true",
+                                     HTTP_HX_TARGET="workload-live")
     text = fragment.content.decode()
     assert "<html" not in text and 'id="workload-live"' in text
     assert ">FAILED_CANCELED</span>" in text and 'id="workload-reasons"' not in text
     assert "Pod templates" not in text  # the parts that do not move stay out of the fragment
 
 
-def test_a_workloads_page_links_the_nodes_it_is_placed_on_to_their_pages(browser, queue):
-    admitted = Workload.objects.get(pk=queue["admitted"][0]["id"])
+def test_a_workloads_page_links_the_nodes_it_is_placed_on_to_their_pages(researcher_client, training_queue):
+    admitted = Workload.objects.get(pk=training_queue["admitted"][0]["id"])
     assert admitted.placement and not admitted.job_name
 
-    text = browser.get(f"/workloads/{admitted.pk}/").content.decode()
+    text = researcher_client.get(f"/workloads/{admitted.pk}/").content.decode()
 
     for node in admitted.placement:
         assert f'<a href="/nodes/{node}/">{node}</a>' in text
-        assert browser.get(f"/nodes/{node}/").status_code == 200  # the researcher may see the node too
+        assert researcher_client.get(f"/nodes/{node}/").status_code == 200  # the researcher may see the node too

@@ -7,10 +7,8 @@ kube-scheduler and the kubelet would, and the sync's list stores them (test_life
 import copy
 import json
 from datetime import UTC, datetime, timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from pools.models import Node
@@ -20,6 +18,7 @@ from scheduling.dispatch import dispatch
 from scheduling.jobs import Attempt, Engine, job_manifest
 from scheduling.models import Status, Workload
 from tests.scheduling.test_lifecycle import admit_and_dispatch, observe, pod
+from tests.support.commands import run
 
 PREFIX = "runwhere.ai/"
 NODES = ("training-h100-000", "training-h100-001")
@@ -177,12 +176,6 @@ def test_an_unschedulable_time_the_api_server_would_not_write_sets_no_deadline(s
                        namespace=workload.namespace)
     workload = observe(kube, workload, now=timezone.now() + timedelta(days=1))
     assert workload.status == Status.SCHEDULING and not workload.stop_status
-
-
-def run(*args) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 def test_get_jobs_describe_the_api_and_the_page_show_the_pods_nodes_and_ips_and_the_plan_as_the_plan(

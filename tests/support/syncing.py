@@ -2,30 +2,11 @@
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
 
-from django.utils import timezone
-
-
-class FakeClock:
-    """`monotonic` (a BackendSync's `clock`: run deadlines and watch back-off) and `now` (its `now`: dates compared
-    with stored ones), both moved only by `advance`."""
-
-    def __init__(self):
-        self.seconds = 0.0
-        self.start = timezone.now()
-
-    def monotonic(self) -> float:
-        return self.seconds
-
-    def now(self):
-        return self.start + timedelta(seconds=self.seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.seconds += seconds
+from tests.support.clock import Clock
 
 
-def run_beside(sync, clock: FakeClock, standin, cluster_side: Callable[[], None], *, seconds: float = 3600,
+def run_beside(sync, clock: Clock, standin, cluster_side: Callable[[], None], *, seconds: float = 3600,
                relist: bool = False):
     """`sync.run(seconds=...)` here, on `clock`, while `cluster_side()` acts in a thread of its own (a connection of
     its own too: such tests need transaction=True to see each other's writes). Once `cluster_side` is done, or
@@ -60,14 +41,14 @@ def run_beside(sync, clock: FakeClock, standin, cluster_side: Callable[[], None]
 
 
 def watch_round(backend, standin, cluster_side: Callable[..., None] = lambda sync: None, *,
-                clock: FakeClock | None = None, sync_class: type | None = None, cluster=None, relist: bool = False):
-    """One watching round of `backend`'s sync on a FakeClock (`clock`, or a new one): once every watch of the round
+                clock: Clock | None = None, sync_class: type | None = None, cluster=None, relist: bool = False):
+    """One watching round of `backend`'s sync on a Clock (`clock`, or a new one): once every watch of the round
     is open, `cluster_side(sync)` changes the cluster and waits (tests/waiting.until) for what the sync must have
     seen; then the round ends. `cluster` defaults to the backend's own; `relist` lists in full first. Returns the
     round's Stats."""
     from pools.fleet.sync import BackendSync, cluster_for
 
-    clock = clock or FakeClock()
+    clock = clock or Clock()
     sync = (sync_class or BackendSync)(backend, cluster or cluster_for(backend), clock=clock.monotonic, now=clock.now)
 
     def side() -> None:

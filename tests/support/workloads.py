@@ -47,3 +47,10 @@ def researcher_api(world):
     client = APIClient()
     client.force_authenticate(world["researcher"])
     return client
+
+
+@pytest.fixture
+def kai(world):
+    """The world's default backend, scheduled by KAI."""
+    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
+    return Backend.objects.get(name="default")

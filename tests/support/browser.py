@@ -1,0 +1,17 @@
+"""Signing in through the pages' own form, in Chromium (the browser tests' one sign-in)."""
+
+from urllib.parse import quote
+
+USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
+
+
+def sign_in(page, live_server, path: str = "/", *, username: str = USERNAME, password: str = PASSWORD,
+            admin: bool = False) -> None:
+    """Signs in through the sign-in page (the admin's own with `admin`), asking to go on to `path`, and waits until
+    the browser is there. Staff by default."""
+    login = "/admin/login/" if admin else "/accounts/login/"
+    page.goto(f"{live_server.url}{login}?next={quote(path)}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("input[type=submit]" if admin else "button[type=submit]")
+    page.wait_for_url(f"{live_server.url}{path}")
