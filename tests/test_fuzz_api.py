@@ -152,8 +152,8 @@ SUBMISSION = schema.include(path_regex=r"^/api/(workloads/|pool/\{pool\}/workflo
 @pytest.mark.parametrize("who", ["staff", "member", "nobody"])
 @SUBMISSION.parametrize()
 @pytest.mark.django_db
-def test_submission_and_workflow_endpoints_answer_no_server_error_to_any_role(case, who, world, application):
-    case.validate_response(send(case, world[who], application), checks=CHECKS)
+def test_submission_and_workflow_endpoints_answer_no_server_error_to_any_role(case, who, demo_tokens, application):
+    case.validate_response(send(case, demo_tokens[who], application), checks=CHECKS)
 
 
 def test_the_submission_fuzz_covers_submit_workflows_and_cancel():
