@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from pools.models import Node, Pool
+from pools.models import AuditEvent, Node, Pool
 from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
@@ -89,6 +89,11 @@ def test_the_label_api_sets_removes_and_refuses_like_the_cli(gpu_backend, api):
     assert api.post(url, {"labels": {"other/key": "x"}}, format="json").status_code == 400
     assert api.post(url, {"labels": "x"}, format="json").status_code == 400
     assert api.post("/api/nodes/nope/labels", {"labels": {"runwhere.ai/a": "b"}}, format="json").status_code == 404
+    # Three label writes, three audit rows (the refusals left none), each saying what changed.
+    audited = list(AuditEvent.objects.filter(kind="node", action="label").order_by("id").values_list("actor",
+                                                                                                    "summary"))
+    assert audited == [("ops", "runwhere.ai/pool: (none) → a"), ("ops", "runwhere.ai/pool: a → b"),
+                       ("ops", "runwhere.ai/pool: b → (removed)")]
 
 
 def test_a_cluster_that_refuses_the_patch_answers_a_gateway_error_and_changes_nothing(gpu_backend, standin, api):

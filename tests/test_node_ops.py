@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management.base import CommandError
 
-from pools.models import Node
+from pools.models import AuditEvent, Node
 from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
@@ -24,6 +24,8 @@ def test_cordon_marks_the_node_unschedulable_in_the_cluster_then_here_and_uncord
     assert "unschedulable" not in standin.node("node-2")["spec"]
     node.refresh_from_db()
     assert not node.unschedulable and node.status == "Ready"
+    audited = list(AuditEvent.objects.filter(kind="node").order_by("id").values_list("object", "action", "actor"))
+    assert audited == [("node/node-2", "cordon", "manage.py cordon"), ("node/node-2", "uncordon", "manage.py uncordon")]
 
 
 def test_cordon_of_an_unknown_node_is_one_line_and_touches_nothing(gpu_backend, standin):
@@ -41,6 +43,7 @@ def test_a_cluster_that_refuses_the_cordon_leaves_the_database_as_it_was(gpu_bac
 
     assert response.status_code in (502, 503) and response.json()["field"] is None
     assert not Node.objects.get(name="node-1").unschedulable
+    assert not AuditEvent.objects.filter(kind="node").exists()
 
 
 def test_the_cordon_api_cordons_and_uncordons_and_answers_the_node(gpu_backend, standin, api):
@@ -52,6 +55,8 @@ def test_the_cordon_api_cordons_and_uncordons_and_answers_the_node(gpu_backend, 
 
     uncordoned = api.post("/api/nodes/node-3/cordon", {"cordon": False}, format="json")
     assert uncordoned.json()["schedulable"] is True and uncordoned.json()["status"] == "Ready"
+    audited = list(AuditEvent.objects.filter(kind="node").order_by("id").values_list("action", "actor", "address"))
+    assert audited == [("cordon", "ops", "127.0.0.1"), ("uncordon", "ops", "127.0.0.1")]
     assert api.get("/api/nodes/node-3/").json()["schedulable"] is True
 
 

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from django.db.models import F
+from django.db.models import F, Max
 
-from pools.engine import ConfigError
+from pools.engine import ConfigError, changes
 from pools.models import ConfigKind, ConfigRevision, RevisionCounter, audit
 
 
@@ -59,10 +59,30 @@ def record(kind: str, entries: Iterable[tuple[str, str, dict]], author, descript
                        description=description, **who)
         for index, (name, action, document) in enumerate(entries)
     )
-    audit.record_many([("config", f"{kind}/{name}", action, f"revision {first + index}"
-                        + (f": {description}" if description else ""))
+    previous = _previous_documents(kind, [name for name, action, _ in entries if action != "create"], first)
+    audit.record_many([("config", f"{kind}/{name}", action, _summary(first + index, description, previous.get(name),
+                                                                     document, action))
                        for index, (name, action, document) in enumerate(entries)], actor=author)
     return list(range(first, last + 1))
+
+
+def _previous_documents(kind: str, names: list[str], before: int) -> dict[str, dict]:
+    """Each name's document at its latest revision numbered below `before` (two queries for any number of names)."""
+    if not names:
+        return {}
+    latest = (ConfigRevision.objects.filter(kind=kind, name__in=names, number__lt=before).values("name")
+              .annotate(last=Max("number")).values_list("last", flat=True))
+    return dict(ConfigRevision.objects.filter(kind=kind, number__in=list(latest)).values_list("name", "document"))
+
+
+def _summary(number: int, description: str, before: dict | None, after: dict, action: str) -> str:
+    """The audit row's change: the revision, its description, and what changed (before → after)."""
+    text = f"revision {number}" + (f": {description}" if description else "")
+    if before is not None and action != "delete":
+        diff = changes.describe(before, after)
+        if diff:
+            text += f" ({diff})"
+    return text
 
 
 def revisions(kind: str | None = None, name: str | None = None):

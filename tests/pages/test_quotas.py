@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from pools.config import writes
-from pools.models import ConfigKind, ConfigRevision, Pool, Project, Quota, TablePreference
+from pools.models import AuditEvent, ConfigKind, ConfigRevision, Pool, Project, Quota, TablePreference
 from pools.pages.csv import neutralise
 from pools.pages.tables import QUOTAS
 from pools.quotas.fairshare import Resource
@@ -234,6 +234,9 @@ def test_a_staff_edit_of_one_cell_writes_the_project_s_document_as_a_revision(st
     assert Quota.objects.get(project__name="vision", pool__name=ALPHA).gpu_deserved == 5
     (revision,) = revisions()[len(before):]
     assert revision.author_name == staff.username
+    audited = AuditEvent.objects.get(kind="config", object="PROJECT/vision", action="update")
+    assert (audited.actor, audited.address) == (staff.username, "127.0.0.1")
+    assert "gpu.deserved: " in audited.summary and "→ 5" in audited.summary
     assert revision.document["resources"][0]["gpu"] == {"deserved": 5, "limit": 12, "over_quota_weight": "High"}
     text = response.content.decode()
     assert text.startswith('<form class="quota-cell"') and 'value="5"' in text
@@ -274,6 +277,7 @@ def test_a_department_without_a_quota_keeps_what_it_deserves_when_its_limit_is_s
 
 def test_a_refused_edit_is_shown_in_the_cell_and_writes_nothing(staff_client, projects_and_quotas):
     before = (ConfigRevision.objects.count(), list(Quota.objects.values_list("pk", "gpu_deserved", "gpu_limit")))
+    audited = AuditEvent.objects.count()
 
     cases = {
         f"project:vision:{ALPHA}:gpu:deserved": ("-3", "is negative"),
@@ -295,6 +299,7 @@ def test_a_refused_edit_is_shown_in_the_cell_and_writes_nothing(staff_client, pr
 
     assert (ConfigRevision.objects.count(),
             list(Quota.objects.values_list("pk", "gpu_deserved", "gpu_limit"))) == before
+    assert AuditEvent.objects.count() == audited  # a refused write leaves no audit row
 
 
 def test_without_javascript_an_edit_goes_back_to_the_page_with_a_message(staff_client, projects_and_quotas):
