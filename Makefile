@@ -39,10 +39,14 @@ serve: install
 	$(PY) manage.py collectstatic --noinput
 	$(PY) manage.py serve --bind $(or $(BIND),127.0.0.1:8000)
 
+# TEST_WORKERS: pytest-xdist workers for `make test` (each with its own test database and Redis database);
+# 0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
