@@ -1,4 +1,5 @@
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 # The suite never reads a checkout's settings file (`make install` writes one with DEBUG=1 for the demo).
@@ -30,6 +31,20 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
 
 TEST_REDIS_URL = env_str("TEST_REDIS_URL") or env_str("REDIS_URL") or DEFAULT_REDIS_URL
+# Under pytest-xdist (`make test` runs workers gw0, gw1, ...) each worker has its own test database
+# (pytest-django suffixes its name) and its own Redis database, the next ones after TEST_REDIS_URL's (of
+# Redis's 16), so that no worker's Celery worker takes another worker's messages.
+XDIST_WORKER = int((env_str("PYTEST_XDIST_WORKER") or "gw0").removeprefix("gw") or 0)
+
+
+def redis_database(url: str, offset: int = 0) -> str:
+    """`url` on its Redis database number + `offset` + this xdist worker's number (modulo 16)."""
+    parts = urlsplit(url)
+    number = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(number + offset + XDIST_WORKER) % 16}"))
+
+
+TEST_REDIS_URL = redis_database(TEST_REDIS_URL)
 REDIS_AVAILABLE = answers(TEST_REDIS_URL, 6379)
 if REQUIRE_SERVICES and not REDIS_AVAILABLE:
     raise ImproperlyConfigured(f"REQUIRE_SERVICES=1 but Redis does not answer at {TEST_REDIS_URL}")

@@ -43,9 +43,10 @@ def serve_env(tmp_path, **extra) -> dict:
 
 
 def redis_db(number: int) -> str:
-    """The test Redis, database `number` (so no other test's worker takes these messages)."""
+    """The test Redis, database `number` (so no other test's worker takes these messages), shifted by the xdist
+    worker's number as TEST_REDIS_URL is (osmo_site/settings_test.py)."""
     parts = urlsplit(settings.TEST_REDIS_URL)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{number}", "", ""))
+    return urlunsplit((parts.scheme, parts.netloc, f"/{(number + settings.XDIST_WORKER) % 16}", "", ""))
 
 
 def get(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
