@@ -71,10 +71,12 @@ def run_cycle(now=None, *, details: bool = False) -> CycleResult:
 def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int, str], now, result: CycleResult,
            details: bool) -> int:
     ids_by_name = {name: pk for pk, name in pool_ids.items()}
-    wanted = [*decision.admitted, *decision.preempt, *(decision.reasons if details else ())]
-    stored_rows = Workload.objects.filter(pk__in=wanted).values_list("id", "name", "pool__name")
-    names = {str(pk): name for pk, name, _ in stored_rows}
-    held_in = {str(pk): pool for pk, _, pool in stored_rows}
+    # The pending ones' names came with the queue; only the preempted (admitted before) are read here.
+    names = {key: value["name"] for key, value in stored.items()}
+    held_in = {}
+    for pk, name, pool in Workload.objects.filter(pk__in=list(decision.preempt)).values_list("id", "name",
+                                                                                            "pool__name"):
+        names[str(pk)], held_in[str(pk)] = name, pool
     # Events as tuples of EVENT_FIELDS and rows as plain dicts: no model instance per admission.
     events, admitted = [], []
     for workload_id, admission in decision.admitted.items():

@@ -251,7 +251,7 @@ def add_fair_shares(loaded: Loaded, queue: list[pure.Workload]) -> None:
 
 
 def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
-    """The PENDING workloads as admission sees them, and their stored reasons and positions by id."""
+    """The PENDING workloads as admission sees them, and their stored name, reasons and positions by id."""
     departments = dict(Project.objects.values_list("pk", "department__name"))
     names = dict(Project.objects.values_list("pk", "name"))
     rank = {"high": 2, "normal": 1, "low": 0}
@@ -267,10 +267,10 @@ def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
         # Only each template's platform travels and is decoded, not the whole pod templates.
         rows = rows.annotate(platforms=RawSQL(_PLATFORMS, (), output_field=JSONField()))
         platforms = "platforms"
-    for (pk, project_id, priority, replicas, gpu, cpu, memory, submitted_at, pools, templates, reasons,
+    for (pk, name, project_id, priority, replicas, gpu, cpu, memory, submitted_at, pools, templates, reasons,
          positions) in rows.values_list(
-            "id", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools", platforms,
-            "reasons", "positions").iterator(chunk_size=5000):
+            "id", "name", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools",
+            platforms, "reasons", "positions").iterator(chunk_size=5000):
         key = str(pk)
         templates = templates or {}
         states = loaded.snapshot.pools
@@ -278,7 +278,7 @@ def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
         result.append(pure.Workload(
             key, names[project_id], departments[project_id], (gpu * 100, cpu, memory), replicas, priority == "low",
             rank.get(priority, 1), submitted_at.timestamp(), candidates))
-        stored[key] = {"reasons": reasons, "positions": positions}
+        stored[key] = {"name": name, "reasons": reasons, "positions": positions}
     return result, stored
 
 
