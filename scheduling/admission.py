@@ -307,21 +307,22 @@ def _place(nodes: list[Node], per: Amounts, replicas: int, spread: bool) -> dict
     """Replicas placed one by one: bin-pack (the fullest node that fits) or spread (the emptiest).
     Returns node key -> replicas; fewer than `replicas` in total when the gang does not fit. Does not
     change the nodes."""
-    free = {node.key: node.free for node in nodes}
+    taken: dict[str, Amounts] = {}  # what is left of the nodes placed on so far (the others: node.free)
     placed: dict[str, int] = {}
     key_index = 0 if per[0] > 0 else (1 if per[1] > 0 else 2)
+    need_gpu, need_cpu, need_memory = per
     for _ in range(replicas):
-        best = None
+        best, best_room = None, None
         for node in nodes:
-            room = free[node.key]
-            if not fits(per, room):
+            room = taken.get(node.key, node.free) if taken else node.free
+            if not (need_gpu <= room[0] and need_cpu <= room[1] and need_memory <= room[2]):  # fits, inlined
                 continue
-            if best is None or (room[key_index] > free[best][key_index] if spread
-                                else room[key_index] < free[best][key_index]):
-                best = node.key
+            if best is None or (room[key_index] > best_room[key_index] if spread
+                                else room[key_index] < best_room[key_index]):
+                best, best_room = node.key, room
         if best is None:
             break
-        free[best] = sub(free[best], per)
+        taken[best] = sub(best_room, per)
         placed[best] = placed.get(best, 0) + 1
     return placed
 

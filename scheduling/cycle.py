@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 from django.utils import timezone
 
-from pools.models.bulk import copy_or_bulk_create, update_rows
+from pools.models.bulk import copy_values, gc_paused, update_rows_json
 
 from . import admission as pure
 from . import snapshot
 from .models import AdmissionState, Status, Workload, WorkloadEvent
 from .outbox import dispatch_on_commit, stop_on_commit
 from .positions import moves_back
+
+EVENT_FIELDS = ["workload_id", "at", "status", "reason", "message", "pools"]  # the events, as tuples
 
 
 @dataclass
@@ -48,7 +50,9 @@ def run_cycle(now=None, *, details: bool = False) -> CycleResult:
     """Admit what fits now. `details` also lists every pending workload (the operators' `schedule --once`)."""
     started = time.perf_counter()
     result = CycleResult()
-    with transaction.atomic():
+    # Tens of thousands of short-lived, acyclic objects (rows, workloads, reasons): the cycle collector's passes
+    # over them cost more than they free.
+    with gc_paused(), transaction.atomic():
         state = _lock()
         now = now or timezone.now()
         loaded = snapshot.load(now)
@@ -67,25 +71,27 @@ def run_cycle(now=None, *, details: bool = False) -> CycleResult:
 def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int, str], now, result: CycleResult,
            details: bool) -> int:
     ids_by_name = {name: pk for pk, name in pool_ids.items()}
-    wanted = [*decision.admitted, *decision.preempt, *(decision.reasons if details else ())]
-    stored_rows = Workload.objects.filter(pk__in=wanted).values_list("id", "name", "pool__name")
-    names = {str(pk): name for pk, name, _ in stored_rows}
-    held_in = {str(pk): pool for pk, _, pool in stored_rows}
+    # The pending ones' names came with the queue; only the preempted (admitted before) are read here.
+    names = {key: value["name"] for key, value in stored.items()}
+    held_in = {}
+    for pk, name, pool in Workload.objects.filter(pk__in=list(decision.preempt)).values_list("id", "name",
+                                                                                            "pool__name"):
+        names[str(pk)], held_in[str(pk)] = name, pool
+    # Events as tuples of EVENT_FIELDS and rows as plain dicts: no model instance per admission.
     events, admitted = [], []
     for workload_id, admission in decision.admitted.items():
-        admitted.append({"id": workload_id, "status": Status.ADMITTED, "pool_id": ids_by_name[admission.pool],
-                         "platform": admission.platform, "placement": admission.placement, "admitted_at": now,
-                         "reasons": [], "positions": {}, "updated_at": now})
-        events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.ADMITTED, reason="ADMITTED",
-                                    message=_admitted(admission), pools=[admission.pool]))
+        admitted.append({"id": workload_id, "pool_id": ids_by_name[admission.pool], "platform": admission.platform,
+                         "placement": admission.placement})
+        events.append((workload_id, now, Status.ADMITTED, "ADMITTED", _admitted(admission), [admission.pool]))
         result.admitted.append({"id": workload_id, "name": names.get(workload_id, ""), "pool": admission.pool,
                                 "platform": admission.platform, "placement": admission.placement})
-    written = update_rows(Workload, admitted, ["status", "pool_id", "platform", "placement", "admitted_at", "reasons",
-                                               "positions", "updated_at"])
+    # What every admitted row gets alike is sent once, not per row.
+    written = update_rows_json(Workload, admitted, ["pool_id", "platform", "placement"], same={
+        "status": Status.ADMITTED, "admitted_at": now, "reasons": [], "positions": {}, "updated_at": now})
     if decision.preempt:
         for workload_id, why in decision.preempt.items():
-            events.append(WorkloadEvent(workload_id=workload_id, at=now, status=Status.PREEMPTING, reason="RECLAIM",
-                                        message=why, pools=[held_in[workload_id]] if held_in.get(workload_id) else []))
+            events.append((workload_id, now, Status.PREEMPTING, "RECLAIM", why,
+                           [held_in[workload_id]] if held_in.get(workload_id) else []))
             result.preempted.append({"id": workload_id, "name": names.get(workload_id, ""), "why": why})
         written += Workload.objects.filter(pk__in=list(decision.preempt), status__in=[
             Status.ADMITTED, Status.SCHEDULING, Status.RUNNING]).update(status=Status.PREEMPTING, updated_at=now)
@@ -100,14 +106,14 @@ def _write(decision: pure.Decision, stored: dict[str, dict], pool_ids: dict[int,
             result.pending.append({"id": workload_id, "name": names.get(workload_id, ""), **values})
     # Only the rows whose reasons or positions differ from what is stored: a queue that does not move
     # writes nothing.
-    written += update_rows(Workload, changed, ["reasons", "positions"])
+    written += update_rows_json(Workload, changed, ["reasons", "positions"])
     # A position that grew says why, in the workload's events (who came ahead, by which rule of the order).
     moved = moves_back(decision.order, decision.positions,
                        {key: value.get("positions") or {} for key, value in stored.items()}, decision.classes)
     for workload_id, moves in moved.items():
-        events.extend(WorkloadEvent(workload_id=workload_id, at=now, status=Status.PENDING, reason="QUEUE_MOVED",
-                                    message=move.message(), pools=[move.pool]) for move in moves)
-    copy_or_bulk_create(WorkloadEvent, events)
+        events.extend((workload_id, now, Status.PENDING, "QUEUE_MOVED", move.message(), [move.pool])
+                      for move in moves)
+    copy_values(WorkloadEvent, EVENT_FIELDS, events)
     dispatch_on_commit(decision.admitted)
     stop_on_commit(decision.preempt)
     return written + len(events)

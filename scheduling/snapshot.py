@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import connection
+from django.db.models import JSONField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from pools.fleet.usage import backend_online
@@ -249,28 +251,39 @@ def add_fair_shares(loaded: Loaded, queue: list[pure.Workload]) -> None:
 
 
 def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
-    """The PENDING workloads as admission sees them, and their stored reasons and positions by id."""
+    """The PENDING workloads as admission sees them, and their stored name, reasons and positions by id."""
     departments = dict(Project.objects.values_list("pk", "department__name"))
     names = dict(Project.objects.values_list("pk", "name"))
     rank = {"high": 2, "normal": 1, "low": 0}
     result, stored = [], {}
     rows = Workload.objects.filter(status=Status.PENDING)
+    platforms = "templates"
     if connection.vendor == "postgresql":
         # Locked until the cycle commits: a cancel waits for it and then cancels what it admitted, rather than
         # being overwritten by it. A row another transaction holds (a cancel, a sweep) is skipped: it waits for
         # the next cycle, and the cycle never waits on, or deadlocks with, a writer that locks rows in another
         # order.
         rows = rows.select_for_update(skip_locked=True)
-    for row in rows.values(
-            "id", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools", "templates",
-            "reasons", "positions").iterator(chunk_size=5000):
-        key = str(row["id"])
-        templates = row["templates"] or {}
-        candidates = [(pool, templates[pool]["platform"]) for pool in row["pools"]
-                      if pool in templates and pool in loaded.snapshot.pools]
+        # Only each template's platform travels and is decoded, not the whole pod templates.
+        rows = rows.annotate(platforms=RawSQL(_PLATFORMS, (), output_field=JSONField()))
+        platforms = "platforms"
+    for (pk, name, project_id, priority, replicas, gpu, cpu, memory, submitted_at, pools, templates, reasons,
+         positions) in rows.values_list(
+            "id", "name", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools",
+            platforms, "reasons", "positions").iterator(chunk_size=5000):
+        key = str(pk)
+        templates = templates or {}
+        states = loaded.snapshot.pools
+        candidates = [(pool, templates[pool]["platform"]) for pool in pools if pool in templates and pool in states]
         result.append(pure.Workload(
-            key, names[row["project_id"]], departments[row["project_id"]],
-            (row["gpu"] * 100, row["cpu"], row["memory"]), row["replicas"], row["priority"] == "low",
-            rank.get(row["priority"], 1), row["submitted_at"].timestamp(), candidates))
-        stored[key] = {"reasons": row["reasons"], "positions": row["positions"]}
+            key, names[project_id], departments[project_id], (gpu * 100, cpu, memory), replicas, priority == "low",
+            rank.get(priority, 1), submitted_at.timestamp(), candidates))
+        stored[key] = {"name": name, "reasons": reasons, "positions": positions}
     return result, stored
+
+
+# pool -> {"platform": its template's platform}, from a workload's templates (pool -> template).
+_PLATFORMS = (
+    "SELECT jsonb_object_agg(t.key, jsonb_build_object('platform', t.value -> 'platform')) "
+    "FROM jsonb_each(CASE WHEN jsonb_typeof(scheduling_workload.templates) = 'object' "
+    "THEN scheduling_workload.templates ELSE '{}'::jsonb END) AS t")

@@ -65,15 +65,17 @@ def update_rows(model, rows: list[dict[str, Any]], fields: list[str]) -> int:
         return cursor.rowcount
 
 
-def update_rows_json(model, rows: list[dict[str, Any]], fields: list[str]) -> int:
+def update_rows_json(model, rows: list[dict[str, Any]], fields: list[str], same: dict[str, Any] | None = None) -> int:
     """As update_rows, but on PostgreSQL the rows travel as one JSON document read by `jsonb_to_recordset`:
     psycopg quotes each element of a text array with a regular expression, and for JSON values full of quotes (a
     node's labels and conditions) that quoting cost more than the UPDATE itself; one string is escaped once, by
-    libpq. Returns the rows written."""
+    libpq. `same`: attribute name -> one value for every row (sent once, not per row). Returns the rows
+    written."""
     if not rows:
         return 0
+    same = same or {}
     if connection.vendor != "postgresql":
-        return update_rows(model, rows, fields)
+        return update_rows(model, [{**row, **same} for row in rows], [*fields, *same])
     pk = model._meta.pk
     by_name = {field.attname: field for field in model._meta.concrete_fields}
     given = [by_name[name] for name in [pk.attname, *fields]]
@@ -81,6 +83,8 @@ def update_rows_json(model, rows: list[dict[str, Any]], fields: list[str]) -> in
     def plain(field, value):
         if isinstance(field, models.JSONField) or field.get_internal_type() in _PLAIN_TYPES:
             return value
+        if isinstance(value, str) and isinstance(field, models.UUIDField):
+            return value  # PostgreSQL reads it as the column's uuid (and refuses one that is not)
         value = field.get_db_prep_save(value, connection)
         if isinstance(value, (datetime.date, datetime.time)):  # datetimes too
             return value.isoformat()
@@ -93,12 +97,21 @@ def update_rows_json(model, rows: list[dict[str, Any]], fields: list[str]) -> in
     definitions = ", ".join(
         f"{quote(field.column)} {'jsonb' if isinstance(field, models.JSONField) else field.db_type(connection)}"
         for field in given)
-    assignments = ", ".join(f"{quote(field.column)} = v.{quote(field.column)}" for field in given[1:])
+    assignments = [f"{quote(field.column)} = v.{quote(field.column)}" for field in given[1:]]
+    constants = []
+    for name, value in same.items():
+        field = by_name[name]
+        if isinstance(field, models.JSONField):
+            assignments.append(f"{quote(field.column)} = %s::jsonb")
+            constants.append(json.dumps(value))
+        else:
+            assignments.append(f"{quote(field.column)} = %s")
+            constants.append(field.get_db_prep_save(value, connection))
     key = quote(pk.column)
-    sql = (f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "
+    sql = (f"UPDATE {quote(model._meta.db_table)} AS t SET {', '.join(assignments)} "
            f"FROM jsonb_to_recordset(%s::jsonb) AS v({definitions}) WHERE t.{key} = v.{key}")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [document])
+        cursor.execute(sql, [*constants, document])
         return cursor.rowcount
 
 

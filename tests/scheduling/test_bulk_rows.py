@@ -32,3 +32,25 @@ def test_each_row_gets_its_own_values_and_the_others_are_untouched(researcher_ap
     assert second.pool is None and second.admitted_at is None
     assert (third.status, third.reasons, third.updated_at) == (before.status, before.reasons, before.updated_at)
     assert update_rows(Workload, [], ["status"]) == 0
+
+
+def test_update_rows_json_sends_the_values_every_row_shares_once(researcher_api):
+    from pools.models.bulk import update_rows_json
+
+    ids = [researcher_api.post("/api/workloads/", body(name=f"s{i}"), format="json").json()["id"] for i in range(3)]
+    training = Pool.objects.get(name="training")
+    now = timezone.now()
+    rows = [{"id": ids[0], "pool_id": training.pk, "placement": {"h100-0001": 1}},
+            {"id": ids[1], "pool_id": training.pk, "placement": {"h100-0002": 2}}]
+    before = Workload.objects.get(pk=ids[2])
+
+    written = update_rows_json(Workload, rows, ["pool_id", "placement"], same={
+        "status": Status.ADMITTED, "admitted_at": now, "reasons": [], "positions": {"training": 0}})
+
+    assert written == 2
+    first, second, third = (Workload.objects.get(pk=pk) for pk in ids)
+    assert (first.placement, second.placement) == ({"h100-0001": 1}, {"h100-0002": 2})
+    for row in (first, second):
+        assert (row.status, row.pool, row.admitted_at, row.reasons, row.positions) == (
+            Status.ADMITTED, training, now, [], {"training": 0})
+    assert (third.status, third.pool_id, third.admitted_at) == (before.status, None, None)
