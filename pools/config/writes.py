@@ -89,8 +89,9 @@ def templates_and_validations(pools) -> tuple[dict[str, dict], dict[str, list]]:
         templates, validations = referenced_names(pool)
         template_names |= templates
         validation_names |= validations
-    rows = (PodTemplate.objects.filter(name__in=template_names).values_list(Value("t"), "name", "body")
-            .union(ResourceValidation.objects.filter(name__in=validation_names)
+    # order_by(): the models' default ordering would put an ORDER BY inside the UNION, which SQLite refuses.
+    rows = (PodTemplate.objects.filter(name__in=template_names).order_by().values_list(Value("t"), "name", "body")
+            .union(ResourceValidation.objects.filter(name__in=validation_names).order_by()
                    .values_list(Value("v"), "name", "rules"), all=True))
     found: dict[str, dict] = {"t": {}, "v": {}}
     for kind, name, body in rows:
