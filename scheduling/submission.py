@@ -77,7 +77,9 @@ def default_project(access: Access) -> str:
 
 def _project(access: Access, name: str | None) -> Project:
     name = name or default_project(access)
-    project = Project.objects.visible_to(access.user).select_related("department").filter(name=name).first()
+    user = access.user if access.signed_in else None
+    project = Project.objects.visible_to(access.user).select_related("department").filter(name=name).annotate(
+        **limits.live_counts(user)).first()
     if project is None:
         raise ConfigError(f"Project {name} does not exist or you are not a member of it (GET /api/projects/ lists "
                           "yours).", field="project")
@@ -112,7 +114,8 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
     project, verdicts = evaluate(access, request, source, field)
-    limits.check_live(access.user if access.signed_in else None, project)
+    limits.check_live(access.user if access.signed_in else None, project,
+                      counts={"user": project.live_user, "project": project.live_project})
     if not any(v.accepted for v in verdicts):
         raise refusal(verdicts)
     result = Submitted(request, project, verdicts)
