@@ -16,7 +16,7 @@ from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import attempts, hints, limits, pipeline, workflows
+from . import attempts, hints, inserts, limits, pipeline, workflows
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
 from .outbox import request_cycle
 from .requests import WorkloadRequest
@@ -147,14 +147,14 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
     with transaction.atomic():
         if not workflow and request.workflow:
             workflows.join(access, request.workflow)
-        workload.save(force_insert=True)
         message = f"Submitted by {workload.submitter_name or 'an anonymous caller'} via {source}; candidate pools: " \
                   f"{', '.join(workload.pools)}."
         if refused:
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
-        workload.first_events = [WorkloadEvent.objects.create(
-            workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
-            pools=[v.pool for v in submitted.verdicts])]  # the answer shows them without reading them back
+        event = WorkloadEvent(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
+                              pools=[v.pool for v in submitted.verdicts])
+        inserts.insert_rows(workload, event)  # one round trip
+        workload.first_events = [event]  # the answer shows them without reading them back
         audit.record("workload", f"workload/{workload.pk}", "submit",
                      f"{workload.name} in project {submitted.project.name} via {source}; candidate pools: "
                      f"{', '.join(workload.pools)}", actor=user)
