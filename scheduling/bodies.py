@@ -26,16 +26,20 @@ def cores(millicores: int) -> float | int:
 
 def _visible(access: Access, workload: Workload | None = None):
     """Whether a pool name may be shown: a pool the caller may see, or, to its submitter, one their own request
-    named (they typed it; its refusal is theirs to read)."""
-    names = access.visible_pool_names
-    if names is not None and workload is not None and _submitted_by(access, workload):
+    named (they typed it; its refusal is theirs to read). The caller's visible pools are read only when a name
+    is not one of those (a fresh submission's answer names only its own candidates: no query)."""
+    named: frozenset[str] = frozenset()
+    if workload is not None and _submitted_by(access, workload):
         # A list's light row has no request: its candidate pools are the ones its reasons can name.
-        named = workload.pools if "request" in workload.get_deferred_fields() else \
+        pools = workload.pools if "request" in workload.get_deferred_fields() else \
             (workload.request or {}).get("pools") or workload.pools
-        names = set(names) | {str(p) for p in named or []}
+        named = frozenset(str(p) for p in pools or [])
 
     def keep(pool: str | None) -> bool:
-        return pool is None or names is None or pool in names
+        if pool is None or pool in named:
+            return True
+        names = access.visible_pool_names
+        return names is None or pool in names
     return keep
 
 

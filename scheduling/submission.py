@@ -16,7 +16,7 @@ from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 
 from . import admission as pure
-from . import attempts, hints, limits, pipeline, workflows
+from . import attempts, hints, inserts, limits, pipeline, workflows
 from .models import ALIVE, Source, Status, Workload, WorkloadEvent
 from .outbox import request_cycle
 from .requests import WorkloadRequest
@@ -77,7 +77,9 @@ def default_project(access: Access) -> str:
 
 def _project(access: Access, name: str | None) -> Project:
     name = name or default_project(access)
-    project = Project.objects.visible_to(access.user).select_related("department").filter(name=name).first()
+    user = access.user if access.signed_in else None
+    project = Project.objects.visible_to(access.user).select_related("department").filter(name=name).annotate(
+        **limits.live_counts(user)).first()
     if project is None:
         raise ConfigError(f"Project {name} does not exist or you are not a member of it (GET /api/projects/ lists "
                           "yours).", field="project")
@@ -112,7 +114,8 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
     project, verdicts = evaluate(access, request, source, field)
-    limits.check_live(access.user if access.signed_in else None, project)
+    limits.check_live(access.user if access.signed_in else None, project,
+                      counts={"user": project.live_user, "project": project.live_project})
     if not any(v.accepted for v in verdicts):
         raise refusal(verdicts)
     result = Submitted(request, project, verdicts)
@@ -144,14 +147,14 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
     with transaction.atomic():
         if not workflow and request.workflow:
             workflows.join(access, request.workflow)
-        workload.save(force_insert=True)
         message = f"Submitted by {workload.submitter_name or 'an anonymous caller'} via {source}; candidate pools: " \
                   f"{', '.join(workload.pools)}."
         if refused:
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
-        workload.first_events = [WorkloadEvent.objects.create(
-            workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
-            pools=[v.pool for v in submitted.verdicts])]  # the answer shows them without reading them back
+        event = WorkloadEvent(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
+                              pools=[v.pool for v in submitted.verdicts])
+        inserts.insert_rows(workload, event)  # one round trip
+        workload.first_events = [event]  # the answer shows them without reading them back
         audit.record("workload", f"workload/{workload.pk}", "submit",
                      f"{workload.name} in project {submitted.project.name} via {source}; candidate pools: "
                      f"{', '.join(workload.pools)}", actor=user)

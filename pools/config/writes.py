@@ -72,13 +72,23 @@ def pool_documents_from_db(names=None) -> dict[str, dict]:
 
 
 def pools_with_documents(names=None) -> dict[str, tuple[Pool, dict]]:
-    """Each pool's row (with its backend) and document, in two queries."""
-    pools = Pool.objects.select_related("backend")
+    """Each pool's row (with its backend) and document, by name in name order: one query (the platforms with
+    their pool and backend) when each named pool has a platform, a second for the pools without one (or, with
+    `names`, for names no platform's pool has: a pool with no platform, or no such pool)."""
+    rows = Platform.objects.select_related("pool__backend").order_by("pool__name", "position", "name")
     if names is not None:
-        pools = pools.filter(name__in=names)
-    pools = list(pools)
-    platforms = _platforms_by_pool([pool.id for pool in pools])
-    return {pool.name: (pool, pool_to_document(pool, platforms[pool.id])) for pool in pools}
+        rows = rows.filter(pool__name__in=names)
+    pools: dict[str, Pool] = {}
+    platforms: dict[int, list[Platform]] = defaultdict(list)
+    for platform in rows:
+        pool = pools.setdefault(platform.pool.name, platform.pool)
+        platforms[pool.id].append(platform)
+    if names is None:
+        pools.update((pool.name, pool) for pool in Pool.objects.select_related("backend").filter(platforms=None))
+    elif set(names) - set(pools):
+        pools.update((pool.name, pool) for pool in Pool.objects.select_related("backend").filter(
+            name__in=set(names) - set(pools)))
+    return {name: (pool, pool_to_document(pool, platforms[pool.id])) for name, pool in sorted(pools.items())}
 
 
 def templates_and_validations(pools) -> tuple[dict[str, dict], dict[str, list]]:

@@ -197,16 +197,34 @@ def _who(actor: Any) -> Actor:
     return who
 
 
+def _lock_and_read_head() -> str | None:
+    """Take the chain's lock (PostgreSQL), then read the last row's hash. With psycopg's client-side binding
+    (Django's default) both statements go in one round trip: two statements of one simple query, each with its
+    own snapshot, so the read sees every row committed before the lock was granted."""
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        with connection.cursor() as cursor:
+            if isinstance(cursor.cursor, psycopg.ClientCursor):
+                table = connection.ops.quote_name(AuditEvent._meta.db_table)
+                cursor.execute(f"SELECT pg_advisory_xact_lock(%s); SELECT hash FROM {table} ORDER BY id DESC LIMIT 1",
+                               [LOCK_KEY])
+                cursor.nextset()
+                row = cursor.fetchone()
+                return row[0] if row else None
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+    return AuditEvent.objects.order_by("-id").values_list("hash", flat=True).first()
+
+
 def record_many(entries: list[tuple[str, str, str, str]], *, actor: Any = None) -> list[AuditEvent]:
     """Rows for (kind, object, action, summary) entries by one actor, chained in order, in one write."""
     if not entries:
         return []
     who, now = _who(actor), timezone.now()
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
-        previous = AuditEvent.objects.order_by("-id").values_list("hash", flat=True).first() or GENESIS
+    # No savepoint inside the caller's transaction (two round trips less per row): a failure here fails the
+    # caller's transaction too, and the advisory lock is held until that transaction ends either way.
+    with transaction.atomic(savepoint=False):
+        previous = _lock_and_read_head() or GENESIS
         events = []
         for kind, obj, action, summary in entries:
             summary = summary if len(summary) <= SUMMARY_LIMIT else summary[:SUMMARY_LIMIT - 1] + "…"
