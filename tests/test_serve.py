@@ -98,10 +98,11 @@ class Served:
             self.log.close()
 
 
-def web_connections(dbname: str) -> int:
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{dbname}", autocommit=True) as probe:
-        return probe.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
-                             " AND backend_type = 'client backend'", [dbname]).fetchone()[0]
+def web_connections(probe, dbname: str) -> int:
+    """Client connections to `dbname` but the probe's own. One probe serves a whole test: a probe opened per
+    sample would leave the previous one's backend listed for a moment after it closed, counted as the web's."""
+    return probe.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+                         " AND backend_type = 'client backend'", [dbname]).fetchone()[0]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -109,7 +110,8 @@ def test_a_burst_queues_in_the_pool_and_every_line_carries_its_request_id(tmp_pa
     user = get_user_model().objects.create_user("burst", is_staff=True, is_superuser=True)
     secret = create_token(user, "burst", timezone.now() + dt.timedelta(days=1))[1]
     dbname = connection.settings_dict["NAME"]
-    own = web_connections(dbname)  # this test's own connections (pytest-django's), counted apart
+    probe = psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{dbname}", autocommit=True)
+    own = web_connections(probe, dbname)  # this test's own connections (pytest-django's), counted apart
     # Eight threads, a pool of two: without the pool each busy thread would hold a connection of its own.
     served = Served(tmp_path, ["--no-worker", "--no-beat"], WEB_THREADS="8", OSMO_DB_POOL_MAX="2")
     try:
@@ -119,7 +121,7 @@ def test_a_burst_queues_in_the_pool_and_every_line_carries_its_request_id(tmp_pa
 
         def sample():
             while not done.is_set():
-                peak[0] = max(peak[0], web_connections(dbname) - own)
+                peak[0] = max(peak[0], web_connections(probe, dbname) - own)
                 time.sleep(0.01)
 
         sampler = threading.Thread(target=sample)
@@ -143,6 +145,7 @@ def test_a_burst_queues_in_the_pool_and_every_line_carries_its_request_id(tmp_pa
         assert all(line["user"] == "burst" and line["status"] == 200 for line in resources)
     finally:
         status = served.stop()
+        probe.close()
     assert status == 0
     assert not [line for line in served.lines() if line and not line.startswith("{") and "Serving:" not in line]
 
