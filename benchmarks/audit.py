@@ -25,47 +25,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pages as bench  # benchmarks/pages.py: the scratch database helpers
+import submit as submit_bench  # benchmarks/submit.py: the world of its submissions
 
-bench.BENCH_DB = "osmo_bench_audit"
+BENCH_DB = "osmo_bench_audit"
 BASE_DIR = Path(__file__).resolve().parent.parent
-H100 = {"h100": {"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}}
-REQUEST = {"name": "resnet", "project": "vision", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-           "command": ["python", "train.py"], "resources": {"gpu": 1, "cpu": "4", "memory": "16Gi"}}
-
 
 def build_world():
-    """benchmarks/submit.py's world (20 nodes); returns the researcher."""
+    """benchmarks/submit.py's world with 20 nodes; returns its researcher."""
     from django.contrib.auth import get_user_model
-    from django.utils import timezone
 
-    from pools.config import writes
-    from pools.config.defaults import init_defaults
-    from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
-
-    init_defaults(author="bench")
-    Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
-    writes.import_document(ConfigKind.POD_TEMPLATE, H100, author="bench")
-    writes.import_document(ConfigKind.POOL, {"pools": {"training": {
-        "name": "training", "backend": "default", "default_platform": "h100", "common_pod_template": ["default_user"],
-        "common_resource_validations": ["default_cpu", "default_memory", "default_storage", "default_gpu"],
-        "common_default_variables": {"USER_CPU": 1, "USER_GPU": 0, "USER_MEMORY": "1Gi", "USER_STORAGE": "1Gi"},
-        "platforms": {"h100": {"override_pod_template": ["h100"]}}}}}, author="bench")
-    writes.import_document(ConfigKind.ROLE, {"name": "osmo-training", "policies": [{"actions": [
-        {"base": "http", "path": "/api/pool/training*", "method": "post"}]}]}, author="bench")
-    writes.import_document(ConfigKind.DEPARTMENT, {"research": {"name": "research"}}, author="bench")
-    project_document(100_000)
-    backend = Backend.objects.get(name="default")
-    gib = 1024 ** 3
-    created = Node.objects.bulk_create(Node(
-        backend=backend, name=f"dgx-{i:05d}", gpu_total=8, gpu_allocatable=8, gpu_free=8, cpu_allocatable=190_000,
-        memory_allocatable=2000 * gib, storage_allocatable=2000 * gib, status="Ready", pool_names=["training"],
-        platform_names=["training/h100"], last_seen=timezone.now(),
-        labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}) for i in range(20))
-    pool = Pool.objects.get(name="training")
-    NodeMembership.objects.bulk_create(NodeMembership(node=node, pool=pool, platforms=["h100"]) for node in created)
-    researcher = get_user_model().objects.create_user("researcher")
-    RoleAssignment.objects.create(user=researcher, role=Role.objects.get(name="osmo-training"))
-    return researcher
+    submit_bench.build_world(20)
+    return get_user_model().objects.get(username="researcher")
 
 
 def project_document(deserved: int):
@@ -150,11 +120,13 @@ def main():
 
     os.chdir(BASE_DIR)
     sys.path.insert(0, str(BASE_DIR))
+    bench.BENCH_DB = BENCH_DB  # set after importing submit, which names its own
     version = bench.create_database()
     os.environ["DATABASE_URL"] = f"{bench.server_url()}/{bench.BENCH_DB}"
     os.environ["DJANGO_SETTINGS_MODULE"] = "osmo_site.settings"
     os.environ["OSMO_ADMISSION_ON_COMMIT"] = "0"
     os.environ["OSMO_ENGINE_RECONCILE_ON_COMMIT"] = "0"
+    os.environ.update(submit_bench.LIMITS_OFF)  # measures the pipeline, not the submission limits
     os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key")
     print(f"database: PostgreSQL {version}, scratch database {bench.BENCH_DB} (created for this run)")
     try:
@@ -169,9 +141,9 @@ def main():
         from pools.models.audit import verify
         from scheduling.submission import submit
 
-        submit(user, dict(REQUEST))  # warm-up
-        submitted = timed_rounds(lambda n: submit(user, dict(REQUEST, name=f"resnet-{n}")), args.submissions,
-                                 args.rounds)
+        submit(user, dict(submit_bench.REQUEST))  # warm-up
+        submitted = timed_rounds(lambda n: submit(user, dict(submit_bench.REQUEST, name=f"resnet-{n}")),
+                                 args.submissions, args.rounds)
         edits = timed_rounds(lambda n: project_document(100_000 - 1 - n % 2), args.edits, args.rounds)
         print(f"{'action':<34}{'audit on ms':>12}{'audit off ms':>14}{'ratio':>8}")
         for label, figures in (("submission (in process)", submitted), ("quota edit (project document)", edits)):

@@ -14,14 +14,22 @@ app.autodiscover_tasks()
 
 @task_prerun.connect
 def _task_id_on_log_lines(task_id=None, task=None, **_):
+    from pools.models.audit import acting_task
+
     task.request.osmo_log_token = request_id.set(f"task:{task_id}")
+    task.request.osmo_audit_token = acting_task.set(f"task:{task_id}")  # the audit rows the task writes
 
 
 @task_postrun.connect
 def _task_log_lines_done(task=None, **_):
+    from pools.models.audit import acting_task
+
     token = getattr(task.request, "osmo_log_token", None)
     if token is not None:
         request_id.reset(token)
+    token = getattr(task.request, "osmo_audit_token", None)
+    if token is not None:
+        acting_task.reset(token)
 
 
 @worker_process_init.connect

@@ -84,6 +84,7 @@ class RequestIdMiddleware:
     def __call__(self, request):
         caller = request.META.get("HTTP_X_REQUEST_ID", "")
         token = request_id.set(caller if _CALLER_ID.fullmatch(caller) else uuid.uuid4().hex)
+        request.request_id = request_id.get()  # for what records it beside the logs (the audit log)
         started = time.perf_counter()
         try:
             response = self.get_response(request)

@@ -11,7 +11,7 @@ from django.utils.html import format_html_join
 
 from pools.access import assignments
 from pools.access.documents import ROLE_FIELDS, role_to_document, split_pool_actions, with_pool_actions
-from pools.admin.base import VersionedAdmin, validated
+from pools.admin.base import ReadOnlyAdmin, VersionedAdmin, validated
 from pools.admin.forms import JSONDocumentField
 from pools.models import AccessToken, AuditEvent, ConfigKind, Pool, Role, RoleAssignment
 
@@ -163,19 +163,10 @@ class AccessTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: audit rows are never added, changed or deleted by hand (pools.models.audit)."""
 
     list_display = ["at", "actor", "actor_kind", "token", "address", "kind", "object", "action", "summary"]
     list_filter = ["kind", "action", "actor_kind"]
     search_fields = ["actor", "object", "summary", "request_id"]
     date_hierarchy = "at"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -26,6 +26,19 @@ def pre(data) -> str:
     return format_html('<pre class="osmo-json">{}</pre>', json.dumps(data, indent=2, ensure_ascii=False))
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the admin shows and never adds, changes or deletes (they come from elsewhere)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class VersionedAdmin(admin.ModelAdmin):
     """Shared behaviour of the versioned kinds: history, revisions panel, guarded deletes."""
 

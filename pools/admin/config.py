@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
 
-from pools.admin.base import VersionedAdmin, hold_unconfirmed, pre, validated
+from pools.admin.base import ReadOnlyAdmin, VersionedAdmin, hold_unconfirmed, pre, validated
 from pools.admin.forms import JSONDocumentField, NameListField
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
@@ -379,7 +379,7 @@ def _ago(moment) -> str:
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(ReadOnlyAdmin):
     """Read-only: nodes come from the clusters; change them with `label node` or in the cluster."""
 
     list_display = ["name", "backend", "status", "gpu_product", "gpu_used", "gpu_total", "sharing", "last_seen"]
@@ -387,18 +387,9 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     list_select_related = ["backend"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(ConfigRevision)
-class ConfigRevisionAdmin(admin.ModelAdmin):
+class ConfigRevisionAdmin(ReadOnlyAdmin):
     list_display = ["number", "kind", "name", "action", "author_name", "created_at", "description"]
     list_display_links = ["number", "name"]
     list_filter = ["kind", "action"]
@@ -410,15 +401,6 @@ class ConfigRevisionAdmin(admin.ModelAdmin):
 
     def lookup_allowed(self, lookup, value, request=None):
         return lookup == "name" or super().lookup_allowed(lookup, value, request)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="Document")
     def pretty_document(self, obj):

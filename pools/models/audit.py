@@ -32,6 +32,9 @@ ACTIONS = ("create", "update", "delete", "rollback", "grant", "revoke", "cordon"
 LOCK_KEY = 7_270_281  # pg_advisory_xact_lock key of the chain's writers
 acting_request: ContextVar[Any] = ContextVar("acting_request", default=None)
 acting_process: ContextVar[str] = ContextVar("acting_process", default="")
+# A Celery task's id, set by osmo_site.celery: the request id of the rows a task writes (a request's own comes with
+# Acting). The log lines' id lives in osmo_site.logs, which the models may not import.
+acting_task: ContextVar[str] = ContextVar("acting_task", default="")
 
 
 class AppendOnly(Exception):
@@ -157,16 +160,15 @@ class Acting:
 
     request: Any
     address: str | None
+    request_id: str = ""  # osmo_site.logs.RequestIdMiddleware's, as the access line says it
 
 
 def current_actor() -> Actor:
     """Who is acting now: the request's user or token, or the process."""
-    from osmo_site.logs import request_id
-
-    rid = _rid(request_id.get())
     acting = acting_request.get()
     if acting is None:
-        return Actor(AuditEvent.Actor.SYSTEM, process_name(), request_id=rid)
+        return Actor(AuditEvent.Actor.SYSTEM, process_name(), request_id=acting_task.get()[:64])
+    rid = acting.request_id[:64]
     user = getattr(acting.request, "user", None)
     if user is None or not user.is_authenticated:
         return Actor(AuditEvent.Actor.ANONYMOUS, "", address=acting.address, request_id=rid)
@@ -174,10 +176,6 @@ def current_actor() -> Actor:
     token_name = getattr(token, "name", "") if token is not None and hasattr(token, "digest") else ""
     kind = AuditEvent.Actor.TOKEN if token_name else AuditEvent.Actor.USER
     return Actor(kind, user.get_username(), token_name, acting.address, rid)
-
-
-def _rid(value: str) -> str:
-    return "" if value in ("-", None) else value[:64]
 
 
 def record(kind: str, obj: str, action: str, summary: str = "", *, actor: Any = None) -> AuditEvent:
