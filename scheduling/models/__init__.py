@@ -1,0 +1,34 @@
+"""The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
+admission state, submission counts)."""
+
+from .workloads import (
+    ALIVE,
+    FINISHED,
+    HEAVY_FIELDS,
+    RESERVING,
+    AdmissionState,
+    Priority,
+    Source,
+    Status,
+    SubmissionCount,
+    Workflow,
+    Workload,
+    WorkloadEvent,
+    WorkloadQuerySet,
+)
+
+__all__ = [
+    "ALIVE",
+    "FINISHED",
+    "HEAVY_FIELDS",
+    "RESERVING",
+    "AdmissionState",
+    "Priority",
+    "Source",
+    "Status",
+    "SubmissionCount",
+    "Workflow",
+    "Workload",
+    "WorkloadEvent",
+    "WorkloadQuerySet",
+]
