@@ -1,3 +1,4 @@
+import hashlib
 import os
 from urllib.parse import urlsplit, urlunsplit
 
@@ -8,7 +9,7 @@ os.environ["OSMO_ENV_FILE"] = ""
 from django.core.exceptions import ImproperlyConfigured
 
 from .env import env_bool, env_str
-from .services_probe import DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, answers
+from .services_probe import DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, answers, private_redis
 
 REQUIRE_SERVICES = env_bool("REQUIRE_SERVICES", False)
 
@@ -21,15 +22,25 @@ if _pg_url:
     os.environ["DATABASE_URL"] = _pg_url
 
 from .settings import *  # noqa: E402,F403
-from .settings import DATABASES  # noqa: E402
+from .settings import BASE_DIR, DATABASES  # noqa: E402
 
 if not _pg_url:
     DATABASES["default"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+else:
+    # Each checkout's test databases carry a digest of its path, so that two suites on one server (CI's clone
+    # beside a developer's checkout) never create or drop each other's.
+    _checkout = hashlib.sha1(str(BASE_DIR).encode()).hexdigest()[:8]
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{_checkout}"}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 # In-process tests share one connection per thread with pytest-django's test database; the pool is tested
 # where it serves, in a real server (tests/test_serve.py).
 DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
 
+# Without TEST_REDIS_URL (or REDIS_URL) the run starts a Redis of its own and hands it to every process it starts
+# (xdist workers, children) through the environment; one that cannot be started leaves the local default.
+_private = not (env_str("TEST_REDIS_URL") or env_str("REDIS_URL")) and env_bool("TEST_PRIVATE_REDIS", True)
+if _private and (started := private_redis()):
+    os.environ["TEST_REDIS_URL"] = started
 TEST_REDIS_URL = env_str("TEST_REDIS_URL") or env_str("REDIS_URL") or DEFAULT_REDIS_URL
 # Under pytest-xdist (`make test` runs workers gw0, gw1, ...) each worker has its own test database
 # (pytest-django suffixes its name) and its own Redis database, the next ones after TEST_REDIS_URL's (of
