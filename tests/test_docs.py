@@ -1,0 +1,46 @@
+"""The repository stands on its own: the README stays an entry point into docs/, and nothing refers to the
+workspace the project was written in (its design lives in docs/architecture/)."""
+
+import re
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+SKIPPED_DIRS = {".git", ".venv", ".data", ".site", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache",
+                ".hypothesis", "staticfiles"}
+TEXT_SUFFIXES = {".py", ".md", ".html", ".txt", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".json", ".js", ".css"}
+# Spelled in parts so that this file does not match itself.
+OUTSIDE = re.compile("|".join([r"\.\./" + "shared", r"\bshared/" + "(reference|seeds)", "DESIGN" + r"\.md"]))
+# Test fixtures may read the engines' published CRDs from the workspace beside the checkout (KUBE_CRD_DIR).
+CRDS = "shared/" + "reference/crds"
+ALLOWED = {("tests/kube_rules.py", CRDS), ("tests/kube_standin.py", CRDS)}
+
+
+def project_files():
+    for path in BASE_DIR.rglob("*"):
+        relative = path.relative_to(BASE_DIR)
+        if path.is_file() and path.suffix in TEXT_SUFFIXES and not SKIPPED_DIRS & set(relative.parts[:-1]) \
+                and not any(part.endswith(".egg-info") for part in relative.parts):
+            yield relative.as_posix(), path
+
+
+def test_the_readme_is_an_entry_point_of_at_most_250_lines():
+    lines = (BASE_DIR / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move the detail into a page of docs/"
+    assert "docs/index.md" in "\n".join(lines)
+
+
+def test_no_file_refers_to_the_workspace_outside_the_repository():
+    found = []
+    for name, path in project_files():
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            match = OUTSIDE.search(line)
+            if match and not any(name == allowed and fragment in line for allowed, fragment in ALLOWED):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert not found, "refer to a page of docs/ instead:\n" + "\n".join(found)
+
+
+def test_the_check_finds_what_it_looks_for():
+    assert OUTSIDE.search("see " + ".." + "/shared/notes")
+    assert OUTSIDE.search("(" + "DESIGN" + ".md section 3)")
+    assert OUTSIDE.search("a copy of shared/" + "seeds/000")
+    assert not OUTSIDE.search("/api/configs/role/osmo-shared/")
