@@ -44,3 +44,23 @@ def test_the_check_finds_what_it_looks_for():
     assert OUTSIDE.search("(" + "DESIGN" + ".md section 3)")
     assert OUTSIDE.search("a copy of shared/" + "seeds/000")
     assert not OUTSIDE.search("/api/configs/role/osmo-shared/")
+
+
+# How the code reads a setting: the strict readers of osmo_site.env, or the environment itself.
+SETTING_READ = re.compile(r"""(?:\benv_[a-z_]+|environ\.get|getenv)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
+                          r"""|environ\[["']([A-Z][A-Z0-9_]+)["']\]""")
+NOT_SETTINGS = {"PYTEST_XDIST_WORKER"}  # set by pytest-xdist for its workers
+
+
+def test_every_setting_the_code_reads_is_on_the_settings_page():
+    page = (BASE_DIR / "docs" / "operations" / "settings.md").read_text(encoding="utf-8")
+    sources = [path for package in ("osmo_site", "pools", "scheduling", "deploy") for path in
+               (BASE_DIR / package).rglob("*.py")] + [BASE_DIR / "manage.py"]
+    read = {name for path in sources for match in SETTING_READ.finditer(path.read_text(encoding="utf-8"))
+            for name in match.groups() if name} - NOT_SETTINGS
+    assert len(read) > 80, read
+    # The first cell of each row of the page's tables: one variable, or a few read together (`HOST`, `PORT`).
+    documented = {name for line in page.splitlines() if line.startswith("| `")
+                  for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1])}
+    missing = sorted(read - documented)
+    assert not missing, f"settings read by the code but not in docs/operations/settings.md: {missing}"
