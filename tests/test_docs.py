@@ -64,3 +64,19 @@ def test_every_setting_the_code_reads_is_on_the_settings_page():
                   for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1])}
     missing = sorted(read - documented)
     assert not missing, f"settings read by the code but not in docs/operations/settings.md: {missing}"
+
+
+def test_the_site_loads_nothing_from_the_internet():
+    """Material fetches Google Fonts unless `theme.font` is false, and loads mermaid from a CDN when a page holds a
+    mermaid diagram (the diagrams here are text); extra assets must be files of the site."""
+    import yaml
+
+    config = yaml.safe_load((BASE_DIR / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["theme"]["name"] == "material" and config["theme"]["font"] is False
+    assert config.get("strict") is True
+    external = [asset for key in ("extra_css", "extra_javascript") for asset in config.get(key, [])
+                if "//" in str(asset)]
+    assert not external, external
+    mermaid = [name for name, _ in project_files() if name.startswith("docs/")
+               and "```mermaid" in (BASE_DIR / name).read_text(encoding="utf-8")]
+    assert not mermaid, f"mermaid diagrams load their script from the internet: {mermaid}"
