@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test lint bench clean
+.PHONY: install demo serve test lint docs bench clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
@@ -33,7 +33,7 @@ demo: install
 	$(PY) manage.py demo --port $(or $(PORT),8000)
 
 # Production-style: migrations, static files, then gunicorn, a Celery worker and beat (manage.py serve) against
-# DATABASE_URL and CELERY_BROKER_URL from the environment (README "Running in production").
+# DATABASE_URL and CELERY_BROKER_URL from the environment (docs/operations/index.md).
 serve: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput
@@ -51,11 +51,19 @@ XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist workstea
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(MKDOCS)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+
+# The documentation site from docs/ (mkdocs.yml) into .site/ (git-ignored). --strict: a broken link, a missing page
+# or an unknown anchor fails the build, and `make test` (so CI) builds it before the suite. Not --quiet: it drops
+# the warnings that --strict counts, and the build would pass anyway.
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .site
+docs: $(STAMP)
+	$(MKDOCS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/import_pools.py
@@ -73,4 +81,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/audit.py
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .data .site .pytest_cache .ruff_cache .hypothesis

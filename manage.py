@@ -3,7 +3,7 @@
 
 Run by any interpreter, it hands over to the checkout's `.venv/bin/python` when that exists (`make install`
 creates it), so the commands work without activating the virtual environment. Settings come from the
-environment and from the data directory's settings file that `make install` writes (see the README)."""
+environment and from the data directory's settings file that `make install` writes (see docs/operations/settings.md)."""
 
 import os
 import sys

@@ -39,7 +39,7 @@ Measured (time.perf_counter, wall time):
      Printed: both rates and the ratio. For information: the same loop doing the cluster half of each dispatch
      (a client per Job from `cluster_for`, `ensure_namespace`, `create_job`), which separates the cost of
      connecting per dispatch from that of Celery and the database.
-  2. Submit to Job created, free capacity: --submissions `POST /api/workloads/` (the README's request, 1 GPU)
+  2. Submit to Job created, free capacity: --submissions `POST /api/workloads/` (the example request, 1 GPU)
      through DRF's APIClient in this process, one at a time, at least --gap seconds apart (the submit's
      request for an admission cycle is debounced to one a second, see the notes). For each, the
      time from the POST to the Job appearing in the stand-in (polled every 2 ms) and to its row SCHEDULING

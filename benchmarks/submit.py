@@ -16,7 +16,7 @@ configuration, a pool `training` like the default pool (pod template `default_us
 validation rules and default variables) with platform h100 (an H100 node selector) with
 --nodes nodes of 8 H100s, department research and project vision (deserved 100,000 GPUs, so nothing is
 refused), a researcher who is a member and holds a role allowing the pool, and a bearer token. Each submission
-is the README's example request (1 GPU, 4 CPU, 16Gi) through the whole pipeline (access, variables, the pool's
+is the example request (docs/researcher) (1 GPU, 4 CPU, 16Gi) through the whole pipeline (access, variables, the pool's
 validation rules, templates rendered, platform, the never-fits check) and one insert of the workload and its
 event. The clients: --clients threads, each with its own HTTP session, sharing --requests requests per phase;
 phases: profile, submit, profile (the two profile phases are reported together).

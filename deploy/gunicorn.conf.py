@@ -1,4 +1,4 @@
-"""gunicorn's settings for the web process (README "Running in production"): `gunicorn -c deploy/gunicorn.conf.py`.
+"""gunicorn's settings for the web process (docs/operations/scaling.md): `gunicorn -c deploy/gunicorn.conf.py`.
 
 Workers are processes, each with threads (gthread): a request that waits on PostgreSQL or the API server holds
 a thread, not a process. Each worker pools at most OSMO_DB_POOL_MAX database connections, so keep that at the

@@ -1,4 +1,4 @@
-"""Health and metrics endpoints (README "Health and metrics"). None needs a sign-in: no middleware of ours
+"""Health and metrics endpoints (docs/operations/monitoring.md). None needs a sign-in: no middleware of ours
 requires one (pages and API views each declare their access rule, pools.access.scoping), and these views declare
 none. They answer GET and HEAD only, so CSRF does not apply.
 

@@ -1,4 +1,4 @@
-"""Logs an operator can follow (README "Logs"): one access line per request, and every line of a request (or of a
+"""Logs an operator can follow (docs/operations): one access line per request, and every line of a request (or of a
 Celery task) carrying its id, as plain text or, with LOG_FORMAT=json, as one JSON object per line.
 
 The id comes from the caller's `X-Request-ID` when it is a plain token (a proxy's or load balancer's id, so the

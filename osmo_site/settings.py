@@ -1,6 +1,6 @@
 """Project settings. Every value that varies by deployment comes from the environment (or, for the
 variables the environment leaves unset, from the data directory's settings file `<OSMO_DATA_DIR>/env`) and
-is documented in the README's "Settings" table."""
+is documented in docs/operations/settings.md."""
 
 import ipaddress
 
@@ -124,7 +124,7 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Access control (README "Access control").
+# Access control (docs/admin/access.md).
 ACCESS_DEFAULT_POOL_OPEN = env_bool("ACCESS_DEFAULT_POOL_OPEN", True)
 OSMO_DEFAULT_PROJECT_OPEN = env_bool("OSMO_DEFAULT_PROJECT_OPEN", True)
 ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 365)
@@ -142,7 +142,7 @@ except ValueError as _exc:
 if ACCESS_HEADER_LOGIN and not ACCESS_TRUSTED_PROXIES:
     raise ImproperlyConfigured("ACCESS_HEADER_LOGIN=1 needs ACCESS_TRUSTED_PROXIES (the proxy's addresses)")
 
-# OpenID Connect sign-in (README "Signing in"; pools.access.oidc). Off unless OIDC_ISSUER and OIDC_CLIENT_ID are
+# OpenID Connect sign-in (docs/admin/access.md; pools.access.oidc). Off unless OIDC_ISSUER and OIDC_CLIENT_ID are
 # set. The provider is found by OIDC_ISSUER's discovery document; register <site>/accounts/oidc/callback/ as
 # the client's redirect URI and <site>/accounts/login/ as its post-logout redirect URI.
 OIDC_ISSUER = env_str("OIDC_ISSUER", "")
@@ -308,7 +308,7 @@ if not DEBUG:
 # OSMO_ENGINE_RECONCILE_INTERVAL s.
 OSMO_ENGINE_RECONCILE_INTERVAL = env_int("OSMO_ENGINE_RECONCILE_INTERVAL", 60)
 OSMO_ENGINE_RECONCILE_ON_COMMIT = env_bool("OSMO_ENGINE_RECONCILE_ON_COMMIT", True)
-# The audit log (pools.models.audit, README "Audit log") keeps rows this many days; beat prunes older ones hourly
+# The audit log (pools.models.audit, docs/admin/audit.md) keeps rows this many days; beat prunes older ones hourly
 # (and leaves a row saying so).
 OSMO_AUDIT_DAYS = env_int("OSMO_AUDIT_DAYS", 365)
 CELERY_BEAT_SCHEDULE["prune-audit-log"] = {"task": "pools.tasks.prune_audit_log", "schedule": 3600.0}
@@ -372,7 +372,7 @@ OSMO_RENDER_MAX_SECONDS = env_int("OSMO_RENDER_MAX_SECONDS", 1)
 # A workload's stored request, variables and rendered templates together, as JSON (400 above it).
 OSMO_WORKLOAD_MAX_STORED_BYTES = env_int("OSMO_WORKLOAD_MAX_STORED_BYTES", 512 * 1024)
 
-# Submission limits (scheduling.submit.limits, README "Submission limits"): a project's document may set its own.
+# Submission limits (scheduling.submit.limits, docs/operations/limits.md): a project's document may set its own.
 OSMO_MAX_LIVE_WORKLOADS_PER_USER = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_USER", 200)
 OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT", 1000)
 OSMO_MAX_TASKS_PER_WORKFLOW = env_int("OSMO_MAX_TASKS_PER_WORKFLOW", 100)
@@ -383,7 +383,7 @@ OSMO_MAX_POOLS_PER_REQUEST = env_int("OSMO_MAX_POOLS_PER_REQUEST", 20)
 OSMO_SUBMISSIONS_PER_MINUTE = env_int("OSMO_SUBMISSIONS_PER_MINUTE", 60)  # per user; 0: no limit
 OSMO_SUBMISSION_MAX_BYTES = env_int("OSMO_SUBMISSION_MAX_BYTES", 256 * 1024)
 
-# Health and metrics (osmo_site.health, README "Health and metrics"): /readyz waits at most OSMO_READY_TIMEOUT
+# Health and metrics (osmo_site.health, docs/operations/monitoring.md): /readyz waits at most OSMO_READY_TIMEOUT
 # seconds for each of the database and the broker. /metrics answers a scrape with
 # `Authorization: Bearer <OSMO_METRICS_TOKEN>` or from an address of OSMO_METRICS_ALLOWED_ADDRESSES (IPs or
 # CIDRs, against REMOTE_ADDR); with neither set it is off (404).
@@ -395,7 +395,7 @@ try:
 except ValueError as _exc:
     raise ImproperlyConfigured(f"OSMO_METRICS_ALLOWED_ADDRESSES: {_exc}") from None
 
-# HTTPS and hardening (README "Settings"). Behind a proxy that terminates TLS, SECURE_PROXY_SSL_HEADER names the
+# HTTPS and hardening (docs/operations/https.md). Behind a proxy that terminates TLS, SECURE_PROXY_SSL_HEADER names the
 # header by which it says so ("HTTP_X_FORWARDED_PROTO=https"), else Django takes every request for plain HTTP:
 # the redirect would loop and the CSRF origin check refuse every form. Secure cookies are on unless DEBUG is.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)

@@ -81,7 +81,7 @@ def seed_json_blocks(seed: str) -> list[str]:
 
 
 def reference_defaults() -> dict:
-    """The defaults OSMO ships, as the project ships them (a copy of shared/reference/osmo-defaults.json)."""
+    """The defaults OSMO ships, as the project ships them (the same content as OSMO's published defaults)."""
     return json.loads((ROOT / "pools" / "config" / "defaults" / "osmo-defaults.json").read_text())
 
 

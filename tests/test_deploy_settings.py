@@ -1,4 +1,4 @@
-"""Production settings as the README documents them (README "Settings", "Running behind HTTPS"): `manage.py
+"""Production settings as docs/operations/ documents them (settings.md, https.md): `manage.py
 check --deploy` finds nothing, and with DEBUG off behind a TLS proxy a real WSGI server (gunicorn) answers
 HTTPS-only pages with the hardening headers and serves the collected static files through whitenoise."""
 

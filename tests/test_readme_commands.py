@@ -1,12 +1,18 @@
-"""Every CLI command in README.md works as printed, on a fresh data directory.
+"""Every CLI command in README.md and in the documentation pages (docs/**/*.md) works as printed, on a fresh data
+directory.
 
-The README's rule: a ```sh (or ```shell, ```bash) block holds CLI commands only, each starting with
-`./manage.py`; one may go on over lines that end in `\\` or feed a heredoc (`<<'EOF'` ... `EOF`). This test
-runs every such command with bash from the checkout, in the README's order, after what `make install` does
-beyond installing (the data directory's settings file, `python -m osmo_site.env`), on a scratch data directory
-whose SQLite file is the database (the README's own setup block migrates and loads the demo). A command fails
-the test when it exits non-zero (with `pipefail`, so `./manage.py ... | head` counts) or prints a Python
-traceback. Commands that serve or need make (`make demo`, `runserver`) go in ```console blocks, which are not run.
+The rule of every page: a ```console block's lines that begin with `$ ` are commands, and a command may go on over
+lines that end in `\\` or feed a heredoc (`<<'EOF'` ... `EOF`); its other lines are output, not checked. A ```sh
+(or ```shell, ```bash) block holds commands only, every line. A runnable command is a `./manage.py` command. A
+block that cannot run here (it serves, as `make demo` does, or needs a cluster, a database server or a token) is
+marked by an HTML comment on the line before it, `<!-- not run: why -->`; a command that is not `./manage.py ...`
+in an unmarked block fails the extraction, so nothing is left unrun by accident.
+
+This test runs every command with bash from the checkout, the README's first and then the pages' in the order of
+their paths, after what `make install` does beyond installing (the data directory's settings file,
+`python -m osmo_site.env`), on a scratch data directory whose SQLite file is the database (the README's own setup
+block migrates and loads the demo). A command fails the test when it exits non-zero (with `pipefail`, so
+`./manage.py ... | head` counts) or prints a Python traceback.
 
 The commands run with the environment of the test minus every setting the project reads, so the settings file
 has to do its job; `./manage.py` starts with the `python3` on PATH and hands itself to `.venv/bin/python`
@@ -25,41 +31,64 @@ import pytest
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 README = BASE_DIR / "README.md"
+DOCS = BASE_DIR / "docs"
 RUN_LANGUAGES = {"sh", "shell", "bash"}
+PROMPT_LANGUAGES = {"console"}
 FENCE = re.compile(r"^\s*```\s*([\w+-]*)\s*$")
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*\S.*-->\s*$")
 # Variables the project reads: none may leak from the test's environment into the commands.
 PROJECT_VARIABLES = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "LOG_LEVEL",
                      "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "REQUIRE_SERVICES", "TEST_REDIS_URL", "REDIS_URL")
 PROJECT_PREFIXES = ("OSMO_", "ACCESS_")
 
 
-def readme_commands(text: str) -> list[str]:
-    """The commands of the runnable blocks, in order; refuses a line in such a block that is not a CLI command."""
-    commands: list[str] = []
+def documents() -> list[Path]:
+    """The README, then every page of the documentation site, by path."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def located_commands(text: str, name: str = "README.md") -> list[tuple[str, str]]:
+    """(`name:line`, command) of the runnable blocks, in order; refuses a command in such a block that is not a
+    CLI command."""
+    commands: list[tuple[str, str]] = []
     language = None  # inside a fence: its language
+    skipped = False  # inside a fence marked `<!-- not run: ... -->`
+    marked = False  # the line before a fence was that mark
     pending: list[str] = []
+    start = 0
     heredoc_end = None
     for number, line in enumerate(text.splitlines(), 1):
         fence = FENCE.match(line)
         if heredoc_end is not None:
             pending.append(line)
             if line.strip() == heredoc_end:
-                commands.append("\n".join(pending))
+                commands.append((f"{name}:{start}", "\n".join(pending)))
                 pending, heredoc_end = [], None
             continue
         if fence and language is None:
-            language = fence.group(1).lower()
+            language, skipped, marked = fence.group(1).lower(), marked, False
             continue
         if fence:
-            assert not pending, f"README.md line {number}: the block ends inside a command"
+            assert not pending, f"{name} line {number}: the block ends inside a command"
             language = None
             continue
-        if language not in RUN_LANGUAGES or (not pending and (not line.strip() or line.lstrip().startswith("#"))):
+        if language is None:
+            marked = bool(NOT_RUN.match(line)) or (marked and not line.strip())
             continue
-        if not pending and not line.startswith("./manage.py "):
-            raise AssertionError(f"README.md line {number}: a ```{language} block holds only ./manage.py commands "
-                                 f"(put others in a ```console block): {line!r}")
+        if skipped or language not in RUN_LANGUAGES | PROMPT_LANGUAGES:
+            continue
+        if not pending:
+            if language in PROMPT_LANGUAGES:
+                if not line.startswith("$ "):
+                    continue  # output
+                line = line[2:]
+            elif not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if not line.startswith("./manage.py "):
+                raise AssertionError(f"{name} line {number}: a runnable block holds only ./manage.py commands; "
+                                     f"mark a block that cannot run with <!-- not run: why --> before it: {line!r}")
+            start = number
         pending.append(line)
         if line.endswith("\\"):
             continue
@@ -67,10 +96,20 @@ def readme_commands(text: str) -> list[str]:
         if heredoc:
             heredoc_end = heredoc.group(2)
             continue
-        commands.append("\n".join(pending))
+        commands.append((f"{name}:{start}", "\n".join(pending)))
         pending = []
-    assert not pending and heredoc_end is None, "README.md ends inside a command"
+    assert not pending and heredoc_end is None, f"{name} ends inside a command"
     return commands
+
+
+def readme_commands(text: str) -> list[str]:
+    """The commands of the runnable blocks of one page, in order."""
+    return [command for _, command in located_commands(text)]
+
+
+def all_commands() -> list[tuple[str, str]]:
+    return [located for path in documents()
+            for located in located_commands(path.read_text(encoding="utf-8"), str(path.relative_to(BASE_DIR)))]
 
 
 def scratch_environment(data_dir: Path) -> dict[str, str]:
@@ -82,16 +121,23 @@ def scratch_environment(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def test_the_readme_extraction_follows_its_rules():
+def test_the_extraction_follows_its_rules():
     text = """
 ```console
 $ make demo
 ```
+<!-- not run: needs a cluster -->
+```console
+$ kubectl apply -k deploy/base
+```
+```console
+$ ./manage.py pool list | head -3
+POOL NAME   STATUS
+$ ./manage.py config show \\
+    POOL training
+```
 ```sh
 # a comment
-./manage.py pool list | head -3
-./manage.py config show \\
-  POOL training
 ./manage.py create -f /dev/stdin <<'EOF'
 kind: pool
 EOF
@@ -100,39 +146,46 @@ EOF
 {"not": "run"}
 ```
 """
-    assert readme_commands(text) == [
-        "./manage.py pool list | head -3",
-        "./manage.py config show \\\n  POOL training",
-        "./manage.py create -f /dev/stdin <<'EOF'\nkind: pool\nEOF",
+    with pytest.raises(AssertionError, match=r"line 3: a runnable block holds only \./manage\.py commands"):
+        readme_commands(text)
+    text = text.replace("```console\n$ make demo\n```\n", "")
+    assert located_commands(text, "page.md") == [
+        ("page.md:7", "./manage.py pool list | head -3"),
+        ("page.md:9", "./manage.py config show \\\n    POOL training"),
+        ("page.md:14", "./manage.py create -f /dev/stdin <<'EOF'\nkind: pool\nEOF"),
     ]
     with pytest.raises(AssertionError, match=r"holds only \./manage\.py commands"):
         readme_commands("```sh\npython manage.py pool list\n```\n")
 
 
-def test_the_readme_shows_one_way_to_run_the_cli():
+def test_the_pages_show_one_way_to_run_the_cli():
     other_ways = re.compile(r"(\bpython[\d.]*|/bin/python|DEBUG=1)\s+(\S*/)?manage\.py")
-    shown = [line for line in README.read_text(encoding="utf-8").splitlines() if other_ways.search(line)]
-    assert not shown, f"README.md runs the CLI as ./manage.py only: {shown}"
+    shown = [f"{path.relative_to(BASE_DIR)}: {line}" for path in documents()
+             for line in path.read_text(encoding="utf-8").splitlines() if other_ways.search(line)]
+    assert not shown, f"the pages run the CLI as ./manage.py only: {shown}"
 
 
-def test_every_cli_command_in_the_readme_runs_as_printed(tmp_path):
-    commands = readme_commands(README.read_text(encoding="utf-8"))
-    assert len(commands) >= 15, commands
+def test_every_cli_command_of_the_readme_and_the_pages_runs_as_printed(tmp_path):
+    commands = all_commands()
+    assert [command for _, command in commands[:3]] == [
+        "./manage.py migrate --noinput", "./manage.py config init", "./manage.py demo --no-serve"]
+    assert len({where.split(":")[0] for where, _ in commands}) >= 15, commands
     env = scratch_environment(tmp_path / "data")
     done = subprocess.run([sys.executable, "-m", "osmo_site.env"], cwd=BASE_DIR, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     failures = []
-    for command in commands:
+    for where, command in commands:
         done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=BASE_DIR, env=env,
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0 or "Traceback (most recent call last)" in done.stderr:
-            failures.append(f"$ {command}\nexit status {done.returncode}\n{done.stdout[-1500:]}{done.stderr[-3000:]}")
-    assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
+            failures.append(f"{where}\n$ {command}\nexit status {done.returncode}\n"
+                            f"{done.stdout[-1500:]}{done.stderr[-3000:]}")
+    assert not failures, "commands that fail:\n\n" + "\n\n".join(failures)
 
 
 EXAMPLE = re.compile(r"^<!-- example: ([\w-]+)[^\n]*-->\n```\w*\n(.*?)^```", re.M | re.S)
-# Run in the demo's data directory by `./manage.py shell`: the README's examples through the doors they document
+# Run in the demo's data directory by `./manage.py shell`: the pages' examples through the doors they document
 # (the API body, OSMO's workflow path), as the demo's admin, then a sync of the KAI cluster and an admission cycle.
 EXAMPLES_PROBE = """
 import json, sys
@@ -162,16 +215,16 @@ print("EXAMPLES " + json.dumps(out, default=str))
 
 
 def readme_examples(text: str) -> dict[str, str]:
-    """The code blocks the README marks `<!-- example: NAME ... -->`, by name."""
+    """The code blocks a page marks `<!-- example: NAME ... -->`, by name."""
     return {name: body for name, body in EXAMPLE.findall(text)}
 
 
 def test_the_readme_request_and_workflow_examples_run_against_the_demo(tmp_path):
-    """The request example and the OSMO workflow example, posted as printed to the demo's data (the README's own
-    setup block: migrate, config init, demo --no-serve), are accepted and admitted; the workflow from a project
-    with no guarantee there is refused with the hint in the syntax of OSMO's path."""
+    """The request example and the OSMO workflow example (docs/researcher/submit.md), posted as printed to the
+    demo's data (the README's own setup block: migrate, config init, demo --no-serve), are accepted and admitted;
+    the workflow from a project with no guarantee there is refused with the hint in the syntax of OSMO's path."""
     text = README.read_text(encoding="utf-8")
-    examples = readme_examples(text)
+    examples = {name: body for path in documents() for name, body in readme_examples(path.read_text()).items()}
     assert set(examples) == {"request", "osmo-workflow"}, examples.keys()
     env = scratch_environment(tmp_path / "data")
     done = subprocess.run([sys.executable, "-m", "osmo_site.env"], cwd=BASE_DIR, env=env,

@@ -1,4 +1,4 @@
-"""`manage.py serve` as an operator runs it (README "Running in production"): gunicorn with the documented
+"""`manage.py serve` as an operator runs it (docs/operations/index.md): gunicorn with the documented
 configuration, a Celery worker and beat, against the PostgreSQL and Redis of the environment; pooled database
 connections under a burst; JSON logs with request ids; a clean stop on SIGTERM."""
 

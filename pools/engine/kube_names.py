@@ -1,4 +1,4 @@
-"""Our names as Kubernetes names and label values (pure; DESIGN.md section 3, "Names in Kubernetes").
+"""Our names as Kubernetes names and label values (pure; docs/admin/engines.md, "Names in Kubernetes").
 
 Our names (`NAME_PATTERN`: up to 128 letters, digits, `_ . -`) are ours; every Kubernetes field they fill has a
 stricter rule, and each function here maps a text to one kind of field:

@@ -1,4 +1,5 @@
-"""Which pools and platforms each node belongs to, from the stored configuration (DESIGN.md section 3).
+"""Which pools and platforms each node belongs to, from the stored configuration (docs/concepts.md,
+"Backends, pools and platforms").
 
 The selectors come from each platform's effective configuration (merged pod templates, rendered), so a
 template change moves nodes exactly as it moves the pods that use it.

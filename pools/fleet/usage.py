@@ -8,7 +8,7 @@ every name shows.
 
 Units: CPU in cores (Decimal, from millicores), memory and storage in bytes, GPUs as counts.
 `cpu_total` / `memory_total` are allocatable (what pods can request); `gpu_total` is capacity, of which
-`gpu_unhealthy` are not allocatable (DESIGN.md section 3).
+`gpu_unhealthy` are not allocatable (docs/concepts.md, "Nodes and their status").
 """
 
 from datetime import timedelta

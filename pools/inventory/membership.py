@@ -1,4 +1,5 @@
-"""Which pools and platforms a node belongs to, from its labels and taints (DESIGN.md section 3).
+"""Which pools and platforms a node belongs to, from its labels and taints (docs/concepts.md,
+"Backends, pools and platforms").
 
 A cluster of thousands of nodes is matched against hundreds of selectors on every sync, so selectors are
 compiled once: an index from one (key, value) pair of each selector to the selector finds the few

@@ -1,6 +1,6 @@
 """Who is guaranteed what: departments contain projects; a quota is one (department or project, pool)
-row with, per resource, what it deserves, its limit and its over-quota weight (Run:ai's model, DESIGN.md
-section 3). No row means deserved 0, no limit, weight Medium.
+row with, per resource, what it deserves, its limit and its over-quota weight (Run:ai's model,
+docs/concepts.md). No row means deserved 0, no limit, weight Medium.
 
 Units: GPUs as decimals (two places), CPU in millicores, memory in bytes. A limit of -1 is no limit.
 An over-quota weight of None (null) means the unit may never go above what it deserves. A null deserved

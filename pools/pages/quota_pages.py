@@ -108,7 +108,7 @@ def _amount(resource: Resource, value) -> str:
 
 @dataclass(frozen=True)
 class Enforcement:
-    """Who enforces a pool's quotas: our admission, or the engine of its backend (DESIGN.md section 3, "Engines").
+    """Who enforces a pool's quotas: our admission, or the engine of its backend (docs/admin/engines.md).
     `state` (the last reconcile of the engine's objects, or its failure) is filled for staff only."""
 
     text: str

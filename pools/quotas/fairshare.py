@@ -1,4 +1,5 @@
-"""Fair share of a pool's capacity among departments and their projects (DESIGN.md section 3).
+"""Fair share of a pool's capacity among departments and their projects (docs/concepts.md,
+"Departments, projects and quotas").
 
 Run:ai's model with KAI's arithmetic, per pool and per resource, independently. With T the pool's usable
 capacity, departments divide T, then each department's fair share is the T that its projects divide, by
@@ -88,7 +89,7 @@ class UseSplit:
 
 
 def split_use(allocated: int, preemptible: int, deserved: int | None) -> UseSplit:
-    """The one split of use into guaranteed and borrowed (DESIGN.md section 3, "Usage by priority"):
+    """The one split of use into guaranteed and borrowed (docs/architecture/decisions.md, "Usage by priority"):
     ``allocated`` is everything the unit uses, ``preemptible`` the part of it in pods of our low-priority
     workloads (pods we did not submit are never preemptible), ``deserved`` None counts as 0. What is above
     deserved is borrowed, preemptible work first; guaranteed + borrowed is always allocated."""
@@ -226,7 +227,7 @@ def _divide(
     siblings: Sequence[Project] | Sequence[Department],
     whole_unit: int,
 ) -> list[int]:
-    """The fair shares of siblings dividing ``capacity`` (steps 2 to 4 of DESIGN.md's algorithm).
+    """The fair shares of siblings dividing ``capacity`` (steps 2 to 4 of the algorithm in docs/concepts.md).
 
     ``weight`` is 0 for weights Lowest and None, which never take part in the over-quota rounds;
     ``siblings`` are read only for their age (then name) when the last whole units tie.

@@ -1,6 +1,6 @@
 """Facts about one project that its page shows and submission will use: who its members are and how each
 holds membership (`Project.objects.visible_to` is the same rule as a query), and the pool list a workload
-that names none is tried on (DESIGN.md section 3: the request's, else the project's, else its department's,
+that names none is tried on (docs/concepts.md, workloads: the request's, else the project's, else its department's,
 else `default`)."""
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""KAI Scheduler's objects from our configuration (pure: no Django; issue 14, DESIGN.md section 3, "Engines").
+"""KAI Scheduler's objects from our configuration (pure: no Django; issue 14; docs/admin/engines.md).
 
 Per pool of a KAI backend, one `scheduling.run.ai/v2` Queue per department (the parent) and one per project (a
 leaf, the only kind KAI schedules from), in KAI's units: GPUs as numbers, CPU in millicores, memory in MB (10^6

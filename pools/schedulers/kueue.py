@@ -1,4 +1,4 @@
-"""Kueue's objects from our configuration (pure: no Django; issue 14, DESIGN.md section 3, "Engines").
+"""Kueue's objects from our configuration (pure: no Django; issue 14; docs/admin/engines.md).
 
 For a Kueue backend, all `kueue.x-k8s.io/v1beta2`:
 - a ResourceFlavor per platform of each of its pools, `<pool>.<platform>`, which tells Kueue that platform's nodes;
@@ -31,7 +31,8 @@ UNSET = {"cpu": Decimal(1_000_000) * 1000, "memory": 2 ** 50, "nvidia.com/gpu": 
 MAX_FLAVORS = 64  # per resource group; ours is the only group, since every flavor covers the same three resources
 MAX_NODE_LABELS = MAX_NODE_TAINTS = 8
 # The defaults Kueue fills in, written out so the stored spec equals ours. Reclaiming is "Any": work within its
-# project's deserved takes back what other projects borrowed, whatever its priority (DESIGN.md, "Reclaim").
+# project's deserved takes back what other projects borrowed, whatever its priority
+# (docs/researcher/workloads.md, "Reclaim").
 QUEUE_POLICY = {
     "queueingStrategy": "BestEffortFIFO",
     "stopPolicy": "None",

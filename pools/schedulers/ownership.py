@@ -1,4 +1,4 @@
-"""Which backend owns an engine object (pure: no Django; issue 23, DESIGN.md section 3, "Names in Kubernetes").
+"""Which backend owns an engine object (pure: no Django; issue 23; docs/admin/engines.md, "Kept in step").
 
 Everything a reconcile writes carries `<prefix>managed-by=osmo-pools` and `<prefix>backend=<the backend's name as a
 label value>`, and a reconcile lists and touches only objects carrying both with its own name, so two backends on

@@ -1,5 +1,5 @@
 """Keeping an engine backend's objects (KAI Queues and Topologies, Kueue's queues and flavors) equal to our
-configuration (DESIGN.md section 3, "Engines"). Wanted objects come from `desired`, labelled with the backend that
+configuration (docs/admin/engines.md). Wanted objects come from `desired`, labelled with the backend that
 owns them; the cluster's are those carrying that label (`ownership`), so nobody else's object, and no other
 backend's, is ever changed or deleted. Creates go in the kinds' order, parents first; deletes go afterwards in the
 reverse order, leaves first (KAI refuses to delete a queue that has children). An object whose spec and labels

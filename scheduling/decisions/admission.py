@@ -1,4 +1,4 @@
-"""One admission cycle over a snapshot (pure: no Django; DESIGN.md section 3, "Admission").
+"""One admission cycle over a snapshot (pure: no Django; docs/researcher/workloads.md, "How admission decides").
 
 The caller loads a `Snapshot` (pools with their quotas and usage, nodes with their free capacity after
 earlier reservations, the workloads holding capacity) and the pending workloads; `decide` returns what to

@@ -1,5 +1,5 @@
-"""What a dispatched workload's Job and pods say it is now (pure: no Django; DESIGN.md section 3, "Dispatch and
-lifecycle"). `observe` reads the facts the sync stored (`pools.inventory.jobs`) and answers the change to make,
+"""What a dispatched workload's Job and pods say it is now (pure: no Django; docs/researcher/workloads.md,
+"After admission"). `observe` reads the facts the sync stored (`pools.inventory.jobs`) and answers the change to make,
 if any: SCHEDULING with why it waits, RUNNING once every replica runs, COMPLETED, or a failure, the exit code
 going through the exit actions (COMPLETE / FAIL / RESCHEDULE, OSMO's). A change that leaves pods running
 (`stop`) first deletes the Job."""
@@ -136,7 +136,7 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
 
 
 def placement_broken(current: Current, run: Run, now: datetime) -> Outcome | None:
-    """Admission's plan no longer holds while pods still wait for a node (DESIGN.md section 3, "Placement holds"):
+    """Admission's plan no longer holds while pods still wait for a node (docs/architecture/decisions.md):
     a planned node that still owes replicas was lost (deleted, cordoned or not Ready: what admission itself would
     no longer place on), or a pod has found no node for the grace. Either ends the attempt and admits it again."""
     if not current.planned:

@@ -1,5 +1,5 @@
-"""Dispatch of an ADMITTED workload: create the Job of its attempt on its pool's backend, exactly once (issue 13,
-DESIGN.md section 3, "Dispatch and lifecycle"). Called by the `dispatch_workload` task (sent when an admission
+"""Dispatch of an ADMITTED workload: create the Job of its attempt on its pool's backend, exactly once (issue 13;
+docs/architecture/decisions.md). Called by the `dispatch_workload` task (sent when an admission
 commits), by the sweep for rows whose message was lost, and by `manage.py schedule`.
 
 The project's namespace is created when missing, labelled as ours. Exactly once: the row is locked (skipped

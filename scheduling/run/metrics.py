@@ -4,7 +4,7 @@
 queries (eight, whatever the number of backends, nodes, pools and workloads) and yields gauge families. It
 lives here, not in `pools`, because it counts workloads and `pools` never imports `scheduling`.
 
-Families (README "Health and metrics"):
+Families (docs/operations/monitoring.md):
 
 - osmo_backend_sync_age_seconds{backend}: seconds since the backend's last good sync (+Inf if it never synced).
 - osmo_backend_sync_error{backend}: 1 while the backend's sync is failing (its last sync error), else 0.

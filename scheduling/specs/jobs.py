@@ -1,10 +1,10 @@
-"""The batch/v1 Job of one attempt of a workload (pure: no Django; issue 13, DESIGN.md section 3, "Dispatch and
-lifecycle"). One Job per attempt, named `wl-<first 12 of the uuid>-<attempt>` so that a retried create finds
+"""The batch/v1 Job of one attempt of a workload (pure: no Django; issue 13, docs/researcher/workloads.md,
+"After admission"). One Job per attempt, named `wl-<first 12 of the uuid>-<attempt>` so that a retried create finds
 its own Job (409, then read back and accepted when `<prefix>workload` names this workload); the gang is
 `parallelism` = `completions` = replicas with `completionMode: Indexed`; retries are ours (`backoffLimit: 0`);
 the exec timeout is `activeDeadlineSeconds`; Job and pods carry our labels.
 
-On an engine backend (DESIGN.md section 3, "Engines") the Job is the engine's to queue:
+On an engine backend (docs/admin/engines.md) the Job is the engine's to queue:
 - KAI: `schedulerName: kai-scheduler`, the leaf queue as `kai.scheduler/queue`, KAI's priority class, and the gang
   as our own PodGroup (`podgroup_manifest`: minMember = replicas, the topology constraint), which the pods name
   (`pod-group-name`) while `kai.scheduler/skip-podgrouper` keeps KAI's pod-grouper away: for a batch Job the
@@ -13,7 +13,7 @@ On an engine backend (DESIGN.md section 3, "Engines") the Job is the engine's to
 - Kueue: `kueue.x-k8s.io/queue-name` names the project's LocalQueue and the Job starts suspended; Kueue unsuspends
   it once its ClusterQueue reserves the quota (Kueue's batch/Job integration gangs all `parallelism` pods).
 
-On a default-scheduler backend our admission's plan binds (DESIGN.md section 3, "Placement holds"): the pods
+On a default-scheduler backend our admission's plan binds (docs/architecture/decisions.md, "Placement holds"): the pods
 carry a required node affinity to the planned nodes (`matchFields` metadata.name In [...], ANDed into every
 nodeSelectorTerm the pod template has: terms are ORed, so a term of its own would widen, not narrow), so the
 kube-scheduler places them only inside the capacity admission reserved."""

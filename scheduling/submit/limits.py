@@ -1,6 +1,6 @@
 """Submission limits: how much one request, one user and one project may ask for (issue 25).
 
-Each limit is a setting with a default (README, "Submission limits"); staff raise or lower one project's with the
+Each limit is a setting with a default (docs/operations/limits.md); staff raise or lower one project's with the
 project document's `limits` field (`{"replicas": 512}`), which then applies to submissions into that project.
 A refusal is a 400 whose body names the limit (`limit`) and the field; the per-minute rate is a 429 with
 `Retry-After`. The rate counts every submission attempt of a user (dry runs and refusals too: they cost the same

@@ -15,6 +15,8 @@ pytestmark = pytest.mark.django_db
 
 SEED_ROLE_TEXT = seed_json_blocks("002")[3]
 SEED_ROLE = json.loads(SEED_ROLE_TEXT)
+# Its URL, from its name (`osmo-shared`, as seed 002 prints it).
+SEED_ROLE_URL = f"/api/configs/role/{SEED_ROLE['name']}/"
 FULL_ROLE = {
     "name": "vision",
     "description": "Vision team",
@@ -60,11 +62,11 @@ def test_the_seed_002_role_is_set_with_the_cli_as_printed_and_shown_back_unchang
 
 
 def test_the_seed_002_role_is_put_over_the_api_and_read_back_unchanged(api):
-    response = put(api, "/api/configs/role/osmo-shared/", SEED_ROLE_TEXT)
+    response = put(api, SEED_ROLE_URL, SEED_ROLE_TEXT)
 
     assert response.status_code == 200, response.content
     assert response.json()["created"] == ["osmo-shared"]
-    assert api.get("/api/configs/role/osmo-shared/").json() == SEED_ROLE
+    assert api.get(SEED_ROLE_URL).json() == SEED_ROLE
     assert api.get("/api/configs/role/").json() == {"roles": {"osmo-shared": SEED_ROLE}}
 
 
@@ -92,9 +94,9 @@ def test_one_policy_given_as_policies_exports_in_the_short_shape_and_means_the_s
 # ---- history ---------------------------------------------------------------------------------------------
 
 def test_role_changes_are_numbered_revisions_that_diff_and_roll_back(api):
-    put(api, "/api/configs/role/osmo-shared/", SEED_ROLE)
+    put(api, SEED_ROLE_URL, SEED_ROLE)
     changed = {**SEED_ROLE, "description": "changed"}
-    put(api, "/api/configs/role/osmo-shared/?description=why", changed)
+    put(api, f"{SEED_ROLE_URL}?description=why", changed)
 
     history = api.get("/api/configs/history/?type=role").json()["revisions"]
     diff = api.get("/api/configs/history/diff/?type=role&revision=2").json()["diff"]
@@ -109,10 +111,10 @@ def test_role_changes_are_numbered_revisions_that_diff_and_roll_back(api):
 
 
 def test_deleting_a_role_records_it_and_takes_it_from_its_users(api, member):
-    put(api, "/api/configs/role/osmo-shared/", SEED_ROLE)
+    put(api, SEED_ROLE_URL, SEED_ROLE)
     RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-shared"))
 
-    response = api.delete("/api/configs/role/osmo-shared/")
+    response = api.delete(SEED_ROLE_URL)
 
     assert response.status_code == 200 and response.json()["deleted"] == ["osmo-shared"]
     assert not RoleAssignment.objects.exists()
@@ -174,10 +176,10 @@ def test_config_set_needs_a_file_or_a_template(tmp_path):
 def test_an_immutable_role_can_be_neither_changed_nor_deleted(api):
     writes.import_document(ConfigKind.ROLE, {**SEED_ROLE, "immutable": True})
 
-    changed = put(api, "/api/configs/role/osmo-shared/", {**SEED_ROLE, "immutable": True, "description": "x"})
-    unflagged = put(api, "/api/configs/role/osmo-shared/", SEED_ROLE)
-    deleted = api.delete("/api/configs/role/osmo-shared/")
-    same = put(api, "/api/configs/role/osmo-shared/", {**SEED_ROLE, "immutable": True})
+    changed = put(api, SEED_ROLE_URL, {**SEED_ROLE, "immutable": True, "description": "x"})
+    unflagged = put(api, SEED_ROLE_URL, SEED_ROLE)
+    deleted = api.delete(SEED_ROLE_URL)
+    same = put(api, SEED_ROLE_URL, {**SEED_ROLE, "immutable": True})
 
     assert changed.status_code == unflagged.status_code == deleted.status_code == 400
     assert "immutable" in changed.json()["detail"] and "immutable" in deleted.json()["detail"]

@@ -282,7 +282,7 @@ def test_it_does_not_share_an_answer_between_nodes_with_different_taints():
 
 
 def reference_membership(labels, taints, pools, default_pool="default"):
-    """DESIGN.md section 3 written as plainly as possible, to check the indexed version against."""
+    """The rule of docs/concepts.md written as plainly as possible, to check the indexed version against."""
     repelling = [
         t
         for t in taints

@@ -1,4 +1,4 @@
-"""Fair share (DESIGN.md section 3, "Quotas and fair share"): pure, no database.
+"""Fair share (docs/concepts.md, "Departments, projects and quotas"): pure, no database.
 
 GPU amounts are hundredths of a GPU (G = one GPU), CPU millicores, memory bytes.
 """

@@ -182,11 +182,11 @@ def test_a_projects_limits_are_checked_when_written(world, limits_value, field):
 def test_every_setting_of_the_limits_is_documented():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    settings_page = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "settings.md").read_text()
     for limit in limits.LIMITS.values():
-        assert f"`{limit.setting}` | {limit.default} |" in readme
+        assert f"`{limit.setting}` | {limit.default} |" in settings_page
     for setting in (limits.RATE_SETTING, limits.BODY_SETTING):
-        assert f"`{setting}`" in readme
+        assert f"`{setting}`" in settings_page
 
 
 def test_a_request_within_every_limit_is_accepted(researcher_api):

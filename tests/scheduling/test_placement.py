@@ -1,6 +1,6 @@
-"""Placement holds (DESIGN.md section 3): on a default-scheduler backend a gang's pods are required to go to the
-nodes admission planned; a planned node lost before the pods are bound, or a pod the kube-scheduler cannot place
-for OSMO_PLACEMENT_GRACE, ends the attempt and the workload is admitted again; everything that says where work
+"""Placement holds (docs/architecture/decisions.md): on a default-scheduler backend a gang's pods are required to
+go to the nodes admission planned; a planned node lost before the pods are bound, or a pod the kube-scheduler cannot
+place for OSMO_PLACEMENT_GRACE, ends the attempt and the workload is admitted again; everything that says where work
 runs reads the pods. The stand-in is a plain API server (no scheduler): the tests bind the pods, as the
 kube-scheduler and the kubelet would, and the sync's list stores them (test_lifecycle's `observe`)."""
 

@@ -1,6 +1,6 @@
 """The simulated cluster's KAI scheduler: it places the Jobs whose pod template names `schedulerName:
-kai-scheduler`, through their PodGroups, and writes back what KAI writes (DESIGN.md section 3, "Engines"; facts in
-shared/reference/scheduling.md section 4).
+kai-scheduler`, through their PodGroups, and writes back what KAI writes (docs/admin/engines.md; KAI's
+behaviour as KAI Scheduler's own documentation describes it).
 
 A Job of kai-scheduler is created with every pod unbound (jobs.py); a scheduling pass then places it whole or
 not at all. A pass runs when such a Job is created and at most once a tick while one waits or one of those placed
