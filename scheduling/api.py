@@ -21,6 +21,7 @@ from pools.models.visibility import access_for
 from . import bodies, limits, schema, submission
 from .filters import WorkloadFilterSet
 from .models import Workload
+from .run import estimates
 
 DRY_RUN = OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="Run the whole pipeline and answer, per "
                            "candidate pool, the verdict and the pod template that would be dispatched; save nothing.")
@@ -106,9 +107,10 @@ class WorkloadViewSet(viewsets.ViewSet):
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         access = access_for(request)
-        if page is not None:
-            return paginator.get_paginated_response([bodies.row(w, access) for w in page])
-        return Response([bodies.row(w, access) for w in queryset])
+        rows = list(page if page is not None else queryset)
+        forecasts = estimates.forecasts(rows)  # one set of queries for the whole page
+        body = [bodies.row(w, access, forecasts.get(str(w.id))) for w in rows]
+        return paginator.get_paginated_response(body) if page is not None else Response(body)
 
     @extend_schema(responses=schema.WorkloadDetail)
     def retrieve(self, request, pk=None):

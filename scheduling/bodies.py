@@ -8,8 +8,10 @@ from pools.models import ManagedJob, Project
 from pools.models.visibility import Access
 
 from . import podenv
-from .models import Workload
+from .decisions.estimates import Forecast
+from .models import Status, Workload
 from .positions import first_position, positions_of
+from .run import estimates
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
            "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")
@@ -54,8 +56,9 @@ def first_reason(workload: Workload, keep=None) -> dict | None:
     return None
 
 
-def row(workload: Workload, access: Access) -> dict[str, Any]:
-    """One line of the lists (API list, page table, CSV)."""
+def row(workload: Workload, access: Access, forecast: Forecast | None = None) -> dict[str, Any]:
+    """One line of the lists (API list, page table, CSV). `forecast`: the workload's start estimate, from
+    `run.estimates.forecasts` over the whole list (null and "" without one)."""
     keep = _visible(access, workload)
     pools = [p for p in workload.pools if keep(p)]
     reason = first_reason(workload, keep) if workload.status in WAITING else None
@@ -85,7 +88,14 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
         "admitted_at": workload.admitted_at,
         "started_at": workload.started_at,
         "finished_at": workload.finished_at,
+        **{key: value for key, value in estimates.shown(forecast, keep).items() if key != "estimates"},
     }
+
+
+def expected_start(row: dict) -> str:
+    """A row's estimated start as lists show it, the lead of its basis: "about 40 min", "unknown" ("" when not
+    pending)."""
+    return row["estimate_basis"].split(":", 1)[0]
 
 
 def placed(pods: dict[str, dict]) -> dict[str, int]:
@@ -169,9 +179,12 @@ def _shown_request(workload: Workload, access: Access, keep) -> dict[str, Any]:
     return {"request_visible": True, "variables": variables, "request": request, "pod_templates": templates}
 
 
-def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
+def detail(workload: Workload, access: Access, events=None, now=None) -> dict[str, Any]:
     keep = _visible(access, workload)
-    body = row(workload, access)
+    forecast = estimates.forecasts([workload], now).get(str(workload.id)) \
+        if workload.status == Status.PENDING else None
+    body = row(workload, access, forecast)
+    body["estimates"] = estimates.shown(forecast, keep)["estimates"]
     shown = _shown_request(workload, access, keep)
     run = current_runs([workload]).get(str(workload.id)) if body["pool"] else None
     body.update({

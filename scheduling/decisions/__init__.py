@@ -1,0 +1,1 @@
+"""Pure decisions (no Django): what the scheduler concludes from facts handed to it."""

@@ -1,0 +1,1 @@
+"""Django-side running machinery: loaders and loops that feed the pure decisions."""
