@@ -17,10 +17,12 @@ workers would, in the order of tests/scheduling/test_demo.py's SimulatedTime:
   act=True)`: Jobs created on the simulated cluster, which runs each for one to ten minutes while its own fleet's
   pods come and go); then the clock moves on, the sync reads the cluster (`BackendSync.run(seconds=0)`) and the
   follower (`follow.observe`) marks what started and finished.
-Each workload's estimate is recorded at the first cycle that numbers it in a queue (`scheduling.run.estimates.
+Each workload's estimate is recorded at the first cycle that numbers it in a queue (each attempt's: one queued again
+is estimated again) (`scheduling.run.estimates.
 forecasts`, the code the API and pages call), beside the baseline "position x median run time" (its first numbered
 pool's position times the median run time of that pool's last 50 finished workloads, also read then), and the naive
-"unknown". When the replay ends, each recorded workload that started has its actual start (`started_at`).
+"unknown". When the replay ends, each recorded wait that ended has its actual start (the workload's first RUNNING
+event after the estimate).
 
 Printed: the workloads recorded and started; for each method, how many it estimated and the median absolute error
 (minutes) over those, and over the workloads both ours and the baseline estimated (the fair comparison), with the
@@ -35,7 +37,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -139,13 +140,13 @@ def record(seen: dict, now: datetime) -> None:
     from scheduling.run import estimates
 
     fresh = [w for w in Workload.objects.filter(status=Status.PENDING).exclude(positions={}).light()
-             if str(w.id) not in seen]
+             if f"{w.id}#{w.attempt}" not in seen]
     forecasts = estimates.forecasts(fresh, now)
     for workload in fresh:
         forecast = forecasts[str(workload.id)]
         pool, position = first_position(positions_of(workload.positions, workload.pools))
         ours = forecast.at - now.timestamp() if forecast.at is not None else None
-        seen[str(workload.id)] = {"at": now, "ours": ours, "basis": forecast.basis,
+        seen[f"{workload.id}#{workload.attempt}"] = {"at": now, "ours": ours, "basis": forecast.basis,
                                   "baseline": baseline(pool, position, now) if pool else None}
 
 
@@ -154,13 +155,16 @@ def median_error(errors: list[float]) -> str:
 
 
 def report(seen: dict, seconds: float) -> None:
-    from scheduling.models import Workload
+    from scheduling.models import Status, WorkloadEvent
 
-    started = dict(Workload.objects.filter(pk__in=list(seen), started_at__isnull=False).values_list(
-        "id", "started_at"))
+    # The first RUNNING after the estimate: `started_at` is the last attempt's, and a workload queued again (its
+    # placement broken, or reclaimed) was estimated anew when it was numbered again.
+    runs: dict[str, list[datetime]] = {}
+    for workload_id, at in WorkloadEvent.objects.filter(status=Status.RUNNING).values_list("workload_id", "at"):
+        runs.setdefault(str(workload_id), []).append(at)
     rows = []
     for workload_id, item in seen.items():
-        actual = started.get(uuid.UUID(workload_id))
+        actual = min((at for at in runs.get(workload_id.split("#")[0], []) if at >= item["at"]), default=None)
         if actual is not None:
             rows.append(((actual - item["at"]).total_seconds(), item["ours"], item["baseline"]))
     print(f"\nreplay: {seconds / 60:.0f} simulated minutes; {len(seen)} workloads waited in a queue, "

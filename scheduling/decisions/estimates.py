@@ -60,6 +60,8 @@ class PoolFacts:
     queue: list[Queued] = field(default_factory=list)
     history: list[tuple[int, float]] = field(default_factory=list)  # (GPUs, run seconds), newest first
     status: str = "ONLINE"
+    waits: list[tuple[int, float]] = field(default_factory=list)  # (GPUs, seconds queued) of the last started
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class Wanted:
     reasons: dict[str, tuple[str, dict]] = field(default_factory=dict)
     project: str = ""
     department: str = ""
+    waited: float = 0.0  # seconds in the queue so far (this attempt's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +127,12 @@ def _bucket_words(low: int, high: int) -> str:
 
 
 class RunTimes:
-    """The medians of a pool's recent run times, per size bucket where there are enough, else over the pool."""
+    """The medians of a pool's recent run times (or waits: `words` names what the samples are), per size bucket
+    where there are enough, else over the pool."""
 
-    def __init__(self, pool: str, history: list[tuple[int, float]]):
-        self.pool = pool
+    def __init__(self, pool: str, history: list[tuple[int, float]],
+                 words: str = "the last {n} finished workloads{size} in pool {pool}"):
+        self.pool, self.words = pool, words
         recent = [(gpus, max(0.0, seconds)) for gpus, seconds in history[:HISTORY]]
         self.all = sorted(seconds for _, seconds in recent)
         self.by_bucket: dict[tuple[int, int], list[float]] = {}
@@ -139,10 +144,10 @@ class RunTimes:
     def _samples(self, gpus: int) -> tuple[list[float], str] | None:
         samples = self.by_bucket.get(bucket(gpus), [])
         if len(samples) >= MIN_HISTORY:
-            low, high = bucket(gpus)
-            return samples, f"the last {len(samples)} finished workloads {_bucket_words(low, high)} in pool {self.pool}"
+            size = " " + _bucket_words(*bucket(gpus))
+            return samples, self.words.format(n=len(samples), size=size, pool=self.pool)
         if len(self.all) >= MIN_HISTORY:
-            return self.all, f"the last {len(self.all)} finished workloads in pool {self.pool}"
+            return self.all, self.words.format(n=len(self.all), size="", pool=self.pool)
         return None
 
     def typical(self, gpus: int) -> tuple[float, str] | None:
@@ -369,6 +374,9 @@ def _one(facts: PoolFacts, want: Wanted, item: Queued, profile: _Profile, releas
     # GPUs free by count but not placeable now: wait for the next change of what is free.
     start = profile.earliest(need, duration, after=1 if scattered else 0)
     if start is None:
+        waited = _recent_waits(facts, want, item, now)
+        if waited is not None:
+            return waited
         if scattered:
             return unknown(f"{profile.free[0]} GPUs are free in pool {pool}, but not on few enough nodes for its "
                            "replicas, and no running workload there has a foreseeable end (no exec timeout, no "
@@ -387,6 +395,20 @@ def _one(facts: PoolFacts, want: Wanted, item: Queued, profile: _Profile, releas
         elif quota_words:
             words = f"{words}, and {quota_words}"
     return Estimate(pool, item.position, max(start, now + (CYCLE_SECONDS if start <= now else 0.0)), words)
+
+
+def _recent_waits(facts: PoolFacts, want: Wanted, item: Queued, now: float) -> Estimate | None:
+    """When the GPUs' return cannot be foreseen (work we did not submit holds them, or ours has no end in sight):
+    how long the pool's recent starters waited, those of its size where there are enough (the median of the waits
+    longer than this one's so far, minus it), or None."""
+    waits = RunTimes(facts.name, facts.waits, "the last {n} workloads{size} that started in pool {pool}")
+    found = waits.remaining(want.gpus, want.waited)
+    if found is None:
+        return None
+    left, words = found
+    return Estimate(facts.name, item.position, now + max(left, CYCLE_SECONDS),
+                    f"{_lead(max(left, CYCLE_SECONDS))}the median wait of {words} (the GPUs it needs are held by "
+                    "work with no foreseeable end)")
 
 
 def estimate(pools: dict[str, PoolFacts], wanted: list[Wanted], now: float) -> dict[str, Forecast]:

@@ -1,5 +1,6 @@
 """The start estimates' inputs, read in bulk: for any number of pending workloads, three queries (their pools with
-their free and total GPUs; the work holding GPUs there and the pools' queues; the pools' recent run times), then the
+their free and total GPUs; the work holding GPUs there and the pools' queues; the pools' latest starters: their
+waits and run times), then the
 pure estimator (`scheduling.decisions.estimates`). Every page, API answer and CLI command that shows an estimate
 reads it from `forecasts`, so all of them show one answer for one workload at one moment."""
 
@@ -21,6 +22,7 @@ from ..models import RESERVING, Status, Workload
 # Runs that ended on their own or at their exec timeout: how long work really runs. Cancels, preemptions and
 # failures to start end a run early for reasons that say nothing about the next one's length.
 RAN = (Status.COMPLETED, Status.FAILED, Status.FAILED_EXEC_TIMEOUT)
+RECENT = 2 * pure.HISTORY  # latest starters read per pool: enough for HISTORY finished runs where most have ended
 
 
 def _seconds(value: str) -> float | None:
@@ -37,7 +39,7 @@ def _epoch(moment: datetime | None) -> float | None:
 def forecasts(workloads: Iterable[Workload], now: datetime | None = None) -> dict[str, pure.Forecast]:
     """The forecast of each PENDING workload among `workloads`, by id (others have none)."""
     now = now or timezone.now()
-    wanted = [_wanted(w) for w in workloads if w.status == Status.PENDING]
+    wanted = [_wanted(w, now) for w in workloads if w.status == Status.PENDING]
     names = {pool for want in wanted for pool in want.pools if pool in want.positions}
     if not names:
         return pure.estimate({}, wanted, now.timestamp()) if wanted else {}
@@ -64,13 +66,17 @@ def forecasts(workloads: Iterable[Workload], now: datetime | None = None) -> dic
             pool.free -= gpu * replicas  # reserved by admission, not on the nodes' figures until its pods bind
         pool.running.append(pure.Running(gpu * replicas, _epoch(started_at), _seconds(timeout), project or "",
                                          department or "", preempting=status == Status.PREEMPTING))
-    ranked = Window(RowNumber(), partition_by=F("pool_id"), order_by=F("finished_at").desc())
-    for pool_id, gpu, replicas, started_at, finished_at, _ in (
-            Workload.objects.filter(pool_id__in=pools, status__in=RAN, started_at__isnull=False,
-                                    finished_at__isnull=False).annotate(rank=ranked).filter(rank__lte=pure.HISTORY)
-            .order_by("pool_id", "rank").values_list("pool_id", "gpu", "replicas", "started_at", "finished_at",
-                                                     "rank")):
-        facts[pools[pool_id].name].history.append((gpu * replicas, (finished_at - started_at).total_seconds()))
+    # The pools' latest starters, newest first: their waits, and the run times of those that have finished.
+    ranked = Window(RowNumber(), partition_by=F("pool_id"), order_by=F("started_at").desc())
+    for pool_id, status, gpu, replicas, queued_at, started_at, finished_at, _ in (
+            Workload.objects.filter(pool_id__in=pools, started_at__isnull=False, started_at__lte=now)
+            .annotate(rank=ranked).filter(rank__lte=RECENT).order_by("pool_id", "rank")
+            .values_list("pool_id", "status", "gpu", "replicas", "queued_at", "started_at", "finished_at", "rank")):
+        pool = facts[pools[pool_id].name]
+        if queued_at is not None and queued_at <= started_at:
+            pool.waits.append((gpu * replicas, (started_at - queued_at).total_seconds()))
+        if status in RAN and finished_at is not None:
+            pool.history.append((gpu * replicas, (finished_at - started_at).total_seconds()))
     return pure.estimate(facts, wanted, now.timestamp())
 
 
@@ -80,12 +86,13 @@ def _status(pool: Pool, now: datetime) -> str:
     return "ONLINE" if backend_online(pool.backend, now) else "OFFLINE"
 
 
-def _wanted(workload: Workload) -> pure.Wanted:
+def _wanted(workload: Workload, now: datetime) -> pure.Wanted:
     reasons = {r.get("pool"): (r.get("code", ""), r.get("details") or {}) for r in workload.reasons or []
                if isinstance(r, dict)}
     positions = {pool: n for pool, n in (workload.positions or {}).items() if isinstance(n, int)}
+    since = workload.queued_at or workload.submitted_at
     return pure.Wanted(str(workload.id), workload.gpu * workload.replicas, tuple(workload.pools or ()), positions,
-                       reasons)
+                       reasons, waited=max(0.0, (now - since).total_seconds()) if since else 0.0)
 
 
 def shown(forecast: pure.Forecast | None, keep=None) -> dict:

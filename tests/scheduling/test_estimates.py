@@ -10,13 +10,14 @@ NOW = 1_800_000_000.0
 H = 3600.0
 
 
-def want(id="w", gpus=4, pools=("p",), positions=None, reasons=None, project="vision", department="research"):
+def want(id="w", gpus=4, pools=("p",), positions=None, reasons=None, project="vision", department="research",
+         waited=0.0):
     return Wanted(id, gpus, tuple(pools), positions if positions is not None else {pool: 1 for pool in pools},
-                  reasons or {}, project, department)
+                  reasons or {}, project, department, waited)
 
 
-def pool(name="p", capacity=16, free=0, running=(), queue=(), history=(), status="ONLINE"):
-    return PoolFacts(name, capacity, free, list(running), list(queue), list(history), status)
+def pool(name="p", capacity=16, free=0, running=(), queue=(), history=(), status="ONLINE", waits=()):
+    return PoolFacts(name, capacity, free, list(running), list(queue), list(history), status, list(waits))
 
 
 def one(facts: PoolFacts | list[PoolFacts], wanted: Wanted, now: float = NOW):
@@ -88,6 +89,18 @@ def test_the_earlier_of_timeout_and_median_wins():
     history = [(8, 4 * H)] * 10
     forecast = one(pool(capacity=8, running=[Running(8, NOW, H)], history=history), want(gpus=8))
     assert forecast.at == NOW + H and "exec timeout" in forecast.basis
+
+
+def test_without_a_foreseeable_end_the_pools_recent_waits_are_the_basis():
+    # The GPUs are held by work with no timeout and no history (the fleet's own pods, or ours without an end).
+    waits = [(4, 300.0)] * 5 + [(1, 60.0)] * 10
+    forecast = one(pool(running=[Running(16, NOW, None)], waits=waits), want(gpus=4))
+    assert forecast.at == NOW + 300
+    assert forecast.basis == ("about 5 min: the median wait of the last 5 workloads of 3-4 GPUs that started in pool "
+                              "p (the GPUs it needs are held by work with no foreseeable end)")
+    waited = one(pool(running=[Running(16, NOW, None)], waits=waits + [(4, 900.0)] * 3), want(gpus=4, waited=400))
+    assert waited.at == NOW + 500  # the waits longer than its 400 s so far: median 900
+    assert one(pool(running=[Running(16, NOW, None)], waits=waits), want(gpus=4, waited=1000)).at is None
 
 
 def test_free_gpus_now_mean_the_next_cycles():

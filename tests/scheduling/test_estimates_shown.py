@@ -80,6 +80,20 @@ def test_recent_run_times_of_the_pool_are_a_basis(researcher_api, waiting):
         "run time of the last 4 finished workloads of 5-8 GPUs in pool training)")  # both started together
 
 
+def test_with_no_foreseeable_end_the_pools_recent_waits_are_the_basis(researcher_api, waiting):
+    Workload.objects.filter(status=Status.RUNNING).update(exec_timeout="")
+    now = timezone.now()
+    done = Workload.objects.filter(name="run-0").first()
+    for i in range(3):  # three workloads of 4 GPUs that waited 20 minutes before starting in training
+        done.pk, done.name, done.status, done.gpu = None, f"waited-{i}", Status.COMPLETED, 4
+        done.queued_at, done.started_at = now - timedelta(hours=3, minutes=20), now - timedelta(hours=3)
+        done.finished_at = None
+        done.save(force_insert=True)
+    body = researcher_api.get(f"/api/workloads/{waiting['id']}/").json()
+    assert body["estimate_basis"].startswith("about 20 min: the median wait of the last 3 workloads of 3-4 GPUs that "
+                                             "started in pool training")
+
+
 def test_the_loader_takes_the_clock_it_is_given(waiting):
     workload = Workload.objects.get(pk=waiting["id"])
     later = waiting["at"] - timedelta(minutes=10)
