@@ -195,19 +195,18 @@ class _Profile:
             self.free[-1] += release.gpus
 
     def earliest(self, need: int, duration: float, after: int = 0) -> float | None:
-        """The first breakpoint (from index `after`) from which `need` GPUs are free for `duration`."""
+        """The first breakpoint (from index `after`) from which `need` GPUs are free for `duration`: one pass over
+        the runs of segments with enough free."""
         times, free = self.times, self.free
-        if max(free[after:], default=-1) < need:
-            return None
-        for i in range(after, len(times)):
-            if free[i] < need:
+        last, first = len(times) - 1, None
+        for j in range(after, last + 1):
+            if free[j] < need:
+                first = None
                 continue
-            end = times[i] + duration
-            j = i + 1
-            while j < len(times) and times[j] < end and free[j] >= need:
-                j += 1
-            if j == len(times) or times[j] >= end:
-                return times[i]
+            if first is None:
+                first = j
+            if j == last or times[j + 1] - times[first] >= duration:
+                return times[first]
         return None
 
     def _split(self, at: float) -> int:
