@@ -107,9 +107,10 @@ class Replay:
         Backend.objects.update(last_sync_at=self.now)  # synced at the replay's moment, not the machine's
 
     def step(self, seconds: float, seen: dict) -> None:
-        from scheduling import demo, follow, sweeps
-        from scheduling.cycle import run_cycle
+        from scheduling import demo
         from scheduling.models import Workload
+        from scheduling.run import follow, sweeps
+        from scheduling.run.cycle import run_cycle
 
         now = self.now
         submitted = demo.trickle(self.rng, now).submitted
@@ -135,8 +136,8 @@ def baseline(pool: str, position: int, now: datetime) -> float | None:
 
 def record(seen: dict, now: datetime) -> None:
     """The estimates of the workloads numbered in a queue for the first time."""
+    from scheduling.decisions.positions import first_position, positions_of
     from scheduling.models import Status, Workload
-    from scheduling.positions import first_position, positions_of
     from scheduling.run import estimates
 
     fresh = [w for w in Workload.objects.filter(status=Status.PENDING).exclude(positions={}).light()

@@ -9,9 +9,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from pools.models import Backend, Node
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
 from scheduling.run import estimates
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import SHARED, post_workload
 from tests.support.commands import run
 

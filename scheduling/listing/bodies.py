@@ -6,12 +6,11 @@ from typing import Any
 
 from pools.models import ManagedJob, Project
 from pools.models.visibility import Access
-
-from . import podenv
-from .decisions.estimates import Forecast
-from .models import Status, Workload
-from .positions import first_position, positions_of
-from .run import estimates
+from scheduling.decisions.estimates import Forecast
+from scheduling.decisions.positions import first_position, positions_of
+from scheduling.models import Status, Workload
+from scheduling.run import estimates
+from scheduling.specs import podenv
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
            "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")
