@@ -142,6 +142,19 @@ class WorkloadRow(_Shape):
     admitted_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+    estimated_start: datetime | None = Field(
+        description="While pending: an estimate of when it starts (the earliest of its visible candidate pools'), "
+                    "null when there is no basis for one (or when not pending).")
+    estimate_basis: str = Field(
+        description='What the estimate rests on, in words ("about 2 h: 12 GPUs free up in pool p when 3 running '
+                    'workloads reach their exec timeouts"), "unknown: ..." without a basis, "" when not pending.')
+
+
+class Estimate(_Shape):
+    pool: str
+    position: int | None = Field(description="Place in this pool's queue (1 is next).")
+    estimated_start: datetime | None = Field(description="An estimate; null: unknown.")
+    basis: str
 
 
 class Event(_Shape):
@@ -211,6 +224,8 @@ class WorkloadDetail(WorkloadRow):
                                                 "credentials (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY) are masked "
                                                 "for all but the submitter.")
     reasons: list[Reason]
+    estimates: list[Estimate] = Field(description="While pending: the start estimate in each candidate pool you may "
+                                                  "see, in the pools' order.")
     placement: dict[str, int] = Field(description="Where the current attempt's pods are: node name -> pods bound "
                                                   "there, read from the pods ({} until one is bound).")
     planned_nodes: dict[str, int] = Field(description="Admission's plan: node name -> replicas reserved there, "

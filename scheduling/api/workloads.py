@@ -21,6 +21,7 @@ from scheduling.api import schema
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
 from scheduling.models import Workload
+from scheduling.run import estimates
 from scheduling.submit import limits, submission
 
 DRY_RUN = OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="Run the whole pipeline and answer, per "
@@ -107,9 +108,10 @@ class WorkloadViewSet(viewsets.ViewSet):
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         access = access_for(request)
-        if page is not None:
-            return paginator.get_paginated_response([bodies.row(w, access) for w in page])
-        return Response([bodies.row(w, access) for w in queryset])
+        rows = list(page if page is not None else queryset)
+        forecasts = estimates.forecasts(rows)  # one set of queries for the whole page
+        body = [bodies.row(w, access, forecasts.get(str(w.id))) for w in rows]
+        return paginator.get_paginated_response(body) if page is not None else Response(body)
 
     @extend_schema(responses=schema.WorkloadDetail)
     def retrieve(self, request, pk=None):

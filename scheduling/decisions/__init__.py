@@ -1,2 +1,1 @@
-"""Pure decisions (no Django): admission, the lifecycle of attempts, queue positions, hints,
-start estimates."""
+"""Pure decisions (no Django): what the scheduler concludes from facts handed to it."""

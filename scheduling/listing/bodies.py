@@ -6,8 +6,10 @@ from typing import Any
 
 from pools.models import ManagedJob, Project
 from pools.models.visibility import Access
+from scheduling.decisions.estimates import Forecast
 from scheduling.decisions.positions import first_position, positions_of
-from scheduling.models import Workload
+from scheduling.models import Status, Workload
+from scheduling.run import estimates
 from scheduling.specs import podenv
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
@@ -53,8 +55,9 @@ def first_reason(workload: Workload, keep=None) -> dict | None:
     return None
 
 
-def row(workload: Workload, access: Access) -> dict[str, Any]:
-    """One line of the lists (API list, page table, CSV)."""
+def row(workload: Workload, access: Access, forecast: Forecast | None = None) -> dict[str, Any]:
+    """One line of the lists (API list, page table, CSV). `forecast`: the workload's start estimate, from
+    `run.estimates.forecasts` over the whole list (null and "" without one)."""
     keep = _visible(access, workload)
     pools = [p for p in workload.pools if keep(p)]
     reason = first_reason(workload, keep) if workload.status in WAITING else None
@@ -84,7 +87,14 @@ def row(workload: Workload, access: Access) -> dict[str, Any]:
         "admitted_at": workload.admitted_at,
         "started_at": workload.started_at,
         "finished_at": workload.finished_at,
+        **{key: value for key, value in estimates.shown(forecast, keep).items() if key != "estimates"},
     }
+
+
+def expected_start(row: dict) -> str:
+    """A row's estimated start as lists show it, the lead of its basis: "about 40 min", "unknown" ("" when not
+    pending)."""
+    return row["estimate_basis"].split(":", 1)[0]
 
 
 def placed(pods: dict[str, dict]) -> dict[str, int]:
@@ -168,9 +178,12 @@ def _shown_request(workload: Workload, access: Access, keep) -> dict[str, Any]:
     return {"request_visible": True, "variables": variables, "request": request, "pod_templates": templates}
 
 
-def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
+def detail(workload: Workload, access: Access, events=None, now=None) -> dict[str, Any]:
     keep = _visible(access, workload)
-    body = row(workload, access)
+    forecast = estimates.forecasts([workload], now).get(str(workload.id)) \
+        if workload.status == Status.PENDING else None
+    body = row(workload, access, forecast)
+    body["estimates"] = estimates.shown(forecast, keep)["estimates"]
     shown = _shown_request(workload, access, keep)
     run = current_runs([workload]).get(str(workload.id)) if body["pool"] else None
     body.update({

@@ -34,6 +34,7 @@ from scheduling.decisions.positions import first_position
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
 from scheduling.models import ALIVE, Priority, Status, Workload
+from scheduling.run import estimates
 from scheduling.submit import submission
 
 QUEUE_ROWS = 25
@@ -74,6 +75,10 @@ WORKLOADS = Table("workloads", "Workloads", key=lambda row: row["id"], default_s
     Column("memory", "Memory per replica", _get("memory"), kind="bytes", unit="bytes", default=False),
     Column("position", "Position", _get("position"), kind="number",
            help="In the queue of its first candidate pool, while pending"),
+    Column("start", "Expected start", lambda row, ctx: bodies.expected_start(row),
+           title=lambda row: row["estimate_basis"],
+           help="An estimate, while pending: from the running work's exec timeouts and the pool's recent run times; "
+                "hover for its basis"),
     Column("reason", "Why pending", _reason, help="The first candidate pool's reason; every pool's on the page",
            phone=True),  # a phone shows it in the row, under the key columns (site.css)
     Column("submitted", "Submitted", _get("submitted_at"), kind="time", sort=("submitted_at",)),
@@ -147,6 +152,22 @@ def _context(request) -> RowContext:
     return RowContext(access.visible_pool_names, access.is_staff, timezone.now())
 
 
+def _rows(workloads, access, now, chunk: int = 2000):
+    """`bodies.row` of each workload with its start estimate, the estimates' inputs read once per `chunk` rows."""
+    batch = []
+    for workload in workloads:
+        batch.append(workload)
+        if len(batch) >= chunk:
+            yield from _batch(batch, access, now)
+            batch = []
+    yield from _batch(batch, access, now)
+
+
+def _batch(workloads, access, now):
+    forecasts = estimates.forecasts(workloads, now)
+    return [bodies.row(w, access, forecasts.get(str(w.id))) for w in workloads]
+
+
 @access_required()
 def workload_list(request):
     form, rows = filtered(request, request.GET)
@@ -156,10 +177,10 @@ def workload_list(request):
     columns = preferences.chosen_columns(request, WORKLOADS)
     rows = order_queryset(rows.light(), sort, ("-submitted_at", "id"))
     if wants_csv(request):
-        return csv.response(WORKLOADS, columns, (bodies.row(w, access) for w in rows.iterator(chunk_size=2000)), ctx)
+        return csv.response(WORKLOADS, columns, _rows(rows.iterator(chunk_size=2000), access, ctx.now), ctx)
     page = paginate(rows, request.GET)
     listing = Listing(WORKLOADS, path=reverse("workloads:list"), query=request.GET, columns=columns, sort=sort,
-                      ctx=ctx, rows=[bodies.row(w, access) for w in page.object_list], total=page.paginator.count,
+                      ctx=ctx, rows=list(_rows(page.object_list, access, ctx.now)), total=page.paginator.count,
                       page=page, filtered=form.active, totals=totals(rows),
                       empty_message="No workload matches these filters." if form.active else
                       "No workloads yet: submit one with POST /api/workloads/, the OSMO workflow path or "
@@ -248,9 +269,16 @@ def queue(request):
     else:
         raise Http404("Name a pool or a project")
     shown_pending = []
-    for workload in pending[:QUEUE_ROWS]:
-        row = bodies.row(workload, access)
-        if pool_name:  # this pool's position and reason, not the first candidate's
+    now = timezone.now()
+    first = list(pending[:QUEUE_ROWS])
+    forecasts = estimates.forecasts(first, now)
+    for workload in first:
+        forecast = forecasts.get(str(workload.id))
+        row = bodies.row(workload, access, forecast)
+        if pool_name:  # this pool's position, reason and estimate, not the first candidate's
+            here = next((e for e in (forecast.pools if forecast else ()) if e.pool == pool_name), None)
+            if here is not None:
+                row["estimate_basis"] = here.basis
             row["position"] = row["positions"].get(pool_name)
             row["reason"] = next((r for r in workload.reasons or [] if r.get("pool") == pool_name), row["reason"])
         else:  # the same number as the workload's page and the API, with the pool it is in
@@ -259,5 +287,5 @@ def queue(request):
     context = {"pending": shown_pending, "pending_count": pending.count(),
                "holding": [bodies.row(w, access) for w in holding.order_by("-admitted_at")[:QUEUE_ROWS]],
                "holding_count": holding.count(), "link": link, "pool": pool_name, "project": project_name,
-               "now": timezone.now(), "max_rows": QUEUE_ROWS}
+               "now": now, "max_rows": QUEUE_ROWS}
     return render(request, "workloads/_queue.html", context)

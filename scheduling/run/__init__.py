@@ -1,2 +1,1 @@
-"""The running machinery (Django side): the admission cycle and its snapshot, the dispatch outbox, attempts,
-following Jobs and pods, stops, periodic sweeps, metrics."""
+"""Django-side running machinery: loaders and loops that feed the pure decisions."""

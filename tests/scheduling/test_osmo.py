@@ -158,7 +158,7 @@ def test_a_gpuctl_job_file_is_created_listed_and_deleted(world, tmp_path):
     assert workload.variables["GPU_TYPE"] == "H100"
     listing = run("get", "jobs", "--pool", "training")
     assert listing.splitlines()[0].split() == ["JOB", "ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE",
-                                               "IP", "AGE", "POOL"]
+                                               "IP", "AGE", "POOL", "START", "(EST.)"]  # gpuctl's, and ours
     assert "qwen-sft" in listing and "proj-vision" in listing and "Pending" in listing
     assert json.loads(run("get", "jobs", "--format", "json"))[0]["name"] == "qwen-sft"
     assert run("delete", "job", "qwen-sft").startswith("job/qwen-sft deleted")

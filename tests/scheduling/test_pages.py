@@ -135,7 +135,7 @@ def test_lists_cost_the_same_queries_for_5_or_40_workloads(world, researcher_api
         post_workload(researcher_api, name=f"many-{i}", priority="low")
     run_cycle()
     assert queries() == few, url
-    assert few <= 12, few
+    assert few <= 13, few  # 3 of them the start estimates' (scheduling.run.estimates)
 
 
 def test_a_workloads_page_refreshes_its_status_reasons_and_events(researcher_client, training_queue):

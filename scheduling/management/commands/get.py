@@ -12,6 +12,7 @@ from pools.models.visibility import Access
 from scheduling.listing import bodies
 from scheduling.management.cli import find_user, operator_access
 from scheduling.models import Workload
+from scheduling.run import estimates
 
 # gpuctl's STATUS is the pod phase; ours is the workload's, in gpuctl's words where one fits.
 PHASES = {"PENDING": "Pending", "ADMITTED": "Admitted", "PREEMPTING": "Preempting", "SCHEDULING": "Pending",
@@ -44,9 +45,10 @@ def job_rows(pool: str | None, now=None, user=None) -> list[dict]:
     access = Access(user) if user else operator_access()
     workloads = list(rows)
     runs = bodies.current_runs(workloads)
+    forecasts = estimates.forecasts(workloads, now)
     result = []
     for workload in workloads:
-        row = bodies.row(workload, access)
+        row = bodies.row(workload, access, forecasts.get(str(workload.id)))
         # Where the pods are, as the sync last saw them (not admission's plan: the kube-scheduler binds them).
         pods = [pod for pod in (runs[str(workload.id)].pods if str(workload.id) in runs else {}).values()
                 if not pod.get("deleted")]
@@ -60,7 +62,8 @@ def job_rows(pool: str | None, now=None, user=None) -> list[dict]:
                        "kind": "training", "status": PHASES.get(workload.status, workload.status.title()),
                        "ready": f"{ready}/{workload.replicas}", "node": nodes_summary(nodes), "nodes": nodes,
                        "ip": nodes_summary(ips), "ips": ips, "age": age(workload.submitted_at, now),
-                       "pool": row["pool"] or (row["pools"] or [""])[0]})
+                       "pool": row["pool"] or (row["pools"] or [""])[0], "estimated_start": row["estimated_start"],
+                       "estimate_basis": row["estimate_basis"], "start": bodies.expected_start(row) or "-"})
     return result
 
 
@@ -93,9 +96,9 @@ class Command(BaseCommand):
                 print_json(self.stdout, rows)
                 return
             print_table(self.stdout, ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE",
-                                      "POOL"],
+                                      "POOL", "START (EST.)"],
                         [[r["job_id"][:8], r["name"], r["namespace"], r["kind"], r["status"], r["ready"], r["node"],
-                          r["ip"], r["age"], r["pool"] or "-"] for r in rows])
+                          r["ip"], r["age"], r["pool"] or "-", r["start"]] for r in rows])
             return
         node = labels.find_node(options["node"], options["backend"])
         shown = dict(sorted(node.labels.items()))

@@ -13,6 +13,7 @@ from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
 from scheduling.management.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
 from scheduling.models import Source, Workload
+from scheduling.run import estimates
 from scheduling.submit import submission
 
 
@@ -97,15 +98,17 @@ class Command(BaseCommand):
         if not filterset.is_valid():
             field, errors = next(iter(filterset.errors.items()))
             raise ConfigError(f"--{field}: {' '.join(errors)}")
-        data = [bodies.row(w, access) for w in filterset.qs]
+        workloads = list(filterset.qs)
+        forecasts = estimates.forecasts(workloads)
+        data = [bodies.row(w, access, forecasts.get(str(w.id))) for w in workloads]
         if format == "json":
             print_json(self.stdout, data)
             return
         print_table(self.stdout, ["ID", "NAME", "PROJECT", "USER", "PRIORITY", "STATUS", "POOL", "GPUS", "REPLICAS",
-                                  "POSITION", "REASON"],
+                                  "POSITION", "START (EST.)", "REASON"],
                     [[r["id"][:8], r["name"], r["project"], r["submitter"] or "-", r["priority"], r["status"],
                       r["pool"] or ",".join(r["pools"]), r["gpu"], r["replicas"], r["position"] or "-",
-                      (r["reason"] or {}).get("code", "-")] for r in data])
+                      bodies.expected_start(r) or "-", (r["reason"] or {}).get("code", "-")] for r in data])
 
     def describe(self, id, as_user, format, **_):
         user = find_user(as_user) if as_user else None
@@ -143,6 +146,13 @@ class Command(BaseCommand):
             code = f", exit code {item['exit_code']}" if item["exit_code"] is not None else ""
             out(f"  Attempt {item['attempt']}:  {item['status']}{code} ({item['job'] or 'not dispatched'}): "
                 f"{item['message']}")
+        if body["status"] == "PENDING":
+            when = f"{body['estimated_start']:%Y-%m-%d %H:%M} UTC, " if body["estimated_start"] else ""
+            out(f"  Start:      {when}{body['estimate_basis']} (an estimate)")
+            if len(body["estimates"]) > 1:
+                for item in body["estimates"]:
+                    at = f"{item['estimated_start']:%Y-%m-%d %H:%M} UTC, " if item["estimated_start"] else ""
+                    out(f"    {item['pool']} (#{item['position'] or '-'}): {at}{item['basis']}")
         if body["reasons"]:
             out("  Waiting because:")
             for reason in body["reasons"]:
