@@ -15,7 +15,9 @@ from pools.inventory.status import READY
 from pools.models import ManagedJob, Node
 
 from . import attempts, lifecycle
+from .decisions.notifications import STARTED
 from .models import Status, Workload, WorkloadEvent
+from .run import notify
 
 log = logging.getLogger("scheduling.follow")
 
@@ -103,6 +105,7 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
                                                                updated_at=now)
                 events.append(WorkloadEvent(workload=workload, at=now, status=Status.RUNNING, reason="RUNNING",
                                             message=outcome.message, pools=[workload.pool.name]))
+                notify.record(workload, STARTED, Status.RUNNING, outcome.message, now=now)
             elif outcome.stop:
                 attempts.request_stop(workload, outcome.status, outcome.reason, outcome.message,
                                       exit_code=outcome.exit_code, now=now)
