@@ -205,7 +205,10 @@ def pending_too_long(now) -> int:
     made = 0
     since = Coalesce("queued_at", "submitted_at")
     waiting = Workload.objects.filter(status=Status.PENDING).annotate(since=since)
-    for preference in NotificationPreference.objects.filter(transitions__contains=[decide.PENDING]):
+    # Filtered here, not in SQL: JSON containment is PostgreSQL's (the demo runs on SQLite); rows are few.
+    for preference in NotificationPreference.objects.all():
+        if decide.PENDING not in preference.transitions:
+            continue
         rows = waiting.filter(since__lt=now - timedelta(minutes=preference.pending_minutes))
         if preference.user_id:
             rows = rows.filter(submitter_id=preference.user_id)
