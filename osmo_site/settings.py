@@ -352,13 +352,14 @@ CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
     "schedule": float(OSMO_LIFECYCLE_INTERVAL),
 }
 # Notifications (scheduling.run.notify, README "Notifications"): each user's choice of transitions, sent to a
-# webhook and/or by mail. Sends time out after OSMO_NOTIFY_TIMEOUT seconds, are tried OSMO_NOTIFY_MAX_TRIES times
-# with back-off, and a send's claim is taken over after OSMO_NOTIFY_CLAIM_SECONDS (above the send task's 60 s hard
-# limit). Beat sweeps every OSMO_NOTIFY_INTERVAL seconds (stuck-pending checks and unsent rows). Webhooks may not
-# reach private, loopback or link-local addresses unless their host (name, address or CIDR) is in
-# OSMO_NOTIFY_ALLOWED_HOSTS.
+# webhook and/or by mail. Sends time out after OSMO_NOTIFY_TIMEOUT seconds and are tried OSMO_NOTIFY_MAX_TRIES
+# times with back-off (OSMO_NOTIFY_BACKOFF_SECONDS doubling, at most an hour); a send's claim is taken over after
+# OSMO_NOTIFY_CLAIM_SECONDS (above the send task's 60 s hard limit). Beat sweeps every OSMO_NOTIFY_INTERVAL
+# seconds (stuck-pending checks and unsent rows). Webhooks may not reach private, loopback or link-local
+# addresses unless their host (name, address or CIDR) is in OSMO_NOTIFY_ALLOWED_HOSTS.
 OSMO_NOTIFY_TIMEOUT = env_int("OSMO_NOTIFY_TIMEOUT", 5)
 OSMO_NOTIFY_MAX_TRIES = env_int("OSMO_NOTIFY_MAX_TRIES", 8)
+OSMO_NOTIFY_BACKOFF_SECONDS = env_int("OSMO_NOTIFY_BACKOFF_SECONDS", 30)
 OSMO_NOTIFY_CLAIM_SECONDS = env_int("OSMO_NOTIFY_CLAIM_SECONDS", 120)
 OSMO_NOTIFY_INTERVAL = env_int("OSMO_NOTIFY_INTERVAL", 60)
 OSMO_NOTIFY_ON_COMMIT = env_bool("OSMO_NOTIFY_ON_COMMIT", True)

@@ -141,8 +141,8 @@ def deliver(pk, *, now=None, clock=timezone.now) -> str:
 
 
 def backoff(tries: int) -> timedelta:
-    """30 s doubling per try, at most an hour."""
-    return timedelta(seconds=min(30 * 2 ** max(tries - 1, 0), 3600))
+    """OSMO_NOTIFY_BACKOFF_SECONDS (30) doubling per try, at most an hour."""
+    return timedelta(seconds=min(settings.OSMO_NOTIFY_BACKOFF_SECONDS * 2 ** max(tries - 1, 0), 3600))
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):

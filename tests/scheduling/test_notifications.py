@@ -14,10 +14,12 @@ from django.conf import settings as django_settings
 from django.core import mail
 from django.utils import timezone
 
+from pools.management.workers import worker_commands
 from pools.models import Project
 from scheduling import stopping, submission
 from scheduling.models import Notification, NotificationPreference, Status, Workload
 from scheduling.run import notify
+from tests.celery_app import broker_at
 from tests.scheduling.conftest import post_workload
 from tests.support.children import child_env
 from tests.support.clock import Clock
@@ -223,3 +225,45 @@ def test_stuck_pending_is_told_once_per_attempt_after_the_chosen_minutes(world, 
         (mine["id"], "https://hooks.example.org/x"), (theirs["id"], "https://hooks.example.org/nlp")])
     clock.advance(24 * 3600)
     assert notify.sweep(now=clock.now())["pending"] == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_celery_worker_sends_on_commit_and_retries_a_refused_send(world, researcher_api, standin, kube, settings,
+                                                                    tmp_path):
+    import redis
+
+    settings.OSMO_NOTIFY_ON_COMMIT = True
+    settings.OSMO_NOTIFY_ALLOWED_HOSTS = ["127.0.0.1"]
+    url = settings.TEST_REDIS_URL
+    redis.Redis.from_url(url).flushdb()  # no message of an earlier test
+    receiver = Receiver(fail_first=1)
+    env = child_env(CELERY_BROKER_URL=url, OSMO_DATA_DIR=str(tmp_path / "data"), OSMO_NOTIFY_ALLOWED_HOSTS="127.0.0.1",
+                    OSMO_NOTIFY_BACKOFF_SECONDS="1", OSMO_LIFECYCLE_CONCURRENCY="1")
+    command = worker_commands("-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                              pool="threads")["worker-lifecycle"]
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen(command, cwd=django_settings.BASE_DIR, env=env, stdout=log.open("w"),
+                              stderr=subprocess.STDOUT)
+    try:
+        until(lambda: worker.poll() is not None or " ready." in log.read_text(), "the worker to be ready")
+        assert worker.poll() is None, log.read_text()[-3000:]
+        with broker_at(url):
+            choose(world["researcher"], transitions=["started", "completed"], webhook_url=receiver.url)
+            workload = run_to(standin, kube, researcher_api, "completed", "via-celery")
+            until(lambda: Notification.objects.filter(sent_at__isnull=False).count() == 2,
+                  "the worker to send both notifications", detail=lambda: log.read_text()[-3000:])
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        receiver.close()
+    rows = {n.transition: n for n in Notification.objects.filter(workload=workload)}
+    assert set(rows) == {"started", "completed"}
+    # The first POST was answered 503: that notification was tried twice, by the task's retry, and delivered once.
+    assert sorted(n.tries for n in rows.values()) == [1, 2] and len(receiver.posts) == 3
+    assert Counter(receiver.delivered) == Counter({str(n.pk): 1 for n in rows.values()})
+    assert "send_notification" in log.read_text()

@@ -13,7 +13,8 @@ from tests.support.ports import free_port
 
 
 class Receiver:
-    def __init__(self):
+    def __init__(self, *, fail_first: int = 0):
+        self.fail_first = fail_first  # answer 503 to this many posts first (a receiver having a bad minute)
         self.posts: list[dict] = []  # every body read, in order (ids may repeat: the wire is at-least-once)
         self.delivered: list[str] = []  # ids answered 200 to a sender that was still there
         self.keys: list[str] = []  # the Idempotency-Key header of each post
@@ -31,6 +32,13 @@ class Receiver:
                 with receiver._lock:
                     receiver.posts.append(body)
                     receiver.keys.append(self.headers.get("Idempotency-Key", ""))
+                    failing = len(receiver.posts) <= receiver.fail_first
+                if failing:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                with receiver._lock:
                     held = receiver._hold is not None and body["osmo"]["transition"] == receiver._hold
                     if held:
                         receiver._hold = None
