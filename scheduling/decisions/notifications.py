@@ -67,10 +67,16 @@ def text(change: Change) -> str:
     return body if len(body) <= TEXT_MAX_CHARS else body[:TEXT_MAX_CHARS - 1] + "…"
 
 
+def slack_escaped(message: str) -> str:
+    """Slack reads `<...>` as links and mentions (`<!channel>`): a pod's message must not ping a channel, so
+    &, < and > are escaped as Slack documents (Teams shows them as written)."""
+    return message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def webhook_body(notification_id: str, change: Change, message: str) -> dict:
     """`text` for Slack and Teams; `osmo` for a receiver of ours, with `id`, the key that is the same on every
     try of this notification (also sent as the Idempotency-Key header), so that a receiver can drop a repeat."""
-    return {"text": message, "osmo": {"id": notification_id, "transition": change.transition,
+    return {"text": slack_escaped(message), "osmo": {"id": notification_id, "transition": change.transition,
                                       "workload": change.workload_id, "name": change.name, "attempt": change.attempt,
                                       "status": change.status, "project": change.project, "pool": change.pool,
                                       "at": change.at}}

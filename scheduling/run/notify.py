@@ -193,7 +193,7 @@ def send_mail(row: Notification) -> None:
                            headers={"Message-ID": f"<{row.pk}@osmo.notify>", "X-OSMO-Notification": str(row.pk)})
     try:
         message.send(fail_silently=False)
-    except (OSError, Exception) as exc:  # smtplib's errors, a refused or timed-out connection
+    except Exception as exc:  # smtplib's errors, a refused or timed-out connection, a bad address
         raise SendError(f"mail to {row.target}: {exc}") from None
 
 
@@ -235,6 +235,11 @@ def sweep(now=None, *, act: bool = False) -> dict:
     stale = now - timedelta(seconds=settings.OSMO_NOTIFY_CLAIM_SECONDS)
     due = list(Notification.objects.filter(sent_at__isnull=True, gave_up_at__isnull=True, due_at__lte=now).filter(
         Q(claimed_at__isnull=True) | Q(claimed_at__lt=stale)).values_list("pk", flat=True)[:1000])
+    if not act and due:
+        # Not due again before a sender could have claimed it: a worker that is down for an hour gets one message
+        # per row per OSMO_NOTIFY_CLAIM_SECONDS, not one per sweep.
+        Notification.objects.filter(pk__in=due).update(
+            due_at=now + timedelta(seconds=settings.OSMO_NOTIFY_CLAIM_SECONDS))
     for pk in due:
         if act:
             outcome = deliver(pk, now=now)

@@ -170,6 +170,8 @@ def test_the_webhook_body_is_what_slack_and_teams_read_plus_our_fields():
     assert text == ("Workload train (0a0a0a0a, project vision, attempt 2) failed in pool training: FAILED. "
                     "Exit code 3: failed.")
     assert body["text"] == text and body["osmo"]["id"] == "id-1" and body["osmo"]["attempt"] == 2
+    pinging = decide.webhook_body("id-2", change, "Exit message: <!channel> a & b")
+    assert pinging["text"] == "Exit message: &lt;!channel&gt; a &amp; b"
     long = decide.text(decide.Change(**{**change.__dict__, "message": "x" * 5000}))
     assert len(long) == decide.TEXT_MAX_CHARS and long.endswith("…")
 

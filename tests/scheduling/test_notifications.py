@@ -159,6 +159,22 @@ def test_a_failed_send_is_retried_with_back_off_and_then_given_up(world, researc
 
 
 @pytest.mark.django_db
+def test_the_beat_sweep_sends_a_message_per_due_row_once_per_claim_period(world, researcher_api, standin, kube,
+                                                                          settings):
+    from tests.celery_app import broker_at
+
+    choose(world["researcher"], transitions=["started", "completed"], webhook_url="https://hooks.example.org/x")
+    run_to(standin, kube, researcher_api, "completed", "queued")
+    now = timezone.now()
+    with broker_at("memory://"):
+        assert notify.sweep(now=now)["queued"] == 2
+        assert notify.sweep(now=now + timedelta(seconds=60))["queued"] == 0  # not again while a sender may have it
+        later = now + timedelta(seconds=settings.OSMO_NOTIFY_CLAIM_SECONDS + 1)
+        assert notify.sweep(now=later)["queued"] == 2  # the messages were lost (no worker): sent again
+    assert set(Notification.objects.values_list("sent_at", flat=True)) == {None}
+
+
+@pytest.mark.django_db
 def test_a_webhook_host_that_resolves_to_a_private_address_is_refused_at_send_unless_allowed(
         world, researcher_api, standin, kube, settings):
     server = Receiver()
