@@ -18,8 +18,7 @@ from pools.access.scoping import Rule, access_required
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.models import AccessToken
-from scheduling.decisions.notifications import TRANSITIONS
-from scheduling.models import Transition
+from scheduling.decisions.notifications import LABELS, TRANSITIONS
 from scheduling.run import notify_preferences as prefs
 
 FORM_FIELD_MAX = 2000  # a field longer than any value we accept is refused before it is read further
@@ -39,7 +38,7 @@ def _page(request, *, status: int = 200, secret: dict | None = None, errors: dic
         "max_days": settings.ACCESS_TOKEN_MAX_DAYS,
         "notifications": notifications,
         "chosen": {**chosen, "form": form.get("notify") if form else None},
-        "choices": [(value, Transition(value).label) for value in TRANSITIONS],
+        "choices": [(value, LABELS[value]) for value in TRANSITIONS],
     }, status=status)
     # The page may carry a secret shown once: no cache may keep it.
     response["Cache-Control"] = "no-store"

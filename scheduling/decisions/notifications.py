@@ -52,6 +52,8 @@ class Change:
     at: str  # ISO time
 
 
+LABELS = {STARTED: "Started (every replica runs)", COMPLETED: "Completed", FAILED: "Failed (not when you cancel it)",
+          PREEMPTED: "Preempted (it queues again)", PENDING: "Still pending after the minutes below"}
 VERBS = {STARTED: "started", COMPLETED: "completed", FAILED: "failed", PREEMPTED: "was preempted",
          PENDING: "is still pending"}
 
