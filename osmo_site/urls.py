@@ -20,7 +20,7 @@ urlpatterns = [
     path("profile/tokens/", profile_pages.token_create, name="profile-token-create"),
     path("profile/tokens/<str:name>/revoke/", profile_pages.token_revoke, name="profile-token-revoke"),
     path("profile/notifications/", profile_pages.notifications_save, name="profile-notifications-save"),
-    path("workloads/", include("scheduling.page_urls")),
+    path("workloads/", include("scheduling.pages.urls")),
     path("", include("pools.pages.urls")),
 ]
 

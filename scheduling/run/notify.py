@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from scheduling.decisions import notifications as decide
 from scheduling.models import Channel, Notification, NotificationPreference, Status, Workload
-from scheduling.outbox import send
+from scheduling.run.outbox import send
 
 log = logging.getLogger("scheduling.notify")
 TASK = "scheduling.tasks.send_notification"

@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from pools.management.workers import worker_commands
 from pools.models import Project
-from scheduling import stopping, submission
 from scheduling.models import Notification, NotificationPreference, Status, Workload
-from scheduling.run import notify
+from scheduling.run import notify, stopping
+from scheduling.submit import submission
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import post_workload
 from tests.support.children import child_env

@@ -4,10 +4,10 @@ client: admit and dispatch, write a replica's pod or the Job's status as they wo
 
 from pools.cluster.reflector import list_all
 from pools.fleet import managed_jobs
-from scheduling import follow
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
 from scheduling.models import Workload
+from scheduling.run import follow
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
 
 

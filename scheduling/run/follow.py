@@ -13,13 +13,12 @@ from django.utils import timezone
 
 from pools.inventory.status import READY
 from pools.models import ManagedJob, Node
+from scheduling.decisions import lifecycle
+from scheduling.decisions.notifications import STARTED
+from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run import attempts, notify
 
-from . import attempts, lifecycle
-from .decisions.notifications import STARTED
-from .models import Status, Workload, WorkloadEvent
-from .run import notify
-
-log = logging.getLogger("scheduling.follow")
+log = logging.getLogger("scheduling.run.follow")
 
 FOLLOWED = (Status.SCHEDULING, Status.RUNNING)
 

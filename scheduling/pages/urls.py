@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import pages
+from scheduling.pages import workloads as pages
 
 app_name = "workloads"
 
