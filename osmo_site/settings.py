@@ -254,6 +254,8 @@ CELERY_TASK_ROUTES = {
     "scheduling.tasks.demo_trickle": {"queue": "lifecycle"},
     "pools.tasks.record_usage_snapshots": {"queue": "lifecycle"},
     "pools.tasks.prune_audit_log": {"queue": "lifecycle"},
+    "scheduling.tasks.send_notification": {"queue": "lifecycle"},
+    "scheduling.tasks.notifications_sweep": {"queue": "lifecycle"},
 }
 OSMO_WORKER_QUEUES = {"sync": ["sync"], "admission": ["admission", "celery"], "lifecycle": ["lifecycle"]}
 OSMO_SYNC_CONCURRENCY = env_int("OSMO_SYNC_CONCURRENCY", 4)
@@ -349,6 +351,36 @@ CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
     "task": "scheduling.tasks.lifecycle_sweep",
     "schedule": float(OSMO_LIFECYCLE_INTERVAL),
 }
+# Notifications (scheduling.run.notify, README "Notifications"): each user's choice of transitions, sent to a
+# webhook and/or by mail. Sends time out after OSMO_NOTIFY_TIMEOUT seconds and are tried OSMO_NOTIFY_MAX_TRIES
+# times with back-off (OSMO_NOTIFY_BACKOFF_SECONDS doubling, at most an hour); a send's claim is taken over after
+# OSMO_NOTIFY_CLAIM_SECONDS (above the send task's 60 s hard limit). Beat sweeps every OSMO_NOTIFY_INTERVAL
+# seconds (stuck-pending checks and unsent rows). Webhooks may not reach private, loopback or link-local
+# addresses unless their host (name, address or CIDR) is in OSMO_NOTIFY_ALLOWED_HOSTS.
+OSMO_NOTIFY_TIMEOUT = env_int("OSMO_NOTIFY_TIMEOUT", 5)
+OSMO_NOTIFY_MAX_TRIES = env_int("OSMO_NOTIFY_MAX_TRIES", 8)
+OSMO_NOTIFY_BACKOFF_SECONDS = env_int("OSMO_NOTIFY_BACKOFF_SECONDS", 30)
+OSMO_NOTIFY_CLAIM_SECONDS = env_int("OSMO_NOTIFY_CLAIM_SECONDS", 120)
+OSMO_NOTIFY_INTERVAL = env_int("OSMO_NOTIFY_INTERVAL", 60)
+OSMO_NOTIFY_ON_COMMIT = env_bool("OSMO_NOTIFY_ON_COMMIT", True)
+OSMO_NOTIFY_ALLOWED_HOSTS = env_list("OSMO_NOTIFY_ALLOWED_HOSTS", [])
+if OSMO_NOTIFY_CLAIM_SECONDS <= 60:
+    raise ImproperlyConfigured("OSMO_NOTIFY_CLAIM_SECONDS must be above 60 (the send task's hard time limit)")
+CELERY_BEAT_SCHEDULE["notifications-sweep"] = {"task": "scheduling.tasks.notifications_sweep",
+                                               "schedule": float(OSMO_NOTIFY_INTERVAL)}
+# Mail (Django's settings): EMAIL_BACKEND (SMTP by default; "django.core.mail.backends.console.EmailBackend" prints),
+# EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS / EMAIL_USE_SSL, EMAIL_TIMEOUT and
+# DEFAULT_FROM_EMAIL.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "osmo@localhost")
+
 # The demo's trickle of submissions, every this many seconds (0: off; `make
 # demo` sets 15). Never turn it on in production: it submits workloads as the first superuser.
 OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)

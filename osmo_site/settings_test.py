@@ -64,6 +64,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
 OSMO_ADMISSION_ON_COMMIT = env_bool("OSMO_ADMISSION_ON_COMMIT", False)
 OSMO_ENGINE_RECONCILE_ON_COMMIT = env_bool("OSMO_ENGINE_RECONCILE_ON_COMMIT", False)
+OSMO_NOTIFY_ON_COMMIT = env_bool("OSMO_NOTIFY_ON_COMMIT", False)
 # The suite serves plain HTTP (the test client, live_server, servers it starts): cookies must not need HTTPS.
 # Templates name static files without a manifest (nothing runs collectstatic); tests/test_deploy_settings.py
 # runs the production settings.

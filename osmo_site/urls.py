@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from osmo_site import health
 from pools.access import urls as access_urls
+from scheduling.pages import profile as profile_pages
 
 urlpatterns = [
     # Health and metrics (osmo_site.health): no sign-in, GET only.
@@ -14,6 +15,11 @@ urlpatterns = [
     path("api/", include(access_urls.api_patterns)),
     path("api/", include("scheduling.urls")),
     path("", include(access_urls.page_patterns)),
+    # The profile page: one's own tokens and notification choices (scheduling.pages.profile).
+    path("profile/", profile_pages.profile, name="profile-page"),
+    path("profile/tokens/", profile_pages.token_create, name="profile-token-create"),
+    path("profile/tokens/<str:name>/revoke/", profile_pages.token_revoke, name="profile-token-revoke"),
+    path("profile/notifications/", profile_pages.notifications_save, name="profile-notifications-save"),
     path("workloads/", include("scheduling.pages.urls")),
     path("", include("pools.pages.urls")),
 ]

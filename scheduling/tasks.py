@@ -4,12 +4,15 @@ admission sends `dispatch_workload`, a committed stop `stop_workload`; both take
 (the row is locked, its status checked) and retry cluster errors with back-off; `dispatch_workloads` and
 `stop_workloads` take a batch of ids (scheduling.run.outbox.BATCH) and hand each one the cluster refused to the one-id
 task, for its back-off; `lifecycle_sweep` re-drives whatever a lost message or a dead worker left behind.
-Each goes to its Celery queue (settings.CELERY_TASK_ROUTES)."""
+`send_notification` sends one notification row (claimed first; retried with back-off) and `notifications_sweep`
+records "stuck pending" and re-drives unsent rows (scheduling.run.notify). Each goes to its Celery queue
+(settings.CELERY_TASK_ROUTES)."""
 
 from celery import shared_task
 
 from pools.cluster import ClusterError
 from pools.cluster.reflector import Backoff
+from scheduling.run import notify
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from scheduling.run.outbox import send
@@ -81,3 +84,21 @@ def demo_trickle() -> dict:
     from scheduling.demo import trickle
 
     return trickle().summary()
+
+
+# The hard limit is below OSMO_NOTIFY_CLAIM_SECONDS: a claim older than that belongs to a sender that is gone.
+@shared_task(bind=True, time_limit=60, soft_time_limit=50, ignore_result=True, acks_late=True)
+def send_notification(self, notification_id: str) -> str:
+    from django.conf import settings
+
+    outcome = notify.deliver(notification_id)
+    if outcome == "retry" and self.request.retries < settings.OSMO_NOTIFY_MAX_TRIES:
+        # The row is due again at the same back-off: whichever of this retry and the sweep comes first sends it.
+        raise self.retry(countdown=notify.backoff(self.request.retries + 1).total_seconds(),
+                         max_retries=settings.OSMO_NOTIFY_MAX_TRIES)
+    return outcome
+
+
+@shared_task(time_limit=120, soft_time_limit=100, ignore_result=True)
+def notifications_sweep() -> dict:
+    return notify.sweep()

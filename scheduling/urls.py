@@ -1,9 +1,10 @@
 """Routes under /api/: the workloads viewset (basename `api-workload`) and OSMO's workflow paths, kept
 exactly as OSMO spells them (no trailing slash; a trailing slash is accepted too)."""
 
-from django.urls import re_path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from scheduling.api import notifications as notify_api
 from scheduling.api import osmo
 from scheduling.api import workloads as api
 
@@ -17,4 +18,7 @@ urlpatterns = [
     re_path(r"^workflow/?$", osmo.WorkflowListView.as_view(), name="osmo-workflows"),
     re_path(rf"^workflow/{NAME}/?$", osmo.WorkflowView.as_view(), name="osmo-workflow"),
     re_path(rf"^workflow/{NAME}/cancel/?$", osmo.CancelWorkflowView.as_view(), name="osmo-workflow-cancel"),
+    path("profile/notifications/", notify_api.OwnNotificationsView.as_view(), name="profile-notifications"),
+    path("notifications/projects/<str:project>/", notify_api.ProjectNotificationsView.as_view(),
+         name="project-notifications"),
 ]

@@ -1,6 +1,7 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts)."""
+admission state, submission counts), `notifications` (what users are told, and the rows that tell them)."""
 
+from .notifications import Channel, Notification, NotificationPreference, Transition
 from .workloads import (
     ALIVE,
     FINISHED,
@@ -23,10 +24,14 @@ __all__ = [
     "HEAVY_FIELDS",
     "RESERVING",
     "AdmissionState",
+    "Channel",
+    "Notification",
+    "NotificationPreference",
     "Priority",
     "Source",
     "Status",
     "SubmissionCount",
+    "Transition",
     "Workflow",
     "Workload",
     "WorkloadEvent",

@@ -7,7 +7,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.decisions.notifications import transition_for
 from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run import notify
 from scheduling.run.outbox import request_cycle, stop_on_commit
 
 RESCHEDULE = "RESCHEDULE"
@@ -58,6 +60,9 @@ def finish(workload: Workload, status: str, reason: str, message: str, *, exit_c
     workload.updated_at = now
     workload.save(update_fields=fields)
     WorkloadEvent.objects.bulk_create(events)
+    # In this transaction: the transition and its notification rows commit together or not at all.
+    notify.record(workload, transition_for(ended, reason, rescheduled=status == RESCHEDULE), ended, message,
+                  attempt=record["attempt"], pool=record["pool"], now=now)
     transaction.on_commit(request_cycle, robust=True)  # the freed capacity, or the new attempt, is in the cycle
     return events
 

@@ -14,8 +14,9 @@ from django.utils import timezone
 from pools.inventory.status import READY
 from pools.models import ManagedJob, Node
 from scheduling.decisions import lifecycle
+from scheduling.decisions.notifications import STARTED
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import attempts
+from scheduling.run import attempts, notify
 
 log = logging.getLogger("scheduling.run.follow")
 
@@ -103,6 +104,7 @@ def observe(workload_ids: Iterable | None = None, *, now=None) -> dict[str, int]
                                                                updated_at=now)
                 events.append(WorkloadEvent(workload=workload, at=now, status=Status.RUNNING, reason="RUNNING",
                                             message=outcome.message, pools=[workload.pool.name]))
+                notify.record(workload, STARTED, Status.RUNNING, outcome.message, now=now)
             elif outcome.stop:
                 attempts.request_stop(workload, outcome.status, outcome.reason, outcome.message,
                                       exit_code=outcome.exit_code, now=now)

@@ -288,6 +288,20 @@ MATRIX: dict[str, list[Probe]] = {
                          body={"expires_at": FUTURE}),
                    Probe("write", "delete", "/api/auth/access_token/subject-token", ok_as(SIGNED_IN, 404))],
     "profile": [Probe("detail", "get", "/api/profile/", SIGNED_IN, check=shows_all_visible_pools)],
+    # Notification choices: one's own (every signed-in user), a project's default (staff or an admin role).
+    "profile-notifications": [
+        Probe("detail", "get", "/api/profile/notifications/", SIGNED_IN, check=shows_only_visible),
+        Probe("write", "put", "/api/profile/notifications/", SIGNED_IN, body={"transitions": ["failed"]}),
+        Probe("write", "delete", "/api/profile/notifications/", SIGNED_IN)],
+    "project-notifications": [
+        Probe("detail", "get", "/api/notifications/projects/team-project/", ADMIN),
+        Probe("write", "put", "/api/notifications/projects/team-project/", ADMIN, body={"transitions": ["failed"]}),
+        Probe("write", "delete", "/api/notifications/projects/secret-project/", ADMIN)],
+    # The profile page: one's own tokens and notification choices; another's token is "no token of yours" (404).
+    "profile-page": [Probe("page", "get", "/profile/", PAGE, check=shows_only_visible)],
+    "profile-token-create": [Probe("write", "post", "/profile/tokens/", ok_as(PAGE, 400))],
+    "profile-token-revoke": [Probe("write", "post", "/profile/tokens/subject-token/revoke/", ok_as(PAGE, 404))],
+    "profile-notifications-save": [Probe("write", "post", "/profile/notifications/", dict.fromkeys(PRINCIPALS, 302))],
     # ---- pages -------------------------------------------------------------------------------------------
     "login": [Probe("page", "get", "/accounts/login/", PUBLIC)],
     # The audit log: staff read every row, anyone else their own actions (tests/access/test_audit.py).

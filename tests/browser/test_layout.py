@@ -64,7 +64,8 @@ def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, 
         newer, older = ConfigRevision.objects.filter(kind=ConfigKind.POOL, name="training").order_by("-number")[:2]
         for path in ("/", "/nodes/", "/pools/training/", "/config/history/",
                      f"/config/history/diff/?type=pool&revision={newer.number}",
-                     f"/config/history/rollback/?type=pool&revision={older.number}", "/profile/permissions/"):
+                     f"/config/history/rollback/?type=pool&revision={older.number}", "/profile/permissions/",
+                     "/profile/"):
             visit(page, f"{live_server.url}{path}")
         visit(page, f"{live_server.url}/no-such-page/", status=404)
         visit(page, f"{live_server.url}/pools/no-such-pool/", status=404)
