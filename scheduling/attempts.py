@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from .models import Status, Workload, WorkloadEvent
 from .outbox import request_cycle, stop_on_commit
+from .run import log_archive
 
 RESCHEDULE = "RESCHEDULE"
 
@@ -22,6 +23,7 @@ def finish(workload: Workload, status: str, reason: str, message: str, *, exit_c
            now=None) -> list[WorkloadEvent]:
     """End the current attempt as `status` (RESCHEDULE: queue attempt N+1, or fail when the retries are spent)."""
     now = now or timezone.now()
+    log_archive.plan(workload, now)  # before the attempt's Job is forgotten below
     events = []
     if status == RESCHEDULE and workload.attempt > settings.OSMO_MAX_RETRIES:
         status, message = Status.FAILED, f"{message} All {settings.OSMO_MAX_RETRIES} retries are spent."

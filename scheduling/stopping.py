@@ -14,6 +14,7 @@ from pools.models import Backend, audit
 
 from . import attempts
 from .models import Status, Workload
+from .run import log_archive
 
 
 def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for, now=None) -> str:
@@ -24,6 +25,8 @@ def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster
         if workload is None or not (workload.stop_status or workload.status == Status.PREEMPTING):
             return "skipped"
         if workload.job_name and workload.pool is not None:
+            # Its pods go with the Job: the ends of their logs are kept first (issue 26, "Evidence kept").
+            log_archive.keep_before_stop(workload, clusters(workload.pool.backend), now)
             # NotFound: already gone (its TTL, by hand, or an earlier try of this stop).
             with contextlib.suppress(NotFound):
                 clusters(workload.pool.backend).delete_job(workload.namespace, workload.job_name,

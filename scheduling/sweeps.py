@@ -2,7 +2,7 @@
 re-drives the outbox (ADMITTED rows whose dispatch message was lost, stops not carried out), enforces the queue
 and exec timeouts, reading each timeout again when it fires (OSMO's rule: a pool's changed default applies to
 work already queued), and re-reads every dispatched workload's Job (`follow.observe`), so a lost signal only
-delays a change; and forgets the Jobs the cluster deleted a day ago."""
+delays a change; forgets the Jobs the cluster deleted a day ago; and sends again the log archives left PENDING."""
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -20,8 +20,9 @@ from pools.models import Backend, ManagedJob, Pool
 
 from . import attempts, follow
 from .dispatch import dispatch
-from .models import Status, Workload
+from .models import LogArchive, Status, Workload
 from .outbox import dispatch_on_commit, stop_on_commit
+from .run import log_archive
 from .stopping import stop
 
 QUEUED = (Status.PENDING, Status.ADMITTED, Status.SCHEDULING)
@@ -33,6 +34,7 @@ class SweepResult:
     stopped: dict[str, int] = field(default_factory=dict)
     timed_out: list[str] = field(default_factory=list)
     followed: dict[str, int] = field(default_factory=dict)
+    archived: dict[str, int] = field(default_factory=dict)  # log archives: state -> count (or "queued")
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -75,6 +77,18 @@ def sweep(now=None, *, act: bool = False,
             except ClusterError as exc:
                 _count(counts, "error")
                 result.errors.append(f"{label} {pk}: {exc.message}")
+    if not act:
+        queued = log_archive.resend_pending(now)
+        if queued:
+            result.archived["queued"] = queued
+        return result
+    for pk in LogArchive.objects.filter(state=LogArchive.State.PENDING).values_list("workload_id", flat=True
+                                                                                    ).distinct()[:1000]:
+        try:
+            for state, count in log_archive.archive(pk, clusters=clusters, now=now).items():
+                result.archived[state] = result.archived.get(state, 0) + count
+        except ClusterError as exc:
+            result.errors.append(f"archive {pk}: {exc.message}")
     return result
 
 

@@ -1,6 +1,7 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts)."""
+admission state, submission counts) and `logs` (log archives of ended attempts)."""
 
+from .logs import LogArchive
 from .workloads import (
     ALIVE,
     FINISHED,
@@ -23,6 +24,7 @@ __all__ = [
     "HEAVY_FIELDS",
     "RESERVING",
     "AdmissionState",
+    "LogArchive",
     "Priority",
     "Source",
     "Status",
