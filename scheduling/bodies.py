@@ -10,6 +10,7 @@ from pools.models.visibility import Access
 from . import podenv
 from .models import Workload
 from .positions import first_position, positions_of
+from .run.logs import replicas
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
            "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")
@@ -121,6 +122,15 @@ def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
             "gone": run.gone if run else False, "pods": pods}
 
 
+def replica_pods(workload: Workload, keep) -> list[dict]:
+    """Where each replica of each attempt ran (node and pod IP, from the pods; issue 26 point 7) and whether its log
+    is live or archived, for the attempts in pools the viewer may see."""
+    pools = {item.get("attempt"): item.get("pool") or None for item in workload.attempts or []}
+    if workload.pool_id and workload.pool:
+        pools[workload.attempt] = workload.pool.name
+    return [place.as_dict() for place in replicas(workload) if keep(pools.get(place.attempt))]
+
+
 def shown_request(document: dict) -> dict:
     """A validated request as the API answers it: stored in base units, its CPU shown in cores (GPUs are
     whole numbers, memory and storage bytes already)."""
@@ -195,6 +205,7 @@ def detail(workload: Workload, access: Access, events=None) -> dict[str, Any]:
         "stopping": workload.stop_status or None,
         "job": _job(workload, run) if body["pool"] else None,
         "attempts": [a for a in workload.attempts or [] if keep(a.get("pool") or None)],
+        "replica_pods": replica_pods(workload, keep),
         "events": [{"at": e.at, "status": e.status, "reason": e.reason,
                     "message": e.message if all(keep(p) for p in e.pools) else HIDDEN_MESSAGE}
                    for e in (events if events is not None else workload.events.all())],

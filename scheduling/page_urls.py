@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import pages
+from . import page_logs, pages
 
 app_name = "workloads"
 
@@ -11,4 +11,5 @@ urlpatterns = [
     path("queue/", pages.queue, name="queue"),
     path("<uuid:pk>/", pages.workload_detail, name="detail"),
     path("<uuid:pk>/cancel/", pages.workload_cancel, name="cancel"),
+    path("<uuid:pk>/logs/", page_logs.workload_logs, name="logs"),
 ]

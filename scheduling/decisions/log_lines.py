@@ -105,5 +105,22 @@ def last_bytes(data: bytes, most: int) -> tuple[bytes, bool]:
     return (tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail), True
 
 
+def keep_end(data: bytes, most: int) -> tuple[bytes, bool]:
+    """The last whole lines of a timestamped log whose text (times not counted) fits in `most` bytes; True when
+    something was dropped. A single line longer than `most` keeps its end."""
+    lines = lines_of(data)
+    kept: list[bytes] = []
+    size = 0
+    for line in reversed(lines):
+        stamp, text = split(line)
+        if size + len(text) > most:
+            if not kept:
+                kept.append((stamp.encode() + b" " if stamp else b"") + text[len(text) - most:])
+            break
+        kept.append(line)
+        size += len(text)
+    return b"".join(reversed(kept)), len(kept) < len(lines)
+
+
 def tail_lines(data: bytes, count: int) -> bytes:
     return b"".join(lines_of(data)[-count:]) if count > 0 else b""

@@ -65,7 +65,7 @@ def _fill(row: LogArchive, cluster: Cluster | None, now) -> None:
             raise  # the task retries; the row stays PENDING for the sweep
         row.state, row.message = LogArchive.State.MISSING, exc.message.split(": HTTP 400 ", 1)[-1]
         return
-    kept, cut = log_lines.last_bytes(data, most)
+    kept, cut = log_lines.keep_end(data, most)
     row.data, row.truncated = kept, cut or data.count(b"\n") >= lines
     row.state, row.message = LogArchive.State.KEPT, ""
 
