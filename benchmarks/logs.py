@@ -120,7 +120,6 @@ def main() -> None:
             thread.join(30)
         delays = sorted(t - start for t in arrived)
         print(f"{len(arrived)} of {args.follows} concurrent follows served by one process with {used} threads "
-              f""
               f"(one per follow; the stand-in's {serving} serving threads not counted); a line reached them in median"
               f" {statistics.median(delays) * 1000:.1f} ms, "
               f"worst {delays[-1] * 1000:.1f} ms")
