@@ -1,7 +1,7 @@
 """Log archives: the last OSMO_LOG_ARCHIVE_BYTES of each replica's log of an ended attempt, kept in the database so
 that logs stay readable after the Job's TTL, a deleted Job or a lost node (issue 26, "Evidence kept").
 
-The row is the durable fact, written when the attempt ends (`scheduling.attempts.finish`, in its transaction);
+The row is the durable fact, written when the attempt ends (`scheduling.run.attempts.finish`, in its transaction);
 a Celery task fills it from the cluster on commit (`scheduling.run.log_archive`), and the lifecycle sweep sends it
 again for rows left PENDING. Filling is idempotent: only PENDING rows are read, each under its row lock."""
 

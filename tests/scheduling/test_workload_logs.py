@@ -9,12 +9,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from pools.models import Backend, Project
-from scheduling import sweeps
-from scheduling.cycle import run_cycle
 from scheduling.decisions import log_lines
-from scheduling.dispatch import dispatch
 from scheduling.models import LogArchive, Status, Workload
-from scheduling.run import log_archive
+from scheduling.run import log_archive, sweeps
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from scheduling.run.log_cli import print_log
 from tests.scheduling.test_lifecycle import admit_and_dispatch, job_status, observe
 from tests.support.commands import run

@@ -4,7 +4,7 @@ reader as `workload logs` (scheduling.run.log_cli)."""
 from django.core.management.base import BaseCommand
 
 from pools.management.cli import clear_errors
-from scheduling.cli import find_user, find_workload, readable_by
+from scheduling.management.cli import find_user, find_workload, readable_by
 from scheduling.models import Workload
 from scheduling.run.log_cli import add_log_arguments, print_log
 

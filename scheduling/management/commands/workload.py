@@ -9,8 +9,9 @@ from django.http import QueryDict
 from pools.engine import ConfigError
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
-from scheduling import bodies, submission
-from scheduling.cli import (
+from scheduling.listing import bodies
+from scheduling.listing.filters import WorkloadFilterSet
+from scheduling.management.cli import (
     cancel_now,
     find_user,
     find_workload,
@@ -19,9 +20,9 @@ from scheduling.cli import (
     read_document,
     readable_by,
 )
-from scheduling.filters import WorkloadFilterSet
 from scheduling.models import Source, Workload
 from scheduling.run.log_cli import add_log_arguments, print_log
+from scheduling.submit import submission
 
 
 class Command(BaseCommand):

@@ -11,8 +11,7 @@ from django.contrib.auth import get_user_model
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError, read_yaml
 from pools.models.visibility import Access
-
-from .models import Workload
+from scheduling.models import Workload
 
 
 def read_document(path: str):
@@ -81,7 +80,7 @@ def _is_uuid(text: str) -> bool:
 
 def readable_by(user, workload: Workload) -> Workload:
     """For `--as-user` on the log commands: the workload, when `user` may read its request (None: the operator)."""
-    from .bodies import may_read_request
+    from scheduling.listing.bodies import may_read_request
 
     if user is not None and not may_read_request(workload, Access(user)):
         raise ConfigError(f"{user.username} may not read the logs of workload {workload.name}: only its submitter, "
@@ -102,8 +101,8 @@ def cancel_now(actor, workload: Workload, message: str, *, operator: str = "") -
     """Cancel, and delete the Job here rather than wait for a worker (the CLI needs none). One line saying what
     happened; PermissionError as `submission.cancel`."""
     from pools.cluster import ClusterError
-
-    from . import stopping, submission
+    from scheduling.run import stopping
+    from scheduling.submit import submission
 
     changed = submission.cancel(actor, workload, message, operator=operator)
     workload.refresh_from_db()

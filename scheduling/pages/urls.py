@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import page_logs, pages
+from scheduling import page_logs
+from scheduling.pages import workloads as pages
 
 app_name = "workloads"
 
