@@ -252,6 +252,7 @@ CELERY_TASK_ROUTES = {
     "scheduling.tasks.stop_workloads": {"queue": "admission"},
     "scheduling.tasks.lifecycle_sweep": {"queue": "lifecycle"},
     "scheduling.tasks.demo_trickle": {"queue": "lifecycle"},
+    "scheduling.tasks.archive_logs": {"queue": "lifecycle"},
     "pools.tasks.record_usage_snapshots": {"queue": "lifecycle"},
     "pools.tasks.prune_audit_log": {"queue": "lifecycle"},
     "scheduling.tasks.send_notification": {"queue": "lifecycle"},
@@ -335,6 +336,14 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
 # OSMO_MAX_RETRIES new attempts; an image that cannot be pulled for OSMO_IMAGE_PULL_TIMEOUT seconds fails, and so
 # does a Job whose pods the API server refuses (FailedCreate Events) for OSMO_CREATE_FAILURE_TIMEOUT seconds.
 OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
+# Logs (issue 26): when an attempt ends, the last OSMO_LOG_ARCHIVE_BYTES of each replica's log are kept in the
+# database. A followed log holds a web worker thread for OSMO_LOG_FOLLOW_SECONDS at most, then ends with a resume
+# marker (clients follow on from there). A read answers at most OSMO_LOG_READ_BYTES (the newest) and
+# OSMO_LOG_TAIL_MAX lines.
+OSMO_LOG_ARCHIVE_BYTES = env_int("OSMO_LOG_ARCHIVE_BYTES", 256 * 1024)
+OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 300)
+OSMO_LOG_READ_BYTES = env_int("OSMO_LOG_READ_BYTES", 8 * 1024 * 1024)
+OSMO_LOG_TAIL_MAX = env_int("OSMO_LOG_TAIL_MAX", 100_000)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
 # KAI backends: the PriorityClass of KAI's for each of our priorities (KAI ships train 50 and build-preemptible
 # 75, preemptible, and build 100 and inference 125, limited to in-quota resources).

@@ -77,6 +77,17 @@ def lifecycle_sweep() -> dict:
     return sweep().summary()
 
 
+@shared_task(bind=True, time_limit=120, soft_time_limit=100, ignore_result=True, acks_late=True)
+def archive_logs(self, workload_id: str) -> dict:
+    """The end of each replica's log of the attempts that ended (scheduling.run.log_archive); idempotent."""
+    from scheduling.run.log_archive import archive
+
+    try:
+        return archive(workload_id)
+    except ClusterError as exc:
+        _retry(self, exc)
+
+
 @shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)
 def demo_trickle() -> dict:
     """The demo's submissions (scheduling.demo); beat runs it only when

@@ -4,6 +4,7 @@ exactly as OSMO spells them (no trailing slash; a trailing slash is accepted too
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from scheduling.api import logs as api_logs
 from scheduling.api import notifications as notify_api
 from scheduling.api import osmo
 from scheduling.api import workloads as api
@@ -12,11 +13,14 @@ router = SimpleRouter()
 router.register("workloads", api.WorkloadViewSet, basename="api-workload")
 
 NAME = r"(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)"
+UUID = r"(?P<pk>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
 urlpatterns = [
+    re_path(rf"^workloads/{UUID}/logs/?$", api_logs.WorkloadLogsView.as_view(), name="api-workload-logs"),
     *router.urls,
     re_path(r"^pool/(?P<pool>[^/]+)/workflow/?$", osmo.SubmitWorkflowView.as_view(), name="osmo-submit"),
     re_path(r"^workflow/?$", osmo.WorkflowListView.as_view(), name="osmo-workflows"),
     re_path(rf"^workflow/{NAME}/?$", osmo.WorkflowView.as_view(), name="osmo-workflow"),
+    re_path(rf"^workflow/{NAME}/logs/?$", api_logs.WorkflowLogsView.as_view(), name="osmo-workflow-logs"),
     re_path(rf"^workflow/{NAME}/cancel/?$", osmo.CancelWorkflowView.as_view(), name="osmo-workflow-cancel"),
     path("profile/notifications/", notify_api.OwnNotificationsView.as_view(), name="profile-notifications"),
     path("notifications/projects/<str:project>/", notify_api.ProjectNotificationsView.as_view(),

@@ -46,7 +46,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pools.cluster.interface import ObjectKind
-from tests import kube_rules
+from tests import kube_logs, kube_rules
 from tests.kube_patches import PatchError, merge_patch, strategic_merge_patch
 from tests.kube_selectors import SelectorError, field_selector, label_selector
 
@@ -210,6 +210,8 @@ class KubeStandin:
         self._hold_release = threading.Event()
         self.held = 0  # requests waiting for release_holds()
         self._open_watches = 0
+        self._logs: dict[tuple[str, str], dict[str, kube_logs.ContainerLog]] = {}  # (namespace, pod) -> container
+        self.open_log_follows = 0
         self._closing = False
         self._connections: set[socket.socket] = set()
         if crds == "all":
@@ -372,6 +374,45 @@ class KubeStandin:
 
     def pod(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
         return json.loads(self._collections["pods"].objects[f"{namespace}/{name}"])
+
+    # Pod logs (tests/kube_logs.py): what the kubelet would serve for each container.
+
+    def append_log(self, pod: str, *lines: str | bytes, namespace: str = "default", container: str | None = None,
+                   at: float | None = None) -> None:
+        """Lines the container writes now (or at `at`, seconds since the epoch); a newline is added where missing.
+        `container` defaults to the pod's only (or first) one."""
+        with self._cond:
+            log = self._container_log(pod, namespace, container)
+            for line in lines:
+                data = line.encode() if isinstance(line, str) else line
+                data = data if data.endswith(b"\n") else data + b"\n"
+                log.lines.append((kube_logs.now() if at is None else at, data))
+            self._cond.notify_all()
+
+    def restart_container(self, pod: str, *, namespace: str = "default", container: str | None = None) -> None:
+        """The container restarted: what it wrote is now its `previous` log."""
+        with self._cond:
+            log = self._container_log(pod, namespace, container)
+            log.previous, log.lines, log.ended = log.lines, [], False
+            self._cond.notify_all()
+
+    def end_log(self, pod: str, *, namespace: str = "default", container: str | None = None) -> None:
+        """The container exited: followed streams of its log end."""
+        with self._cond:
+            self._container_log(pod, namespace, container).ended = True
+            self._cond.notify_all()
+
+    def wait_for_log_follows(self, count: int = 1, timeout: float = 5.0) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.open_log_follows >= count, timeout):
+                raise TimeoutError(f"{self.open_log_follows} log follows open, wanted {count}")
+
+    def _container_log(self, pod: str, namespace: str, container: str | None) -> kube_logs.ContainerLog:
+        if container is None:
+            data = self._collections["pods"].objects.get(f"{namespace}/{pod}")
+            names = kube_logs.containers_of(json.loads(data)) if data else []
+            container = names[0] if names else "main"
+        return self._logs.setdefault((namespace, pod), {}).setdefault(container, kube_logs.ContainerLog())
 
     def pod_count(self) -> int:
         return len(self._collections["pods"].objects)
@@ -869,6 +910,9 @@ class _Handler(BaseHTTPRequestHandler):
         if segments[:3] == ["api", "v1", "nodes"] and len(segments) == 4:
             self._node(method, segments[3], body)
             return
+        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) == 7 and segments[4:7:2] == ["pods", "log"]:
+            self._pod_log(method, segments[3], segments[5], query)
+            return
         if segments[:3] == ["api", "v1", "namespaces"] and len(segments) == 6 and segments[4] == "pods":
             self._get_pod(method, segments[3], segments[5])
             return
@@ -937,6 +981,69 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_status(404, f'pods "{name}" not found', details={"name": name, "kind": "pods"})
         else:
             self._send_json(200, data)
+
+    def _pod_log(self, method: str, namespace: str, name: str, query: dict[str, str]) -> None:
+        state = self.server_state
+        if method != "GET":
+            self._send_status(405, f"{method} is not supported here")
+            return
+        with state._cond:
+            data = state._collections["pods"].objects.get(f"{namespace}/{name}")
+            if data is None:
+                self._send_status(404, f'pods "{name}" not found', details={"name": name, "kind": "pods"})
+                return
+            logs = state._logs.get((namespace, name), {})
+            try:
+                container = kube_logs.choose(json.loads(data), query, logs)
+                lines = kube_logs.selected(logs.get(container), query, name)
+                kube_logs.limit(b"", query, name)  # a bad limitBytes is refused before anything is sent
+            except kube_logs.LogRefused as exc:
+                self._send_status(exc.code, exc.message)
+                return
+            log = state._container_log(name, namespace, container)
+            sent = len(log.lines)
+        body = kube_logs.limit(kube_logs.render(lines, query), query, name)
+        if query.get("follow", "").lower() not in ("true", "1") or query.get("previous", "").lower() in ("true", "1"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self._follow_log(log, sent, body, query)
+
+    def _follow_log(self, log: kube_logs.ContainerLog, sent: int, first: bytes, query: dict[str, str]) -> None:
+        """Chunked, a chunk per batch of lines as they are appended, until the container ends, the pod goes, the
+        client goes away or the server stops."""
+        state = self.server_state
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with state._cond:
+            state.open_log_follows += 1
+            state._cond.notify_all()
+        try:
+            if first:
+                self._write_chunk(first)
+            while True:
+                with state._cond:
+                    while len(log.lines) == sent and not log.ended and not state._closing:
+                        state._cond.wait(0.1)
+                        if self._client_gone():
+                            self.close_connection = True
+                            return
+                    new, sent = log.lines[sent:], len(log.lines)
+                    done = log.ended or state._closing
+                if new:
+                    self._write_chunk(kube_logs.render(new, query))
+                if done:
+                    break
+            self.wfile.write(b"0\r\n\r\n")
+        finally:
+            with state._cond:
+                state.open_log_follows -= 1
+                state._cond.notify_all()
 
     def _namespace(self, method: str, name: str | None, body: bytes) -> None:
         state = self.server_state

@@ -2,11 +2,13 @@
 
 from .interface import (
     DEFAULT_PAGE_SIZE,
+    WHOLE_LOG,
     Cluster,
     ClusterError,
     Conflict,
     Expired,
     ListPage,
+    LogQuery,
     NotFound,
     ObjectKind,
     Unavailable,
@@ -15,11 +17,13 @@ from .interface import (
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "WHOLE_LOG",
     "Cluster",
     "ClusterError",
     "Conflict",
     "Expired",
     "ListPage",
+    "LogQuery",
     "NotFound",
     "ObjectKind",
     "Unavailable",

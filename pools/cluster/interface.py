@@ -79,6 +79,38 @@ class WatchEvent:
         return self.object.get("metadata", {}).get("resourceVersion", "")
 
 
+@dataclass(frozen=True)
+class LogQuery:
+    """What to read of one container's log (the pods/log subresource's parameters). `since_time` is RFC 3339;
+    `timestamps` prefixes each line with its RFC 3339 time (nanoseconds) and a space, as the kubelet does."""
+
+    container: str | None = None
+    tail_lines: int | None = None
+    previous: bool = False
+    since_time: str | None = None
+    limit_bytes: int | None = None
+    timestamps: bool = False
+
+    def params(self) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        if self.container:
+            found.append(("container", self.container))
+        if self.tail_lines is not None:
+            found.append(("tailLines", str(int(self.tail_lines))))
+        if self.previous:
+            found.append(("previous", "true"))
+        if self.since_time:
+            found.append(("sinceTime", self.since_time))
+        if self.limit_bytes is not None:
+            found.append(("limitBytes", str(int(self.limit_bytes))))
+        if self.timestamps:
+            found.append(("timestamps", "true"))
+        return found
+
+
+WHOLE_LOG = LogQuery()  # the default: every line, no timestamps
+
+
 class Cluster(Protocol):
     """What the rest of the code may ask of a cluster."""
 
@@ -92,6 +124,18 @@ class Cluster(Protocol):
         ...
 
     def watch_pods(self, resource_version: str, *, timeout_seconds: int = 60) -> Iterator[WatchEvent]: ...
+
+    def read_pod_log(self, namespace: str, name: str, query: LogQuery = WHOLE_LOG) -> bytes:
+        """A container's log as it is now. NotFound for an unknown pod; ClusterError (status 400) for a container
+        the pod has not, or one that has not started (the API server's own words)."""
+        ...
+
+    def follow_pod_log(self, namespace: str, name: str, query: LogQuery = WHOLE_LOG, *,
+                       timeout_seconds: float = 300) -> Iterator[bytes]:
+        """The log, then its new lines as they are written, in chunks of whole lines as they arrive, until the
+        container ends, or `timeout_seconds` have passed (a quiet end: the caller resumes with `since_time`).
+        Errors before the first byte as read_pod_log."""
+        ...
 
     def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict[str, Any]:
         """Merge-patch labels (None removes a key); returns the node as now stored."""

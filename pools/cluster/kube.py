@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -21,10 +22,12 @@ from kubernetes.client.exceptions import ApiException
 
 from .interface import (
     DEFAULT_PAGE_SIZE,
+    WHOLE_LOG,
     ClusterError,
     Conflict,
     Expired,
     ListPage,
+    LogQuery,
     NotFound,
     ObjectKind,
     Unavailable,
@@ -159,6 +162,27 @@ class KubeCluster:
                      timeout_seconds: int = 60) -> Iterator[WatchEvent]:
         return self._watch("watching events", "/api/v1/events", resource_version, timeout_seconds,
                            [("fieldSelector", field_selector)])
+
+    def read_pod_log(self, namespace: str, name: str, query: LogQuery = WHOLE_LOG) -> bytes:
+        what = f"reading the log of pod {namespace}/{name}"
+        response = self._send(what, "GET", _pod_log_path(namespace, name), query=query.params(), accept="*/*")
+        try:
+            return response.data
+        except _TRANSPORT_ERRORS as exc:
+            response.close()
+            raise Unavailable(f"{what}: {exc}") from exc
+        finally:
+            response.release_conn()
+
+    def follow_pod_log(self, namespace: str, name: str, query: LogQuery = WHOLE_LOG, *,
+                       timeout_seconds: float = 300) -> Iterator[bytes]:
+        what = f"following the log of pod {namespace}/{name}"
+        deadline = time.monotonic() + timeout_seconds
+        # The read timeout is the window itself: a log silent for all of it ends the window quietly.
+        response = self._send(what, "GET", _pod_log_path(namespace, name),
+                              query=[*query.params(), ("follow", "true")], accept="*/*",
+                              read_timeout=max(0.05, timeout_seconds))
+        return _followed(what, response, deadline)
 
     # Writes
 
@@ -309,9 +333,10 @@ class KubeCluster:
         body: Any = None,
         content: str = "application/json",
         read_timeout: float | None = None,
+        accept: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         """Sends one request and returns the raw, unread urllib3 response; non-2xx become ClusterErrors."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content
         timeout = (self.connect_timeout, read_timeout or self.read_timeout)
@@ -365,6 +390,44 @@ def _query_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _pod_log_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/log"
+
+
+def _followed(what: str, response: urllib3.BaseHTTPResponse, deadline: float) -> Iterator[bytes]:
+    """Whole lines of a followed log as each chunk brings them, until the server ends the stream (the container
+    ended), the deadline passes, or the stream stays silent past it (urllib3's read timeout)."""
+    partial = b""
+    finished = False
+    try:
+        chunks = response.stream(64 * 1024, decode_content=True)
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                finished = True
+                break
+            except urllib3.exceptions.ReadTimeoutError:
+                break
+            except _TRANSPORT_ERRORS as exc:
+                if time.monotonic() >= deadline:
+                    break
+                raise Unavailable(f"{what}: stream broken: {exc}") from exc
+            data = partial + chunk
+            cut = data.rfind(b"\n") + 1
+            partial = data[cut:]
+            if cut:
+                yield data[:cut]
+            if time.monotonic() >= deadline:
+                break
+        if finished and partial:
+            yield partial  # the container's last words, without their newline
+    finally:
+        if not finished:
+            response.close()  # unread bytes would poison the next request on this connection
+        response.release_conn()
 
 
 def _node_path(name: str) -> str:

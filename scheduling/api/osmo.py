@@ -51,7 +51,7 @@ def _urls(request, name: str, user: str = "") -> dict[str, str]:
     base = request.build_absolute_uri("/")
     owner = f"user={quote(user)}" if user else ""
     listing = f"{base}workloads/?workflow={quote(name)}" + (f"&{owner}" if owner else "")
-    return {"overview": listing, "logs": f"{base}api/workflow/{quote(name)}" + (f"?{owner}" if owner else ""),
+    return {"overview": listing, "logs": f"{base}api/workflow/{quote(name)}/logs" + (f"?{owner}" if owner else ""),
             "dashboard_url": listing}
 
 

@@ -207,6 +207,28 @@ class Attempt(_Shape):
     message: str
 
 
+class ReplicaPod(_Shape):
+    attempt: int
+    replica: int = Field(description="The pod's completion index in its Job, from 0.")
+    pod: str
+    node: str | None
+    ip: str | None
+    phase: str | None
+    exit_code: int | None
+    log: Literal["live", "archive"] | None = Field(description="Where its log is read from now (None: nowhere).")
+
+
+class LogAnswer(ReplicaPod):
+    """`format=json` of a log read (the default answer is the text itself, `text/plain`, with the same facts in
+    X-Log-* headers)."""
+    workload: str
+    source: Literal["live", "archive"]
+    container: str
+    truncated: bool = Field(description="Earlier lines were not kept (archive) or not sent (OSMO_LOG_READ_BYTES).")
+    resume: str = Field(description="The `since` token to read on from after the last line.")
+    text: str
+
+
 class WorkloadDetail(WorkloadRow):
     department: str
     resources: Resources
@@ -237,6 +259,8 @@ class WorkloadDetail(WorkloadRow):
         description="A stop is under way (its Job being deleted); the attempt then ends as this.")
     job: Job | None = Field(description="The current attempt's Job and its pods, once dispatched.")
     attempts: list[Attempt] = Field(description="Ended attempts, oldest first.")
+    replica_pods: list[ReplicaPod] = Field(description="Where each replica of each attempt ran, from its pods (kept "
+                                                       "with its log archive once the pods are gone).")
     events: list[Event]
     refused_candidates: list["Candidate"] | None = None
     canceled: bool | None = None

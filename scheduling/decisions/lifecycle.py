@@ -87,6 +87,10 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
               if pod.get("phase") == "Failed" and pod.get("exit_code") not in (None, 0)]
     if finished == "Failed" and job.get("reason") == "DeadlineExceeded":
         return Outcome("FAILED_EXEC_TIMEOUT", "EXEC_TIMEOUT", f"The Job ran past its deadline: {job.get('message')}.")
+    if failed and not finished:
+        # backoffLimit 0: the Job controller fails the Job and stops the other replicas. Waiting for it, rather than
+        # deleting the Job, keeps the pods and their logs until ttlSecondsAfterFinished (issue 26).
+        return None
     if failed:
         name, pod = failed[0]
         return after_exit(current, int(pod["exit_code"]), job_finished=bool(finished),

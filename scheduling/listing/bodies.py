@@ -10,6 +10,7 @@ from scheduling.decisions.estimates import Forecast
 from scheduling.decisions.positions import first_position, positions_of
 from scheduling.models import Status, Workload
 from scheduling.run import estimates
+from scheduling.run.logs import replicas
 from scheduling.specs import podenv
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
@@ -130,6 +131,15 @@ def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
             "gone": run.gone if run else False, "pods": pods}
 
 
+def replica_pods(workload: Workload, keep) -> list[dict]:
+    """Where each replica of each attempt ran (node and pod IP, from the pods; issue 26 point 7) and whether its log
+    is live or archived, for the attempts in pools the viewer may see."""
+    pools = {item.get("attempt"): item.get("pool") or None for item in workload.attempts or []}
+    if workload.pool_id and workload.pool:
+        pools[workload.attempt] = workload.pool.name
+    return [place.as_dict() for place in replicas(workload) if keep(pools.get(place.attempt))]
+
+
 def shown_request(document: dict) -> dict:
     """A validated request as the API answers it: stored in base units, its CPU shown in cores (GPUs are
     whole numbers, memory and storage bytes already)."""
@@ -207,6 +217,7 @@ def detail(workload: Workload, access: Access, events=None, now=None) -> dict[st
         "stopping": workload.stop_status or None,
         "job": _job(workload, run) if body["pool"] else None,
         "attempts": [a for a in workload.attempts or [] if keep(a.get("pool") or None)],
+        "replica_pods": replica_pods(workload, keep),
         "events": [{"at": e.at, "status": e.status, "reason": e.reason,
                     "message": e.message if all(keep(p) for p in e.pools) else HIDDEN_MESSAGE}
                    for e in (events if events is not None else workload.events.all())],

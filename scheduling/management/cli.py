@@ -78,6 +78,16 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
+def readable_by(user, workload: Workload) -> Workload:
+    """For `--as-user` on the log commands: the workload, when `user` may read its request (None: the operator)."""
+    from scheduling.listing.bodies import may_read_request
+
+    if user is not None and not may_read_request(workload, Access(user)):
+        raise ConfigError(f"{user.username} may not read the logs of workload {workload.name}: only its submitter, "
+                          "the members of its project (other than default) and admins may.")
+    return workload
+
+
 def operator_access() -> Access:
     """The operator at the CLI sees everything, as staff do."""
     class Operator:

@@ -1,6 +1,8 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts), `notifications` (what users are told, and the rows that tell them)."""
+admission state, submission counts), `notifications` (what users are told, and the rows that tell them) and `logs`
+(log archives of ended attempts)."""
 
+from .logs import LogArchive
 from .notifications import Channel, Notification, NotificationPreference, Transition
 from .workloads import (
     ALIVE,
@@ -25,6 +27,7 @@ __all__ = [
     "RESERVING",
     "AdmissionState",
     "Channel",
+    "LogArchive",
     "Notification",
     "NotificationPreference",
     "Priority",

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from scheduling.pages import logs as page_logs
 from scheduling.pages import workloads as pages
 
 app_name = "workloads"
@@ -11,4 +12,5 @@ urlpatterns = [
     path("queue/", pages.queue, name="queue"),
     path("<uuid:pk>/", pages.workload_detail, name="detail"),
     path("<uuid:pk>/cancel/", pages.workload_cancel, name="cancel"),
+    path("<uuid:pk>/logs/", page_logs.workload_logs, name="logs"),
 ]

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from scheduling.decisions.notifications import transition_for
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import notify
+from scheduling.run import log_archive, notify
 from scheduling.run.outbox import request_cycle, stop_on_commit
 
 RESCHEDULE = "RESCHEDULE"
@@ -24,6 +24,7 @@ def finish(workload: Workload, status: str, reason: str, message: str, *, exit_c
            now=None) -> list[WorkloadEvent]:
     """End the current attempt as `status` (RESCHEDULE: queue attempt N+1, or fail when the retries are spent)."""
     now = now or timezone.now()
+    log_archive.plan(workload, now)  # before the attempt's Job is forgotten below
     events = []
     if status == RESCHEDULE and workload.attempt > settings.OSMO_MAX_RETRIES:
         status, message = Status.FAILED, f"{message} All {settings.OSMO_MAX_RETRIES} retries are spent."

@@ -12,7 +12,7 @@ from pools.cluster import Cluster, NotFound
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, audit
 from scheduling.models import Status, Workload
-from scheduling.run import attempts
+from scheduling.run import attempts, log_archive
 
 
 def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for, now=None) -> str:
@@ -23,6 +23,8 @@ def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster
         if workload is None or not (workload.stop_status or workload.status == Status.PREEMPTING):
             return "skipped"
         if workload.job_name and workload.pool is not None:
+            # Its pods go with the Job: the ends of their logs are kept first (issue 26, "Evidence kept").
+            log_archive.keep_before_stop(workload, clusters(workload.pool.backend), now)
             # NotFound: already gone (its TTL, by hand, or an earlier try of this stop).
             with contextlib.suppress(NotFound):
                 clusters(workload.pool.backend).delete_job(workload.namespace, workload.job_name,

@@ -2,7 +2,7 @@
 re-drives the outbox (ADMITTED rows whose dispatch message was lost, stops not carried out), enforces the queue
 and exec timeouts, reading each timeout again when it fires (OSMO's rule: a pool's changed default applies to
 work already queued), and re-reads every dispatched workload's Job (`follow.observe`), so a lost signal only
-delays a change; and forgets the Jobs the cluster deleted a day ago."""
+delays a change; forgets the Jobs the cluster deleted a day ago; and sends again the log archives left PENDING."""
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -17,8 +17,8 @@ from pools.cluster import Cluster, ClusterError
 from pools.engine import parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob, Pool
-from scheduling.models import Status, Workload
-from scheduling.run import attempts, follow
+from scheduling.models import LogArchive, Status, Workload
+from scheduling.run import attempts, follow, log_archive
 from scheduling.run.dispatch import dispatch
 from scheduling.run.outbox import dispatch_on_commit, stop_on_commit
 from scheduling.run.stopping import stop
@@ -32,6 +32,7 @@ class SweepResult:
     stopped: dict[str, int] = field(default_factory=dict)
     timed_out: list[str] = field(default_factory=list)
     followed: dict[str, int] = field(default_factory=dict)
+    archived: dict[str, int] = field(default_factory=dict)  # log archives: state -> count (or "queued")
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -74,6 +75,18 @@ def sweep(now=None, *, act: bool = False,
             except ClusterError as exc:
                 _count(counts, "error")
                 result.errors.append(f"{label} {pk}: {exc.message}")
+    if not act:
+        queued = log_archive.resend_pending(now)
+        if queued:
+            result.archived["queued"] = queued
+        return result
+    for pk in LogArchive.objects.filter(state=LogArchive.State.PENDING).values_list("workload_id", flat=True
+                                                                                    ).distinct()[:1000]:
+        try:
+            for state, count in log_archive.archive(pk, clusters=clusters, now=now).items():
+                result.archived[state] = result.archived.get(state, 0) + count
+        except ClusterError as exc:
+            result.errors.append(f"archive {pk}: {exc.message}")
     return result
 
 

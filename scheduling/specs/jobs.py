@@ -26,6 +26,8 @@ from pools.engine import kube_names
 from pools.inventory.jobs import MANAGED_LABEL as MANAGED
 from pools.inventory.jobs import MANAGED_VALUE
 
+# The user container's name in every pod template (`USER_CONTAINER_NAME` unless a pool's variables rename it).
+USER_CONTAINER = "user"
 KAI_SCHEDULER = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_POD_GROUP = "pod-group-name"

@@ -17,9 +17,9 @@ from pools.models import NodeMembership, Pool, Project, Quota
 from pools.models.visibility import Access
 from scheduling.decisions import admission as pure
 from scheduling.specs import podenv
+from scheduling.specs.jobs import USER_CONTAINER
 from scheduling.specs.requests import WorkloadRequest
 
-USER_CONTAINER = "user"
 STEPS = ("access", "resources", "templates", "platform", "schedule")
 
 

@@ -476,6 +476,20 @@ MATRIX: dict[str, list[Probe]] = {
               check=reads_the_request({"teammate", "staff"})),
         Probe("detail", "get", f"/api/workloads/{DEFAULT_WORKLOAD}/", SIGNED_IN, check=reads_the_request({"staff"})),
         Probe("detail", "get", f"/api/workloads/{SECRET_WORKLOAD}/", only_for_project("secret-project"))],
+    # Logs: who may read the request (404 for those who may not see the workload, 403 for those who see it only);
+    # these pending workloads have no pod yet, so a reader is told so (404 with its reason).
+    "api-workload-logs": [
+        Probe("detail", "get", f"/api/workloads/{TEAM_WORKLOAD}/logs", ok_as(only_for_project("team-project"), 404),
+              check=shows_only_visible),
+        Probe("detail", "get", f"/api/workloads/{DEFAULT_WORKLOAD}/logs",
+              {"anonymous": 401, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 404},
+              check=shows_only_visible)],
+    "osmo-workflow-logs": [
+        Probe("detail", "get", "/api/workflow/team-flow-1/logs", ok_as(only_for_project("team-project"), 404),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/workflow/open-flow-1/logs",
+              {"anonymous": 401, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 404},
+              check=shows_only_visible)],
     "api-workload-cancel": [
         Probe("write", "post", f"/api/workloads/{SECRET_WORKLOAD}/cancel/", only_for_project("secret-project"))],
     "osmo-submit": [
@@ -495,6 +509,12 @@ MATRIX: dict[str, list[Probe]] = {
               check=reads_the_request({"teammate", "staff"})),
         Probe("detail", "get", f"/workloads/{DEFAULT_WORKLOAD}/", PAGE, check=reads_the_request({"staff"})),
         Probe("detail", "get", f"/workloads/{SECRET_WORKLOAD}/", project_only_for("secret-project")),
+        Probe("fragment", "get", f"/workloads/{TEAM_WORKLOAD}/logs/",
+              project_only_for("team-project") | {"anonymous": 401},
+              headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
+        Probe("fragment", "get", f"/workloads/{DEFAULT_WORKLOAD}/logs/",
+              ok_as(PAGE, 403) | {"staff": 200, "anonymous": 401},
+              headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
         Probe("write", "post", f"/workloads/{SECRET_WORKLOAD}/cancel/",
               ok_as(project_only_for("secret-project"), 302)),
         Probe("fragment", "get", "/workloads/queue/?pool=team-gpu-pool", page_only_for("team-gpu-pool"),

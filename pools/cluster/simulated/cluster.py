@@ -15,9 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..interface import DEFAULT_PAGE_SIZE, ClusterError, Expired, ListPage, NotFound, ObjectKind, WatchEvent
+from ..interface import (
+    DEFAULT_PAGE_SIZE,
+    WHOLE_LOG,
+    ClusterError,
+    Expired,
+    ListPage,
+    LogQuery,
+    NotFound,
+    ObjectKind,
+    WatchEvent,
+)
 from ..kinds import KAI_PODGROUP, KAI_QUEUE
 from ..selectors import label_selector
+from . import logs
 from .fleet import RV_PER_TICK, Catalog, build_catalog, fleet_profile, node_object, trouble_at, troubled
 from .jobs import JobController
 from .kai import KaiScheduler
@@ -111,6 +122,47 @@ class SimulatedCluster:
 
     def watch_pods(self, resource_version: str, *, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
         return self._watch("pods", resource_version, timeout_seconds)
+
+    def read_pod_log(self, namespace: str, name: str, query: LogQuery = WHOLE_LOG) -> bytes:
+        pod = self._pod(namespace, name)
+        return logs.render(logs.lines(pod, query, self._clock()), query)
+
+    def follow_pod_log(self, namespace: str, name: str, query: LogQuery = WHOLE_LOG, *,
+                       timeout_seconds: float = 300) -> Iterator[bytes]:
+        pod = self._pod(namespace, name)
+        found = logs.lines(pod, query, self._clock())  # errors now, before the first byte
+        return self._follow_log(namespace, name, query, found, timeout_seconds)
+
+    def _pod(self, namespace: str, name: str) -> dict[str, Any]:
+        with self._mutex:
+            now_rv, state = self._current()
+            text = logs.pod_or_404(self._view(now_rv, state).pods, namespace, name)
+        return json.loads(text)
+
+    def _follow_log(self, namespace: str, name: str, query: LogQuery, found: list, timeout_seconds: float
+                    ) -> Iterator[bytes]:
+        deadline = self._clock() + max(0.0, timeout_seconds)
+        # Bounded by count too, so an injected clock that never moves cannot make the stream endless.
+        polls_left = int(max(0.0, timeout_seconds) / min(1.0, self.tick_seconds)) + 2
+        last = found[-1][0] if found else None
+        if found:
+            yield logs.render(found, LogQuery(timestamps=query.timestamps))
+        while polls_left > 0 and self._clock() < deadline:
+            polls_left -= 1
+            self._sleep(max(0.0, min(1.0, self.tick_seconds, deadline - self._clock())))
+            try:
+                pod = self._pod(namespace, name)
+                tail = LogQuery(container=query.container)
+                new = [item for item in logs.lines(pod, tail, self._clock()) if last is None or item[0] > last]
+            except ClusterError:
+                return  # the pod went (its Job deleted): the stream ends as the kubelet's would
+            if new:
+                last = new[-1][0]
+                yield logs.render(new, LogQuery(timestamps=query.timestamps))
+            state = next((s.get("state") or {} for s in (pod.get("status") or {}).get("containerStatuses") or []
+                          if s.get("name") == (query.container or s.get("name"))), {})
+            if "terminated" in state:
+                return
 
     def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict[str, Any]:
         if not isinstance(labels, dict):

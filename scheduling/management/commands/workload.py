@@ -1,4 +1,4 @@
-"""`./manage.py workload submit|list|describe|cancel`: the workload API from the CLI, in its shapes
+"""`./manage.py workload submit|list|describe|logs|cancel`: the workload API from the CLI, in its shapes
 (`--format json` prints what the API answers). The CLI is the operator's: list, describe and cancel see every
 workload unless `--as-user USER` asks for what USER sees; submit needs a submitter (`--as-user`, else the
 user named like the account running the command, else `admin`)."""
@@ -11,7 +11,16 @@ from pools.management.cli import add_format, clear_errors, print_json, print_tab
 from pools.models.visibility import Access
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
-from scheduling.management.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
+from scheduling.management.cli import (
+    cancel_now,
+    find_user,
+    find_workload,
+    login,
+    operator_access,
+    read_document,
+    readable_by,
+)
+from scheduling.management.logs import add_log_arguments, print_log
 from scheduling.models import Source, Workload
 from scheduling.run import estimates
 from scheduling.submit import submission
@@ -40,6 +49,11 @@ class Command(BaseCommand):
         describe.add_argument("id", help="Id, id prefix (4+ characters) or unique name.")
         describe.add_argument("--as-user", metavar="USER")
         add_format(describe)
+        logs = verbs.add_parser("logs", help="Print a replica's log (-f to follow; the archive once its pods are "
+                                             "gone).")
+        logs.add_argument("id", help="Id, id prefix (4+ characters) or unique name.")
+        add_log_arguments(logs)
+        logs.add_argument("--as-user", metavar="USER", help="Only what USER may read.")
         cancel = verbs.add_parser("cancel", help="Cancel a live workload (its Job, if any, is deleted).")
         cancel.add_argument("id")
         cancel.add_argument("--message", default="")
@@ -142,6 +156,13 @@ class Command(BaseCommand):
                 why = f" ({pod['reason']})" if pod["reason"] else ""
                 ip = f" ({pod['ip']})" if pod["ip"] else ""
                 out(f"    pod {pod['name']} on {pod['node'] or '-'}{ip}: {pod['phase']}{code}{why}")
+        if body["replica_pods"]:
+            out("  Replicas:   (where each ran, from its pods)")
+            for place in body["replica_pods"]:
+                code = f", exit {place['exit_code']}" if place["exit_code"] is not None else ""
+                out(f"    attempt {place['attempt']} replica {place['replica']}: pod {place['pod']} on node "
+                    f"{place['node'] or '-'}, IP {place['ip'] or '-'}: {place['phase'] or '-'}{code}; log "
+                    f"{place['log'] or 'none'}")
         for item in body["attempts"]:
             code = f", exit code {item['exit_code']}" if item["exit_code"] is not None else ""
             out(f"  Attempt {item['attempt']}:  {item['status']}{code} ({item['job'] or 'not dispatched'}): "
@@ -162,6 +183,17 @@ class Command(BaseCommand):
         out("  Events:")
         for event in body["events"]:
             out(f"    {event['at']:%Y-%m-%d %H:%M:%S}  {event['status']:<16} {event['message']}")
+
+    def logs(self, id, as_user, **options):
+        user = find_user(as_user) if as_user else None
+        workload = readable_by(user, find_workload(id, Workload.objects.visible_to(user) if user else None))
+
+        def write(text: str) -> None:
+            self.stdout.write(text, ending="")
+            self.stdout.flush()
+
+        print_log(write, workload, **{key: options[key] for key in (
+            "follow", "replica", "attempt", "tail", "container", "previous")})
 
     def cancel(self, id, message, as_user, **_):
         user = find_user(as_user) if as_user else None

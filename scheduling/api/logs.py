@@ -1,0 +1,128 @@
+"""The log doors on the web (issue 26): `GET /api/workloads/{id}/logs` and OSMO's `GET /api/workflow/{name}/logs`.
+One replica's log as text (streamed when followed), or as JSON (`format=json`); who may read it is who may read the
+workload's request (`bodies.may_read_request`): others who may see the workload get 403, the rest 404, as for an
+unknown workload. Headers say where the text came from (`X-Log-Source: live|archive`), which pod, container and node,
+and where to resume (`X-Log-Resume`, or the followed stream's last line `### osmo: ... since=TOKEN`)."""
+
+import re
+
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools.access.scoping import Rule
+from pools.engine import ConfigError
+from pools.models.visibility import access_for
+from scheduling.api import schema
+from scheduling.listing import bodies
+from scheduling.listing.log_params import REFUSED, LogParams, log_params
+from scheduling.models import Workload
+from scheduling.run import logs
+from scheduling.submit import workflows
+
+PARAMETERS = [
+    OpenApiParameter("replica", int, description="The replica (its Job completion index), from 0; default 0."),
+    OpenApiParameter("attempt", int, description="The attempt, from 1; default the current one."),
+    OpenApiParameter("container", str, description="Default: the user container."),
+    OpenApiParameter("tail", int, description="Only the last N lines."),
+    OpenApiParameter("follow", OpenApiTypes.BOOL, description="Stream new lines as they are written, for "
+                     "OSMO_LOG_FOLLOW_SECONDS at most; the last line then names the `since` to resume from."),
+    OpenApiParameter("previous", OpenApiTypes.BOOL, description="The container's previous run (live pods only)."),
+    OpenApiParameter("since", str, description="A resume token (`X-Log-Resume`, or the follow's last line): "
+                     "only the lines after it."),
+    OpenApiParameter("format", str, enum=["text", "json"]),
+    OpenApiParameter("download", OpenApiTypes.BOOL, description="As an attachment (`<name>-a<attempt>-r<replica>"
+                     ".log`)."),
+]
+
+
+def readable(request, workload: Workload | None) -> Workload:
+    """The workload, when this user may read its logs; else the answer for an unknown one (404) or a 403."""
+    if workload is None:
+        raise NotFound("No such workload, or it is not yours to see.")
+    if not bodies.may_read_request(workload, access_for(request)):
+        raise PermissionDenied(REFUSED)
+    return workload
+
+
+def _headers(response, source: logs.Source, params: LogParams) -> None:
+    for key, value in source.headers().items():
+        response[key] = value
+    response["Cache-Control"] = "no-store"
+    response["X-Content-Type-Options"] = "nosniff"
+    if params.download:
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", source.workload.name)
+        response["Content-Disposition"] = (f'attachment; filename="{name}-a{source.replica.attempt}-'
+                                           f'r{source.replica.replica}.log"')
+
+
+def log_response(workload: Workload, params: LogParams):
+    """The answer of every web door: text, a followed stream, or JSON."""
+    try:
+        source = logs.choose(workload, attempt=params.attempt, replica=params.replica, container=params.container)
+        if params.follow and not params.json and not params.previous:
+            body = logs.follow(source, tail=params.tail, since=params.since)
+            response = StreamingHttpResponse(body, content_type="text/plain; charset=utf-8")
+            response["X-Accel-Buffering"] = "no"  # a proxy must pass each line on as it comes
+            _headers(response, source, params)
+            return response
+        found = logs.read(source, tail=params.tail, previous=params.previous, since=params.since)
+    except logs.LogUnavailable as exc:
+        return Response({"detail": exc.message, "field": exc.field}, status=exc.status)
+    if params.json:
+        place = found.source.replica
+        response = Response({"workload": str(workload.pk), "source": found.source.kind, **place.as_dict(),
+                             "container": found.source.container, "truncated": found.truncated,
+                             "resume": found.position.token, "text": found.text.decode("utf-8", "replace")})
+    else:
+        response = HttpResponse(found.text, content_type="text/plain; charset=utf-8")
+    response["X-Log-Resume"] = found.position.token
+    response["X-Log-Truncated"] = "1" if found.truncated else "0"
+    _headers(response, found.source, params)
+    return response
+
+
+class LogView(APIView):
+    """Answers text as well as JSON, whatever the client accepts (curl's `*/*`, a browser's download)."""
+
+    read_access = Rule.SIGNED_IN
+
+    def perform_content_negotiation(self, request, force=False):
+        return super().perform_content_negotiation(request, force=True)
+
+
+class WorkloadLogsView(LogView):
+    @extend_schema(operation_id="workloads_logs", parameters=PARAMETERS,
+                   responses=schema.LogAnswer)
+    def get(self, request, pk):
+        params = log_params(request.query_params)
+        workload = readable(request, Workload.objects.visible_to(request).select_related("pool").filter(pk=pk)
+                            .first())
+        return log_response(workload, params)
+
+
+class WorkflowLogsView(LogView):
+    """OSMO's `osmo workflow logs`: one task (group) of one owner's workflow; `task` may be left out when the
+    workflow has one."""
+
+    @extend_schema(operation_id="workflow_logs", parameters=[
+        OpenApiParameter("task", str, description="The task group's name (default: the only one)."),
+        OpenApiParameter("user", str, description="The submitter, when several users' workflows carry this ID."),
+        *PARAMETERS], responses=schema.LogAnswer)
+    def get(self, request, name):
+        params = log_params(request.query_params)
+        rows = list(Workload.objects.visible_to(request).exclude(workflow="").filter(workflow=name)
+                    .select_related("pool"))
+        rows = workflows.owned_rows(rows, access_for(request), request.query_params.get("user") or None)
+        if not rows:
+            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        task = request.query_params.get("task", "")
+        groups = {(w.group or w.name): w for w in rows}
+        if not task and len(groups) == 1:
+            task = next(iter(groups))
+        if task not in groups:
+            raise ConfigError(f"task: one of {', '.join(sorted(groups))}", field="task")
+        return log_response(readable(request, groups[task]), params)
