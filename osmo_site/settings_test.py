@@ -25,6 +25,10 @@ from .settings import DATABASES  # noqa: E402
 
 if not _pg_url:
     DATABASES["default"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's PostgreSQL backend, with a transactional test's clean-up by DELETE rather than TRUNCATE (seconds
+    # per such test on a loaded machine): tests/support/postgresql/base.py.
+    DATABASES["default"]["ENGINE"] = "tests.support.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 # In-process tests share one connection per thread with pytest-django's test database; the pool is tested
 # where it serves, in a real server (tests/test_serve.py).
