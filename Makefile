@@ -15,10 +15,15 @@ $(PY):
 	  echo "make: name a newer one, e.g. make demo PYTHON=python3.12" >&2; \
 	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet uv || echo "make: uv could not be installed; pip installs the project instead" >&2
 
+# uv installs what pip would (same pyproject.toml, same index) in 9 s where pip took 32 s with its caches warm and
+# 53 s cold, on CI's 2 cores; bytecode is written when first imported (`make test` lets it be), not for all 300
+# packages up front.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	@# pip, the slow way, where uv could not be installed or could not finish (a network only pip is set up for)
+	if [ -x $(VENV)/bin/uv ] && $(VENV)/bin/uv pip install --quiet --python $(PY) -e ".[dev]"; then :; \
+	else $(PY) -m pip install --quiet -e ".[dev]"; fi
 	touch $(STAMP)
 
 # .venv with everything installed, and the data directory's settings file (DEBUG=1 and a generated
