@@ -12,7 +12,6 @@
 
 from urllib.parse import quote
 
-from django.db import transaction
 from django.db.models import Count, Max, Min
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -24,10 +23,10 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 
-from . import bodies, limits, schema, submission, workflows
+from . import bodies, schema, submission, workflows
 from .api import admit_attempt, is_true, refused_response
 from .formats import workflow_requests
-from .models import ALIVE, Source, Status, Workload
+from .models import ALIVE, Status, Workload
 from .requests import priority_of
 
 # A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
@@ -82,17 +81,7 @@ class SubmitWorkflowView(APIView):
                                      project=project)
         access = access_for(request)
         try:
-            evaluated = []
-            for index, group in enumerate(workflow.groups):
-                project, verdicts = submission.evaluate(access, group.request, Source.OSMO,
-                                                        f"workflow.groups[{index}]")
-                if index == 0:
-                    limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
-                    limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
-                if not any(v.accepted for v in verdicts):
-                    raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
-                evaluated.append(submission.Submitted(group.request, project, verdicts))
-                submission.check_stored_size(evaluated[-1], prefix=f"Group {group.group}: ")
+            evaluated = submission.evaluate_workflow(access, workflow)
         except submission.SubmissionRefused as exc:
             return refused_response(exc)
         warnings = list(workflow.warnings)
@@ -104,10 +93,7 @@ class SubmitWorkflowView(APIView):
         if dry_run:
             return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
                              "warnings": warnings, "dry_run": True})
-        with transaction.atomic():
-            name = workflows.allocate(access, workflow.name)
-            for item in evaluated:
-                submission.save(access, item, Source.OSMO, workflow=name)
+        name = submission.save_workflow(access, workflow, evaluated)
         return Response({"name": name, **_urls(request, name, access.user.get_username()), "spec": spec,
                          "warnings": warnings},
                         status=status.HTTP_200_OK)

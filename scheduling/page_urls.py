@@ -2,13 +2,15 @@
 
 from django.urls import path
 
-from . import pages
+from . import pages, submit_form
 
 app_name = "workloads"
 
 urlpatterns = [
     path("", pages.workload_list, name="list"),
     path("queue/", pages.queue, name="queue"),
+    path("new/", submit_form.new_workload, name="new"),
+    path("new/dry-run/", submit_form.dry_run, name="dry-run"),
     path("<uuid:pk>/", pages.workload_detail, name="detail"),
     path("<uuid:pk>/cancel/", pages.workload_cancel, name="cancel"),
 ]
