@@ -90,6 +90,10 @@ class SubmitForm(forms.Form):
         self.unusable_defaults = len(self.defaults) - len(self.usable_defaults)  # counted, never named
         self.platforms = sorted({name for pool in usable for name in access.visible_platforms[pool]})
         self.fields["platform"].widget.attrs["list"] = "platform-choices"
+        # Another project: its default pools first, chosen (the block is reloaded; the form then asks for a dry run).
+        self.fields["project"].widget.attrs.update({
+            "hx-get": reverse("workloads:new"), "hx-trigger": "change", "hx-target": "#pool-choices",
+            "hx-swap": "outerHTML", "hx-sync": "this:replace"})
         self.pool_fields = []
         for index in range(max(1, min(len(ordered), MAX_POOL_CHOICES))):
             name = f"pool_{index + 1}"
