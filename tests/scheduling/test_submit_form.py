@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from scheduling.models import SubmissionCount, Workload
-from tests.scheduling.conftest import SHARED, post_workload
+from tests.scheduling.conftest import SHARED, post_workload, project
 
 pytestmark = pytest.mark.django_db
 
@@ -72,6 +72,22 @@ def test_a_refusal_by_every_pool_is_shown_per_pool_and_nothing_is_saved(world, r
     assert answer.status_code == 400
     assert 'data-pool="training" data-accepted="no"' in text and "No candidate pool can take this workload" in text
     assert not Workload.objects.exists()
+    # nlp is guaranteed nothing: the hint is in the form's words.
+    text = researcher_client.post("/workloads/new/", form(project="nlp")).content.decode()
+    assert "by choosing priority low" in text
+
+
+def test_the_form_costs_the_same_queries_for_2_or_12_projects(world, researcher_client, django_assert_num_queries):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as few:
+        assert researcher_client.get("/workloads/new/").status_code == 200
+    for i in range(10):
+        project(f"extra-{i}", users=["researcher"], default_pools=["training", SHARED])
+    with django_assert_num_queries(len(few.captured_queries)):
+        page = researcher_client.get("/workloads/new/")
+    assert '<option value="extra-9"' in page.content.decode()
 
 
 @pytest.mark.parametrize(("changes", "field", "words"), [
