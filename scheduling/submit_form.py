@@ -185,7 +185,7 @@ def attempt(request, form: SubmitForm, *, dry_run: bool) -> Outcome:
     except limits.RateLimited as exc:
         return Outcome(problem=exc.message, status=429)
     if not form.is_valid():
-        return Outcome(problem="Correct the fields marked below.", status=400)
+        return Outcome(problem="Some fields need correcting (each is marked beside its box):", status=400)
     access = access_for(request)
     named = frozenset(form.chosen_pools())
     try:
@@ -274,7 +274,8 @@ def new_workload(request):
         response = render(request, "workloads/_pool_choices.html", {"form": form})
         response["HX-Trigger"] = "pools-changed"
         return response
-    return render(request, "workloads/new.html", _context(request, form, notice=notice))
+    # A form filled from a workload is checked as soon as it shows.
+    return render(request, "workloads/new.html", _context(request, form, notice=notice, check_on_load=bool(initial)))
 
 
 def _submitted(request, outcome: Outcome):

@@ -116,6 +116,7 @@ def test_a_researcher_submits_from_the_form_follows_it_to_running_and_runs_it_ag
                        ("args", "--epochs 3"), ("gpu", "1"), ("cpu", "2"), ("memory", "8Gi"),
                        ("project", "llm-research"), ("pool_1", "training"), ("pool_2", "dev")):
         expect(page.locator(f"#id_{box}")).to_have_value(value)
+    read_the_dry_run(page, "training")  # checked as the filled form shows, before any change
     page.fill("#id_name", f"{name}-again")
     page.press("#id_name", "Tab")
     read_the_dry_run(page, "training")
