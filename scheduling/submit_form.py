@@ -80,6 +80,7 @@ class SubmitForm(forms.Form):
         if chosen not in self.projects:
             preferred = submission.default_project(access)
             chosen = preferred if preferred in self.projects else next(iter(self.projects), "")
+        if not self.is_bound:
             self.initial["project"] = chosen
         self.chosen_project = self.projects.get(chosen)
         self.defaults = self.default_pools(self.chosen_project)
@@ -175,8 +176,8 @@ def _requests(form: SubmitForm):
 def attempt(request, form: SubmitForm, *, dry_run: bool) -> Outcome:
     """Check the attempt's size and rate as the API does, then run the pipeline (and save, unless `dry_run`)."""
     most = getattr(settings, limits.BODY_SETTING, 262144)
-    length = int(request.META.get("CONTENT_LENGTH") or 0) if str(request.META.get("CONTENT_LENGTH") or "0").isdigit() \
-        else 0
+    declared = str(request.META.get("CONTENT_LENGTH") or "0")
+    length = int(declared) if declared.isdigit() else 0
     if length > most:
         return Outcome(problem=f"request body: {length:,} bytes is over the limit of {most:,} bytes for a submission "
                                f"({limits.BODY_SETTING})", status=413)

@@ -254,6 +254,9 @@ def test_the_form_honours_the_rate_and_size_limits(world, researcher_client, set
     assert not Workload.objects.exists()
 
 
-def test_the_workloads_page_links_to_the_form(researcher_client):
+def test_the_workloads_and_project_pages_link_to_the_form(world, researcher_client):
     assert 'id="new-workload" role="button" href="/workloads/new/"' in researcher_client.get(
         "/workloads/").content.decode()
+    assert 'href="/workloads/new/?project=vision"' in researcher_client.get("/projects/vision/").content.decode()
+    page = researcher_client.get("/workloads/new/?project=nlp").content.decode()
+    assert '<option value="nlp" selected>' in page
