@@ -1,6 +1,6 @@
 """The submit form's fields as a request body, and a stored request as the form's fields (pure: no Django).
 
-The form is one more door onto `scheduling.submission`: these functions only change the shape (words typed in a
+The form is one more door onto `scheduling.submit.submission`: these functions only change the shape (words typed in a
 box into a list, `NAME=value` lines into a mapping); every rule (names, quantities, limits, pools) stays in the
 pipeline, which names the request's field (`resources.gpu`, `env.NAME`). `FIELD_OF` maps that name back to the
 form's field, so that the refusal is shown beside the box it is about."""

@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 from pools.config import writes
 from pools.config.defaults import init_demo
 from pools.models import ConfigKind, Role, RoleAssignment
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
 from tests.support.browser import sign_in
 from tests.support.simulated import SIMULATED_NOW, SimulatedTime
 from tests.waiting import until

@@ -15,8 +15,8 @@ from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync
 from pools.models import Backend
 from scheduling import demo
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
 from tests.support.simulated import SIMULATED_AT, SIMULATED_NOW, SimulatedTime
 
 pytestmark = pytest.mark.django_db
@@ -192,7 +192,7 @@ def test_get_jobs_counts_the_ready_pods_of_running_jobs_on_the_simulated_cluster
     import json
 
     from pools.inventory.jobs import pod_run_facts
-    from scheduling import submission
+    from scheduling.submit import submission
     from tests.support.commands import run
 
     data = {"name": "ready-gang", "project": "perception", "pools": ["training"], "priority": "low", "replicas": 2,

@@ -3,8 +3,8 @@
 import pytest
 
 from pools.engine import ConfigError
-from scheduling.requests import WorkloadRequest
 from scheduling.specs import form_fields
+from scheduling.specs.requests import WorkloadRequest
 
 
 def test_words_split_as_a_shell_does_and_an_open_quote_names_the_field():

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pools.cluster.simulated import SimulatedCluster
 from pools.fleet.sync import BackendSync
 from pools.models import Backend
-from scheduling import follow, sweeps
+from scheduling.run import follow, sweeps
 
 SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
 # Our clock where it meets the simulated cluster's: times it writes (a pod Unschedulable since...) count as they would.

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import pages, submit_form
+from scheduling import submit_form
+from scheduling.pages import workloads as pages
 
 app_name = "workloads"
 
