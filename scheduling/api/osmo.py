@@ -12,7 +12,6 @@
 
 from urllib.parse import quote
 
-from django.db import transaction
 from django.db.models import Count, Max, Min
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -26,10 +25,10 @@ from pools.models.visibility import access_for
 from scheduling.api import schema
 from scheduling.api.workloads import admit_attempt, is_true, refused_response
 from scheduling.listing import bodies
-from scheduling.models import ALIVE, Source, Status, Workload
+from scheduling.models import ALIVE, Status, Workload
 from scheduling.specs.formats import workflow_requests
 from scheduling.specs.requests import priority_of
-from scheduling.submit import limits, submission, workflows
+from scheduling.submit import submission, workflows
 
 # A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
 _FAILED = [s for s in Status if s.startswith("FAILED")]
@@ -83,17 +82,7 @@ class SubmitWorkflowView(APIView):
                                      project=project)
         access = access_for(request)
         try:
-            evaluated = []
-            for index, group in enumerate(workflow.groups):
-                project, verdicts = submission.evaluate(access, group.request, Source.OSMO,
-                                                        f"workflow.groups[{index}]")
-                if index == 0:
-                    limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
-                    limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
-                if not any(v.accepted for v in verdicts):
-                    raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
-                evaluated.append(submission.Submitted(group.request, project, verdicts))
-                submission.check_stored_size(evaluated[-1], prefix=f"Group {group.group}: ")
+            evaluated = submission.evaluate_workflow(access, workflow)
         except submission.SubmissionRefused as exc:
             return refused_response(exc)
         warnings = list(workflow.warnings)
@@ -105,10 +94,7 @@ class SubmitWorkflowView(APIView):
         if dry_run:
             return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
                              "warnings": warnings, "dry_run": True})
-        with transaction.atomic():
-            name = workflows.allocate(access, workflow.name)
-            for item in evaluated:
-                submission.save(access, item, Source.OSMO, workflow=name)
+        name = submission.save_workflow(access, workflow, evaluated)
         return Response({"name": name, **_urls(request, name, access.user.get_username()), "spec": spec,
                          "warnings": warnings},
                         status=status.HTTP_200_OK)

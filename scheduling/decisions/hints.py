@@ -9,7 +9,7 @@ LOW_PRIORITY = {
     "cli": "with priority: low in the request file",
     "osmo": "with ?priority=LOW on the workflow path",
     "gpuctl": "with job.priority: low in the job file",
-    "web": 'with "priority": "low"',
+    "web": 'by choosing priority low (or "priority": "low" in a pasted request body)',
 }
 
 

@@ -188,6 +188,13 @@ def _shown_request(workload: Workload, access: Access, keep) -> dict[str, Any]:
     return {"request_visible": True, "variables": variables, "request": request, "pod_templates": templates}
 
 
+def readable_request(workload: Workload, access: Access) -> dict[str, Any] | None:
+    """The request as this viewer may read it (masked, pools they may not see left out), or None: what the
+    workload page shows and what "Run again" fills the submit form with."""
+    shown = _shown_request(workload, access, _visible(access, workload))
+    return shown["request"] if shown["request_visible"] else None
+
+
 def detail(workload: Workload, access: Access, events=None, now=None) -> dict[str, Any]:
     keep = _visible(access, workload)
     forecast = estimates.forecasts([workload], now).get(str(workload.id)) \

@@ -15,9 +15,8 @@ from django.utils import timezone
 from pools.engine.timeouts import parse_timeout
 from pools.fleet.usage import backend_online
 from pools.models import Pool
-
-from ..decisions import estimates as pure
-from ..models import RESERVING, Status, Workload
+from scheduling.decisions import estimates as pure
+from scheduling.models import RESERVING, Status, Workload
 
 # Runs that ended on their own or at their exec timeout: how long work really runs. Cancels, preemptions and
 # failures to start end a run early for reasons that say nothing about the next one's length.

@@ -14,11 +14,10 @@ from django.utils import timezone
 from pools.cluster import Cluster, ClusterError, LogQuery, NotFound
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob
-
-from ..decisions import log_lines
-from ..models import LogArchive, Workload
-from .logs import replicas, user_container
-from .outbox import send
+from scheduling.decisions import log_lines
+from scheduling.models import LogArchive, Workload
+from scheduling.run.logs import replicas, user_container
+from scheduling.run.outbox import send
 
 TASK = "scheduling.tasks.archive_logs"
 # Lines asked of the kubelet for the last OSMO_LOG_ARCHIVE_BYTES (there is no "last N bytes"): enough for lines of

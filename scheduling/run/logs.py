@@ -12,10 +12,9 @@ from django.conf import settings
 from pools.cluster import Cluster, ClusterError, LogQuery, NotFound
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob
+from scheduling.decisions import log_lines
+from scheduling.models import LogArchive, Workload
 from scheduling.specs.jobs import USER_CONTAINER
-
-from ..decisions import log_lines
-from ..models import LogArchive, Workload
 
 LIVE, ARCHIVE = "live", "archive"
 

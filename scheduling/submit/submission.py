@@ -19,6 +19,7 @@ from scheduling.decisions import hints
 from scheduling.models import ALIVE, Source, Status, Workload, WorkloadEvent
 from scheduling.run import attempts
 from scheduling.run.outbox import request_cycle
+from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
 from scheduling.submit import inserts, limits, pipeline, workflows
 
@@ -126,6 +127,32 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
         return result
     result.workload = save(access, result, source)
     return result
+
+
+def evaluate_workflow(access: Access, workflow: "formats.Workflow", source: str = Source.OSMO) -> list[Submitted]:
+    """Each task group of an OSMO workflow through the pipeline; refused whole (SubmissionRefused, ConfigError)
+    when any group is, as OSMO does. The workflow path and the submit form's pasted workflow both come here."""
+    evaluated = []
+    for index, group in enumerate(workflow.groups):
+        project, verdicts = evaluate(access, group.request, source, f"workflow.groups[{index}]")
+        if index == 0:
+            limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
+            limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
+        if not any(v.accepted for v in verdicts):
+            raise refusal(verdicts, prefix=f"Group {group.group}: ")
+        evaluated.append(Submitted(group.request, project, verdicts))
+        check_stored_size(evaluated[-1], prefix=f"Group {group.group}: ")
+    return evaluated
+
+
+def save_workflow(access: Access, workflow: "formats.Workflow", evaluated: list[Submitted],
+                  source: str = Source.OSMO) -> str:
+    """Saves every group of an evaluated workflow under the caller's next `<name>-<n>`, in one transaction."""
+    with transaction.atomic():
+        name = workflows.allocate(access, workflow.name)
+        for item in evaluated:
+            item.workload = save(access, item, source, workflow=name)
+    return name
 
 
 def save(access: Access, submitted: Submitted, source: str, workflow: str = "") -> Workload:

@@ -31,6 +31,16 @@ document.addEventListener("htmx:beforeSwap", function (event) {
   }
 });
 
+// A region marked data-swap-errors (the submit form's dry run) shows a 4xx answer too: it says what is wrong.
+document.addEventListener("htmx:beforeSwap", function (event) {
+  const status = event.detail.xhr.status;
+  const target = event.detail.target;
+  if (status >= 400 && status < 500 && target && target.closest && target.closest("[data-swap-errors]")) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+
 // Polls (hx-trigger "every Ns") run only while the tab is visible, and not while the focus is inside an element
 // matching the polling element's data-poll-paused-within (a refresh would replace what is being typed). htmx's
 // trigger filters ("every 5s [...]") would say the same, but htmx runs them as code (eval), which the content

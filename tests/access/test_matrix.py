@@ -63,6 +63,8 @@ SECRET_WORKLOAD = "0b0b0b0b-0000-4000-8000-00000000000b"
 DEFAULT_WORKLOAD = "0c0c0c0c-0000-4000-8000-00000000000c"
 CREDENTIAL = "hf-zq-credential-value"
 PRIVATE_FLAG = "--zq-private-flag"
+# The submit form (scheduling.pages.submit_form), as a browser posts it: the project's default pools as candidates.
+SUBMIT_FORM = {"mode": "fields", "project": "team-project", "name": "probe", "image": "busybox", "command": "true"}
 PROBE_WORKFLOW = "workflow:\n  name: probe\n  tasks:\n  - name: t\n    image: busybox\n    command: [\"true\"]\n"
 FUTURE = (timezone.now() + dt.timedelta(days=10)).date().isoformat()
 
@@ -105,6 +107,7 @@ class Probe:
     headers: dict = field(default_factory=dict)
     check: Any = None  # check(response, principal) for answers below 300
     writer: str = ""  # csv: "copy" (PostgreSQL's COPY; the reference writer elsewhere) or "python"
+    form: bool = False  # send `body` as a browser's form does (multipart), not as JSON
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -522,7 +525,21 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("fragment", "get", f"/workloads/queue/?pool={HIDDEN_POOL}", page_only_for(HIDDEN_POOL),
               check=shows_only_visible),
         Probe("fragment", "get", "/workloads/queue/?project=team-project", project_only_for("team-project"),
-              check=shows_only_visible)],
+              check=shows_only_visible),
+        # Submitting from the browser: the form lists only the principal's projects and usable pools; "Run again"
+        # fills it only for those who may read the request; the dry run and the submit refuse a project that is
+        # not theirs (400, the box named) and show only the pools they may see.
+        Probe("page", "get", "/workloads/new/", PAGE, check=shows_only_visible_projects),
+        Probe("detail", "get", f"/workloads/new/?from={TEAM_WORKLOAD}", project_only_for("team-project"),
+              check=reads_the_request({"teammate", "staff"})),
+        Probe("detail", "get", f"/workloads/new/?from={DEFAULT_WORKLOAD}", PAGE, check=reads_the_request({"staff"})),
+        Probe("detail", "get", f"/workloads/new/?from={SECRET_WORKLOAD}", project_only_for("secret-project")),
+        Probe("fragment", "post", "/workloads/new/dry-run/", {
+            "anonymous": 401, "nobody": 400, "teammate": (200, 400), "policy_user": 400, "staff": (200, 400)},
+            body=SUBMIT_FORM, form=True, headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible_projects),
+        Probe("write", "post", "/workloads/new/", {
+            "anonymous": 302, "nobody": 400, "teammate": (302, 400), "policy_user": 400, "staff": (302, 400)},
+            body=SUBMIT_FORM, form=True, check=shows_only_visible_projects)],
     "osmo-workflows": [Probe("list", "get", "/api/workflow", SIGNED_IN, check=shows_only_visible)],
     "osmo-workflow": [
         Probe("detail", "get", "/api/workflow/team-flow-1", only_for_project("team-project"),
@@ -651,7 +668,7 @@ def hidden_names(principal: str) -> list[str]:
 
 
 def send(client, probe: Probe, url: str):
-    kwargs = {"format": "json"} if probe.body is not None else {}
+    kwargs = {"format": "multipart" if probe.form else "json"} if probe.body is not None else {}
     if probe.body is not None:
         return getattr(client, probe.method)(url, probe.body, **kwargs, **probe.headers)
     return getattr(client, probe.method)(url, **probe.headers)

@@ -55,7 +55,8 @@ def test_every_page_passes_the_content_security_policy(live_server, page, world,
     page.wait_for_url(f"{live_server.url}/")
     for path in ("/", "/nodes/", f"/nodes/{node.name}/", "/pools/training/", "/quotas/", "/projects/",
                  "/projects/vision/", "/workloads/",
-                 f"/workloads/{workload.pk}/", "/config/history/", "/profile/permissions/", "/profile/", "/admin/",
+                 f"/workloads/{workload.pk}/", "/workloads/new/", f"/workloads/new/?from={workload.pk}",
+                 "/config/history/", "/profile/permissions/", "/profile/", "/admin/",
                  "/admin/pools/pool/", f"/admin/pools/pool/{pool.pk}/change/", "/admin/auth/user/add/",
                  "/api/workloads/"):  # JSON to a browser too: DRF's browsable API would need inline styles
         visit(path)

@@ -122,7 +122,8 @@ def test_the_quota_project_and_workload_pages_fit_the_screen(live_server, browse
     page.set_default_timeout(10_000)
     try:
         sign_in(page, live_server)
-        for path in ("/quotas/", "/projects/", "/projects/vision/", "/workloads/", f"/workloads/{workload.pk}/"):
+        for path in ("/quotas/", "/projects/", "/projects/vision/", "/workloads/", f"/workloads/{workload.pk}/",
+                     "/workloads/new/", f"/workloads/new/?from={workload.pk}"):
             visit(page, f"{live_server.url}{path}")
     finally:
         context.close()

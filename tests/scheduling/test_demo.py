@@ -3,7 +3,7 @@ door (the API, OSMO's workflow path, gpuctl's job file) dispatched to the simula
 and COMPLETED."""
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -16,13 +16,10 @@ from pools.fleet.sync import BackendSync
 from pools.models import Backend
 from scheduling import demo
 from scheduling.models import Status, Workload
-from scheduling.run import follow, sweeps
 from scheduling.run.cycle import run_cycle
+from tests.support.simulated import SIMULATED_AT, SIMULATED_NOW, SimulatedTime
 
 pytestmark = pytest.mark.django_db
-SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
-# Our clock where it meets the simulated cluster's: times it writes (a pod Unschedulable since...) count as they would.
-SIMULATED_NOW = datetime.fromtimestamp(SIMULATED_AT, UTC)
 
 
 @pytest.fixture
@@ -65,27 +62,6 @@ job: {name: demo-gpuctl, priority: medium}
 environment: {image: nvcr.io/nvidia/pytorch:24.05-py3, command: [python, train.py]}
 resources: {gpu: 1, cpu: 2, memory: 8Gi}
 """
-
-
-class SimulatedTime:
-    """The demo's simulated cluster at a clock the test moves: dispatch, the sync and the follower as the workers
-    run them, one step at a time."""
-
-    def __init__(self, state_dir):
-        self.state_dir, self.at = state_dir, SIMULATED_AT
-
-    def cluster(self, backend):
-        return SimulatedCluster(backend.name, self.state_dir, clock=lambda: self.at)
-
-    def step(self, seconds: float, now):
-        # Dispatch first, at the moment of the cycle that admitted (the workers dispatch on its commit): a plan made
-        # from the last sync meets the cluster it was made for. Then time passes, the sync and the follower run.
-        sweeps.sweep(now, act=True, clusters=self.cluster)
-        self.at += seconds
-        for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
-            BackendSync(backend, self.cluster(backend)).run(seconds=0)
-        Backend.objects.update(last_sync_at=now)  # synced at the test's moment, not the machine's
-        follow.observe(now=now)
 
 
 def test_work_from_each_door_runs_on_the_simulated_cluster_and_completes(demo_site, tmp_path, client):

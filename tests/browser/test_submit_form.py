@@ -1,0 +1,129 @@
+"""Submitting from the browser, in Chromium, on a laptop (1440 px) and on a phone (390 px): a researcher of a demo
+project opens the form from the workloads page, reads what each candidate pool would do, submits, follows the
+workload to RUNNING on the demo's simulated cluster, and uses "Run again". Under the site's Content-Security-Policy
+(no script or style in the page: a refusal shows in the console, and fails the test)."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from pools.config import writes
+from pools.config.defaults import init_demo
+from pools.models import ConfigKind, Role, RoleAssignment
+from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
+from tests.support.browser import sign_in
+from tests.support.simulated import SIMULATED_NOW, SimulatedTime
+from tests.waiting import until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PASSWORD = "pw-alice-123"
+
+
+@pytest.fixture
+def simulated(django_user_model, tmp_path):
+    """The demo's configuration on its simulated cluster, and alice: a member of llm-research (default pools
+    training and dev) whose roles let her use both."""
+    init_demo(author="tests")
+    simulated = SimulatedTime(tmp_path / "sim")
+    simulated.sync()
+    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
+    for pool in ("training", "dev"):
+        writes.import_document(ConfigKind.ROLE, {"name": f"osmo-{pool}", "policies": [{"actions": [
+            {"base": "http", "path": f"/api/pool/{pool}*", "method": "post"}]}]}, author="tests")
+        RoleAssignment.objects.create(user=alice, role=Role.objects.get(name=f"osmo-{pool}"))
+    return simulated
+
+
+def csp_refusals(page) -> list[str]:
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    return refused
+
+
+def fits_the_width(page, width: int) -> None:
+    wide = page.evaluate("""[...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-scroll, pre'))
+        .map(e => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`).slice(0, 15)""")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, wide
+
+
+def read_the_dry_run(page, pool: str) -> None:
+    """Waits until the panel beside the form says `pool` accepts, and opens its pod template."""
+    verdict = page.locator(f'#dry-run .dry-run-pool[data-pool="{pool}"]')
+    expect(verdict).to_have_attribute("data-accepted", "yes", timeout=15_000)
+    verdict.locator("summary").click()
+    expect(verdict.locator("pre")).to_contain_text("nvcr.io/nvidia/pytorch:24.05-py3")
+    expect(verdict.locator("pre")).to_contain_text('"python"')
+
+
+@pytest.mark.parametrize("width, height", [(1440, 900), (390, 844)], ids=["laptop", "phone"])
+def test_a_researcher_submits_from_the_form_follows_it_to_running_and_runs_it_again(live_server, page, simulated,
+                                                                                    screenshot, width, height):
+    refused = csp_refusals(page)
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, live_server, "/workloads/", username="alice", password=PASSWORD)
+    page.click("#new-workload")
+    page.wait_for_url(f"{live_server.url}/workloads/new/")
+    expect(page.locator("#dry-run-empty")).to_be_visible()
+
+    page.select_option("#id_project", "llm-research")
+    # The project's default pools come first and are chosen, in order.
+    expect(page.locator("#id_pool_1")).to_have_value("training")
+    expect(page.locator("#id_pool_2")).to_have_value("dev")
+    name = f"form-{width}"
+    page.fill("#id_name", name)
+    page.fill("#id_image", "nvcr.io/nvidia/pytorch:24.05-py3")
+    page.fill("#id_command", "python train.py")
+    page.fill("#id_args", "--epochs 3")
+    page.fill("#id_gpu", "1")
+    page.fill("#id_cpu", "2")
+    page.fill("#id_memory", "8Gi")
+    page.press("#id_memory", "Tab")  # the last change: the dry run follows it
+    read_the_dry_run(page, "training")
+    expect(page.locator('#dry-run .dry-run-pool[data-pool="dev"]')).to_be_visible()
+    expect(page.locator("#dry-run-admission")).to_contain_text("admit")
+    fits_the_width(page, width)
+    screenshot(page, f"submit-form-{'phone' if width < 600 else 'laptop'}", full_page=True)
+    assert not Workload.objects.exists()  # the dry run saved nothing
+
+    page.click("#submit-button")
+    page.wait_for_url(re.compile(r"/workloads/[0-9a-f-]{36}/$"))
+    workload = Workload.objects.get(name=name)
+    assert (workload.source, workload.project.name, workload.pools) == ("web", "llm-research", ["training", "dev"])
+    assert workload.request["args"] == ["--epochs", "3"]
+
+    # The workers' part, on the simulated cluster: the cycle admits, dispatch creates the Job, the sync sees it run.
+    now = SIMULATED_NOW
+
+    def running() -> bool:
+        run_cycle(now)
+        simulated.step(5, now)
+        workload.refresh_from_db()
+        return workload.status == Status.RUNNING
+    until(running, f"{name} to run on the simulated cluster", seconds=60,
+          detail=lambda: (workload.status, workload.reasons))
+    # No reload: the page's live region picks it up.
+    expect(page.locator("#workload-status")).to_have_text("RUNNING", timeout=20_000)
+    fits_the_width(page, width)
+
+    page.click("#run-again")
+    page.wait_for_url(re.compile(rf"/workloads/new/\?from={workload.pk}$"))
+    expect(page.locator("#submit-notice")).to_contain_text(f"Filled from workload {name}")
+    for box, value in (("name", name), ("image", "nvcr.io/nvidia/pytorch:24.05-py3"), ("command", "python train.py"),
+                       ("args", "--epochs 3"), ("gpu", "1"), ("cpu", "2"), ("memory", "8Gi"),
+                       ("project", "llm-research"), ("pool_1", "training"), ("pool_2", "dev")):
+        expect(page.locator(f"#id_{box}")).to_have_value(value)
+    read_the_dry_run(page, "training")  # checked as the filled form shows, before any change
+    page.fill("#id_name", f"{name}-again")
+    page.press("#id_name", "Tab")
+    read_the_dry_run(page, "training")
+    page.click("#submit-button")
+    page.wait_for_url(re.compile(r"/workloads/[0-9a-f-]{36}/$"))
+    expect(page.locator("#workload-status")).to_have_text("PENDING")
+    again = Workload.objects.get(name=f"{name}-again")
+    assert {k: v for k, v in again.request.items() if k != "name"} == \
+        {k: v for k, v in workload.request.items() if k != "name"}
+    assert not refused, refused

@@ -1,0 +1,34 @@
+"""The demo's simulated cluster at a clock the test moves (shared by the demo's tests and the browser tests that
+follow a workload on it): dispatch, the sync and the follower as the workers run them, one step at a time."""
+
+from datetime import UTC, datetime
+
+from pools.cluster.simulated import SimulatedCluster
+from pools.fleet.sync import BackendSync
+from pools.models import Backend
+from scheduling.run import follow, sweeps
+
+SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
+# Our clock where it meets the simulated cluster's: times it writes (a pod Unschedulable since...) count as they would.
+SIMULATED_NOW = datetime.fromtimestamp(SIMULATED_AT, UTC)
+
+
+class SimulatedTime:
+    def __init__(self, state_dir):
+        self.state_dir, self.at = state_dir, SIMULATED_AT
+
+    def cluster(self, backend):
+        return SimulatedCluster(backend.name, self.state_dir, clock=lambda: self.at)
+
+    def sync(self):
+        for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
+            BackendSync(backend, self.cluster(backend)).run(seconds=0)
+
+    def step(self, seconds: float, now):
+        # Dispatch first, at the moment of the cycle that admitted (the workers dispatch on its commit): a plan made
+        # from the last sync meets the cluster it was made for. Then time passes, the sync and the follower run.
+        sweeps.sweep(now, act=True, clusters=self.cluster)
+        self.at += seconds
+        self.sync()
+        Backend.objects.update(last_sync_at=now)  # synced at the test's moment, not the machine's
+        follow.observe(now=now)
