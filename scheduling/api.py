@@ -5,6 +5,7 @@ workloads and their own; staff see all. A workload one may not see answers 404."
 
 from django.conf import settings
 from django.http import Http404
+from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -21,6 +22,7 @@ from pools.models.visibility import access_for
 from . import bodies, limits, schema, submission
 from .filters import WorkloadFilterSet
 from .models import Workload
+from .run import utilization
 
 DRY_RUN = OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="Run the whole pipeline and answer, per "
                            "candidate pool, the verdict and the pod template that would be dispatched; save nothing.")
@@ -113,7 +115,20 @@ class WorkloadViewSet(viewsets.ViewSet):
     @extend_schema(responses=schema.WorkloadDetail)
     def retrieve(self, request, pk=None):
         workload = self.get_object(pk)
-        return Response(bodies.detail(workload, access_for(request)))
+        body = bodies.detail(workload, access_for(request))
+        body["utilization"] = utilization.body(workload)
+        return Response(body)
+
+    @extend_schema(operation_id="workloads_idle", responses=schema.IdleList)
+    @action(detail=False, methods=["get"])
+    def idle(self, request):
+        """Running workloads you may see whose every GPU stayed under OSMO_IDLE_GPU_PERCENT for
+        OSMO_IDLE_GPU_MINUTES, longest idle first (none when OSMO_PROMETHEUS_URL is not set)."""
+        now = timezone.now()
+        access = access_for(request)
+        rows = [utilization.idle_row(w, access, now) for w in utilization.idle(self.queryset().light(), now)
+                [:utilization.MAX_IDLE_ROWS]]
+        return Response({**utilization.settings_body(), "workloads": rows})
 
     @extend_schema(request=schema.WorkloadSubmit, responses={201: schema.WorkloadDetail, 200: schema.DryRun},
                    parameters=[DRY_RUN])

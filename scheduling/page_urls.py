@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from . import pages
+from . import idle_page, pages
 
 app_name = "workloads"
 
 urlpatterns = [
     path("", pages.workload_list, name="list"),
     path("queue/", pages.queue, name="queue"),
+    path("idle/", idle_page.idle_list, name="idle"),
     path("<uuid:pk>/", pages.workload_detail, name="detail"),
     path("<uuid:pk>/cancel/", pages.workload_cancel, name="cancel"),
 ]

@@ -35,6 +35,7 @@ from . import bodies, submission
 from .filters import WorkloadFilterSet
 from .models import ALIVE, Priority, Status, Workload
 from .positions import first_position
+from .run import utilization
 
 QUEUE_ROWS = 25
 
@@ -195,6 +196,7 @@ def workload_detail(request, pk):
                 if item["attempt"] < body["attempt"]]
     context = {"workload": workload, "body": body, "reasons": reasons, "attempts": attempts, "nav": "workloads",
                "may_cancel": may_cancel(access, workload), "dispatched": workload.status in DISPATCHED,
+               "utilization": utilization.body(workload),
                "templates": [(pool, json.dumps(value, indent=2)) for pool, value in body["pod_templates"].items()]}
     return respond(request, "workloads/detail.html", context, {"workload-live": "workloads/_live.html"})
 

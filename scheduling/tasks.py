@@ -82,3 +82,11 @@ def demo_trickle() -> dict:
     from .demo import trickle
 
     return trickle().summary()
+
+
+@shared_task(time_limit=120, soft_time_limit=100, ignore_result=True)
+def sample_gpu_utilization() -> dict:
+    """Beat, every OSMO_UTILIZATION_INTERVAL s while OSMO_PROMETHEUS_URL is set (scheduling.run.utilization)."""
+    from .run.utilization import sample
+
+    return sample().summary()

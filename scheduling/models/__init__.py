@@ -1,6 +1,7 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts)."""
+admission state, submission counts), `utilization` (GPU utilization from DCGM)."""
 
+from .utilization import UtilizationState, WorkloadUtilization
 from .workloads import (
     ALIVE,
     FINISHED,
@@ -27,8 +28,10 @@ __all__ = [
     "Source",
     "Status",
     "SubmissionCount",
+    "UtilizationState",
     "Workflow",
     "Workload",
     "WorkloadEvent",
     "WorkloadQuerySet",
+    "WorkloadUtilization",
 ]
