@@ -341,3 +341,22 @@ def test_without_the_setting_everything_says_not_measured(world, settings, capsy
     call_command("usage", "idle")
     assert "not measured" in capsys.readouterr().out
     assert "osmo_gpu_utilization" not in exposition().decode()
+
+
+# ---- the demo's source ----
+
+
+def test_the_demo_source_answers_through_the_same_round(world, settings, clock):
+    settings.OSMO_PROMETHEUS_URL = "simulated://dcgm"
+    settings.OSMO_IDLE_GPU_MINUTES = 3
+    workloads = [running(f"demo-{i}", "vision", world["researcher"], clock, ran_minutes=10) for i in range(12)]
+    done = utilization.sample(clock.now())
+    assert (done.workloads, done.measured, done.error) == (12, 12, "")
+    rows = {row.workload_id: row for row in WorkloadUtilization.objects.all()}
+    idle = {w.name for w in workloads if rows[w.id].idle_since is not None}
+    assert 0 < len(idle) < 12  # some idle, some busy: the demo's list has rows and the pages figures
+    assert all(rows[w.id].average < 5 for w in workloads if w.name in idle)
+    assert all(rows[w.id].average >= 35 for w in workloads if w.name not in idle)
+    utilization.sample(clock.now())  # the same figures every round, in every process
+    assert {r.workload_id: r.average for r in WorkloadUtilization.objects.all()} == {
+        k: r.average for k, r in rows.items()}
