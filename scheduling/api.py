@@ -57,6 +57,13 @@ def refused_response(exc: submission.SubmissionRefused) -> Response:
     return Response(exc.as_dict(), status=code)
 
 
+def detail(workload: Workload, request, **options) -> dict:
+    """One workload as the API answers it: `bodies.detail` and its GPU utilization."""
+    body = bodies.detail(workload, access_for(request), **options)
+    body["utilization"] = utilization.body(workload)
+    return body
+
+
 def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
         return {"dry_run": True, "project": result.project.name,
@@ -64,7 +71,7 @@ def submitted_body(result: submission.Submitted, request) -> dict:
                 "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
     # The row as saved, with the project (and department) the pipeline read: nothing to read back.
     workload = result.workload
-    body = bodies.detail(workload, access_for(request), events=workload.first_events)
+    body = detail(workload, request, events=workload.first_events)
     refused = [v.as_dict() for v in result.verdicts if not v.accepted]
     if refused:
         body["refused_candidates"] = refused
@@ -114,10 +121,7 @@ class WorkloadViewSet(viewsets.ViewSet):
 
     @extend_schema(responses=schema.WorkloadDetail)
     def retrieve(self, request, pk=None):
-        workload = self.get_object(pk)
-        body = bodies.detail(workload, access_for(request))
-        body["utilization"] = utilization.body(workload)
-        return Response(body)
+        return Response(detail(self.get_object(pk), request))
 
     @extend_schema(operation_id="workloads_idle", responses=schema.IdleList)
     @action(detail=False, methods=["get"])
@@ -153,6 +157,6 @@ class WorkloadViewSet(viewsets.ViewSet):
                                         if isinstance(request.data, dict) else "")
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from None
-        body = bodies.detail(self.get_object(pk), access_for(request))
+        body = detail(self.get_object(pk), request)
         body["canceled"] = changed
         return Response(body)

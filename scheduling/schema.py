@@ -267,7 +267,8 @@ class WorkloadDetail(WorkloadRow):
     job: Job | None = Field(description="The current attempt's Job and its pods, once dispatched.")
     attempts: list[Attempt] = Field(description="Ended attempts, oldest first.")
     events: list[Event]
-    utilization: GpuUtilization | None = Field(None, description="GPU utilization (GET of one workload only).")
+    utilization: GpuUtilization | None = Field(None, description="GPU utilization, from the DCGM exporter "
+                                                                      "through Prometheus.")
     refused_candidates: list["Candidate"] | None = None
     canceled: bool | None = None
 

@@ -56,7 +56,8 @@ def running(name: str, project: str, user, clock: Clock, *, replicas: int = 1, g
         name=name, project=Project.objects.get(name=project), project_name=project, submitter=user,
         submitter_name=user.username, request={}, gpu=gpu, replicas=replicas, pools=["training"], pool=pool,
         pool_name="training", platform="h100", status=Status.RUNNING, job_name=f"{name}-a1", namespace=namespace,
-        submitted_at=now - timedelta(minutes=ran_minutes + 1), started_at=now - timedelta(minutes=ran_minutes))
+        submitted_at=now - timedelta(minutes=ran_minutes + 1), admitted_at=now - timedelta(minutes=ran_minutes + 1),
+        dispatched_at=now - timedelta(minutes=ran_minutes + 1), started_at=now - timedelta(minutes=ran_minutes))
     ManagedJob.objects.create(backend_id=pool.backend_id, namespace=namespace, name=workload.job_name,
                               workload=str(workload.id), attempt=1, updated_at=now,
                               pods={pod(workload, i): {"node": "training-h100-000", "phase": "Running"}
@@ -360,3 +361,16 @@ def test_the_demo_source_answers_through_the_same_round(world, settings, clock):
     utilization.sample(clock.now())  # the same figures every round, in every process
     assert {r.workload_id: r.average for r in WorkloadUtilization.objects.all()} == {
         k: r.average for k, r in rows.items()}
+
+
+def test_describe_prints_the_figures_as_the_api_answers_them(prometheus, world, clock, capsys, settings):
+    clock = Clock(start=datetime.now(UTC))
+    train, _ = busy_and_idle(prometheus, world, clock)
+    utilization.sample(clock.now())
+    call_command("workload", "describe", str(train.id))
+    assert "GPU util:   70.0 % over the last 10 minutes" in capsys.readouterr().out
+    call_command("workload", "describe", str(train.id), "--format", "json")
+    assert json.loads(capsys.readouterr().out)["utilization"]["average_percent"] == 70.0
+    settings.OSMO_PROMETHEUS_URL = ""
+    call_command("workload", "describe", str(train.id))
+    assert "GPU util:   not measured: OSMO_PROMETHEUS_URL is not set" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from scheduling import bodies, submission
 from scheduling.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
 from scheduling.filters import WorkloadFilterSet
 from scheduling.models import Source, Workload
+from scheduling.run import utilization
 
 
 class Command(BaseCommand):
@@ -110,6 +111,7 @@ class Command(BaseCommand):
         user = find_user(as_user) if as_user else None
         workload = find_workload(id, Workload.objects.visible_to(user) if user else None)
         body = bodies.detail(workload, Access(user) if user else operator_access())
+        body["utilization"] = utilization.body(workload)  # as the API answers it
         if format == "json":
             print_json(self.stdout, body)
             return
@@ -138,6 +140,14 @@ class Command(BaseCommand):
                 why = f" ({pod['reason']})" if pod["reason"] else ""
                 ip = f" ({pod['ip']})" if pod["ip"] else ""
                 out(f"    pod {pod['name']} on {pod['node'] or '-'}{ip}: {pod['phase']}{code}{why}")
+        if body["gpu"]:
+            figures = body["utilization"]
+            if figures["measured"]:
+                idle = f", idle since {figures['idle_since']:%Y-%m-%d %H:%M}" if figures["idle"] else ""
+                out(f"  GPU util:   {figures['average_percent']:.1f} % over the last {figures['window_minutes']} "
+                    f"minutes{idle}" + (f" ({figures['note']})" if figures["note"] else ""))
+            else:
+                out(f"  GPU util:   {figures['note']}")
         for item in body["attempts"]:
             code = f", exit code {item['exit_code']}" if item["exit_code"] is not None else ""
             out(f"  Attempt {item['attempt']}:  {item['status']}{code} ({item['job'] or 'not dispatched'}): "
