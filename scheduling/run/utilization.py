@@ -108,8 +108,9 @@ def sample(now: datetime | None = None, figures: Source | None = None) -> Round:
     if figures is None:
         done.skipped = "OSMO_PROMETHEUS_URL is not set"
         return done
+    # Only what matching and the idle decision read: a running workload's JSON fields would cost more than the round.
     workloads = list(Workload.objects.filter(status=Status.RUNNING, gpu__gt=0).exclude(job_name="")
-                     .select_related("pool").light())
+                     .select_related("pool").only("id", "namespace", "job_name", "started_at", "pool__backend"))
     pods = running_pods(workloads)
     done.workloads, done.pods = len(pods), sum(len(p) for p in pods.values())
     if not pods:
