@@ -4,7 +4,8 @@ exactly as OSMO spells them (no trailing slash; a trailing slash is accepted too
 from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
-from . import api, osmo
+from scheduling.api import osmo
+from scheduling.api import workloads as api
 
 router = SimpleRouter()
 router.register("workloads", api.WorkloadViewSet, basename="api-workload")

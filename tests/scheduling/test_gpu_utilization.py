@@ -13,9 +13,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from pools.models import ManagedJob, Pool, Project
-from scheduling.metrics import exposition
 from scheduling.models import Status, UtilizationState, Workload, WorkloadUtilization
 from scheduling.run import utilization
+from scheduling.run.metrics import exposition
 from scheduling.usage.utilization import NotMeasured, Prometheus, average_query, gpu_utilization, weighted
 from tests.prometheus_standin import PrometheusStandin
 from tests.support.clock import Clock

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
-from scheduling.cli import find_user, operator_access
+from scheduling.management.cli import find_user, operator_access
 from scheduling.models import Workload
 from scheduling.run import utilization
 

@@ -2,7 +2,7 @@
 `AdmissionState` row (SELECT ... FOR UPDATE; on SQLite the write transaction serializes the same way),
 reads the snapshot inside that transaction, decides (pure), and writes what changed: admitted and
 preempted workloads with their events, reasons and positions only where they differ, and an event for each
-position that moved back, naming why (scheduling.positions). Once it commits, each
+position that moved back, naming why (scheduling.decisions.positions). Once it commits, each
 admitted workload gets a dispatch message and each preempted one a stop message."""
 
 import time
@@ -12,12 +12,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from pools.models.bulk import copy_values, gc_paused, update_rows_json
-
-from . import admission as pure
-from . import snapshot
-from .models import AdmissionState, Status, Workload, WorkloadEvent
-from .outbox import dispatch_on_commit, stop_on_commit
-from .positions import moves_back
+from scheduling.decisions import admission as pure
+from scheduling.decisions.positions import moves_back
+from scheduling.models import AdmissionState, Status, Workload, WorkloadEvent
+from scheduling.run import snapshot
+from scheduling.run.outbox import dispatch_on_commit, stop_on_commit
 
 EVENT_FIELDS = ["workload_id", "at", "status", "reason", "message", "pools"]  # the events, as tuples
 

@@ -18,7 +18,7 @@ Families (README "Health and metrics"):
   pools counts a workload once per candidate); ADMITTED, PREEMPTING, SCHEDULING and RUNNING ones in the pool
   they were admitted to. Every pool has all five series, zeros included.
 - osmo_admission_last_cycle_duration_seconds, osmo_admission_last_cycle_age_seconds: the last admission cycle
-  (scheduling.cycle), absent until one ran.
+  (scheduling.run.cycle), absent until one ran.
 - osmo_dispatch_errors_last_hour{pool}: workloads that ended FAILED_BACKEND_ERROR (the cluster refused or lost
   their Job) in the last hour, by the pool they were admitted to.
 - osmo_gpu_utilization_last_success_age_seconds (+Inf if none yet), osmo_gpu_utilization_failures (rounds failed
@@ -39,8 +39,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from pools.fleet.usage import pools_with_usage
 from pools.models import Backend, Node
-
-from .models import RESERVING, AdmissionState, Status, UtilizationState, Workload
+from scheduling.models import RESERVING, AdmissionState, Status, UtilizationState, Workload
 
 DISPATCH_ERROR_WINDOW = timedelta(hours=1)
 WORKLOAD_STATUSES = (Status.PENDING, *RESERVING)

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import idle_page, pages
+from scheduling import idle_page
+from scheduling.pages import workloads as pages
 
 app_name = "workloads"
 

@@ -6,8 +6,7 @@ from django.db import connection
 from django.db.models import Q
 
 from pools.models import ConfigKind, Department, Pool, Project
-
-from .models import ALIVE, Workload
+from scheduling.models import ALIVE, Workload
 
 SHOWN = 5  # workloads named in a refusal; the rest are counted
 

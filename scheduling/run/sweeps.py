@@ -17,12 +17,11 @@ from pools.cluster import Cluster, ClusterError
 from pools.engine import parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob, Pool
-
-from . import attempts, follow
-from .dispatch import dispatch
-from .models import Status, Workload
-from .outbox import dispatch_on_commit, stop_on_commit
-from .stopping import stop
+from scheduling.models import Status, Workload
+from scheduling.run import attempts, follow
+from scheduling.run.dispatch import dispatch
+from scheduling.run.outbox import dispatch_on_commit, stop_on_commit
+from scheduling.run.stopping import stop
 
 QUEUED = (Status.PENDING, Status.ADMITTED, Status.SCHEDULING)
 

@@ -11,8 +11,7 @@ from django.contrib.auth import get_user_model
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError, read_yaml
 from pools.models.visibility import Access
-
-from .models import Workload
+from scheduling.models import Workload
 
 
 def read_document(path: str):
@@ -92,8 +91,8 @@ def cancel_now(actor, workload: Workload, message: str, *, operator: str = "") -
     """Cancel, and delete the Job here rather than wait for a worker (the CLI needs none). One line saying what
     happened; PermissionError as `submission.cancel`."""
     from pools.cluster import ClusterError
-
-    from . import stopping, submission
+    from scheduling.run import stopping
+    from scheduling.submit import submission
 
     changed = submission.cancel(actor, workload, message, operator=operator)
     workload.refresh_from_db()

@@ -1,5 +1,5 @@
 """The shapes of the workload API's bodies for the OpenAPI schema (pydantic models, as drf-spectacular reads
-them). The bodies themselves are built by `scheduling.bodies` and checked by `scheduling.requests`."""
+them). The bodies themselves are built by `scheduling.listing.bodies` and checked by `scheduling.specs.requests`."""
 
 from datetime import datetime
 from typing import Any, Literal
@@ -7,8 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pools.api.schema import PodTemplate
-
-from .models import Source, Status
+from scheduling.models import Source, Status
 
 Quantity = str | int | float
 StatusName = Literal[tuple(Status.values)]  # type: ignore[valid-type]

@@ -11,9 +11,8 @@ from django.db import transaction
 from pools.cluster import Cluster, NotFound
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, audit
-
-from . import attempts
-from .models import Status, Workload
+from scheduling.models import Status, Workload
+from scheduling.run import attempts
 
 
 def stop(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for, now=None) -> str:

@@ -30,12 +30,12 @@ from pools.pages import csv, formatting, preferences
 from pools.pages.listing import PER_PAGE_CHOICES, Listing, order_queryset, paginate, parse_sort
 from pools.pages.responses import respond, wants_csv
 from pools.pages.tables import Column, RowContext, Table
-
-from . import bodies, submission
-from .filters import WorkloadFilterSet
-from .models import ALIVE, Priority, Status, Workload
-from .positions import first_position
-from .run import utilization
+from scheduling.decisions.positions import first_position
+from scheduling.listing import bodies
+from scheduling.listing.filters import WorkloadFilterSet
+from scheduling.models import ALIVE, Priority, Status, Workload
+from scheduling.run import utilization
+from scheduling.submit import submission
 
 QUEUE_ROWS = 25
 

@@ -14,12 +14,13 @@ from django.utils import timezone
 from pools.engine import ConfigError
 from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
-
-from . import admission as pure
-from . import attempts, hints, inserts, limits, pipeline, workflows
-from .models import ALIVE, Source, Status, Workload, WorkloadEvent
-from .outbox import request_cycle
-from .requests import WorkloadRequest
+from scheduling.decisions import admission as pure
+from scheduling.decisions import hints
+from scheduling.models import ALIVE, Source, Status, Workload, WorkloadEvent
+from scheduling.run import attempts
+from scheduling.run.outbox import request_cycle
+from scheduling.specs.requests import WorkloadRequest
+from scheduling.submit import inserts, limits, pipeline, workflows
 
 
 class SubmissionRefused(ConfigError):
@@ -164,7 +165,7 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
 
 def preview(submitted: Submitted) -> dict[str, Any]:
     """What a cycle run now would do with this workload alone, on top of what is already admitted."""
-    from . import snapshot
+    from scheduling.run import snapshot
 
     loaded = snapshot.load()
     gpu, cpu, memory, _storage = submitted.accepted[0].per_replica
@@ -186,7 +187,7 @@ def preview(submitted: Submitted) -> dict[str, Any]:
 def cancel(actor, workload: Workload, message: str = "", *, operator: str = "") -> bool:
     """Cancel a live workload: its submitter or staff (`actor`), or an operator at the CLI (`operator`, their
     name). Work not yet dispatched ends FAILED_CANCELED at once; a dispatched one once its Job is deleted (the stop
-    message, `scheduling.stopping`). Returns False when it had already finished or is already stopping."""
+    message, `scheduling.run.stopping`). Returns False when it had already finished or is already stopping."""
     if operator:
         who = f"{operator} (operator)"
     else:

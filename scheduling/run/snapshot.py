@@ -18,9 +18,8 @@ from pools.quotas.fairshare import Department as FairDepartment
 from pools.quotas.fairshare import Project as FairProject
 from pools.quotas.fairshare import fair_shares, split_use
 from pools.quotas.figures import RESOURCES, usage
-
-from . import admission as pure
-from .models import RESERVING, Status, Workload
+from scheduling.decisions import admission as pure
+from scheduling.models import RESERVING, Status, Workload
 
 
 def _gpu(value) -> int:

@@ -12,8 +12,7 @@ import jinja2
 
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
-
-from .requests import WorkloadRequest, name_problem, priority_of
+from scheduling.specs.requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}

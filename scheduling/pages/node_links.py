@@ -5,7 +5,7 @@ import uuid
 
 from django.urls import reverse
 
-from .models import Workload
+from scheduling.models import Workload
 
 
 def visible_workload_links(sender, request, ids, **kwargs) -> dict[str, str]:

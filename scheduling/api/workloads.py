@@ -18,11 +18,12 @@ from pools.access.scoping import Rule
 from pools.api.pagination import OptionalLimitOffsetPagination
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
-
-from . import bodies, limits, schema, submission
-from .filters import WorkloadFilterSet
-from .models import Workload
-from .run import utilization
+from scheduling.api import schema
+from scheduling.listing import bodies
+from scheduling.listing.filters import WorkloadFilterSet
+from scheduling.models import Workload
+from scheduling.run import utilization
+from scheduling.submit import limits, submission
 
 DRY_RUN = OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="Run the whole pipeline and answer, per "
                            "candidate pool, the verdict and the pod template that would be dispatched; save nothing.")

@@ -26,8 +26,7 @@ from pydantic import (
 
 from pools.engine import ConfigError, EngineError, check_exit_actions, parse_quantity, parse_timeout
 from pools.engine.pod_rules import C_IDENTIFIER, quantity_error
-
-from . import podenv
+from scheduling.specs import podenv
 
 # A Kubernetes label value (the workload's name becomes one on its Job and pods).
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")

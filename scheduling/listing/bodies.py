@@ -6,10 +6,9 @@ from typing import Any
 
 from pools.models import ManagedJob, Project
 from pools.models.visibility import Access
-
-from . import podenv
-from .models import Workload
-from .positions import first_position, positions_of
+from scheduling.decisions.positions import first_position, positions_of
+from scheduling.models import Workload
+from scheduling.specs import podenv
 
 COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority", "status", "pool", "platform",
            "pools", "replicas", "gpu", "cpu", "memory", "reason", "position", "submitted_at", "admitted_at")

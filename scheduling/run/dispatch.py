@@ -23,10 +23,9 @@ from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 from pools.schedulers import kai, kueue
-
-from . import attempts
-from .jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
-from .models import Status, Workload, WorkloadEvent
+from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run import attempts
+from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
 
 
 def _seconds(timeout: str) -> int | None:

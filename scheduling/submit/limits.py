@@ -66,7 +66,7 @@ def live_counts(user) -> dict:
     from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
     from django.db.models.functions import Coalesce
 
-    from .models import ALIVE, Workload
+    from scheduling.models import ALIVE, Workload
 
     def count(rows):
         return Coalesce(Subquery(rows.order_by().annotate(n=Count("pk")).values("n")[:1],
@@ -81,7 +81,7 @@ def check_live(user, project, adding: int = 1, counts: dict | None = None) -> No
     query for both counts; none when `counts` ({"user": n, "project": n}) were read with the project)."""
     from django.db.models import Count, Q
 
-    from .models import ALIVE, Workload
+    from scheduling.models import ALIVE, Workload
 
     if counts is None:
         mine = Q(submitter=user) if user is not None else Q(pk__in=[])
@@ -99,7 +99,7 @@ def count_submission(user) -> None:
     most = getattr(settings, RATE_SETTING, 60)
     if user is None or most <= 0:
         return
-    from .models import SubmissionCount
+    from scheduling.models import SubmissionCount
 
     now = clock()
     minute = now.replace(second=0, microsecond=0)

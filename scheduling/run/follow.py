@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from pools.inventory.status import READY
 from pools.models import ManagedJob, Node
+from scheduling.decisions import lifecycle
+from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run import attempts
 
-from . import attempts, lifecycle
-from .models import Status, Workload, WorkloadEvent
-
-log = logging.getLogger("scheduling.follow")
+log = logging.getLogger("scheduling.run.follow")
 
 FOLLOWED = (Status.SCHEDULING, Status.RUNNING)
 

@@ -2,7 +2,7 @@
 
 - `POST /api/pool/{pool}/workflow?priority=HIGH|NORMAL|LOW&dry_run=true` with `{"file": YAML,
   "set_variables": ["K=V"]}`: each task group becomes one gang workload, all under one workflow ID
-  (`<name>-<n>`, numbered per submitter: `scheduling.workflows`), in one transaction: every group is accepted
+  (`<name>-<n>`, numbered per submitter: `scheduling.submit.workflows`), in one transaction: every group is accepted
   or nothing is saved. Answers
   `{"name", "overview", "logs", "spec", "dashboard_url", "warnings"}`. Authorized by the role policy of
   seed 002 (`POST /api/pool/<glob>`), as OSMO does: the path is the grant.
@@ -23,12 +23,13 @@ from rest_framework.views import APIView
 from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
-
-from . import bodies, limits, schema, submission, workflows
-from .api import admit_attempt, is_true, refused_response
-from .formats import workflow_requests
-from .models import ALIVE, Source, Status, Workload
-from .requests import priority_of
+from scheduling.api import schema
+from scheduling.api.workloads import admit_attempt, is_true, refused_response
+from scheduling.listing import bodies
+from scheduling.models import ALIVE, Source, Status, Workload
+from scheduling.specs.formats import workflow_requests
+from scheduling.specs.requests import priority_of
+from scheduling.submit import limits, submission, workflows
 
 # A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
 _FAILED = [s for s in Status if s.startswith("FAILED")]

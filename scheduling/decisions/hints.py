@@ -1,8 +1,8 @@
-"""The refusal hint in the words of the door a request came through (pure). `scheduling.admission` suggests low
-priority as a request file writes it; the API body, OSMO's query string and a gpuctl job file each ask for it
+"""The refusal hint in the words of the door a request came through (pure). `scheduling.decisions.admission` suggests
+low priority as a request file writes it; the API body, OSMO's query string and a gpuctl job file each ask for it
 their own way, and a hint is only useful in the syntax the caller can type."""
 
-ADMISSION_WORDS = "with priority: low"  # as scheduling.admission.never_within_deserved words it
+ADMISSION_WORDS = "with priority: low"  # as scheduling.decisions.admission.never_within_deserved words it
 
 LOW_PRIORITY = {
     "api": 'with "priority": "low" in the request body',

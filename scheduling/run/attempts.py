@@ -1,14 +1,14 @@
 """Ending an attempt, on a row the caller holds locked: the final status (or a new PENDING attempt for
 RESCHEDULE), the attempt kept in `attempts`, one event per status change. When pods may still run, the Job is
 deleted first: `request_stop` records what the attempt will end as and sends the stop message
-(`scheduling.stopping` deletes the Job and then calls `finish`)."""
+(`scheduling.run.stopping` deletes the Job and then calls `finish`)."""
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Status, Workload, WorkloadEvent
-from .outbox import request_cycle, stop_on_commit
+from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run.outbox import request_cycle, stop_on_commit
 
 RESCHEDULE = "RESCHEDULE"
 

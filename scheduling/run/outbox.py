@@ -1,5 +1,5 @@
 """The messages that move workloads, each sent once its row has committed (the row is the outbox: a sweep
-re-drives any whose message was lost, `scheduling.sweeps`). Sent by task name, so that this module imports no
+re-drives any whose message was lost, `scheduling.run.sweeps`). Sent by task name, so that this module imports no
 task (the tasks import the modules that send). Off in tests unless OSMO_ADMISSION_ON_COMMIT is on."""
 
 import logging
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.db import transaction
 
-log = logging.getLogger("scheduling.outbox")
+log = logging.getLogger("scheduling.run.outbox")
 CYCLE_DEBOUNCE_SECONDS = 1  # at most one admission cycle message per window; the cycle runs when it ends
 # Ids per dispatch or stop message. A cycle that admits thousands sends a message per BATCH of them (one each cost
 # 0.3 ms of Celery and broker per workload, more than the cycle's own writes: benchmarks/admission.py), while

@@ -6,8 +6,7 @@ from django.db import connection
 from django.db.models import Q
 
 from pools.models.visibility import access_for
-
-from .models import Priority, Source, Status, Workload
+from scheduling.models import Priority, Source, Status, Workload
 
 
 class WorkloadFilterSet(django_filters.FilterSet):

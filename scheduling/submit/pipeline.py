@@ -15,10 +15,9 @@ from pools.engine import EngineError, NodeResources, evaluate_rules, parse_quant
 from pools.engine.pod_rules import pod_errors
 from pools.models import NodeMembership, Pool, Project, Quota
 from pools.models.visibility import Access
-
-from . import admission as pure
-from . import podenv
-from .requests import WorkloadRequest
+from scheduling.decisions import admission as pure
+from scheduling.specs import podenv
+from scheduling.specs.requests import WorkloadRequest
 
 USER_CONTAINER = "user"
 STEPS = ("access", "resources", "templates", "platform", "schedule")

@@ -8,8 +8,7 @@ from django.db.models import Max
 
 from pools.engine import ConfigError
 from pools.models.visibility import Access
-
-from .models import Workflow
+from scheduling.models import Workflow
 
 ATTEMPTS = 20
 
