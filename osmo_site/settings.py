@@ -253,6 +253,7 @@ CELERY_TASK_ROUTES = {
     "scheduling.tasks.lifecycle_sweep": {"queue": "lifecycle"},
     "scheduling.tasks.demo_trickle": {"queue": "lifecycle"},
     "scheduling.tasks.archive_logs": {"queue": "lifecycle"},
+    "scheduling.tasks.sample_gpu_utilization": {"queue": "lifecycle"},
     "pools.tasks.record_usage_snapshots": {"queue": "lifecycle"},
     "pools.tasks.prune_audit_log": {"queue": "lifecycle"},
     "scheduling.tasks.send_notification": {"queue": "lifecycle"},
@@ -396,6 +397,28 @@ OSMO_DEMO_TRICKLE = env_int("OSMO_DEMO_TRICKLE", 0)
 if OSMO_DEMO_TRICKLE > 0:
     CELERY_BEAT_SCHEDULE["demo-trickle"] = {"task": "scheduling.tasks.demo_trickle",
                                             "schedule": float(OSMO_DEMO_TRICKLE)}
+
+# GPU utilization (scheduling.run.utilization, README "GPU utilization"): with OSMO_PROMETHEUS_URL set (the base URL
+# of a Prometheus that scrapes NVIDIA's DCGM exporter; `simulated://dcgm` in the demo), beat reads each running
+# workload's GPU utilization every OSMO_UTILIZATION_INTERVAL seconds, averaged over OSMO_UTILIZATION_WINDOW_MINUTES,
+# each query answered within OSMO_PROMETHEUS_TIMEOUT seconds and OSMO_PROMETHEUS_MAX_BYTES. A workload whose every
+# GPU stayed under OSMO_IDLE_GPU_PERCENT for OSMO_IDLE_GPU_MINUTES is listed as idle. Unset: "not measured".
+OSMO_PROMETHEUS_URL = env_str("OSMO_PROMETHEUS_URL", "").strip()
+if OSMO_PROMETHEUS_URL and not OSMO_PROMETHEUS_URL.startswith(("http://", "https://", "simulated://")):
+    raise ImproperlyConfigured(f"OSMO_PROMETHEUS_URL={OSMO_PROMETHEUS_URL!r}: expected an http:// or https:// URL")
+OSMO_PROMETHEUS_TIMEOUT = env_int("OSMO_PROMETHEUS_TIMEOUT", 5)
+OSMO_PROMETHEUS_MAX_BYTES = env_int("OSMO_PROMETHEUS_MAX_BYTES", 16 * 1024 * 1024)
+OSMO_UTILIZATION_INTERVAL = env_int("OSMO_UTILIZATION_INTERVAL", 60)
+OSMO_UTILIZATION_WINDOW_MINUTES = env_int("OSMO_UTILIZATION_WINDOW_MINUTES", 10)
+OSMO_IDLE_GPU_PERCENT = env_int("OSMO_IDLE_GPU_PERCENT", 5)
+OSMO_IDLE_GPU_MINUTES = env_int("OSMO_IDLE_GPU_MINUTES", 60)
+for _name in ("OSMO_PROMETHEUS_TIMEOUT", "OSMO_PROMETHEUS_MAX_BYTES", "OSMO_UTILIZATION_INTERVAL",
+              "OSMO_UTILIZATION_WINDOW_MINUTES", "OSMO_IDLE_GPU_MINUTES"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be 1 or more")
+if OSMO_PROMETHEUS_URL:
+    CELERY_BEAT_SCHEDULE["sample-gpu-utilization"] = {"task": "scheduling.tasks.sample_gpu_utilization",
+                                                      "schedule": float(OSMO_UTILIZATION_INTERVAL)}
 
 # Input limits (pools.engine.jsonread): the largest JSON body, admin JSON field or CLI file (413 above it) and
 # the deepest nesting accepted (400 deeper).

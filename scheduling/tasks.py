@@ -113,3 +113,11 @@ def send_notification(self, notification_id: str) -> str:
 @shared_task(time_limit=120, soft_time_limit=100, ignore_result=True)
 def notifications_sweep() -> dict:
     return notify.sweep()
+
+
+@shared_task(time_limit=120, soft_time_limit=100, ignore_result=True)
+def sample_gpu_utilization() -> dict:
+    """Beat, every OSMO_UTILIZATION_INTERVAL s while OSMO_PROMETHEUS_URL is set (scheduling.run.utilization)."""
+    from scheduling.run.utilization import sample
+
+    return sample().summary()

@@ -229,6 +229,49 @@ class LogAnswer(ReplicaPod):
     text: str
 
 
+class PodUtilization(_Shape):
+    name: str
+    average_percent: float
+
+
+class GpuUtilization(_Shape):
+    """From the DCGM exporter through Prometheus (README "GPU utilization"); `measured` false says why in `note`."""
+
+    measured: bool
+    note: str = Field(description='Why not measured ("not measured: ..."), or a remark on the figures; "" if none.')
+    average_percent: float | None = Field(None, description="The average of its pods' GPU utilization over the "
+                                                            "last window_minutes, percent.")
+    window_minutes: int | None = None
+    measured_at: datetime | None = None
+    pods: list[PodUtilization] | None = Field(None, description="Per replica (pod): its GPUs' average.")
+    peak_percent: float | None = Field(None, description="The highest figure of any of its GPUs over the last "
+                                                         "OSMO_IDLE_GPU_MINUTES.")
+    idle_since: datetime | None = None
+    idle: bool | None = Field(None, description="Every GPU under OSMO_IDLE_GPU_PERCENT for OSMO_IDLE_GPU_MINUTES.")
+
+
+class IdleWorkload(_Shape):
+    id: str
+    name: str
+    project: str
+    submitter: str
+    pool: str | None
+    replicas: int
+    gpus: int = Field(description="All replicas together.")
+    average_percent: float | None
+    peak_percent: float | None
+    idle_since: datetime
+    idle_minutes: int
+    measured_at: datetime
+
+
+class IdleList(_Shape):
+    measured: bool = Field(description="False when OSMO_PROMETHEUS_URL is not set: nothing is measured.")
+    idle_percent: int
+    idle_minutes: int
+    workloads: list[IdleWorkload]
+
+
 class WorkloadDetail(WorkloadRow):
     department: str
     resources: Resources
@@ -262,6 +305,8 @@ class WorkloadDetail(WorkloadRow):
     replica_pods: list[ReplicaPod] = Field(description="Where each replica of each attempt ran, from its pods (kept "
                                                        "with its log archive once the pods are gone).")
     events: list[Event]
+    utilization: GpuUtilization | None = Field(None, description="GPU utilization, from the DCGM exporter "
+                                                                      "through Prometheus.")
     refused_candidates: list["Candidate"] | None = None
     canceled: bool | None = None
 

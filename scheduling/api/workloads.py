@@ -5,6 +5,7 @@ workloads and their own; staff see all. A workload one may not see answers 404."
 
 from django.conf import settings
 from django.http import Http404
+from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -21,7 +22,7 @@ from scheduling.api import schema
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
 from scheduling.models import Workload
-from scheduling.run import estimates
+from scheduling.run import estimates, utilization
 from scheduling.submit import limits, submission
 
 DRY_RUN = OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="Run the whole pipeline and answer, per "
@@ -57,6 +58,13 @@ def refused_response(exc: submission.SubmissionRefused) -> Response:
     return Response(exc.as_dict(), status=code)
 
 
+def detail(workload: Workload, request, **options) -> dict:
+    """One workload as the API answers it: `bodies.detail` and its GPU utilization."""
+    body = bodies.detail(workload, access_for(request), **options)
+    body["utilization"] = utilization.body(workload)
+    return body
+
+
 def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
         return {"dry_run": True, "project": result.project.name,
@@ -64,7 +72,7 @@ def submitted_body(result: submission.Submitted, request) -> dict:
                 "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
     # The row as saved, with the project (and department) the pipeline read: nothing to read back.
     workload = result.workload
-    body = bodies.detail(workload, access_for(request), events=workload.first_events)
+    body = detail(workload, request, events=workload.first_events)
     refused = [v.as_dict() for v in result.verdicts if not v.accepted]
     if refused:
         body["refused_candidates"] = refused
@@ -115,8 +123,18 @@ class WorkloadViewSet(viewsets.ViewSet):
 
     @extend_schema(responses=schema.WorkloadDetail)
     def retrieve(self, request, pk=None):
-        workload = self.get_object(pk)
-        return Response(bodies.detail(workload, access_for(request)))
+        return Response(detail(self.get_object(pk), request))
+
+    @extend_schema(operation_id="workloads_idle", responses=schema.IdleList)
+    @action(detail=False, methods=["get"])
+    def idle(self, request):
+        """Running workloads you may see whose every GPU stayed under OSMO_IDLE_GPU_PERCENT for
+        OSMO_IDLE_GPU_MINUTES, longest idle first (none when OSMO_PROMETHEUS_URL is not set)."""
+        now = timezone.now()
+        access = access_for(request)
+        rows = [bodies.idle_row(w, access, now) for w in utilization.idle(self.queryset().light(), now)
+                [:utilization.MAX_IDLE_ROWS]]
+        return Response({**utilization.settings_body(), "workloads": rows})
 
     @extend_schema(request=schema.WorkloadSubmit, responses={201: schema.WorkloadDetail, 200: schema.DryRun},
                    parameters=[DRY_RUN])
@@ -141,6 +159,6 @@ class WorkloadViewSet(viewsets.ViewSet):
                                         if isinstance(request.data, dict) else "")
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from None
-        body = bodies.detail(self.get_object(pk), access_for(request))
+        body = detail(self.get_object(pk), request)
         body["canceled"] = changed
         return Response(body)

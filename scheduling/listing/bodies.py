@@ -1,6 +1,7 @@
 """A workload as every door shows it: the API's body, the CLI's `describe`, the pages and the CSV all
 read these dicts. Names of pools the viewer may not use are left out (`Access.visible_pool_names`)."""
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -10,6 +11,7 @@ from scheduling.decisions.estimates import Forecast
 from scheduling.decisions.positions import first_position, positions_of
 from scheduling.models import Status, Workload
 from scheduling.run import estimates
+from scheduling.run.attempts import current_runs
 from scheduling.run.logs import replicas
 from scheduling.specs import podenv
 
@@ -105,16 +107,6 @@ def placed(pods: dict[str, dict]) -> dict[str, int]:
         if pod.get("node"):
             found[pod["node"]] = found.get(pod["node"], 0) + 1
     return dict(sorted(found.items()))
-
-
-def current_runs(workloads) -> dict[str, ManagedJob]:
-    """The current attempt's ManagedJob of each dispatched workload, by workload id, in one query."""
-    keys = {(w.pool.backend_id, w.namespace, w.job_name): str(w.id) for w in workloads if w.job_name and w.pool_id}
-    if not keys:
-        return {}
-    rows = ManagedJob.objects.filter(workload__in=set(keys.values()), name__in={k[2] for k in keys})
-    return {keys[(row.backend_id, row.namespace, row.name)]: row for row in rows
-            if (row.backend_id, row.namespace, row.name) in keys}
 
 
 def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
@@ -230,3 +222,13 @@ def detail(workload: Workload, access: Access, events=None, now=None) -> dict[st
                    for e in (events if events is not None else workload.events.all())],
     })
     return body
+
+
+def idle_row(workload: Workload, access, now: datetime) -> dict:
+    """One line of the idle list (page, CSV, API, CLI)."""
+    figures = workload.utilization
+    line = row(workload, access)
+    return {"id": line["id"], "name": line["name"], "project": line["project"], "submitter": line["submitter"],
+            "pool": line["pool"], "replicas": line["replicas"], "gpus": workload.gpu * workload.replicas,
+            "average_percent": figures.average, "peak_percent": figures.peak, "idle_since": figures.idle_since,
+            "idle_minutes": int((now - figures.idle_since).total_seconds() // 60), "measured_at": figures.measured_at}

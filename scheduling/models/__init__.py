@@ -1,9 +1,10 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts), `notifications` (what users are told, and the rows that tell them) and `logs`
-(log archives of ended attempts)."""
+admission state, submission counts), `notifications` (what users are told, and the rows that tell them), `logs`
+(log archives of ended attempts) and `utilization` (GPU utilization from DCGM)."""
 
 from .logs import LogArchive
 from .notifications import Channel, Notification, NotificationPreference, Transition
+from .utilization import UtilizationState, WorkloadUtilization
 from .workloads import (
     ALIVE,
     FINISHED,
@@ -35,8 +36,10 @@ __all__ = [
     "Status",
     "SubmissionCount",
     "Transition",
+    "UtilizationState",
     "Workflow",
     "Workload",
     "WorkloadEvent",
     "WorkloadQuerySet",
+    "WorkloadUtilization",
 ]

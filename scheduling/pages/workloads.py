@@ -34,7 +34,7 @@ from scheduling.decisions.positions import first_position
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
 from scheduling.models import ALIVE, Priority, Status, Workload
-from scheduling.run import estimates
+from scheduling.run import estimates, utilization
 from scheduling.submit import submission
 
 QUEUE_ROWS = 25
@@ -216,6 +216,7 @@ def workload_detail(request, pk):
                 if item["attempt"] < body["attempt"]]
     context = {"workload": workload, "body": body, "reasons": reasons, "attempts": attempts, "nav": "workloads",
                "may_cancel": may_cancel(access, workload), "dispatched": workload.status in DISPATCHED,
+               "utilization": utilization.body(workload),
                "templates": [(pool, json.dumps(value, indent=2)) for pool, value in body["pod_templates"].items()]}
     return respond(request, "workloads/detail.html", context, {"workload-live": "workloads/_live.html"})
 

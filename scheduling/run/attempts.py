@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from pools.models import ManagedJob
 from scheduling.decisions.notifications import transition_for
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.run import log_archive, notify
@@ -83,3 +84,13 @@ def request_stop(workload: Workload, status: str, reason: str, message: str, *, 
                                  message=f"{message} Deleting Job {workload.namespace}/{workload.job_name}.",
                                  pools=[workload.pool.name] if workload.pool_id else [])
     stop_on_commit([workload.pk])
+
+
+def current_runs(workloads) -> dict[str, ManagedJob]:
+    """The current attempt's ManagedJob of each dispatched workload, by workload id, in one query."""
+    keys = {(w.pool.backend_id, w.namespace, w.job_name): str(w.id) for w in workloads if w.job_name and w.pool_id}
+    if not keys:
+        return {}
+    rows = ManagedJob.objects.filter(workload__in=set(keys.values()), name__in={k[2] for k in keys})
+    return {keys[(row.backend_id, row.namespace, row.name)]: row for row in rows
+            if (row.backend_id, row.namespace, row.name) in keys}

@@ -1,7 +1,8 @@
 """Prometheus metrics, computed from the database at scrape time (`/metrics`, served by osmo_site.health).
 
 `OsmoCollector` holds no state between scrapes: each `collect()` reads the rows with a fixed number of aggregate
-queries (eight, whatever the number of backends, nodes, pools and workloads) and yields gauge families. It
+queries (eight, whatever the number of backends, nodes, pools and workloads; nine with OSMO_PROMETHEUS_URL set)
+and yields gauge families. It
 lives here, not in `pools`, because it counts workloads and `pools` never imports `scheduling`.
 
 Families (docs/operations/monitoring.md):
@@ -20,6 +21,9 @@ Families (docs/operations/monitoring.md):
   (scheduling.run.cycle), absent until one ran.
 - osmo_dispatch_errors_last_hour{pool}: workloads that ended FAILED_BACKEND_ERROR (the cluster refused or lost
   their Job) in the last hour, by the pool they were admitted to.
+- osmo_gpu_utilization_last_success_age_seconds (+Inf if none yet), osmo_gpu_utilization_failures (rounds failed
+  in a row: Prometheus down, slow, over budget or answering garbage): the GPU utilization sampler
+  (scheduling.run.utilization), only while OSMO_PROMETHEUS_URL is set.
 """
 
 import math
@@ -27,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -34,7 +39,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from pools.fleet.usage import pools_with_usage
 from pools.models import Backend, Node
-from scheduling.models import RESERVING, AdmissionState, Status, Workload
+from scheduling.models import RESERVING, AdmissionState, Status, UtilizationState, Workload
 
 DISPATCH_ERROR_WINDOW = timedelta(hours=1)
 WORKLOAD_STATUSES = (Status.PENDING, *RESERVING)
@@ -53,6 +58,8 @@ class OsmoCollector:
         yield self._workloads([pool.name for pool in pools])
         yield from self._admission(now)
         yield self._dispatch_errors(now, [pool.name for pool in pools])
+        if settings.OSMO_PROMETHEUS_URL:
+            yield from self._utilization(now)
 
     def _backends(self, now) -> Iterator[GaugeMetricFamily]:
         age = GaugeMetricFamily("osmo_backend_sync_age_seconds",
@@ -139,6 +146,18 @@ class OsmoCollector:
         for pool in sorted({*pool_names, *counts}):
             family.add_metric([pool], counts.get(pool, 0))
         return family
+
+    def _utilization(self, now) -> Iterator[GaugeMetricFamily]:
+        age = GaugeMetricFamily("osmo_gpu_utilization_last_success_age_seconds",
+                                "Seconds since the GPU utilization sampler last read Prometheus (+Inf if never).")
+        failures = GaugeMetricFamily("osmo_gpu_utilization_failures",
+                                     "GPU utilization rounds failed in a row (Prometheus down, slow, over budget).")
+        state = UtilizationState.objects.filter(pk=1).values_list("last_success_at", "failures").first()
+        last_success_at, failed = state or (None, 0)
+        age.add_metric([], (now - last_success_at).total_seconds() if last_success_at else math.inf)
+        failures.add_metric([], failed)
+        yield age
+        yield failures
 
 
 def exposition(now=None) -> bytes:

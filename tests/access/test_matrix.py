@@ -493,6 +493,7 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("detail", "get", "/api/workflow/open-flow-1/logs",
               {"anonymous": 401, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 404},
               check=shows_only_visible)],
+    "api-workload-idle": [Probe("list", "get", "/api/workloads/idle/", SIGNED_IN, check=shows_only_visible)],
     "api-workload-cancel": [
         Probe("write", "post", f"/api/workloads/{SECRET_WORKLOAD}/cancel/", only_for_project("secret-project"))],
     "osmo-submit": [
@@ -507,6 +508,8 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("fragment", "get", "/workloads/", ok_as(PAGE, 200) | {"anonymous": 401},
               headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible),
         Probe("csv", "get", "/workloads/?export=csv&cols=name,pools,pool,reason", PAGE, check=shows_only_visible),
+        Probe("page", "get", "/workloads/idle/", PAGE, check=shows_only_visible),
+        Probe("csv", "get", "/workloads/idle/?export=csv&cols=name,project,pool,gpus", PAGE, check=shows_only_visible),
         Probe("list", "get", f"/workloads/?pool={HIDDEN_POOL}&cols=name,pools", PAGE, check=shows_only_visible),
         Probe("detail", "get", f"/workloads/{TEAM_WORKLOAD}/", project_only_for("team-project"),
               check=reads_the_request({"teammate", "staff"})),

@@ -90,8 +90,11 @@ class Command(BaseCommand):
             **worker_commands("--loglevel", "INFO", pool="threads"),
             "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
-        # Beat also runs the demo's trickle of workload submissions (scheduling.demo), unless set otherwise.
-        env = {"OSMO_DEMO_TRICKLE": "15", **os.environ}
+        # Beat also runs the demo's trickle of workload submissions (scheduling.demo), and reads made-up DCGM figures
+        # (scheduling.usage.simulated) with a short idle window so the idle list fills within minutes, unless set
+        # otherwise.
+        env = {"OSMO_DEMO_TRICKLE": "15", "OSMO_PROMETHEUS_URL": "simulated://dcgm", "OSMO_IDLE_GPU_MINUTES": "3",
+               **os.environ}
         processes = {}
         try:
             for name, cmd in commands.items():

@@ -22,7 +22,7 @@ from scheduling.management.cli import (
 )
 from scheduling.management.logs import add_log_arguments, print_log
 from scheduling.models import Source, Workload
-from scheduling.run import estimates
+from scheduling.run import estimates, utilization
 from scheduling.submit import submission
 
 
@@ -128,6 +128,7 @@ class Command(BaseCommand):
         user = find_user(as_user) if as_user else None
         workload = find_workload(id, Workload.objects.visible_to(user) if user else None)
         body = bodies.detail(workload, Access(user) if user else operator_access())
+        body["utilization"] = utilization.body(workload)  # as the API answers it
         if format == "json":
             print_json(self.stdout, body)
             return
@@ -163,6 +164,14 @@ class Command(BaseCommand):
                 out(f"    attempt {place['attempt']} replica {place['replica']}: pod {place['pod']} on node "
                     f"{place['node'] or '-'}, IP {place['ip'] or '-'}: {place['phase'] or '-'}{code}; log "
                     f"{place['log'] or 'none'}")
+        if body["gpu"]:
+            figures = body["utilization"]
+            if figures["measured"]:
+                idle = f", idle since {figures['idle_since']:%Y-%m-%d %H:%M}" if figures["idle"] else ""
+                out(f"  GPU util:   {figures['average_percent']:.1f} % over the last {figures['window_minutes']} "
+                    f"minutes{idle}" + (f" ({figures['note']})" if figures["note"] else ""))
+            else:
+                out(f"  GPU util:   {figures['note']}")
         for item in body["attempts"]:
             code = f", exit code {item['exit_code']}" if item["exit_code"] is not None else ""
             out(f"  Attempt {item['attempt']}:  {item['status']}{code} ({item['job'] or 'not dispatched'}): "
