@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/", include("scheduling.urls")),
     path("", include(access_urls.page_patterns)),
     path("workloads/", include("scheduling.page_urls")),
+    path("usage/", include("scheduling.usage.urls")),
     path("", include("pools.pages.urls")),
 ]
 

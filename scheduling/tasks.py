@@ -82,3 +82,18 @@ def demo_trickle() -> dict:
     from .demo import trickle
 
     return trickle().summary()
+
+
+@shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
+def usage_rollup() -> dict:
+    """Usage accounting: observe the sync's pods into intervals, then recompute the touched hours (idempotent)."""
+    from .usage import observe, rollup
+
+    return {**observe.observe(), **rollup.run()}
+
+
+@shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
+def usage_prune() -> dict:
+    from .usage import rollup
+
+    return rollup.prune()

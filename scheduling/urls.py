@@ -1,10 +1,11 @@
 """Routes under /api/: the workloads viewset (basename `api-workload`) and OSMO's workflow paths, kept
 exactly as OSMO spells them (no trailing slash; a trailing slash is accepted too)."""
 
-from django.urls import re_path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from . import api, osmo
+from .usage.api import UsageView
 
 router = SimpleRouter()
 router.register("workloads", api.WorkloadViewSet, basename="api-workload")
@@ -12,6 +13,7 @@ router.register("workloads", api.WorkloadViewSet, basename="api-workload")
 NAME = r"(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)"
 urlpatterns = [
     *router.urls,
+    path("usage/", UsageView.as_view(), name="api-usage"),
     re_path(r"^pool/(?P<pool>[^/]+)/workflow/?$", osmo.SubmitWorkflowView.as_view(), name="osmo-submit"),
     re_path(r"^workflow/?$", osmo.WorkflowListView.as_view(), name="osmo-workflows"),
     re_path(rf"^workflow/{NAME}/?$", osmo.WorkflowView.as_view(), name="osmo-workflow"),

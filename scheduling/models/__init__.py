@@ -1,6 +1,16 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts)."""
+admission state, submission counts), `usage` (usage intervals and their hourly rollups)."""
 
+from .usage import (
+    CapacityInterval,
+    EndReason,
+    PoolHour,
+    ProjectPoolHour,
+    RollupState,
+    UsageHour,
+    UsageInterval,
+    UsageWatermark,
+)
 from .workloads import (
     ALIVE,
     FINISHED,
@@ -23,10 +33,18 @@ __all__ = [
     "HEAVY_FIELDS",
     "RESERVING",
     "AdmissionState",
+    "CapacityInterval",
+    "EndReason",
+    "PoolHour",
     "Priority",
+    "ProjectPoolHour",
+    "RollupState",
     "Source",
     "Status",
     "SubmissionCount",
+    "UsageHour",
+    "UsageInterval",
+    "UsageWatermark",
     "Workflow",
     "Workload",
     "WorkloadEvent",
