@@ -26,6 +26,7 @@ from django.utils import timezone
 from pools.fleet.usage import stale_after
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Backend, ManagedJob, Node, NodeMembership, Pod, Pool, Project
+from pools.models.bulk import copy_values
 
 from ..models import CapacityInterval, EndReason, Status, UsageInterval, UsageWatermark, Workload
 
@@ -145,15 +146,19 @@ def attribution(backend: Backend, pods: list[dict]) -> list[dict]:
     return facts
 
 
+OPEN_FIELDS = ("backend_id", "pod_uid", "namespace", "pod_name", "node_name", "gpu", "cpu", "memory", "start",
+               "changed_at", "pool", "platform", "project", "department", "user", "workload", "attempt", "priority",
+               "preemptible", "ours")
+
+
 def _open(backend: Backend, pods: list[dict], seen: datetime, now: datetime) -> int:
     if not pods:
         return 0
-    rows = [UsageInterval(backend=backend, pod_uid=pod["uid"], namespace=pod["namespace"], pod_name=pod["name"],
-                          node_name=pod["node_name"], gpu=pod["gpu"], cpu=pod["cpu"], memory=pod["memory"],
-                          start=seen, changed_at=now, **facts)
-            for pod, facts in zip(pods, attribution(backend, pods), strict=True)]
-    UsageInterval.objects.bulk_create(rows, batch_size=5000)
-    return len(rows)
+    # COPY on PostgreSQL: the first picture of a large cluster opens every pod's interval at once.
+    return copy_values(UsageInterval, OPEN_FIELDS, (
+        (backend.pk, pod["uid"], pod["namespace"], pod["name"], pod["node_name"], pod["gpu"], pod["cpu"],
+         pod["memory"], seen, now, *facts.values())
+        for pod, facts in zip(pods, attribution(backend, pods), strict=True)))
 
 
 def observe_capacity(now: datetime) -> int:

@@ -13,6 +13,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from pools.models import Quota
+from pools.models.bulk import copy_values
 
 from ..models import (
     CapacityInterval,
@@ -29,6 +30,9 @@ from ..models import (
 from . import buckets
 from .buckets import HOUR, Span
 
+USAGE_HOUR_FIELDS = ("hour", "pool", "platform", "project", "department", "user", *buckets.Figures.__slots__)
+PROJECT_HOUR_FIELDS = ("hour", "pool", "project", "department", "deserved_gpu_seconds", "starved_seconds",
+                       "pending_seconds")
 INTERVAL_FIELDS = ("pool", "platform", "project", "department", "user", "start", "end", "backend_id", "gpu", "cpu",
                    "memory", "preemptible", "end_reason", "workload", "attempt")
 
@@ -145,9 +149,8 @@ def recompute(first: int, last: int, now: datetime) -> int:
     for hour in range(first, last + HOUR, HOUR):
         at = moment(hour)
         pieces = hours.get(hour, [])
-        for (pool, platform, project, department, user), figures in buckets.hour_figures(pieces, deserved).items():
-            usage_rows.append(UsageHour(hour=at, pool=pool, platform=platform, project=project,
-                                        department=department, user=user, **figures.rounded()))
+        for key, figures in buckets.hour_figures(pieces, deserved).items():
+            usage_rows.append((at, *key, *figures.rounded().values()))
         # Deserved-seconds count the part of the hour that has passed (the current hour grows).
         span_end = min(hour + HOUR, epoch(now))
         seconds = max(0.0, span_end - hour)
@@ -159,22 +162,20 @@ def recompute(first: int, last: int, now: datetime) -> int:
                                                             deserved.get(group, 0.0), hour, span_end)
             deserved_s = deserved.get(group, 0.0) * seconds
             if deserved_s or pending_s:
-                project_rows.append(ProjectPoolHour(
-                    hour=at, pool=group[0], project=group[1], department=departments.get(group[1], ""),
-                    deserved_gpu_seconds=round(deserved_s), starved_seconds=round(starved_s),
-                    pending_seconds=round(pending_s)))
+                project_rows.append((at, group[0], group[1], departments.get(group[1], ""), round(deserved_s),
+                                     round(starved_s), round(pending_s)))
         for pool, gpu_seconds in buckets.capacity_seconds(capacity_spans, hour).items():
-            pool_rows.append(PoolHour(hour=at, pool=pool, capacity_gpu_seconds=round(gpu_seconds)))
+            pool_rows.append((at, pool, round(gpu_seconds)))
         if hour >= current_hour:
             break
     window = {"hour__gte": moment(first), "hour__lte": moment(last)}
     UsageHour.objects.filter(**window).delete()
     ProjectPoolHour.objects.filter(**window).delete()
     PoolHour.objects.filter(**window).delete()
-    UsageHour.objects.bulk_create(usage_rows, batch_size=5000)
-    ProjectPoolHour.objects.bulk_create(project_rows, batch_size=5000)
-    PoolHour.objects.bulk_create(pool_rows, batch_size=5000)
-    return len(usage_rows) + len(project_rows) + len(pool_rows)
+    # COPY on PostgreSQL: a model instance per row cost more than the arithmetic.
+    return (copy_values(UsageHour, USAGE_HOUR_FIELDS, usage_rows)
+            + copy_values(ProjectPoolHour, PROJECT_HOUR_FIELDS, project_rows)
+            + copy_values(PoolHour, ("hour", "pool", "capacity_gpu_seconds"), pool_rows))
 
 
 def prune(now: datetime | None = None) -> dict:

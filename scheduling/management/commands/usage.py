@@ -2,7 +2,7 @@
 table (the same `reports.report`, every row: operators see everything), as text, CSV (the page's download,
 byte for byte) or JSON (the API's body). `usage rollup [--since DATE]` observes the pods and recomputes the
 touched hours now (beat does it every OSMO_USAGE_INTERVAL seconds; --since recomputes from a date on);
-`usage prune` drops what the retention settings say."""
+`usage prune` drops what the retention settings say; `usage demo-history` writes the demo's week."""
 
 import json
 
@@ -13,7 +13,7 @@ from django.utils import timezone
 from pools.management.cli import clear_errors, print_table
 from pools.pages import csv
 from pools.pages.tables import RowContext
-from scheduling.usage import api, observe, page, reports, rollup
+from scheduling.usage import api, demo, observe, page, reports, rollup
 from scheduling.usage.params import GROUPS, PERIOD_CHOICES, ParamError, parse
 
 
@@ -34,6 +34,7 @@ class Command(BaseCommand):
         run = commands.add_parser("rollup", help="Observe pods and recompute the touched hours now.")
         run.add_argument("--since", help="Recompute every hour from this date or ISO time on.")
         commands.add_parser("prune", help="Drop intervals and hourly rows older than the retention settings.")
+        commands.add_parser("demo-history", help="A week of history for the demo (only on a database without any).")
 
     @clear_errors
     def handle(self, *args, action, **options):
@@ -46,6 +47,9 @@ class Command(BaseCommand):
                     raise CommandError(f"--since: {exc.message}") from None
             summary = {**observe.observe(), **rollup.run(since=since)}
             self.stdout.write(json.dumps(summary))
+            return
+        if action == "demo-history":
+            self.stdout.write(json.dumps(demo.generate()))
             return
         if action == "prune":
             self.stdout.write(json.dumps(rollup.prune()))
