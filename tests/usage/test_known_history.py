@@ -197,3 +197,11 @@ def test_the_rollup_is_idempotent(history):
     rollup.run(now=at(265))
     assert sorted(UsageHour.objects.values_list("hour", "pool", "project", "user", "gpu_seconds",
                                                 "borrowed_seconds")) == before
+
+
+def test_capacity_counts_ready_gpus_while_the_sync_was_seen(history, staff):
+    api = APIClient()
+    api.force_authenticate(staff)
+    # training's two 8-GPU nodes: seen 0-90 and 200-260 (16 GPUs), 8 from 260 when one went Unknown.
+    pools = api_rows(api, group_by="pool")
+    assert pools["training"]["capacity_share_percent"] == pytest.approx(100 * 20 / (16 * 2.5), abs=0.01)
