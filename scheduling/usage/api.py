@@ -5,7 +5,7 @@ from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -26,6 +26,39 @@ PARAMETERS = [
 ]
 
 
+def _hours(help_text: str = "", **kwargs) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=kwargs.pop("allow_null", False),
+                                    help_text=help_text, **kwargs)
+
+
+class UsageRowSerializer(serializers.Serializer):
+    """One group's figures (the documented shape; the view answers these keys)."""
+
+    group = serializers.CharField(help_text="The department, project, user, pool or pool/platform.")
+    gpu_hours = _hours("GPUs held by pods, bound to finished.")
+    capacity_share_percent = _hours("GPU-hours over the capacity-hours of the pools in view.", allow_null=True)
+    deserved_hours = _hours("Deserved GPUs times hours (department, project and pool groupings).", allow_null=True)
+    used_of_deserved_percent = _hours(allow_null=True)
+    borrowed_hours = _hours("GPU-hours above deserved, low-priority work first.")
+    preempted_hours = _hours("GPU-hours of attempts that were preempted.")
+    starved_hours = _hours("Hours with work pending while under the deserved quota.", allow_null=True)
+    pending_hours = _hours("Hours with work pending.", allow_null=True)
+    cpu_core_hours = _hours()
+    memory_gib_hours = _hours()
+
+
+class UsageReportSerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=GROUPS)
+    start = serializers.DateTimeField(source="from", help_text="Start of the period (UTC).")
+    to = serializers.DateTimeField()
+    pool = serializers.CharField(allow_null=True)
+    project = serializers.CharField(allow_null=True)
+    capacity_hours = _hours("Capacity GPU-hours of the pools in view.")
+    gpu_util_percent = serializers.FloatField(allow_null=True, help_text="Null: not measured.")
+    rows = UsageRowSerializer(many=True)
+    totals = UsageRowSerializer()
+
+
 def body(result: reports.Report) -> dict:
     params = result.params
     return {
@@ -44,7 +77,7 @@ def body(result: reports.Report) -> dict:
 class UsageView(APIView):
     read_access = Rule.SIGNED_IN
 
-    @extend_schema(parameters=PARAMETERS, responses=OpenApiTypes.OBJECT, operation_id="usage_report")
+    @extend_schema(parameters=PARAMETERS, responses=UsageReportSerializer, operation_id="usage_report")
     def get(self, request):
         try:
             params = parse(request.query_params, timezone.now(), max_days=settings.OSMO_USAGE_MAX_DAYS)
