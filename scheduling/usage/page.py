@@ -109,6 +109,10 @@ def usage_page(request):
         response.status_code = 400
         return response
     params = form.params
+    # The form shows the period and grouping as resolved (a month alone means period=month), so that changing
+    # another field keeps them.
+    form.data = form.data.copy()
+    form.data["period"], form.data["group_by"] = params.period, params.group_by
     result = reports.report(params, reports.scope_for(request), chart=not wants_csv(request))
     usage_table = table(params.group_by)
     ctx = RowContext(None, request.user.is_staff, now)

@@ -11,7 +11,7 @@ whole hours it overlaps (the rollup's grain)."""
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db.models import F, Q, Sum, Value
@@ -26,6 +26,8 @@ from .params import Params
 GROUP_FIELDS = {"department": "department", "project": "project", "user": "user", "pool": "pool",
                 "platform": "platform"}
 CHART_SERIES = 6
+CHART_HOURLY = timedelta(days=2)
+MAX_STEPS = 400
 CENT = Decimal("0.01")
 
 
@@ -103,13 +105,33 @@ def _group_value(group_by: str):
     return F(GROUP_FIELDS[group_by])
 
 
+SUMS = {"gpu": "gpu_seconds", "cpu": "cpu_seconds", "memory": "memory_byte_seconds", "borrowed": "borrowed_seconds",
+        "preempted": "preempted_gpu_seconds"}
+
+
+def _step(params: Params):
+    # In UTC whatever TIME_ZONE says: the steps are matched to `steps_of`'s.
+    return TruncHour("hour", tzinfo=UTC) if params.end - params.start <= CHART_HOURLY else TruncDay("hour", tzinfo=UTC)
+
+
 def report(params: Params, scope: Scope, *, chart: bool = False) -> Report:
+    """The table (and with `chart` the chart's series, from the same scan: the rows per step and group are summed
+    here into the table's rows, so the page reads the hourly rows once)."""
     group_by = params.group_by
     base = UsageHour.objects.filter(_window(params) & _filters(params) & scope.usage(group_by))
-    used = (base.annotate(group=_group_value(group_by)).values("group")
-            .annotate(gpu=Sum("gpu_seconds"), cpu=Sum("cpu_seconds"), memory=Sum("memory_byte_seconds"),
-                      borrowed=Sum("borrowed_seconds"), preempted=Sum("preempted_gpu_seconds"))
-            .order_by("-gpu", "group"))
+    sums = {name: Sum(column) for name, column in SUMS.items()}
+    if chart:
+        by_step = list(base.annotate(step=_step(params), group=_group_value(group_by)).values("step", "group")
+                       .annotate(**sums).order_by())
+        totals: dict = {}
+        for row in by_step:
+            into = totals.setdefault(row["group"], dict.fromkeys(SUMS, 0))
+            for name in SUMS:
+                into[name] += row[name] or 0
+        used = [{"group": group, **figures} for group, figures in totals.items()]
+    else:
+        used = list(base.annotate(group=_group_value(group_by)).values("group").annotate(**sums).order_by())
+    used.sort(key=lambda row: (-(row["gpu"] or 0), row["group"]))
     quotas = {}
     if group_by in ("department", "project", "pool"):
         quota_rows = ProjectPoolHour.objects.filter(_window(params) & _filters(params) & scope.quotas())
@@ -119,17 +141,16 @@ def report(params: Params, scope: Scope, *, chart: bool = False) -> Report:
     capacity = dict(PoolHour.objects.filter(_window(params) & pool_filter & scope.capacity())
                     .values("pool").annotate(seconds=Sum("capacity_gpu_seconds")).values_list("pool", "seconds"))
     total_capacity = sum(capacity.values())
-    rows = []
-    for row in used:
-        rows.append(_row(row["group"], row, quotas.get(row["group"]), _capacity_of(group_by, row["group"],
-                                                                                   capacity, total_capacity)))
+    rows = [_row(row["group"], row, quotas.get(row["group"]),
+                 _capacity_of(group_by, row["group"], capacity, total_capacity)) for row in used]
+    seen = {row["group"] for row in rows}
     for group, quota in quotas.items():  # deserved a share and used none: still a row (it says so)
-        if not any(row["group"] == group for row in rows):
+        if group not in seen:
             rows.append(_row(group, {}, quota, _capacity_of(group_by, group, capacity, total_capacity)))
-    totals = _totals(rows, total_capacity, bool(quotas) or group_by in ("department", "project", "pool"))
-    result = Report(params, rows, totals, hours_of(total_capacity))
+    totals_row = _totals(rows, total_capacity, bool(quotas) or group_by in ("department", "project", "pool"))
+    result = Report(params, rows, totals_row, hours_of(total_capacity))
     if chart:
-        result.chart = series(base, params, [row["group"] for row in result.top])
+        result.chart = series(by_step, params, [row["group"] for row in result.top])
     return result
 
 
@@ -177,16 +198,28 @@ def _totals(rows: list[dict], capacity_seconds: int, with_quotas: bool) -> dict:
     return totals
 
 
-def series(base, params: Params, groups: list[str]) -> dict:
-    """GPU-hours per step (hour for up to two days, else day) for the top groups, the rest as "other"."""
-    step = TruncHour("hour") if params.end - params.start <= timedelta(days=2) else TruncDay("hour")
+def steps_of(params: Params) -> list[datetime]:
+    """Every step of the period (hours up to two days, else days), so that a quiet step shows as a gap."""
+    hourly = params.end - params.start <= CHART_HOURLY
+    first = params.start.replace(minute=0, second=0, microsecond=0)
+    if not hourly:
+        first = first.replace(hour=0)
+    size = timedelta(hours=1) if hourly else timedelta(days=1)
+    found, moment = [], first
+    while moment < params.end and len(found) < MAX_STEPS:
+        found.append(moment)
+        moment += size
+    return found
+
+
+def series(by_step: list[dict], params: Params, groups: list[str]) -> dict:
+    """GPU-hours per step for the top groups, the rest as "other"."""
+    top = set(groups[:CHART_SERIES])
     values: dict = defaultdict(lambda: defaultdict(int))
-    for row in (base.annotate(step=step, group=_group_value(params.group_by)).values("step", "group")
-                .annotate(gpu=Sum("gpu_seconds")).order_by()):
-        name = row["group"] if row["group"] in groups[:CHART_SERIES] else "other"
-        values[row["step"]][name] += row["gpu"] or 0
+    for row in by_step:
+        values[row["step"]][row["group"] if row["group"] in top else "other"] += row["gpu"] or 0
     names = [*groups[:CHART_SERIES], *(["other"] if any("other" in v for v in values.values()) else [])]
-    steps = sorted(values)
+    steps = steps_of(params)
     return {"steps": steps, "names": names,
             "values": [[float(hours_of(values[moment].get(name, 0))) for moment in steps] for name in names]}
 

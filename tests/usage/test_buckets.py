@@ -96,4 +96,4 @@ def test_bad_parameters_name_their_field(query, field):
 def test_the_chart_escapes_names_and_stacks_the_series():
     svg = chart.stacked_bars(["00:00", "01:00"], ["<b>x</b>", "y"], [[1.0, 2.0], [3.0, 0.0]], title="t")
     assert "<b>x</b>" not in svg and "&lt;b&gt;x&lt;/b&gt;" in svg
-    assert svg.count("<rect") == 3
+    assert svg.count("GPU-hours</title></rect>") == 3  # the bars; the legend has a swatch per series
