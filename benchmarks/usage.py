@@ -12,7 +12,8 @@ capacity rows per pool and hour), written by PostgreSQL itself (INSERT ... SELEC
 the server time of `/usage/` and `GET /api/usage/` over the whole period, grouped by project and by user, as
 staff (median of --requests, through Django's test client), against the baseline measured in the same run:
 a plain `SELECT <group>, SUM(gpu_seconds) FROM scheduling_usagehour WHERE hour in the period GROUP BY <group>`
-on a connection of its own.
+on a connection of its own, over the hourly rows (what reading them directly costs) and over the daily rows
+(which reports longer than 35 days read).
 
 Part 2, the beat rollup: --nodes nodes and --pods pods (the sync's rows), observed three times over one hour
 (the first picture opens every pod's interval; at 30 minutes a tenth of the pods are replaced; at 60 another
@@ -72,9 +73,9 @@ def fill_hours(days: int, pools: int, projects: int, users: int, density: float)
     with connection.cursor() as cursor:
         cursor.execute("SET synchronous_commit = off")
         cursor.execute("""
-            INSERT INTO scheduling_usagehour (hour, pool, platform, project, department, "user", gpu_seconds,
+            INSERT INTO scheduling_usagehour (grain, hour, pool, platform, project, department, "user", gpu_seconds,
                 cpu_seconds, memory_byte_seconds, borrowed_seconds, preempted_gpu_seconds)
-            SELECT %s + h * interval '1 hour', 'pool-' || ((p * 7 + k * 13) %% %s), 'h100', 'project-' || p,
+            SELECT 'h', %s + h * interval '1 hour', 'pool-' || ((p * 7 + k * 13) %% %s), 'h100', 'project-' || p,
                    'dept-' || (p %% 20), 'user-' || ((p * 3 + u) %% %s), g * 3600, g * 3600 * 8000,
                    g::numeric * 3600 * 68719476736, CASE WHEN g > 4 THEN (g - 4) * 3600 ELSE 0 END,
                    CASE WHEN random() < 0.02 THEN g * 1800 ELSE 0 END
@@ -83,19 +84,39 @@ def fill_hours(days: int, pools: int, projects: int, users: int, density: float)
             WHERE random() < %s""", [start, pools, users, hours, projects, density])
         usage_rows = cursor.rowcount
         cursor.execute("""
-            INSERT INTO scheduling_projectpoolhour (hour, pool, project, department, deserved_gpu_seconds,
+            INSERT INTO scheduling_projectpoolhour (grain, hour, pool, project, department, deserved_gpu_seconds,
                 starved_seconds, pending_seconds)
-            SELECT %s + h * interval '1 hour', 'pool-' || ((p * 7) %% %s), 'project-' || p, 'dept-' || (p %% 20),
+            SELECT 'h', %s + h * interval '1 hour', 'pool-' || ((p * 7) %% %s), 'project-' || p, 'dept-' || (p %% 20),
                    4 * 3600, CASE WHEN random() < 0.05 THEN 1200 ELSE 0 END, 0
             FROM generate_series(0, %s - 1) h, generate_series(0, %s - 1) p""", [start, pools, hours, projects])
         project_rows = cursor.rowcount
         cursor.execute("""
-            INSERT INTO scheduling_poolhour (hour, pool, capacity_gpu_seconds)
-            SELECT %s + h * interval '1 hour', 'pool-' || q, 256 * 3600
+            INSERT INTO scheduling_poolhour (grain, hour, pool, capacity_gpu_seconds)
+            SELECT 'h', %s + h * interval '1 hour', 'pool-' || q, 256 * 3600
             FROM generate_series(0, %s - 1) h, generate_series(0, %s - 1) q""", [start, hours, pools])
         pool_rows = cursor.rowcount
+        # The daily rows the rollup keeps beside the hourly ones (reports longer than 35 days read them).
+        cursor.execute("""
+            INSERT INTO scheduling_usagehour (grain, hour, pool, platform, project, department, "user", gpu_seconds,
+                cpu_seconds, memory_byte_seconds, borrowed_seconds, preempted_gpu_seconds)
+            SELECT 'd', date_trunc('day', hour AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', pool, platform, project,
+                   department, "user", SUM(gpu_seconds), SUM(cpu_seconds), SUM(memory_byte_seconds),
+                   SUM(borrowed_seconds), SUM(preempted_gpu_seconds)
+            FROM scheduling_usagehour WHERE grain = 'h' GROUP BY 2, 3, 4, 5, 6, 7""")
+        day_rows = cursor.rowcount
+        cursor.execute("""
+            INSERT INTO scheduling_projectpoolhour (grain, hour, pool, project, department, deserved_gpu_seconds,
+                starved_seconds, pending_seconds)
+            SELECT 'd', date_trunc('day', hour AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', pool, project, department,
+                   SUM(deserved_gpu_seconds), SUM(starved_seconds), SUM(pending_seconds)
+            FROM scheduling_projectpoolhour WHERE grain = 'h' GROUP BY 2, 3, 4, 5""")
+        cursor.execute("""
+            INSERT INTO scheduling_poolhour (grain, hour, pool, capacity_gpu_seconds)
+            SELECT 'd', date_trunc('day', hour AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', pool, SUM(capacity_gpu_seconds)
+            FROM scheduling_poolhour WHERE grain = 'h' GROUP BY 2, 3""")
         cursor.execute("ANALYZE scheduling_usagehour; ANALYZE scheduling_projectpoolhour; ANALYZE scheduling_poolhour")
-    print(f"hourly rows: {usage_rows:,} usage, {project_rows:,} project x pool, {pool_rows:,} pool "
+    print(f"hourly rows: {usage_rows:,} usage, {project_rows:,} project x pool, {pool_rows:,} pool; "
+          f"{day_rows:,} daily usage rows "
           f"({days} days, {pools} pools, {projects} projects, {users} users, density {density}; "
           f"written in {time.perf_counter() - began:.1f} s)")
     return {"start": start, "end": END}
@@ -126,19 +147,22 @@ def bench_reports(period: dict, repeat: int) -> None:
     plain = psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"],
                             autocommit=True)
     print(f"\nreports over {query['from']} .. {query['to']} (median of {repeat}, ms):")
-    print(f"{'':24} {'server':>9} {'plain SUM':>10} {'ratio':>7}")
+    print(f"{'':24} {'server':>9} {'SUM hourly':>11} {'ratio':>7} {'SUM daily':>10} {'ratio':>7}")
     for group in ("project", "user"):
-        def baseline(group=group):
-            plain.execute(f'SELECT "{group}", SUM(gpu_seconds) FROM scheduling_usagehour WHERE hour >= %s AND '
-                          f'hour < %s GROUP BY "{group}"', [period["start"], period["end"]]).fetchall()
+        def baseline(grain, group=group):
+            plain.execute(f'SELECT "{group}", SUM(gpu_seconds) FROM scheduling_usagehour WHERE grain = %s '
+                          f'AND hour >= %s AND hour < %s GROUP BY "{group}"',
+                          [grain, period["start"], period["end"]]).fetchall()
 
         for door, call in (("page", lambda group=group: page.get("/usage/", {**query, "group_by": group})),
                            ("API", lambda group=group: api.get("/api/usage/", {**query, "group_by": group}))):
             response = call()
             assert response.status_code == 200, response.content[:300]
             ours = median_ms(call, repeat)
-            base = median_ms(baseline, repeat)
-            print(f"{door + ' by ' + group:24} {ours:9.1f} {base:10.1f} {ours / base:6.1f}x")
+            hourly = median_ms(lambda: baseline("h"), repeat)
+            daily = median_ms(lambda: baseline("d"), repeat)
+            print(f"{door + ' by ' + group:24} {ours:9.1f} {hourly:11.1f} {ours / hourly:6.2f}x {daily:10.1f} "
+                  f"{ours / daily:6.1f}x")
     plain.close()
 
 

@@ -4,6 +4,7 @@ admission state, submission counts), `usage` (usage intervals and their hourly r
 from .usage import (
     CapacityInterval,
     EndReason,
+    Grain,
     PoolHour,
     ProjectPoolHour,
     RollupState,
@@ -35,6 +36,7 @@ __all__ = [
     "AdmissionState",
     "CapacityInterval",
     "EndReason",
+    "Grain",
     "PoolHour",
     "Priority",
     "ProjectPoolHour",

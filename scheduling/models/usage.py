@@ -1,8 +1,8 @@
 """Usage accounting (issue 27): what pods really held, as intervals (`UsageInterval`), each pool's GPU
 capacity on Ready nodes over time (`CapacityInterval`), and their hourly rollups (`UsageHour` per pool x
 platform x project x user; `ProjectPoolHour` per pool x project: deserved and starved time; `PoolHour`:
-capacity). Intervals are observed from the sync's Pod rows by `scheduling.usage.observe`, rolled up by
-`scheduling.usage.rollup`; reports read the hourly rows only.
+capacity), each also summed per UTC day (`grain`). Intervals are observed from the sync's Pod rows by
+`scheduling.usage.observe`, rolled up by `scheduling.usage.rollup`; reports read the hourly or daily rows only.
 
 An open interval (`end` NULL) counts up to its backend's `UsageWatermark.observed_at`, the last sync whose
 picture it was in: usage is never counted past what was seen. Times are UTC; GPU figures are whole GPUs,
@@ -104,8 +104,14 @@ class RollupState(models.Model):
         return f"rollup through {self.through}"
 
 
+class Grain(models.TextChoices):
+    HOUR = "h"
+    DAY = "d"  # the sum of a UTC day's hourly rows: long reports read 24 times fewer rows
+
+
 class UsageHour(models.Model):
-    hour = models.DateTimeField()
+    grain = models.CharField(max_length=1, choices=Grain.choices, default=Grain.HOUR)
+    hour = models.DateTimeField(help_text="The start of the hour (or of the day, for daily rows).")
     pool = models.CharField(max_length=128)
     platform = models.CharField(max_length=128, blank=True)
     project = models.CharField(max_length=128)
@@ -119,9 +125,9 @@ class UsageHour(models.Model):
     gpu_util_percent = models.FloatField(null=True, blank=True)  # NULL: not measured
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "pool", "platform", "project", "user"],
+        constraints = [models.UniqueConstraint(fields=["grain", "hour", "pool", "platform", "project", "user"],
                                                name="usage_hour_unique")]
-        indexes = [models.Index(fields=["hour"], name="usage_hour_by_hour")]
+        indexes = [models.Index(fields=["grain", "hour"], name="usage_hour_by_hour")]
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H}h {self.pool} {self.project} {self.user} {self.gpu_seconds} GPU-s"
@@ -131,6 +137,7 @@ class ProjectPoolHour(models.Model):
     """Per pool and project and hour: what it deserved, and how long it waited with work pending while its use
     there was under its deserved quota (fair share in hindsight)."""
 
+    grain = models.CharField(max_length=1, choices=Grain.choices, default=Grain.HOUR)
     hour = models.DateTimeField()
     pool = models.CharField(max_length=128)
     project = models.CharField(max_length=128)
@@ -140,20 +147,22 @@ class ProjectPoolHour(models.Model):
     pending_seconds = models.IntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "pool", "project"], name="project_pool_hour_unique")]
-        indexes = [models.Index(fields=["hour"], name="project_pool_hour_by_hour")]
+        constraints = [models.UniqueConstraint(fields=["grain", "hour", "pool", "project"],
+                                               name="project_pool_hour_unique")]
+        indexes = [models.Index(fields=["grain", "hour"], name="project_pool_hour_by_hour")]
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H}h {self.pool} {self.project} deserved {self.deserved_gpu_seconds} GPU-s"
 
 
 class PoolHour(models.Model):
+    grain = models.CharField(max_length=1, choices=Grain.choices, default=Grain.HOUR)
     hour = models.DateTimeField()
     pool = models.CharField(max_length=128)
     capacity_gpu_seconds = models.BigIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "pool"], name="pool_hour_unique")]
+        constraints = [models.UniqueConstraint(fields=["grain", "hour", "pool"], name="pool_hour_unique")]
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H}h {self.pool} capacity {self.capacity_gpu_seconds} GPU-s"

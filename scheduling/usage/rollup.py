@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min, Q
+from django.db.models import BigIntegerField, DecimalField, IntegerField, Min, Q, Sum
+from django.db.models.functions import TruncDay
 from django.utils import timezone
 
 from pools.models import Quota
@@ -18,6 +19,7 @@ from pools.models.bulk import copy_values
 from ..models import (
     CapacityInterval,
     EndReason,
+    Grain,
     PoolHour,
     ProjectPoolHour,
     RollupState,
@@ -67,8 +69,11 @@ def run(now: datetime | None = None, since: datetime | None = None) -> dict:
         first = buckets.hour_floor(epoch(min(starts)))
         last = buckets.hour_floor(epoch(now))
         rows = recompute(first, last, now)
-        # Open intervals keep growing: the next run starts again from the hour of the oldest watermark.
-        marks = list(UsageWatermark.objects.values_list("observed_at", flat=True))
+        # Open intervals keep growing: the next run starts again from the hour of the oldest watermark among
+        # backends that hold open ones (a silent backend's were closed: its old watermark holds nothing back).
+        growing = (set(UsageInterval.objects.filter(end__isnull=True).values_list("backend_id", flat=True).distinct())
+                   | set(CapacityInterval.objects.filter(end__isnull=True).values_list("backend_id", flat=True)))
+        marks = list(UsageWatermark.objects.filter(backend_id__in=growing).values_list("observed_at", flat=True))
         state.through = moment(buckets.hour_floor(epoch(min(marks)))) if marks else moment(last)
         state.last_run_at = now
         state.save()
@@ -168,14 +173,39 @@ def recompute(first: int, last: int, now: datetime) -> int:
             pool_rows.append((at, pool, round(gpu_seconds)))
         if hour >= current_hour:
             break
-    window = {"hour__gte": moment(first), "hour__lte": moment(last)}
+    window = {"grain": Grain.HOUR, "hour__gte": moment(first), "hour__lte": moment(last)}
     UsageHour.objects.filter(**window).delete()
     ProjectPoolHour.objects.filter(**window).delete()
     PoolHour.objects.filter(**window).delete()
     # COPY on PostgreSQL: a model instance per row cost more than the arithmetic.
-    return (copy_values(UsageHour, USAGE_HOUR_FIELDS, usage_rows)
-            + copy_values(ProjectPoolHour, PROJECT_HOUR_FIELDS, project_rows)
-            + copy_values(PoolHour, ("hour", "pool", "capacity_gpu_seconds"), pool_rows))
+    written = (copy_values(UsageHour, USAGE_HOUR_FIELDS, usage_rows)
+               + copy_values(ProjectPoolHour, PROJECT_HOUR_FIELDS, project_rows)
+               + copy_values(PoolHour, ("hour", "pool", "capacity_gpu_seconds"), pool_rows))
+    return written + recompute_days(first, last)
+
+
+DAY = 24 * HOUR
+DAY_SUMS = {
+    UsageHour: ("pool", "platform", "project", "department", "user"),
+    ProjectPoolHour: ("pool", "project", "department"),
+    PoolHour: ("pool",),
+}
+
+
+def recompute_days(first: int, last: int) -> int:
+    """The daily rows of the UTC days holding hours `first` to `last`, summed from their hourly rows."""
+    day_first, day_last = moment(first // DAY * DAY), moment(last // DAY * DAY + DAY)
+    written = 0
+    for model, keys in DAY_SUMS.items():
+        figures = [field.name for field in model._meta.concrete_fields
+                   if isinstance(field, BigIntegerField | IntegerField | DecimalField) and not field.primary_key]
+        model.objects.filter(grain=Grain.DAY, hour__gte=day_first, hour__lt=day_last).delete()
+        rows = (model.objects.filter(grain=Grain.HOUR, hour__gte=day_first, hour__lt=day_last)
+                .values(*keys, day=TruncDay("hour", tzinfo=UTC)).annotate(**{name: Sum(name) for name in figures})
+                .order_by().values_list("day", *keys, *figures))
+        # Read whole before the COPY starts: the connection cannot stream a cursor while it copies.
+        written += copy_values(model, ("hour", *keys, *figures, "grain"), [(*row, Grain.DAY) for row in rows])
+    return written
 
 
 def prune(now: datetime | None = None) -> dict:
@@ -186,6 +216,6 @@ def prune(now: datetime | None = None) -> dict:
     hours = 0
     if settings.OSMO_USAGE_BUCKET_DAYS > 0:
         before = now - timedelta(days=settings.OSMO_USAGE_BUCKET_DAYS)
-        hours = sum(model.objects.filter(hour__lt=before).delete()[0]
+        hours = sum(model.objects.filter(hour__lt=before).delete()[0]  # both grains
                     for model in (UsageHour, ProjectPoolHour, PoolHour))
     return {"intervals": intervals, "hours": hours}

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
@@ -147,3 +148,28 @@ def test_capacity_counts_ready_gpus_while_the_sync_was_seen(history, staff):
     # training's two 8-GPU nodes: seen 0-90 and 200-260 (16 GPUs), 8 from 260 when one went Unknown.
     pools = api_rows(api, group_by="pool")
     assert pools["training"]["capacity_share_percent"] == pytest.approx(100 * 20 / (16 * 2.5), abs=0.01)
+
+
+def test_the_cli_prints_the_table_and_names_a_bad_option(history):
+    printed = run("usage", "report", "--group-by", "project", "--month", "2026-11").splitlines()
+    assert printed[0].split()[:2] == ["Project", "GPU-hours"]
+    assert [line.split()[:2] for line in printed[1:]] == [["vision", "21.00"], ["nlp", "4.00"], ["Total", "25.00"]]
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--month"):
+        run("usage", "report", "--month", "2026-13")
+
+
+def test_a_silent_backend_holds_no_hour_back_from_the_next_run(history):
+    from scheduling.models import RollupState
+
+    # p2's interval is still open at the 260-minute watermark: the next run starts from that hour...
+    assert RollupState.objects.get().through == at(240)
+    # ...until the sync goes silent and it is closed; then nothing holds the rollup back.
+    from django.conf import settings
+
+    from scheduling.usage import observe
+
+    observe.observe(at(260) + timedelta(seconds=settings.OSMO_BACKEND_STALE_SECONDS + 1))
+    rollup.run(now=at(60 * 30))
+    assert RollupState.objects.get().through == at(60 * 30)
