@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import F, Q, Sum, Value
+from django.db.models import Case, CharField, F, Q, Sum, Value, When
 from django.db.models.functions import Concat, TruncDay, TruncHour
 
 from pools.models import Pool, Project
@@ -30,6 +30,7 @@ CHART_SERIES = 6
 CHART_HOURLY = timedelta(days=2)
 DAILY_AFTER = timedelta(days=35)  # longer periods read the daily rows
 MAX_STEPS = 400
+OTHER = "other"
 CENT = Decimal("0.01")
 
 
@@ -124,22 +125,11 @@ def _step(params: Params):
 
 
 def report(params: Params, scope: Scope, *, chart: bool = False) -> Report:
-    """The table (and with `chart` the chart's series, from the same scan: the rows per step and group are summed
-    here into the table's rows, so the page reads the hourly rows once)."""
+    """The table, and with `chart` the chart's series (a second aggregate: the top groups per step)."""
     group_by = params.group_by
     base = UsageHour.objects.filter(_window(params) & _filters(params) & scope.usage(group_by))
     sums = {name: Sum(column) for name, column in SUMS.items()}
-    if chart:
-        by_step = list(base.annotate(step=_step(params), group=_group_value(group_by)).values("step", "group")
-                       .annotate(**sums).order_by())
-        totals: dict = {}
-        for row in by_step:
-            into = totals.setdefault(row["group"], dict.fromkeys(SUMS, 0))
-            for name in SUMS:
-                into[name] += row[name] or 0
-        used = [{"group": group, **figures} for group, figures in totals.items()]
-    else:
-        used = list(base.annotate(group=_group_value(group_by)).values("group").annotate(**sums).order_by())
+    used = list(base.annotate(group=_group_value(group_by)).values("group").annotate(**sums).order_by())
     used.sort(key=lambda row: (-(row["gpu"] or 0), row["group"]))
     quotas = {}
     if group_by in ("department", "project", "pool"):
@@ -159,7 +149,7 @@ def report(params: Params, scope: Scope, *, chart: bool = False) -> Report:
     totals_row = _totals(rows, total_capacity, bool(quotas) or group_by in ("department", "project", "pool"))
     result = Report(params, rows, totals_row, hours_of(total_capacity))
     if chart:
-        result.chart = series(by_step, params, [row["group"] for row in result.top])
+        result.chart = series(base, params, [row["group"] for row in result.top])
     return result
 
 
@@ -221,13 +211,16 @@ def steps_of(params: Params) -> list[datetime]:
     return found
 
 
-def series(by_step: list[dict], params: Params, groups: list[str]) -> dict:
-    """GPU-hours per step for the top groups, the rest as "other"."""
-    top = set(groups[:CHART_SERIES])
+def series(base, params: Params, groups: list[str]) -> dict:
+    """GPU-hours per step for the top groups, the rest summed as "other" by the database (a row per step and
+    series, however many groups)."""
+    top = groups[:CHART_SERIES]
+    named = Case(When(group__in=top, then=F("group")), default=Value(OTHER), output_field=CharField())
     values: dict = defaultdict(lambda: defaultdict(int))
-    for row in by_step:
-        values[row["step"]][row["group"] if row["group"] in top else "other"] += row["gpu"] or 0
-    names = [*groups[:CHART_SERIES], *(["other"] if any("other" in v for v in values.values()) else [])]
+    for row in (base.annotate(group=_group_value(params.group_by)).annotate(step=_step(params), series=named)
+                .values("step", "series").annotate(gpu=Sum("gpu_seconds")).order_by()):
+        values[row["step"]][row["series"] if row["series"] in top else OTHER] += row["gpu"] or 0
+    names = [*top, *([OTHER] if any(OTHER in v for v in values.values()) else [])]
     steps = steps_of(params)
     return {"steps": steps, "names": names,
             "values": [[float(hours_of(values[moment].get(name, 0))) for moment in steps] for name in names]}
