@@ -1,4 +1,4 @@
-"""Benchmark: one admission cycle (issue 12): `scheduling.cycle.run_cycle` over a large pending queue.
+"""Benchmark: one admission cycle (issue 12): `scheduling.run.cycle.run_cycle` over a large pending queue.
 
 Usage, from the project root (about 40 s on 2 idle cores with the defaults; --profile about doubles it):
 
@@ -23,7 +23,7 @@ Measured:
   1. One cycle (`run_cycle()`, wall time including the commit and its dispatch messages, sent on commit to a
      filesystem broker in a scratch data directory): admitted count, seconds, admissions per second, rows written,
      the time after the decisions were written (the commit and the messages) and the messages sent; for
-     information, the same admissions sent one message each (as the cycle did before scheduling.outbox.BATCH).
+     information, the same admissions sent one message each (as the cycle did before scheduling.run.outbox.BATCH).
      Baseline, same run: every workload restored to PENDING, then, in one transaction, only the
      writes of the same admissions done the fastest way we know: one `UPDATE ... FROM unnest(arrays)` of status,
      pool, platform, placement and admitted_at and a COPY of their events; the ratio cycle / baseline (what
@@ -243,7 +243,7 @@ def timed_cycle():
     from django.utils import timezone
 
     from pools.models import Backend
-    from scheduling.cycle import run_cycle
+    from scheduling.run.cycle import run_cycle
 
     # Synced just now, as a syncing backend is: on a slow run the build's sync would pass OSMO_BACKEND_STALE_SECONDS
     # and the pools turn OFFLINE between two cycles (every reason rewritten).
@@ -266,7 +266,7 @@ def messages() -> int:
 
 
 def one_message_each(ids: list[str]) -> float:
-    from scheduling.outbox import send
+    from scheduling.run.outbox import send
 
     start = time.perf_counter()
     for workload_id in ids:
@@ -343,8 +343,8 @@ def phases() -> str:
     """The cycle's reading and deciding, each timed, in a transaction rolled back (nothing written)."""
     from django.db import transaction
 
-    from scheduling import admission as pure
-    from scheduling import snapshot
+    from scheduling.decisions import admission as pure
+    from scheduling.run import snapshot
 
     with transaction.atomic():
         start = time.perf_counter()
@@ -365,7 +365,7 @@ def profile_cycle(label: str) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from scheduling.cycle import run_cycle
+    from scheduling.run.cycle import run_cycle
 
     profiler = cProfile.Profile()
     with CaptureQueriesContext(connection) as queries:
@@ -403,7 +403,8 @@ def scenario_admit(args) -> None:
     print(f"cycle: {seconds:.2f} s wall ({result.seconds:.2f} s inside run_cycle before its commit), "
           f"{len(admitted) / seconds:,.0f} admissions per second")
     print(f"after the decisions were written: {seconds - result.seconds:.2f} s, the commit and "
-          f"{messages():,} dispatch messages for the {len(admitted):,} admissions (scheduling.outbox.BATCH ids each)")
+          f"{messages():,} dispatch messages for the {len(admitted):,} admissions "
+          f"(scheduling.run.outbox.BATCH ids each)")
     print(f"(for information: one message per admission, as before the batches, sent the same way: "
           f"{one_message_each([item['id'] for item in admitted]):.2f} s)")
     restore()

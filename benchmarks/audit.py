@@ -1,6 +1,6 @@
 """Benchmark: the cost of the audit log (issue 28), in one run on a scratch PostgreSQL database.
 
-1. Submissions (`scheduling.submission.submit`, the whole pipeline and its insert, in process) and a burst of
+1. Submissions (`scheduling.submit.submission.submit`, the whole pipeline and its insert, in process) and a burst of
    quota edits (a project document's deserved GPUs written again and again through `writes.import_document`),
    each in rounds that alternate audit rows on and off (off: `pools.models.audit.record_many` replaced by a
    no-op for the round), equal counts on the same data: milliseconds per action and the ratio on/off.
@@ -139,7 +139,7 @@ def main():
         user = build_world()
         from pools.models import AuditEvent
         from pools.models.audit import verify
-        from scheduling.submission import submit
+        from scheduling.submit.submission import submit
 
         submit(user, dict(submit_bench.REQUEST))  # warm-up
         submitted = timed_rounds(lambda n: submit(user, dict(submit_bench.REQUEST, name=f"resnet-{n}")),

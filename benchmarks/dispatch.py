@@ -44,7 +44,7 @@ Measured (time.perf_counter, wall time):
      request for an admission cycle is debounced to one a second, see the notes). For each, the
      time from the POST to the Job appearing in the stand-in (polled every 2 ms) and to its row SCHEDULING
      (polled every 5 ms): median, 95th percentile, max. For reference: the POST's own answer time, the
-     countdown of the cycle message (scheduling.outbox.CYCLE_DEBOUNCE_SECONDS, read from the code) and the
+     countdown of the cycle message (scheduling.run.outbox.CYCLE_DEBOUNCE_SECONDS, read from the code) and the
      cycles' own seconds as the worker recorded them (AdmissionState.last_cycle).
   3. Status lag: `manage.py sync default` (BackendSync rounds, watching nodes, pods and Jobs) as a child
      process, after it has read every Job of 2. For --changes of those workloads one at a time, a Running pod
@@ -366,9 +366,9 @@ def admitted_rows(user, count: int, nodes: list[str], tag: str) -> list[str]:
 def manifests(tag: str) -> list[tuple[str, dict]]:
     from django.conf import settings
 
-    from scheduling.dispatch import attempt_of
-    from scheduling.jobs import job_manifest
     from scheduling.models import Workload
+    from scheduling.run.dispatch import attempt_of
+    from scheduling.specs.jobs import job_manifest
 
     made = []
     for workload in Workload.objects.filter(workflow=tag).select_related("pool", "project").order_by("name"):
@@ -391,7 +391,7 @@ def connect_each_time(made: list[tuple[str, dict]]) -> float:
 
     from pools.fleet.sync import cluster_for
     from pools.models import Backend
-    from scheduling.jobs import MANAGED, MANAGED_VALUE
+    from scheduling.specs.jobs import MANAGED, MANAGED_VALUE
 
     backend = Backend.objects.get(name=BACKEND)
     prefix = settings.OSMO_LABEL_PREFIX
@@ -408,7 +408,7 @@ def send_dispatches(ids: list[str]) -> float:
     """As the admission cycle does: one message per id on commit. Returns the seconds the sending took."""
     from django.db import transaction
 
-    from scheduling.outbox import dispatch_on_commit
+    from scheduling.run.outbox import dispatch_on_commit
 
     started = time.perf_counter()
     with transaction.atomic():
@@ -482,9 +482,9 @@ def bench_throughput(args, user, kube, standin, children: Children, nodes: list[
 # ---- 2. submit to Job created ------------------------------------------------------------------------------
 
 def bench_submit(args, user, standin, children: Children) -> list[str]:
-    from scheduling import outbox
-    from scheduling.jobs import job_name
     from scheduling.models import AdmissionState, Status, Workload
+    from scheduling.run import outbox
+    from scheduling.specs.jobs import job_name
 
     print(f"\n2. Submit to Job created, free capacity: {args.submissions} submissions, at least {args.gap} s apart")
     full_sync()  # the backend synced just now (admission needs it online), and the rows of 1's Jobs gone
@@ -536,7 +536,7 @@ def bench_submit(args, user, standin, children: Children) -> list[str]:
     print(f"submit to Job created ({len(to_job)} submissions): median {ms(statistics.median(to_job))}, "
           f"95th percentile {ms(percentile(to_job, 0.95))}")
     print(f"(of which: the cycle message's countdown {ms(outbox.CYCLE_DEBOUNCE_SECONDS)} "
-          f"(scheduling.outbox.CYCLE_DEBOUNCE_SECONDS); the cycle itself, as the worker recorded it, "
+          f"(scheduling.run.outbox.CYCLE_DEBOUNCE_SECONDS); the cycle itself, as the worker recorded it, "
           f"median {ms(statistics.median(cycles))})")
     return ids
 

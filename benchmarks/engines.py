@@ -472,9 +472,9 @@ def bench_reason_lag(args, world: dict, scratch: Path, cleanup: contextlib.ExitS
     from pools.fleet.sync import BackendSync
     from pools.models import Backend, ManagedJob
     from pools.schedulers import kai
-    from scheduling.cycle import run_cycle
-    from scheduling.dispatch import dispatch
     from scheduling.models import Status, Workload
+    from scheduling.run.cycle import run_cycle
+    from scheduling.run.dispatch import dispatch
 
     pool = world["pools"][0]
     project = next(iter(world["documents"]))

@@ -1,5 +1,5 @@
 """Benchmark: one user floods the submission endpoint (issue 25). 500 `POST /api/workloads/` from one user at
-20 concurrent clients, with the submission limits at their defaults (scheduling.limits: 60 a minute per user),
+20 concurrent clients, with the submission limits at their defaults (scheduling.submit.limits: 60 a minute per user),
 while an admin loads `/` one page after another; the admin's p50/p99 beside the same admin's `/` on the idle
 server in the same run, and how the flood was answered (201s and 429s).
 

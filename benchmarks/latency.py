@@ -18,8 +18,8 @@ a sync round per backend every OSMO_SYNC_INTERVAL = 30 s, each watching 25 s; th
 After 35 s (every backend's first sync round has started), --samples workloads (--shared-samples for the
 baseline, whose waits are long) are submitted one at a time,
 --gap seconds apart (1 GPU, normal priority, in a project and pool where a dry run says it fits now), each as
-the API submits it (scheduling.submission.submit: its cycle is asked for on commit, debounced to one message a
-second), and canceled once its Job exists (scheduling.submission.cancel: a stop message on commit). Measured from
+the API submits it (scheduling.submit.submission.submit: its cycle is asked for on commit, debounced to one message a
+second), and canceled once its Job exists (scheduling.submit.submission.cancel: a stop message on commit). Measured from
 the rows the workers write (polled every 20 ms): submitted_at to admitted_at, admitted_at to dispatched_at (the
 Job created), and the cancel's call to finished_at (the Job deleted, the workload FAILED_CANCELED). Printed: the
 median and 95th percentile of each, per arrangement, and the ratio shared / queues of the medians. A wait past
@@ -121,7 +121,7 @@ def wait_for(what: str, condition, limit: float = 300.0, detail=None):
 
 def fitting_request(admin) -> dict:
     from pools.models import Project
-    from scheduling import submission
+    from scheduling.submit import submission
 
     why = []
     for project in Project.objects.exclude(name=Project.DEFAULT_NAME).order_by("name"):
@@ -140,8 +140,8 @@ def fitting_request(admin) -> dict:
 
 
 def sample(admin, data: dict, index: int, cap: float) -> tuple[float, float, float]:
-    from scheduling import submission
     from scheduling.models import Status, Workload
+    from scheduling.submit import submission
 
     workload = submission.submit(admin, {**data, "name": f"latency-{index:03d}"}).workload
     rows = Workload.objects.filter(pk=workload.pk)

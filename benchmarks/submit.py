@@ -38,7 +38,7 @@ import pages as bench  # benchmarks/pages.py: the scratch database helpers
 bench.BENCH_DB = "osmo_bench_submit"
 BASE_DIR = Path(__file__).resolve().parent.parent
 H100 = {"h100": {"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}}
-# The submission limits (scheduling.limits) off: this measures the pipeline, not the refusals.
+# The submission limits (scheduling.submit.limits) off: this measures the pipeline, not the refusals.
 LIMITS_OFF = {"OSMO_SUBMISSIONS_PER_MINUTE": "0", "OSMO_MAX_LIVE_WORKLOADS_PER_USER": "1000000",
               "OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT": "1000000"}
 REQUEST = {"name": "resnet", "project": "vision", "image": "nvcr.io/nvidia/pytorch:24.05-py3",

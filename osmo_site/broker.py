@@ -9,7 +9,7 @@ has no attribute 'hostname'"). The clean-up ignores connection errors, not that,
 ("Unrecoverable error"), about one outage in three. Here that case is what it is, a connection error: the clean-up
 goes on and the consumer reconnects once the broker is back. The message stays where the broker keeps it (the
 unacknowledged set, delivered again after the visibility timeout) or was lost with it; either way the lifecycle
-sweep re-sends whatever is still to do (scheduling/outbox.py)."""
+sweep re-sends whatever is still to do (scheduling/run/outbox.py)."""
 
 import logging
 

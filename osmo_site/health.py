@@ -5,7 +5,7 @@ none. They answer GET and HEAD only, so CSRF does not apply.
 - /healthz: the process is up. Touches nothing, not even the database.
 - /readyz: the database answers a `SELECT 1` and the Celery broker a connection, each within
   OSMO_READY_TIMEOUT seconds; else 503 naming which failed (the details go to the log, not to the caller).
-- /metrics: Prometheus text (scheduling.metrics), for a bearer of OSMO_METRICS_TOKEN or a caller from
+- /metrics: Prometheus text (scheduling.run.metrics), for a bearer of OSMO_METRICS_TOKEN or a caller from
   OSMO_METRICS_ALLOWED_ADDRESSES; 403 for anyone else, 404 while neither is configured.
 """
 
@@ -22,7 +22,7 @@ from django.views.decorators.http import require_safe
 from kombu import Connection
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from scheduling.metrics import exposition
+from scheduling.run.metrics import exposition
 
 log = logging.getLogger(__name__)
 

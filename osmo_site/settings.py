@@ -328,7 +328,7 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
     "task": "scheduling.tasks.admission_cycle",
     "schedule": float(OSMO_ADMISSION_INTERVAL),
 }
-# Dispatch and lifecycle (scheduling.dispatch, follow, stopping, sweeps): a Job lives this long after it
+# Dispatch and lifecycle (scheduling.run.dispatch, follow, stopping, sweeps): a Job lives this long after it
 # finishes, and a priority may name a PriorityClass ("high=osmo-high,low=osmo-preemptible"). Every
 # OSMO_LIFECYCLE_INTERVAL seconds beat sweeps: ADMITTED rows older than OSMO_DISPATCH_RETRY_SECONDS are sent
 # again, stops likewise, timeouts are enforced and dispatched workloads re-read. RESCHEDULE starts at most
@@ -383,7 +383,7 @@ OSMO_RENDER_MAX_SECONDS = env_int("OSMO_RENDER_MAX_SECONDS", 1)
 # A workload's stored request, variables and rendered templates together, as JSON (400 above it).
 OSMO_WORKLOAD_MAX_STORED_BYTES = env_int("OSMO_WORKLOAD_MAX_STORED_BYTES", 512 * 1024)
 
-# Submission limits (scheduling.limits, README "Submission limits"): a project's document may set its own.
+# Submission limits (scheduling.submit.limits, README "Submission limits"): a project's document may set its own.
 OSMO_MAX_LIVE_WORKLOADS_PER_USER = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_USER", 200)
 OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT", 1000)
 OSMO_MAX_TASKS_PER_WORKFLOW = env_int("OSMO_MAX_TASKS_PER_WORKFLOW", 100)

@@ -14,7 +14,7 @@ urlpatterns = [
     path("api/", include(access_urls.api_patterns)),
     path("api/", include("scheduling.urls")),
     path("", include(access_urls.page_patterns)),
-    path("workloads/", include("scheduling.page_urls")),
+    path("workloads/", include("scheduling.pages.urls")),
     path("usage/", include("scheduling.usage.urls")),
     path("", include("pools.pages.urls")),
 ]

@@ -4,9 +4,8 @@ events, reasons and pod templates, for an operator looking into one."""
 from django.contrib import admin
 
 from pools.admin.base import pre
-
-from . import podenv
-from .models import Workload, WorkloadEvent
+from scheduling.models import Workload, WorkloadEvent
+from scheduling.specs import podenv
 
 
 class EventInline(admin.TabularInline):
@@ -58,7 +57,7 @@ class WorkloadAdmin(admin.ModelAdmin):
     def reasons_shown(self, obj):
         return pre(obj.reasons)
 
-    # Credential-looking env values are the submitter's alone (scheduling.podenv), admins included.
+    # Credential-looking env values are the submitter's alone (scheduling.specs.podenv), admins included.
     @admin.display(description="Request")
     def request_shown(self, obj):
         request = dict(obj.request or {})

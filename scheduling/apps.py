@@ -13,13 +13,12 @@ class SchedulingConfig(AppConfig):
         from pools.fleet.managed_jobs import managed_jobs_changed
         from pools.models import Pool, Project
         from pools.pages.node_page import workload_links
+        from scheduling.pages.node_links import visible_workload_links
+        from scheduling.run.follow import on_managed_jobs_changed
+        from scheduling.submit.references import keep_pool_name, keep_project_name, live_workloads
 
-        from .follow import on_managed_jobs_changed
-        from .node_links import visible_workload_links
-        from .references import keep_pool_name, keep_project_name, live_workloads
-
-        managed_jobs_changed.connect(on_managed_jobs_changed, dispatch_uid="scheduling.follow")
-        workload_links.connect(visible_workload_links, dispatch_uid="scheduling.node_links")
+        managed_jobs_changed.connect(on_managed_jobs_changed, dispatch_uid="scheduling.run.follow")
+        workload_links.connect(visible_workload_links, dispatch_uid="scheduling.pages.node_links")
         deletion_check(live_workloads)
         pre_delete.connect(keep_project_name, sender=Project, dispatch_uid="scheduling.keep_project_name")
         pre_delete.connect(keep_pool_name, sender=Pool, dispatch_uid="scheduling.keep_pool_name")

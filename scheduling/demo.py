@@ -18,10 +18,10 @@ from django.db.models import Q
 
 from pools.engine import ConfigError
 from pools.models import Backend, Pool, Project, Quota
-
-from . import admission as pure
-from . import snapshot, submission
-from .models import ALIVE, Source, Status, Workload
+from scheduling.decisions import admission as pure
+from scheduling.models import ALIVE, Source, Status, Workload
+from scheduling.run import snapshot
+from scheduling.submit import submission
 
 MAX_PENDING = 40  # submit nothing while this many wait
 SMALL_POOL_SHARE = 0.5

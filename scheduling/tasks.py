@@ -2,7 +2,7 @@
 cancel and finish asks for one on commit. Cycles never overlap: each holds the admission lock row. A committed
 admission sends `dispatch_workload`, a committed stop `stop_workload`; both take a workload id, are idempotent
 (the row is locked, its status checked) and retry cluster errors with back-off; `dispatch_workloads` and
-`stop_workloads` take a batch of ids (scheduling.outbox.BATCH) and hand each one the cluster refused to the one-id
+`stop_workloads` take a batch of ids (scheduling.run.outbox.BATCH) and hand each one the cluster refused to the one-id
 task, for its back-off; `lifecycle_sweep` re-drives whatever a lost message or a dead worker left behind.
 Each goes to its Celery queue (settings.CELERY_TASK_ROUTES)."""
 
@@ -10,12 +10,11 @@ from celery import shared_task
 
 from pools.cluster import ClusterError
 from pools.cluster.reflector import Backoff
-
-from .cycle import run_cycle
-from .dispatch import dispatch
-from .outbox import send
-from .stopping import stop
-from .sweeps import sweep
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
+from scheduling.run.outbox import send
+from scheduling.run.stopping import stop
+from scheduling.run.sweeps import sweep
 
 
 @shared_task(time_limit=120, soft_time_limit=100, ignore_result=True)
@@ -79,7 +78,7 @@ def lifecycle_sweep() -> dict:
 def demo_trickle() -> dict:
     """The demo's submissions (scheduling.demo); beat runs it only when
     OSMO_DEMO_TRICKLE is above 0, as `make demo` sets it."""
-    from .demo import trickle
+    from scheduling.demo import trickle
 
     return trickle().summary()
 
@@ -87,13 +86,13 @@ def demo_trickle() -> dict:
 @shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
 def usage_rollup() -> dict:
     """Usage accounting: observe the sync's pods into intervals, then recompute the touched hours (idempotent)."""
-    from .usage import observe, rollup
+    from scheduling.usage import observe, rollup
 
     return {**observe.observe(), **rollup.run()}
 
 
 @shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
 def usage_prune() -> dict:
-    from .usage import rollup
+    from scheduling.usage import rollup
 
     return rollup.prune()

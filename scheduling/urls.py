@@ -4,8 +4,9 @@ exactly as OSMO spells them (no trailing slash; a trailing slash is accepted too
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import api, osmo
-from .usage.api import UsageView
+from scheduling.api import osmo
+from scheduling.api import workloads as api
+from scheduling.usage.api import UsageView
 
 router = SimpleRouter()
 router.register("workloads", api.WorkloadViewSet, basename="api-workload")

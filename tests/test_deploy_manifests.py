@@ -23,11 +23,11 @@ from pools.fleet.labels import label_node
 from pools.models import Backend, Department, Pool, Project
 from pools.schedulers.desired import for_backend
 from pools.schedulers.reconcile import run as reconcile
-from scheduling import attempts
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
-from scheduling.stopping import stop
+from scheduling.run import attempts
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
+from scheduling.run.stopping import stop
 from tests.kube_objects import make_node
 from tests.scheduling.conftest import body
 from tests.support.syncing import watch_round

@@ -1,4 +1,4 @@
-"""/healthz, /readyz and /metrics (osmo_site.health, scheduling.metrics)."""
+"""/healthz, /readyz and /metrics (osmo_site.health, scheduling.run.metrics)."""
 
 import datetime as dt
 import math

@@ -208,7 +208,7 @@ def test_config_update_with_a_hostile_file_says_what_and_where(defaults, tmp_pat
 
 @pytest.mark.parametrize("text", ["a: " + "[" * 10_000 + "]" * 10_000, "a: .nan", "a: " + "9" * 5000, "a: \"\\0\""])
 def test_cli_yaml_files_are_checked_like_json(tmp_path, text):
-    from scheduling.cli import read_document
+    from scheduling.management.cli import read_document
 
     path = tmp_path / "job.yaml"
     path.write_text(text)

@@ -1,5 +1,5 @@
 """What the cluster says about the Jobs we manage and their pods (pure: no Django). The sync stores these facts
-per Job (`pools.models.ManagedJob`); `scheduling.lifecycle` reads them to move each workload. Only what a
+per Job (`pools.models.ManagedJob`); `scheduling.decisions.lifecycle` reads them to move each workload. Only what a
 workload's status needs is kept: counts and the finishing condition of the Job, and per pod its node, phase,
 exit code and why it waits or failed."""
 

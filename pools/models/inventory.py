@@ -212,7 +212,7 @@ class UsageSnapshot(models.Model):
 
 class ManagedJob(models.Model):
     """One Job we created (labelled `<prefix>managed-by`), as the sync last saw it with its pods: the facts
-    `scheduling.lifecycle` moves a workload by (`pools.inventory.jobs`). `workload` is the Job's label value:
+    `scheduling.decisions.lifecycle` moves a workload by (`pools.inventory.jobs`). `workload` is the Job's label value:
     pools knows no workloads. A row may come from a pod before its Job's own event; `gone` once the Job is
     deleted from the cluster."""
 

@@ -75,7 +75,7 @@ class Project(models.Model):
     default_node_pools = models.JSONField(default=list, blank=True, help_text="Pool names, tried in order.")
     # The project of an OSMO pool (its `resources.gpu`): members are everyone who may use that pool.
     pool = models.OneToOneField(Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="own_project")
-    # Submission limits of this project that differ from the settings' ({name: number}; scheduling.limits).
+    # Submission limits of this project that differ from the settings' ({name: number}; scheduling.submit.limits).
     limits = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,4 +1,4 @@
-"""The submission limits a project's document may set (pure: no Django). `scheduling.limits` enforces them;
+"""The submission limits a project's document may set (pure: no Django). `scheduling.submit.limits` enforces them;
 each one's default is a setting."""
 
 from dataclasses import dataclass

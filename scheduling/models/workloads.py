@@ -80,8 +80,8 @@ class Workload(models.Model):
     # An OSMO workflow submits one workload per task group, all under the workflow's name.
     workflow = models.CharField(max_length=128, blank=True, db_index=True)
     group = models.CharField(max_length=128, blank=True)
-    # A project or pool that only finished workloads name may be deleted (scheduling.references refuses it while
-    # live ones do): the key becomes NULL and the name stays in *_name (scheduling.references.keep_names).
+    # A project or pool that only finished workloads name may be deleted (scheduling.submit.references refuses it while
+    # live ones do): the key becomes NULL and the name stays in *_name (scheduling.submit.references.keep_names).
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads")
     project_name = models.CharField(max_length=128, blank=True, help_text="Kept once the project is deleted.")
     department_name = models.CharField(max_length=128, blank=True, help_text="Kept once the project is deleted.")
@@ -115,7 +115,7 @@ class Workload(models.Model):
     # {pool: 1-based position in that pool's queue}, while pending.
     positions = models.JSONField(default=dict, blank=True)
     attempt = models.PositiveIntegerField(default=1)
-    # The Job of the current attempt, once dispatched (scheduling.dispatch).
+    # The Job of the current attempt, once dispatched (scheduling.run.dispatch).
     job_name = models.CharField(max_length=63, blank=True)
     namespace = models.CharField(max_length=63, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
@@ -229,7 +229,7 @@ class AdmissionState(models.Model):
 
 
 class SubmissionCount(models.Model):
-    """Submission attempts of one user in one minute (`scheduling.limits.count_submission`)."""
+    """Submission attempts of one user in one minute (`scheduling.submit.limits.count_submission`)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     minute = models.DateTimeField()

@@ -8,9 +8,9 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from pools.models import Node, Pool
-from scheduling.cycle import run_cycle
 from scheduling.models import Workload
-from scheduling.submission import submit
+from scheduling.run.cycle import run_cycle
+from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ import pytest
 from playwright.sync_api import expect
 
 from pools.models import ConfigKind, ConfigRevision, TablePreference
-from scheduling.cycle import run_cycle
 from scheduling.models import Workload
-from scheduling.submission import submit
+from scheduling.run.cycle import run_cycle
+from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
 from tests.support.browser import sign_in
 

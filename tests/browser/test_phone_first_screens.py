@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from scheduling.cycle import run_cycle
-from scheduling.submission import submit
+from scheduling.run.cycle import run_cycle
+from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db(transaction=True)

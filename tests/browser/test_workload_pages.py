@@ -5,9 +5,9 @@ sees the pool's queue load into the pool page; the pictures for the README (`doc
 import pytest
 from playwright.sync_api import expect
 
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
-from scheduling.submission import submit
+from scheduling.run.cycle import run_cycle
+from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
 from tests.support.browser import sign_in
 
@@ -65,7 +65,7 @@ def test_the_pool_page_loads_its_queue_and_the_table_fits_a_phone(live_server, p
 
 def test_a_running_workloads_page_shows_its_job_and_follows_it_live_to_completed(live_server, page, queue, standin,
                                                                                  kube, screenshot):
-    from scheduling.dispatch import dispatch
+    from scheduling.run.dispatch import dispatch
     from tests.scheduling.test_lifecycle import job_status, observe, pod
 
     workload = Workload.objects.get(name="finetune")

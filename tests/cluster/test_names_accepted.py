@@ -26,7 +26,7 @@ from pools.engine import kube_names
 from pools.inventory.pods import pod_facts
 from pools.quotas.documents import default_namespace
 from pools.schedulers import kai, kueue
-from scheduling.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, podgroup_manifest
+from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, podgroup_manifest
 from tests.engine.test_kube_names import LONGEST, is_dns_label, is_label_value, is_subdomain, names
 from tests.kube_standin import KubeStandin
 

@@ -679,7 +679,7 @@ def test_a_pod_that_found_no_room_is_bound_once_its_pinned_node_frees_up(cluster
     """The kube-scheduler keeps an unschedulable pod queued and binds it when a node has room; the simulated one
     did so only when the Job was created, so a Job dispatched to its planned node a moment after the fleet's own
     work took the GPUs there stayed Unschedulable for ever (issue 24: the demo's jobs, `0/250 nodes`)."""
-    from scheduling.jobs import pin_to_nodes
+    from scheduling.specs.jobs import pin_to_nodes
 
     nodes, used = nodes_of(cluster), gpu_used(pods_of(cluster))
     name, free = next((name, int(node["status"]["allocatable"]["nvidia.com/gpu"]) - used.get(name, 0))

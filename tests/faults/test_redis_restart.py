@@ -1,7 +1,7 @@
 """Redis (the broker, a private server of this test's, without persistence) restarted while tasks are in flight:
 one dispatch task held in the middle of its call to the API server, others waiting in the queue, and a message
 published while Redis is down. The queue dies with Redis; nothing is lost all the same, because each admitted
-workload is a row first (the outbox, scheduling/outbox.py) and the lifecycle sweep sends again whatever is still
+workload is a row first (the outbox, scheduling/run/outbox.py) and the lifecycle sweep sends again whatever is still
 ADMITTED: every workload ends dispatched, each with exactly one Job (the worker is real, a `celery worker` process)."""
 
 from datetime import timedelta
@@ -11,9 +11,9 @@ import redis
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from scheduling import sweeps
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from scheduling.run import sweeps
+from scheduling.run.cycle import run_cycle
 from tests.celery_app import broker_at
 from tests.scheduling.conftest import body
 from tests.scheduling.test_faults import PREFIX, PrivateRedis, Worker, on_standin, statuses

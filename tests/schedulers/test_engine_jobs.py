@@ -13,10 +13,10 @@ from pools.cluster.kinds import KAI_PODGROUP, KUEUE_WORKLOAD
 from pools.fleet.sync import BackendSync
 from pools.models import Backend, Pool, Project
 from pools.schedulers import kai
-from scheduling import follow
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
+from scheduling.run import follow
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
 from tests.waiting import until
 
@@ -219,7 +219,7 @@ def test_the_sync_watch_carries_a_new_kai_reason_to_the_workload(standin, kube, 
 def test_with_the_engines_reason_the_pods_waiting_for_its_scheduler_add_nothing():
     from datetime import datetime, timedelta
 
-    from scheduling import lifecycle
+    from scheduling.decisions import lifecycle
 
     current = lifecycle.Current("SCHEDULING", 2, 1, {}, 3, timedelta(minutes=5))
     waiting = {"phase": "Pending", "unschedulable": "Waiting for kai-scheduler to place PodGroup ns/wl-1"}

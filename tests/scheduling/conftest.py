@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool
-from scheduling.cycle import run_cycle
+from scheduling.run.cycle import run_cycle
 from tests.conftest import seed_json_blocks
 
 SHARED = "shared_simulation_training_pool"

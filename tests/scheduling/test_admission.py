@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.admission import (
+from scheduling.decisions.admission import (
     Code,
     Holder,
     Node,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import SHARED, body
 
 pytestmark = pytest.mark.django_db

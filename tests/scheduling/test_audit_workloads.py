@@ -4,9 +4,9 @@ dry run leaves none."""
 import pytest
 
 from pools.models import AuditEvent
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
-from scheduling.stopping import stop
+from scheduling.run.cycle import run_cycle
+from scheduling.run.stopping import stop
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db

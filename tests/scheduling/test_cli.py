@@ -83,9 +83,9 @@ def test_refusals_and_bad_input_are_one_paragraph(world, tmp_path):
 def test_schedule_in_the_foreground_survives_a_database_error_and_goes_on(world, monkeypatch):
     from django.db import OperationalError
 
-    from scheduling.cycle import CycleResult
     from scheduling.management.commands import schedule
-    from scheduling.sweeps import SweepResult
+    from scheduling.run.cycle import CycleResult
+    from scheduling.run.sweeps import SweepResult
 
     calls = []
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 from pools.config import writes
 from pools.inventory.jobs import pod_run_facts
 from pools.models import ConfigKind, ManagedJob
-from scheduling import attempts
-from scheduling.cycle import run_cycle
 from scheduling.models import Source, Status, Workload
+from scheduling.run import attempts
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import body
 from tests.scheduling.test_osmo import JOB, submit_workflow
 from tests.support.commands import run

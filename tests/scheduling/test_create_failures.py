@@ -11,8 +11,8 @@ from django.utils import timezone
 from pools.cluster.reflector import list_all
 from pools.fleet import managed_jobs
 from pools.inventory.jobs import CREATE_FAILURE_SELECTOR
-from scheduling import follow, sweeps
 from scheduling.models import Status, Workload
+from scheduling.run import follow, sweeps
 from tests.scheduling.test_lifecycle import admit_and_dispatch, pod
 from tests.support.commands import run
 
@@ -110,7 +110,7 @@ def test_a_failed_create_event_with_a_time_we_cannot_compare_is_a_reason_and_nev
     from datetime import UTC, datetime, timedelta
 
     from pools.inventory.jobs import MESSAGE_MAX, create_failure_facts
-    from scheduling import lifecycle
+    from scheduling.decisions import lifecycle
 
     event = {"involvedObject": {"kind": "Job", "name": "wl-x-1", "namespace": "proj-a"}, "reason": "FailedCreate",
              "message": "x" * 100_000, "firstTimestamp": since}

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from pools.config import writes
 from pools.models import ConfigKind, Department, Pool, Project
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import body, project, seed_pool
 from tests.support.commands import run
 

@@ -14,9 +14,10 @@ from pools.cluster.simulated import SimulatedCluster
 from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync
 from pools.models import Backend
-from scheduling import demo, follow, sweeps
-from scheduling.cycle import run_cycle
+from scheduling import demo
 from scheduling.models import Status, Workload
+from scheduling.run import follow, sweeps
+from scheduling.run.cycle import run_cycle
 
 pytestmark = pytest.mark.django_db
 SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
@@ -215,7 +216,7 @@ def test_get_jobs_counts_the_ready_pods_of_running_jobs_on_the_simulated_cluster
     import json
 
     from pools.inventory.jobs import pod_run_facts
-    from scheduling import submission
+    from scheduling.submit import submission
     from tests.support.commands import run
 
     data = {"name": "ready-gang", "project": "perception", "pools": ["training"], "priority": "low", "replicas": 2,

@@ -1,14 +1,14 @@
-"""Dispatch groundwork (scheduling/dispatch.py) against the stand-in API server through the real client: one
+"""Dispatch groundwork (scheduling/run/dispatch.py) against the stand-in API server through the real client: one
 Job per attempt, a Job an earlier try created is accepted, a Job of that name that is not ours fails the
 workload, a server error leaves the row ADMITTED for a later try."""
 
 import pytest
 
 from pools.cluster import ClusterError
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import attempt_of, dispatch
-from scheduling.jobs import job_manifest
 from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import attempt_of, dispatch
+from scheduling.specs.jobs import job_manifest
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db

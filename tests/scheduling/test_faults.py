@@ -1,7 +1,7 @@
 """Faults during dispatch, with real processes, a real broker and the stand-in API server (no mocks): a worker
 killed with SIGKILL right after the API server accepted its Job, and a broker stopped for 20 s while dispatch
 messages are being sent. Whatever happens, every admitted workload ends with exactly one Job, the sweep being
-the outbox's safety net (scheduling/outbox.py, scheduling/sweeps.py)."""
+the outbox's safety net (scheduling/run/outbox.py, scheduling/run/sweeps.py)."""
 
 import contextlib
 import os
@@ -19,9 +19,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.models import Backend
-from scheduling import sweeps
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from scheduling.run import sweeps
+from scheduling.run.cycle import run_cycle
 from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import body
 from tests.support.children import child_env
@@ -55,7 +55,7 @@ import django
 
 django.setup()
 from pools.cluster.kube import KubeCluster
-from scheduling.dispatch import dispatch
+from scheduling.run.dispatch import dispatch
 
 real_create = KubeCluster.create_job
 
@@ -351,7 +351,7 @@ def test_a_job_that_completes_while_the_broker_is_down_completes_its_workload(st
                                                                               settings):
     from pools.cluster.reflector import list_all
     from pools.fleet import managed_jobs
-    from scheduling import follow
+    from scheduling.run import follow
     from tests.scheduling.test_lifecycle import admit_and_dispatch, job_status, pod
 
     workload = admit_and_dispatch(researcher_api, kube)

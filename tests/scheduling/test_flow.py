@@ -7,9 +7,9 @@ from django.utils import timezone
 
 from pools.config import writes
 from pools.models import ConfigKind
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.submission import submit
+from scheduling.run.cycle import run_cycle
+from scheduling.submit.submission import submit
 from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import SHARED, body, seed_pool
 from tests.waiting import until
@@ -113,8 +113,8 @@ def test_a_cancel_during_a_cycle_waits_for_it_and_is_not_overwritten(world):
 
     from django.db import connection, transaction
 
-    from scheduling import snapshot
-    from scheduling.submission import cancel
+    from scheduling.run import snapshot
+    from scheduling.submit.submission import cancel
 
     workload = submit(world["researcher"], body()).workload
     loaded = threading.Event()

@@ -3,7 +3,7 @@
 import pytest
 
 from pools.engine import ConfigError
-from scheduling.formats import gpuctl_request, workflow_requests
+from scheduling.specs.formats import gpuctl_request, workflow_requests
 
 GIB = 1024 ** 3
 

@@ -4,8 +4,8 @@ does not expose the node's GPUs."""
 
 import pytest
 
-from scheduling import podenv
 from scheduling.models import Workload
+from scheduling.specs import podenv
 from tests.scheduling.conftest import SHARED, body
 
 pytestmark = pytest.mark.django_db
@@ -73,8 +73,8 @@ def test_void_replaces_a_template_value_rather_than_adding_a_second_entry():
 
 
 def test_the_job_on_the_api_server_carries_void_and_the_secret_reference(standin, kube, researcher_api):
-    from scheduling.cycle import run_cycle
-    from scheduling.dispatch import dispatch
+    from scheduling.run.cycle import run_cycle
+    from scheduling.run.dispatch import dispatch
 
     created = researcher_api.post("/api/workloads/", body(
         resources={"gpu": 0, "cpu": "1", "memory": "1Gi"}, priority="low",

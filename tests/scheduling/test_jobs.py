@@ -1,9 +1,9 @@
-"""The Job of one attempt (scheduling/jobs.py, pure): its name, gang shape, labels, timeouts and priority
+"""The Job of one attempt (scheduling/specs/jobs.py, pure): its name, gang shape, labels, timeouts and priority
 class, accepted by the simulated cluster and the stand-in through the real client."""
 
 import pytest
 
-from scheduling.jobs import Attempt, job_manifest, job_name, owned_by
+from scheduling.specs.jobs import Attempt, job_manifest, job_name, owned_by
 
 PREFIX = "runwhere.ai/"
 TEMPLATE = {"spec": {"containers": [{"name": "user", "image": "busybox", "resources": {

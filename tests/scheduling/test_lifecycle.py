@@ -11,10 +11,10 @@ from django.utils import timezone
 from pools.cluster.reflector import list_all
 from pools.fleet import managed_jobs
 from pools.models import Pool
-from scheduling import follow, snapshot, sweeps
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
+from scheduling.run import follow, snapshot, sweeps
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db
@@ -268,8 +268,8 @@ def test_reclaim_deletes_the_borrowers_job_and_reschedules_it(standin, kube, res
 def test_a_server_error_then_a_conflict_on_create_gives_one_job(standin, kube, researcher_api):
     """The API server created the Job but answered 500 (a proxy timed out, say); the retry gets 409 and reads
     the Job back: one Job, and the workload is SCHEDULING."""
-    from scheduling.dispatch import attempt_of
-    from scheduling.jobs import job_manifest
+    from scheduling.run.dispatch import attempt_of
+    from scheduling.specs.jobs import job_manifest
 
     created = researcher_api.post("/api/workloads/", body(), format="json").json()
     run_cycle()

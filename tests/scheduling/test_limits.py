@@ -1,4 +1,4 @@
-"""Submission limits (scheduling.limits, issue 25 point 7): each a setting with a default, each refusal a 400
+"""Submission limits (scheduling.submit.limits, issue 25 point 7): each a setting with a default, each refusal a 400
 naming the limit and the field (the rate: a 429 with Retry-After), and a project's own limits set by staff in its
 document. The rate's clock is the module's `clock`, moved by the tests."""
 
@@ -10,8 +10,8 @@ from django.utils import timezone
 from pools.config import writes
 from pools.engine import ConfigError
 from pools.models import ConfigKind, Project
-from scheduling import limits
 from scheduling.models import Status, SubmissionCount, Workload
+from scheduling.submit import limits
 from tests.scheduling.conftest import SHARED, body
 from tests.scheduling.test_osmo import submit_workflow
 

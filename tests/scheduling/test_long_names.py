@@ -9,10 +9,10 @@ from pools.engine import kube_names
 from pools.fleet.sync import BackendSync
 from pools.models import Backend, ConfigKind, Pod
 from pools.quotas.documents import default_namespace
-from scheduling import follow
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
+from scheduling.run import follow
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from tests.engine.test_kube_names import is_dns_label, is_label_value
 from tests.kube_objects import make_node, make_pod
 from tests.scheduling.conftest import add_nodes, body, project, seed_pool

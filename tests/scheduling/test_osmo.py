@@ -6,8 +6,8 @@ import pytest
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
-from scheduling.cycle import run_cycle
 from scheduling.models import Source, Status, Workload
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import SHARED
 from tests.support.commands import run
 

@@ -7,8 +7,8 @@ import io
 import pytest
 from django.test import Client
 
-from scheduling.cycle import run_cycle
 from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import post_workload
 
 pytestmark = pytest.mark.django_db

@@ -12,11 +12,11 @@ import pytest
 from django.utils import timezone
 
 from pools.models import Node
-from scheduling import sweeps
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
-from scheduling.jobs import Attempt, Engine, job_manifest
 from scheduling.models import Status, Workload
+from scheduling.run import sweeps
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
+from scheduling.specs.jobs import Attempt, Engine, job_manifest
 from tests.scheduling.test_lifecycle import admit_and_dispatch, observe, pod
 from tests.support.commands import run
 

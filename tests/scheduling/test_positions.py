@@ -1,5 +1,6 @@
 """Queue positions (issue 24 point 4): one number for one workload and pool on every page, API answer and CLI
-command (scheduling.positions.positions_of), and a position that moves back says why in the workload's events."""
+command
+(scheduling.decisions.positions.positions_of), and a position that moves back says why in the workload's events."""
 
 import io
 import json
@@ -10,9 +11,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from pools.models import Backend
-from scheduling.cycle import run_cycle
+from scheduling.decisions.positions import MoveBack, moves_back, positions_of
 from scheduling.models import Workload, WorkloadEvent
-from scheduling.positions import MoveBack, moves_back, positions_of
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db

@@ -154,7 +154,7 @@ def end_round(rng: random.Random) -> None:
 
 def test_concurrent_submissions_and_two_cycling_processes_never_break_a_quota_or_a_node(contest, live_server,
                                                                                        tmp_path, settings):
-    # Thousands of submissions a minute from a few users: the submission limits (scheduling.limits) are not what
+    # Thousands of submissions a minute from a few users: the submission limits (scheduling.submit.limits) are not what
     # this measures.
     settings.OSMO_SUBMISSIONS_PER_MINUTE = 0
     settings.OSMO_MAX_LIVE_WORKLOADS_PER_USER = settings.OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT = 10 ** 6

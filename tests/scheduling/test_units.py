@@ -5,8 +5,8 @@ not the pool's most common one; reason details, the request and KAI's queue figu
 import pytest
 
 from pools.inventory.jobs import podgroup_facts
-from scheduling.admission import Node, Pool, Quota, Snapshot, Workload, decide, gpu_type, shown_details
-from scheduling.cycle import run_cycle
+from scheduling.decisions.admission import Node, Pool, Quota, Snapshot, Workload, decide, gpu_type, shown_details
+from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import add_nodes, body, project
 
 GIB = 1024 ** 3

@@ -12,9 +12,9 @@ from pools.fleet.sync import BackendSync
 from pools.models import Backend, Node, Pod, Pool
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import gpu_guarantees, quota_tables
-from scheduling.cycle import run_cycle
-from scheduling.dispatch import dispatch
 from scheduling.models import Status, Workload
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body, project
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from scheduling import submission
 from scheduling.models import Status, Workflow, Workload
+from scheduling.submit import submission
 from tests.scheduling.conftest import body
 
 pytestmark = pytest.mark.django_db

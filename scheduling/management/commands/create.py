@@ -1,5 +1,5 @@
 """`./manage.py create -f FILE`: gpuctl's YAML. `kind: pool` makes a label-bound pool (pools.fleet.poolfiles);
-`kind: training` submits a job as a workload (scheduling.formats.gpuctl_request), as `--as-user USER`."""
+`kind: training` submits a job as a workload (scheduling.specs.formats.gpuctl_request), as `--as-user USER`."""
 
 from pathlib import Path
 
@@ -8,10 +8,10 @@ from django.core.management.base import BaseCommand
 from pools.engine import ConfigError, read_yaml_all
 from pools.fleet import poolfiles
 from pools.management.cli import author, clear_errors
-from scheduling import submission
-from scheduling.cli import find_user
-from scheduling.formats import gpuctl_request
+from scheduling.management.cli import find_user
 from scheduling.models import Source
+from scheduling.specs.formats import gpuctl_request
+from scheduling.submit import submission
 
 JOB_KINDS = ("training", "inference", "notebook", "compute")
 

@@ -8,10 +8,10 @@ from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.fleet import poolfiles
 from pools.management.cli import author, clear_errors
-from scheduling.cli import cancel_now, find_user, login
-from scheduling.formats import gpuctl_request
+from scheduling.management.cli import cancel_now, find_user, login
 from scheduling.management.commands.create import JOB_KINDS, kind_of, read_file
 from scheduling.models import ALIVE, Workload
+from scheduling.specs.formats import gpuctl_request
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from pools.fleet import labels
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models import Pool
 from pools.models.visibility import Access
-from scheduling import bodies
-from scheduling.cli import find_user, operator_access
+from scheduling.listing import bodies
+from scheduling.management.cli import find_user, operator_access
 from scheduling.models import Workload
 
 # gpuctl's STATUS is the pod phase; ours is the workload's, in gpuctl's words where one fits.

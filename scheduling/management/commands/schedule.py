@@ -11,8 +11,8 @@ from django.db import OperationalError, connections
 
 from pools.management.cli import clear_errors, print_json
 from pools.management.stopping import interrupt_on_stop_signals
-from scheduling.cycle import CycleResult, run_cycle
-from scheduling.sweeps import SweepResult, sweep
+from scheduling.run.cycle import CycleResult, run_cycle
+from scheduling.run.sweeps import SweepResult, sweep
 
 MAX_INTERVAL = 86_400  # a day; time.sleep refuses infinity, and NaN or a negative would mean 0.1 s
 

@@ -9,10 +9,11 @@ from django.http import QueryDict
 from pools.engine import ConfigError
 from pools.management.cli import add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
-from scheduling import bodies, submission
-from scheduling.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
-from scheduling.filters import WorkloadFilterSet
+from scheduling.listing import bodies
+from scheduling.listing.filters import WorkloadFilterSet
+from scheduling.management.cli import cancel_now, find_user, find_workload, login, operator_access, read_document
 from scheduling.models import Source, Workload
+from scheduling.submit import submission
 
 
 class Command(BaseCommand):

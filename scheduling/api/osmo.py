@@ -1,0 +1,233 @@
+"""OSMO's workflow endpoints, in OSMO's paths and shapes (reference/scheduling.md section 1):
+
+- `POST /api/pool/{pool}/workflow?priority=HIGH|NORMAL|LOW&dry_run=true` with `{"file": YAML,
+  "set_variables": ["K=V"]}`: each task group becomes one gang workload, all under one workflow ID
+  (`<name>-<n>`, numbered per submitter: `scheduling.submit.workflows`), in one transaction: every group is accepted
+  or nothing is saved. Answers
+  `{"name", "overview", "logs", "spec", "dashboard_url", "warnings"}`. Authorized by the role policy of
+  seed 002 (`POST /api/pool/<glob>`), as OSMO does: the path is the grant.
+- `GET /api/workflow` (users, statuses, pools, priority, limit, offset, order), `GET /api/workflow/{name}`,
+  `POST /api/workflow/{name}/cancel`.
+"""
+
+from urllib.parse import quote
+
+from django.db import transaction
+from django.db.models import Count, Max, Min
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools.access.scoping import Rule
+from pools.engine import ConfigError
+from pools.models.visibility import access_for
+from scheduling.api import schema
+from scheduling.api.workloads import admit_attempt, is_true, refused_response
+from scheduling.listing import bodies
+from scheduling.models import ALIVE, Source, Status, Workload
+from scheduling.specs.formats import workflow_requests
+from scheduling.specs.requests import priority_of
+from scheduling.submit import limits, submission, workflows
+
+# A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
+_FAILED = [s for s in Status if s.startswith("FAILED")]
+
+
+def workflow_status(statuses: set[str]) -> str:
+    if statuses & {Status.RUNNING, Status.SCHEDULING, Status.ADMITTED, Status.PREEMPTING}:
+        return "RUNNING" if Status.RUNNING in statuses else "PENDING"
+    if Status.PENDING in statuses:
+        return "PENDING"
+    failed = [s for s in _FAILED if s in statuses]
+    if failed:
+        return failed[0]
+    return "COMPLETED"
+
+
+def _urls(request, name: str, user: str = "") -> dict[str, str]:
+    """Links to one owner's workflow (IDs are numbered per submitter)."""
+    base = request.build_absolute_uri("/")
+    owner = f"user={quote(user)}" if user else ""
+    listing = f"{base}workloads/?workflow={quote(name)}" + (f"&{owner}" if owner else "")
+    return {"overview": listing, "logs": f"{base}api/workflow/{quote(name)}" + (f"?{owner}" if owner else ""),
+            "dashboard_url": listing}
+
+
+class SubmitWorkflowView(APIView):
+    read_access = Rule.POOL
+    write_access = Rule.POOL  # may use the pool (or a role whose policy allows POST on this path)
+    pool_kwarg = "pool"
+
+    @extend_schema(request=schema.TemplateSpec, responses=schema.SubmitResponse, parameters=[
+        OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
+        OpenApiParameter("project", str, description="Else the file's workflow.project, else your default project."),
+        OpenApiParameter("dry_run", bool), OpenApiParameter("validation_only", bool)])
+    def post(self, request, pool):
+        refused = admit_attempt(request)
+        if refused is not None:
+            return refused
+        body = request.data if isinstance(request.data, dict) else {}
+        text = body.get("file")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("file: the workflow spec (YAML text) is required", field="file")
+        variables = body.get("set_variables") or []
+        if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
+            raise ConfigError("set_variables: expected a list of \"KEY=VALUE\" strings", field="set_variables")
+        priority = priority_of(request.query_params.get("priority", "NORMAL"))
+        dry_run = is_true(request.query_params.get("dry_run", "")) or \
+            is_true(request.query_params.get("validation_only", ""))
+        project = request.query_params.get("project") or None
+        workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables,
+                                     project=project)
+        access = access_for(request)
+        try:
+            evaluated = []
+            for index, group in enumerate(workflow.groups):
+                project, verdicts = submission.evaluate(access, group.request, Source.OSMO,
+                                                        f"workflow.groups[{index}]")
+                if index == 0:
+                    limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
+                    limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
+                if not any(v.accepted for v in verdicts):
+                    raise submission.refusal(verdicts, prefix=f"Group {group.group}: ")
+                evaluated.append(submission.Submitted(group.request, project, verdicts))
+                submission.check_stored_size(evaluated[-1], prefix=f"Group {group.group}: ")
+        except submission.SubmissionRefused as exc:
+            return refused_response(exc)
+        warnings = list(workflow.warnings)
+        if priority.preemptible:
+            warnings.append("LOW priority workflows may be preempted to return borrowed capacity.")
+        spec = {"workflow": workflow.name, "groups": [
+            {"name": s.request.name, "replicas": s.request.replicas, "pools": [v.pool for v in s.accepted],
+             "candidates": [v.as_dict() for v in s.verdicts]} for s in evaluated]}
+        if dry_run:
+            return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
+                             "warnings": warnings, "dry_run": True})
+        with transaction.atomic():
+            name = workflows.allocate(access, workflow.name)
+            for item in evaluated:
+                submission.save(access, item, Source.OSMO, workflow=name)
+        return Response({"name": name, **_urls(request, name, access.user.get_username()), "spec": spec,
+                         "warnings": warnings},
+                        status=status.HTTP_200_OK)
+
+
+USER = OpenApiParameter("user", str, description="The submitter, when workflows of several users you may see carry "
+                                                "this ID.")
+
+
+def _workflows(request):
+    return Workload.objects.visible_to(request).exclude(workflow="")
+
+
+def stopping_status(rows: list[Workload]) -> str | None:
+    """What a workflow ends as while a stop (a cancel, a timeout) is deleting its Jobs: every live group is
+    stopping. `status` keeps OSMO's word (RUNNING, PENDING) for OSMO's clients; this field says it is stopping."""
+    alive = [w for w in rows if w.status in ALIVE]
+    if not alive or not all(w.stop_status for w in alive):
+        return None
+    return sorted({w.stop_status for w in alive})[0]
+
+
+def _owned(request, rows: list[Workload]) -> list[Workload]:
+    """The rows of one owner's workflow (`?user=` chooses among several users' workflows of one ID)."""
+    return workflows.owned_rows(rows, access_for(request), request.query_params.get("user") or None)
+
+
+def _summary(request, name: str, rows: list[Workload]) -> dict:
+    first = bodies.row(min(rows, key=lambda w: w.submitted_at), access_for(request))
+    return {"name": name, "workflow_id": name, "user": first["submitter"], "submit_time": first["submitted_at"],
+            "status": workflow_status({w.status for w in rows}), "stopping": stopping_status(rows),
+            "priority": first["priority"].upper(),
+            "pool": first["pool"] or (first["pools"][0] if first["pools"] else None),
+            "labels": {}, **_urls(request, name, first["submitter"])}
+
+
+class WorkflowListView(APIView):
+    read_access = Rule.SIGNED_IN
+
+    @extend_schema(operation_id="workflow_list", responses=schema.WorkflowList, parameters=[
+        OpenApiParameter("users", str, many=True), OpenApiParameter("statuses", str, many=True),
+        OpenApiParameter("pools", str, many=True), OpenApiParameter("all_pools", bool),
+        OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]), OpenApiParameter("limit", int),
+        OpenApiParameter("offset", int), OpenApiParameter("order", str, enum=["ASC", "DESC"])])
+    def get(self, request):
+        params = request.query_params
+        statuses = set(params.getlist("statuses"))
+        unknown = sorted(statuses - {*Status, "COMPLETED", "FAILED"})
+        if unknown:
+            raise ConfigError(f"statuses: {unknown[0]!r} is not a workflow status; use one of "
+                              f"{', '.join(sorted({*Status}))}", field="statuses")
+        if params.get("order", "DESC").upper() not in ("ASC", "DESC"):
+            raise ConfigError(f"order: {params['order']!r} is not an order; use ASC or DESC", field="order")
+        for name in ("limit", "offset"):
+            if params.get(name, "") != "" and not str(params[name]).isdigit():
+                raise ConfigError(f"{name}: {params[name]!r} is not a whole number", field=name)
+        rows = _workflows(request)
+        users = params.getlist("users")
+        if users:
+            rows = rows.filter(submitter_name__in=users)
+        pools = params.getlist("pools")
+        if pools and not is_true(params.get("all_pools", "")):
+            rows = rows.filter(pools__0__in=pools)
+        if params.get("priority"):
+            rows = rows.filter(priority=priority_of(params["priority"]).value)
+        # A workflow is an ID of one submitter: two users' workflows of one name are two entries.
+        names = (rows.values("workflow", "submitter_id").annotate(first=Min("submitted_at"), last=Max("submitted_at"),
+                                                                  groups=Count("id"))
+                 .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first", "workflow",
+                           "submitter_id"))
+        limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
+        offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
+        total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
+        page = [(row["workflow"], row["submitter_id"]) for row in names[offset:offset + limit]]
+        by_name: dict[tuple, list[Workload]] = {}
+        for workload in rows.filter(workflow__in={name for name, _ in page}).select_related("pool").light():
+            by_name.setdefault((workload.workflow, workload.submitter_id), []).append(workload)
+        result = [_summary(request, key[0], by_name[key]) for key in page if key in by_name]
+        if statuses:
+            result = [item for item in result if item["status"] in statuses]
+        return Response({"workflows": result, "more_entries": total > offset + limit})
+
+
+class WorkflowView(APIView):
+    read_access = Rule.SIGNED_IN
+
+    @extend_schema(responses=schema.WorkflowDetail, parameters=[USER])
+    def get(self, request, name):
+        rows = _owned(request, list(_workflows(request).filter(workflow=name).select_related("pool", "project")))
+        if not rows:
+            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        body = _summary(request, name, rows)
+        access = access_for(request)
+        body["groups"] = []
+        for workload in sorted(rows, key=lambda w: w.submitted_at):
+            shown = bodies.detail(workload, access, events=())
+            body["groups"].append({"name": workload.group or workload.name, "workload": shown["id"],
+                                   "status": shown["status"], "stopping": shown["stopping"],
+                                   "replicas": shown["replicas"],
+                                   "start_time": shown["started_at"], "end_time": shown["finished_at"],
+                                   "pool": shown["pool"], "reasons": shown["reasons"]})
+        return Response(body)
+
+
+class CancelWorkflowView(APIView):
+    read_access = Rule.SIGNED_IN
+    write_access = Rule.SIGNED_IN
+
+    @extend_schema(request=None, responses=schema.CancelAnswer,
+                   parameters=[OpenApiParameter("message", str), OpenApiParameter("force", bool), USER])
+    def post(self, request, name):
+        every = _owned(request, list(_workflows(request).filter(workflow=name)))
+        if not every:
+            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        rows = [w for w in every if w.status in ALIVE]
+        message = str(request.query_params.get("message", ""))[:500]
+        try:
+            for workload in rows:
+                submission.cancel(request, workload, message)
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from None
+        return Response({"name": name, "message": f"Cancel job for workflow {name} is submitted!"})

@@ -1,0 +1,2 @@
+"""Pure decisions (no Django): admission, the lifecycle of attempts, queue positions, hints,
+start estimates."""

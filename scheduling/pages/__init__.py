@@ -1,0 +1,1 @@
+"""The workload pages and their URLs."""

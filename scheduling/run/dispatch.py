@@ -1,0 +1,125 @@
+"""Dispatch of an ADMITTED workload: create the Job of its attempt on its pool's backend, exactly once (issue 13,
+DESIGN.md section 3, "Dispatch and lifecycle"). Called by the `dispatch_workload` task (sent when an admission
+commits), by the sweep for rows whose message was lost, and by `manage.py schedule`.
+
+The project's namespace is created when missing, labelled as ours. Exactly once: the row is locked (skipped
+when another worker holds it) for the whole create, and the Job's name is fixed by the workload and attempt. A
+worker that dies after the API server accepted the Job leaves the row ADMITTED (its transaction rolls back);
+the next try gets 409 AlreadyExists, reads the Job back and accepts it when its labels name this workload. A
+Job of that name that is not ours fails the workload (FAILED_BACKEND_ERROR, saying whose it is not), as does a
+Job the API server refuses (4xx). Any other cluster error propagates with the row untouched, for the caller to
+retry later."""
+
+from collections.abc import Callable
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from pools.cluster import Cluster, ClusterError, Conflict
+from pools.cluster.kinds import KAI_PODGROUP
+from pools.engine import kube_names, parse_timeout
+from pools.fleet.sync import shared_cluster_for
+from pools.models import Backend
+from pools.schedulers import kai, kueue
+from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.run import attempts
+from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
+
+
+def _seconds(timeout: str) -> int | None:
+    return int(parse_timeout(timeout).total_seconds()) if timeout else None
+
+
+def engine_of(workload: Workload) -> Engine | None:
+    """Where the workload's backend engine queues its Job (None: the default scheduler, our admission)."""
+    pool, project = workload.pool, workload.project
+    scheduler = pool.backend.scheduler
+    if scheduler == Backend.Scheduler.KAI:
+        keys = pool.topology_keys or []
+        required, preferred = kai.placement(keys, workload.topology or [])
+        return Engine("kai", kai.queue_name(pool.name, project.department.name, project.name),
+                      priority_class=settings.OSMO_KAI_PRIORITY_CLASSES.get(workload.priority, ""),
+                      preemptible=workload.priority == "low",
+                      topology=kai.topology_name(pool.name) if keys else "", required=required, preferred=preferred)
+    if scheduler == Backend.Scheduler.KUEUE:
+        return Engine("kueue", kueue.local_queue_name(project.name))
+    return None
+
+
+def attempt_of(workload: Workload) -> Attempt:
+    template = (workload.templates.get(workload.pool.name) or {}).get("pod_template") or {}
+    engine = engine_of(workload)
+    return Attempt(str(workload.id), workload.attempt, workload.project.name, workload.project.namespace,
+                   workload.pool.name, workload.platform, workload.priority, workload.replicas, template,
+                   _seconds(workload.exec_timeout), engine,
+                   nodes=tuple(sorted(workload.placement or {})) if engine is None else (),
+                   backend=workload.pool.backend.name)
+
+
+def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str) -> str:
+    """KAI's gang for the Job (created after it, owned by it); "" when it is there, else why it is not ours."""
+    body = podgroup_manifest(attempt, job, prefix=prefix)
+    try:
+        cluster.create_object(KAI_PODGROUP, body, namespace=attempt.namespace)
+    except Conflict:
+        existing = cluster.get_object(KAI_PODGROUP, body["metadata"]["name"], namespace=attempt.namespace)
+        if not owned_by(existing, attempt.workload_id, prefix):
+            return f"A PodGroup {attempt.namespace}/{body['metadata']['name']} exists and is not this workload's."
+    return ""
+
+
+def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
+             now: datetime | None = None) -> str:
+    """"created", "found" (an earlier try created it), "failed" (a Job of that name is not ours) or
+    "skipped" (not ADMITTED, or another worker is dispatching it)."""
+    now = now or timezone.now()
+    prefix = settings.OSMO_LABEL_PREFIX
+    with transaction.atomic():
+        workload = (Workload.objects.select_for_update(skip_locked=True, of=("self",))
+                    .select_related("pool__backend", "project__department")
+                    .filter(pk=workload_id, status=Status.ADMITTED)
+                    .first())
+        if workload is None or workload.pool is None:
+            return "skipped"
+        attempt = attempt_of(workload)
+        manifest = job_manifest(attempt, prefix=prefix, ttl_seconds=settings.OSMO_JOB_TTL_SECONDS,
+                                priority_classes=settings.OSMO_PRIORITY_CLASSES)
+        name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
+        cluster = clusters(backend)
+        try:
+            cluster.ensure_namespace(namespace, *kube_names.labelled(prefix, {MANAGED: MANAGED_VALUE,
+                                                                              "project": attempt.project}))
+            job = cluster.create_job(namespace, manifest)
+            outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
+        except Conflict:
+            existing = job = cluster.get_job(namespace, name)
+            if not owned_by(existing, attempt.workload_id, prefix):
+                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
+                                f"A Job {namespace}/{name} exists on backend {backend.name} and is not this "
+                                f"workload's (its {prefix}workload label is "
+                                f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
+                return "failed"
+            outcome, message = "found", (f"Job {namespace}/{name} found on backend {backend.name}, created by an "
+                                         "earlier try.")
+        except ClusterError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status in (408, 429):
+                raise  # worth another try: the row stays ADMITTED
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
+                            f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}", now=now)
+            return "failed"
+        if attempt.engine is not None and attempt.engine.kind == "kai":
+            not_ours = _podgroup(cluster, attempt, job, prefix)  # cluster errors propagate: the next try finds both
+            if not_ours:  # our Job would join somebody else's gang: take it back, then fail
+                cluster.delete_job(namespace, name)
+                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "PODGROUP_NOT_OURS", not_ours, now=now)
+                return "failed"
+            message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
+        elif attempt.engine is not None:
+            message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
+        Workload.objects.filter(pk=workload.pk).update(status=Status.SCHEDULING, job_name=name, namespace=namespace,
+                                                       dispatched_at=now, updated_at=now)
+        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",
+                                     message=message, pools=[attempt.pool])
+    return outcome
