@@ -255,6 +255,8 @@ CELERY_TASK_ROUTES = {
     "scheduling.tasks.archive_logs": {"queue": "lifecycle"},
     "scheduling.tasks.sample_gpu_utilization": {"queue": "lifecycle"},
     "pools.tasks.record_usage_snapshots": {"queue": "lifecycle"},
+    "scheduling.tasks.usage_rollup": {"queue": "lifecycle"},
+    "scheduling.tasks.usage_prune": {"queue": "lifecycle"},
     "pools.tasks.prune_audit_log": {"queue": "lifecycle"},
     "scheduling.tasks.send_notification": {"queue": "lifecycle"},
     "scheduling.tasks.notifications_sweep": {"queue": "lifecycle"},
@@ -357,6 +359,15 @@ OSMO_IMAGE_PULL_TIMEOUT = env_int("OSMO_IMAGE_PULL_TIMEOUT", 300)
 # A pod pinned to its planned nodes that finds no node for this many seconds ends the attempt (admitted again).
 OSMO_PLACEMENT_GRACE = env_int("OSMO_PLACEMENT_GRACE", 120)
 OSMO_CREATE_FAILURE_TIMEOUT = env_int("OSMO_CREATE_FAILURE_TIMEOUT", 300)
+# Usage accounting (issue 27): beat observes pods into usage intervals and rolls them up hourly every
+# OSMO_USAGE_INTERVAL seconds; raw intervals are kept OSMO_USAGE_INTERVAL_DAYS, hourly rows
+# OSMO_USAGE_BUCKET_DAYS (0: for ever); a report spans at most OSMO_USAGE_MAX_DAYS.
+OSMO_USAGE_INTERVAL = env_int("OSMO_USAGE_INTERVAL", 60)
+OSMO_USAGE_INTERVAL_DAYS = env_int("OSMO_USAGE_INTERVAL_DAYS", 90)
+OSMO_USAGE_BUCKET_DAYS = env_int("OSMO_USAGE_BUCKET_DAYS", 0)
+OSMO_USAGE_MAX_DAYS = env_int("OSMO_USAGE_MAX_DAYS", 400)
+CELERY_BEAT_SCHEDULE["usage-rollup"] = {"task": "scheduling.tasks.usage_rollup", "schedule": float(OSMO_USAGE_INTERVAL)}
+CELERY_BEAT_SCHEDULE["usage-prune"] = {"task": "scheduling.tasks.usage_prune", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["lifecycle-sweep"] = {
     "task": "scheduling.tasks.lifecycle_sweep",
     "schedule": float(OSMO_LIFECYCLE_INTERVAL),

@@ -21,6 +21,7 @@ urlpatterns = [
     path("profile/tokens/<str:name>/revoke/", profile_pages.token_revoke, name="profile-token-revoke"),
     path("profile/notifications/", profile_pages.notifications_save, name="profile-notifications-save"),
     path("workloads/", include("scheduling.pages.urls")),
+    path("usage/", include("scheduling.pages.usage_urls")),
     path("", include("pools.pages.urls")),
 ]
 

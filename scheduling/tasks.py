@@ -121,3 +121,18 @@ def sample_gpu_utilization() -> dict:
     from scheduling.run.utilization import sample
 
     return sample().summary()
+
+
+@shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
+def usage_rollup() -> dict:
+    """Usage accounting: observe the sync's pods into intervals, then recompute the touched hours (idempotent)."""
+    from scheduling.usage import observe, rollup
+
+    return {**observe.observe(), **rollup.run()}
+
+
+@shared_task(time_limit=600, soft_time_limit=570, ignore_result=True)
+def usage_prune() -> dict:
+    from scheduling.usage import rollup
+
+    return rollup.prune()

@@ -8,6 +8,7 @@ from scheduling.api import logs as api_logs
 from scheduling.api import notifications as notify_api
 from scheduling.api import osmo
 from scheduling.api import workloads as api
+from scheduling.api.usage import UsageView
 
 router = SimpleRouter()
 router.register("workloads", api.WorkloadViewSet, basename="api-workload")
@@ -17,6 +18,7 @@ UUID = r"(?P<pk>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9
 urlpatterns = [
     re_path(rf"^workloads/{UUID}/logs/?$", api_logs.WorkloadLogsView.as_view(), name="api-workload-logs"),
     *router.urls,
+    path("usage/", UsageView.as_view(), name="api-usage"),
     re_path(r"^pool/(?P<pool>[^/]+)/workflow/?$", osmo.SubmitWorkflowView.as_view(), name="osmo-submit"),
     re_path(r"^workflow/?$", osmo.WorkflowListView.as_view(), name="osmo-workflows"),
     re_path(rf"^workflow/{NAME}/?$", osmo.WorkflowView.as_view(), name="osmo-workflow"),

@@ -8,7 +8,7 @@ from django.test import Client, RequestFactory
 
 from osmo_site.errors import server_error
 
-NAV = ["nav-pools", "nav-nodes", "nav-quotas", "nav-projects", "nav-workloads", "nav-history", "nav-user"]
+NAV = ["nav-pools", "nav-nodes", "nav-quotas", "nav-projects", "nav-workloads", "nav-usage", "nav-history", "nav-user"]
 
 
 def nav_ids(html: str) -> list[str]:

@@ -41,7 +41,7 @@ from pools.models import (
     RoleAssignment,
 )
 from pools.pages import csv as pages_csv
-from scheduling.models import Workload, WorkloadEvent
+from scheduling.models import UsageHour, Workload, WorkloadEvent
 from tests.access.conftest import (
     HIDDEN_PLATFORM,
     HIDDEN_POOL,
@@ -67,6 +67,9 @@ PRIVATE_FLAG = "--zq-private-flag"
 SUBMIT_FORM = {"mode": "fields", "project": "team-project", "name": "probe", "image": "busybox", "command": "true"}
 PROBE_WORKFLOW = "workflow:\n  name: probe\n  tasks:\n  - name: t\n    image: busybox\n    command: [\"true\"]\n"
 FUTURE = (timezone.now() + dt.timedelta(days=10)).date().isoformat()
+# Whole days, so that a probe and its twin ask for the same period to the second.
+USAGE_PERIOD = (f"from={(timezone.now() - dt.timedelta(days=20)).date().isoformat()}"
+                f"&to={(timezone.now() + dt.timedelta(days=1)).date().isoformat()}")
 
 ADMIN = {"anonymous": 401, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 200}
 SIGNED_IN = {"anonymous": 401, "nobody": 200, "teammate": 200, "policy_user": 200, "staff": 200}
@@ -252,6 +255,30 @@ def lists_exactly_visible_projects(response, principal):
 
 def lists_quota_rows_only_for_staff(response, principal):
     assert bool(response.json()) == (principal == "staff")
+
+
+# Usage rows (the `projects` fixture): team-project's in team-gpu-pool is the teammate's; default's is everyone's.
+USAGE_PROJECTS = {"anonymous": set(), "nobody": {"default"}, "teammate": {"default", "team-project"},
+                  "policy_user": {"default"}, "staff": {"default", "team-project", "secret-project"}}
+
+
+def lists_exactly_visible_usage(response, principal):
+    shows_only_visible_projects(response, principal)
+    if response.streaming:
+        rows = {line.split(",", 1)[0] for line in _text(response).splitlines()[1:-1]}
+    elif response["Content-Type"].startswith("application/json"):
+        rows = {row["group"] for row in response.json()["rows"]}
+    else:
+        body = _text(response).split("<tbody>", 1)[-1].split("</tbody>", 1)[0] if "<tbody>" in _text(response) else ""
+        rows = set(re.findall(r'<th scope="row" data-col="group"[^>]*>(?:<[^>]+>)*([^<]*)<', body))
+    assert rows == USAGE_PROJECTS[principal]
+
+
+def names_no_other_user(response, principal):
+    shows_only_visible_projects(response, principal)
+    text = _text(response)
+    assert ("someone-else" in text) is (principal == "staff")
+    assert ("teammate-user" in text) is (principal == "staff")
 
 
 MATRIX: dict[str, list[Probe]] = {
@@ -543,6 +570,24 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("write", "post", "/workloads/new/", {
             "anonymous": 302, "nobody": 400, "teammate": (302, 400), "policy_user": 400, "staff": (302, 400)},
             body=SUBMIT_FORM, form=True, check=shows_only_visible_projects)],
+    # ---- usage: rows of the viewer's projects in pools they may see, and their own; staff all ---------------
+    "usage:*": [
+        Probe("page", "get", f"/usage/?{USAGE_PERIOD}", PAGE, check=lists_exactly_visible_usage),
+        Probe("fragment", "get", f"/usage/?{USAGE_PERIOD}&group_by=pool", ok_as(PAGE, 200) | {"anonymous": 401},
+              headers={"HTTP_HX_REQUEST": "true"}, check=shows_only_visible_projects),
+        Probe("csv", "get", f"/usage/?{USAGE_PERIOD}&export=csv", PAGE, check=lists_exactly_visible_usage),
+        Probe("csv", "get", f"/usage/?{USAGE_PERIOD}&group_by=platform&export=csv", PAGE,
+              check=shows_only_visible_projects),
+        Probe("list", "get", f"/usage/?{USAGE_PERIOD}&group_by=user", PAGE, check=names_no_other_user),
+        Probe("list", "get", f"/usage/?{USAGE_PERIOD}&group_by=department&pool={HIDDEN_POOL}", PAGE,
+              check=shows_only_visible_projects)],
+    "api-usage": [
+        Probe("list", "get", f"/api/usage/?{USAGE_PERIOD}", SIGNED_IN, check=lists_exactly_visible_usage),
+        Probe("list", "get", f"/api/usage/?{USAGE_PERIOD}&group_by=pool", SIGNED_IN, check=shows_only_visible_projects),
+        Probe("list", "get", f"/api/usage/?{USAGE_PERIOD}&group_by=user", SIGNED_IN, check=names_no_other_user),
+        Probe("list", "get", f"/api/usage/?{USAGE_PERIOD}&pool={HIDDEN_POOL}", SIGNED_IN,
+              check=shows_only_visible_projects),
+        Probe("list", "get", f"/api/usage/?{USAGE_PERIOD}&group_by=nothing", ok_as(SIGNED_IN, 400))],
     "osmo-workflows": [Probe("list", "get", "/api/workflow", SIGNED_IN, check=shows_only_visible)],
     "osmo-workflow": [
         Probe("detail", "get", "/api/workflow/team-flow-1", only_for_project("team-project"),
@@ -633,6 +678,17 @@ def projects(shared_node_pools):
                      for pool in pools], positions=dict.fromkeys(pools, 1), submitted_at=submitted)
         WorkloadEvent.objects.create(workload=workload, at=submitted, status="PENDING", reason="SUBMITTED",
                                      message=f"Candidate pools: {', '.join(pools)}.", pools=pools)
+    # Usage hours (issue 27): each project in a pool the team sees, one it does not and the staff-only one.
+    hour = (submitted - dt.timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
+    UsageHour.objects.bulk_create([
+        UsageHour(hour=hour, pool=pool, platform=platform, project=project, department=department, user=user,
+                  gpu_seconds=3600)
+        for pool, platform, project, department, user in (
+            ("team-gpu-pool", "teamplat-zq", "team-project", "team-dept", "teammate-user"),
+            (HIDDEN_POOL, HIDDEN_PLATFORM, "team-project", "team-dept", "teammate-user"),
+            ("sim-secret", "", "team-project", "team-dept", "someone-else"),
+            ("team-gpu-pool", "teamplat-zq", "secret-project", "secret-dept", "someone-else"),
+            ("default", "", "default", "default", ""))])
 
 
 def snapshot() -> tuple:

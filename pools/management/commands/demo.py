@@ -17,6 +17,7 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -130,6 +131,9 @@ class Command(BaseCommand):
                 done = reconcile.run(backend, cluster_for(backend))
                 self.stdout.write(f"KAI objects of {backend.name}: "
                                   f"{done.summary() if done else Backend.objects.get(pk=backend.pk).engine_error}")
+        # A week of usage history, so /usage/ is not empty (scheduling's command, called by name: pools never
+        # imports scheduling).
+        call_command("usage", "demo-history", stdout=self.stdout)
 
     def ensure_admin(self) -> str:
         """One admin whose password is kept in .data/, so every `make demo` prints the same login."""
