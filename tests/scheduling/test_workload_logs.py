@@ -17,6 +17,7 @@ from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.scheduling.test_lifecycle import admit_and_dispatch, job_status, observe
 from tests.support.commands import run
+from tests.support.lifecycle import put_pod
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
@@ -45,12 +46,7 @@ def kubelet_pod(standin, workload: Workload, index: int, phase: str = "Running",
            "spec": {**template["spec"], "nodeName": node},
            "status": {"phase": phase, "podIP": f"10.1.0.{index + 1}", "containerStatuses": [
                {"name": c["name"], "state": state} for c in template["spec"]["containers"]]}}
-    try:
-        standin.pod(name, namespace=workload.namespace)
-    except KeyError:
-        standin.add_pod(obj)
-    else:
-        standin.modify_pod(name, lambda old: obj, namespace=workload.namespace)
+    put_pod(standin, obj)
     return name
 
 

@@ -37,13 +37,19 @@ def pod(standin, workload: Workload, index: int, phase: str, *, node: str | None
     obj = {"metadata": {"name": name, "namespace": workload.namespace, "labels": labels,
                         "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
            "spec": {"nodeName": node} if node else {}, "status": status}
+    put_pod(standin, obj)
+    return obj
+
+
+def put_pod(standin, obj: dict) -> None:
+    """Add the pod to the stand-in, or replace it there: what the kubelet writes, created or updated."""
+    name, namespace = obj["metadata"]["name"], obj["metadata"]["namespace"]
     try:
-        standin.pod(name, namespace=workload.namespace)
+        standin.pod(name, namespace=namespace)
     except KeyError:
         standin.add_pod(obj)
     else:
-        standin.modify_pod(name, lambda old: obj, namespace=workload.namespace)
-    return obj
+        standin.modify_pod(name, lambda old: obj, namespace=namespace)
 
 
 def job_status(standin, workload: Workload, condition: str, reason: str, message: str = "") -> None:
