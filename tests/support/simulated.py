@@ -4,6 +4,7 @@ follow a workload on it): dispatch, the sync and the follower as the workers run
 from datetime import UTC, datetime
 
 from pools.cluster.simulated import SimulatedCluster
+from pools.fleet import sync as fleet_sync
 from pools.fleet.sync import BackendSync
 from pools.models import Backend
 from scheduling.run import follow, sweeps
@@ -19,6 +20,13 @@ class SimulatedTime:
 
     def cluster(self, backend):
         return SimulatedCluster(backend.name, self.state_dir, clock=lambda: self.at)
+
+    def serve_reads(self, monkeypatch, settings):
+        """The web's reads of the cluster (a log panel, `shared_cluster_for`) meet this cluster at this clock, as
+        the workers' do: the live server runs in the test's process."""
+        settings.OSMO_SIMULATED_STATE_DIR = self.state_dir
+        monkeypatch.setattr(fleet_sync, "_SHARED", {})
+        monkeypatch.setattr(fleet_sync, "cluster_for", self.cluster)
 
     def sync(self):
         for backend in Backend.objects.filter(kind=Backend.Kind.SIMULATED):
