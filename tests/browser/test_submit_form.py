@@ -9,47 +9,14 @@ import pytest
 from playwright.sync_api import expect
 
 from pools.cluster import LogQuery
-from pools.config import writes
-from pools.config.defaults import init_demo
-from pools.models import Backend, ConfigKind, ManagedJob, Role, RoleAssignment
+from pools.models import Backend, ManagedJob
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
-from tests.support.browser import sign_in
-from tests.support.simulated import SIMULATED_NOW, SimulatedTime
+from tests.support.browser import csp_refusals, fits_the_width, sign_in
+from tests.support.simulated import PASSWORD, SIMULATED_NOW
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PASSWORD = "pw-alice-123"
-
-
-@pytest.fixture
-def simulated(django_user_model, tmp_path, monkeypatch, settings):
-    """The demo's configuration on its simulated cluster, and alice: a member of llm-research (default pools
-    training and dev) whose roles let her use both."""
-    init_demo(author="tests")
-    simulated = SimulatedTime(tmp_path / "sim")
-    simulated.sync()
-    simulated.serve_reads(monkeypatch, settings)
-    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
-    for pool in ("training", "dev"):
-        writes.import_document(ConfigKind.ROLE, {"name": f"osmo-{pool}", "policies": [{"actions": [
-            {"base": "http", "path": f"/api/pool/{pool}*", "method": "post"}]}]}, author="tests")
-        RoleAssignment.objects.create(user=alice, role=Role.objects.get(name=f"osmo-{pool}"))
-    return simulated
-
-
-def csp_refusals(page) -> list[str]:
-    refused: list[str] = []
-    page.on("console", lambda message: refused.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    return refused
-
-
-def fits_the_width(page, width: int) -> None:
-    wide = page.evaluate("""[...document.querySelectorAll('body *')]
-        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-scroll, pre'))
-        .map(e => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`).slice(0, 15)""")
-    assert page.evaluate("document.documentElement.scrollWidth") <= width, wide
 
 
 def last_log_line(simulated, workload) -> str:
