@@ -64,6 +64,7 @@ def test_the_idle_list_utilization_and_estimates_fit_and_read(live_server, page,
     size = "phone" if width < 600 else "laptop"
     sign_in(page, live_server, "/workloads/idle/", username="alice", password=PASSWORD)
     expect(page.locator("main")).to_contain_text("busy-one")
+    expect(page.locator("main")).to_contain_text("under 101 % utilization for 1 minute or more")
     fits_the_width(page, width)
     screenshot(page, f"idle-list-{size}", full_page=True)
 
