@@ -7,7 +7,7 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[1]
 # Fixtures that modules in several folders use, so that no test module imports one from another.
 pytest_plugins = ["tests.support.workloads", "tests.support.inventory", "tests.support.fleet",
-                  "tests.support.fleet_with_history", "tests.support.clients"]
+                  "tests.support.fleet_with_history", "tests.support.clients", "tests.support.simulated"]
 SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 
 

@@ -90,7 +90,7 @@ class SubmitWorkflowView(APIView):
             warnings.append("LOW priority workflows may be preempted to return borrowed capacity.")
         spec = {"workflow": workflow.name, "groups": [
             {"name": s.request.name, "replicas": s.request.replicas, "pools": [v.pool for v in s.accepted],
-             "candidates": [v.as_dict() for v in s.verdicts]} for s in evaluated]}
+             "candidates": [v.as_dict() for v in s.shown]} for s in evaluated]}
         if dry_run:
             return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
                              "warnings": warnings, "dry_run": True})

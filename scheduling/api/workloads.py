@@ -69,11 +69,11 @@ def submitted_body(result: submission.Submitted, request) -> dict:
     if result.workload is None:
         return {"dry_run": True, "project": result.project.name,
                 "request": bodies.shown_request(result.request.document()),
-                "candidates": [v.as_dict() for v in result.verdicts], "admission": result.preview}
+                "candidates": [v.as_dict() for v in result.shown], "admission": result.preview}
     # The row as saved, with the project (and department) the pipeline read: nothing to read back.
     workload = result.workload
     body = detail(workload, request, events=workload.first_events)
-    refused = [v.as_dict() for v in result.verdicts if not v.accepted]
+    refused = [v.as_dict() for v in result.shown if not v.accepted]
     if refused:
         body["refused_candidates"] = refused
     return body

@@ -23,6 +23,24 @@ from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
 from scheduling.submit import inserts, limits, pipeline, workflows
 
+HIDDEN_POOL = "(a pool you may not see)"
+HIDDEN_VERDICT = "One of the project's default pools, which you may not use."
+
+
+def shown_verdicts(access: Access, request: WorkloadRequest, verdicts: list[pipeline.Verdict]
+                   ) -> list[pipeline.Verdict]:
+    """The verdicts as the caller may read them: a candidate that came from the project's (or department's)
+    default list and whose pool the caller may not see is told as such, unnamed (as the lists hide it,
+    `Access.visible_pool_names`). Pools the request named are the caller's words: shown, with no query."""
+    named = set(request.pools or [])
+    if all(v.pool in named for v in verdicts):
+        return verdicts
+    visible = access.visible_pool_names
+    if visible is None:
+        return verdicts
+    return [v if v.pool in named or v.pool in visible else
+            pipeline.Verdict(HIDDEN_POOL, step="access", code="ACCESS", message=HIDDEN_VERDICT) for v in verdicts]
+
 
 class SubmissionRefused(ConfigError):
     """No candidate pool can ever take the workload. `forbidden`: every refusal was about access."""
@@ -43,6 +61,7 @@ class Submitted:
     verdicts: list[pipeline.Verdict]
     workload: Workload | None = None  # None for a dry run
     preview: dict[str, Any] = field(default_factory=dict)  # dry run: what admission would do now
+    shown: list[pipeline.Verdict] = field(default_factory=list)  # the verdicts as the caller may read them
 
     @property
     def accepted(self) -> list[pipeline.Verdict]:
@@ -105,7 +124,9 @@ def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API,
     return project, [v if v.accepted else replace(v, message=hints.for_door(v.message, source)) for v in verdicts]
 
 
-def refusal(verdicts: list[pipeline.Verdict], prefix: str = "") -> SubmissionRefused:
+def refusal(access: Access, request: WorkloadRequest, verdicts: list[pipeline.Verdict], prefix: str = ""
+            ) -> SubmissionRefused:
+    verdicts = shown_verdicts(access, request, verdicts)
     lines = "; ".join(f"{v.pool}: {v.message}" for v in verdicts)
     return SubmissionRefused(f"{prefix}No candidate pool can take this workload. {lines}", verdicts)
 
@@ -119,8 +140,8 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     limits.check_live(access.user if access.signed_in else None, project,
                       counts={"user": project.live_user, "project": project.live_project})
     if not any(v.accepted for v in verdicts):
-        raise refusal(verdicts)
-    result = Submitted(request, project, verdicts)
+        raise refusal(access, request, verdicts)
+    result = Submitted(request, project, verdicts, shown=shown_verdicts(access, request, verdicts))
     check_stored_size(result)
     if dry_run:
         result.preview = preview(result)
@@ -139,8 +160,9 @@ def evaluate_workflow(access: Access, workflow: "formats.Workflow", source: str 
             limits.check("tasks_per_workflow", len(workflow.groups), project, "workflow.tasks")
             limits.check_live(access.user if access.signed_in else None, project, len(workflow.groups))
         if not any(v.accepted for v in verdicts):
-            raise refusal(verdicts, prefix=f"Group {group.group}: ")
-        evaluated.append(Submitted(group.request, project, verdicts))
+            raise refusal(access, group.request, verdicts, prefix=f"Group {group.group}: ")
+        evaluated.append(Submitted(group.request, project, verdicts,
+                                   shown=shown_verdicts(access, group.request, verdicts)))
         check_stored_size(evaluated[-1], prefix=f"Group {group.group}: ")
     return evaluated
 

@@ -65,6 +65,8 @@ CREDENTIAL = "hf-zq-credential-value"
 PRIVATE_FLAG = "--zq-private-flag"
 # The submit form (scheduling.pages.submit_form), as a browser posts it: the project's default pools as candidates.
 SUBMIT_FORM = {"mode": "fields", "project": "team-project", "name": "probe", "image": "busybox", "command": "true"}
+# The API's submission to team-project, whose default list names pools the teammate may not see (`projects`).
+API_SUBMISSION = {"project": "team-project", "name": "probe", "image": "busybox", "command": ["true"]}
 PROBE_WORKFLOW = "workflow:\n  name: probe\n  tasks:\n  - name: t\n    image: busybox\n    command: [\"true\"]\n"
 FUTURE = (timezone.now() + dt.timedelta(days=10)).date().isoformat()
 # Whole days, so that a probe and its twin ask for the same period to the second.
@@ -111,6 +113,7 @@ class Probe:
     check: Any = None  # check(response, principal) for answers below 300
     writer: str = ""  # csv: "copy" (PostgreSQL's COPY; the reference writer elsewhere) or "python"
     form: bool = False  # send `body` as a browser's form does (multipart), not as JSON
+    check_refused: bool = False  # run `check` on a 4xx answer too (a refusal's words must hide pools as well)
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -500,7 +503,15 @@ MATRIX: dict[str, list[Probe]] = {
     # ---- workloads: members of the project and the submitter; names of pools they may not see are left out ---
     "api-workload-list": [
         Probe("list", "get", "/api/workloads/", SIGNED_IN, check=lists_exactly_visible_workloads),
-        Probe("list", "get", f"/api/workloads/?pool={HIDDEN_POOL}", SIGNED_IN, check=shows_only_visible)],
+        Probe("list", "get", f"/api/workloads/?pool={HIDDEN_POOL}", SIGNED_IN, check=shows_only_visible),
+        # The dry run and a refusal name only the candidates the caller may see (team-project's defaults name
+        # sim-secret and the staff-only pool: told to the teammate as "(a pool you may not see)").
+        Probe("write", "post", "/api/workloads/?dry_run=1", {
+            "anonymous": 401, "nobody": 400, "teammate": (200, 400), "policy_user": 400, "staff": (200, 400)},
+            body=API_SUBMISSION, check=shows_only_visible_projects),
+        Probe("write", "post", "/api/workloads/?dry_run=1", {
+            "anonymous": 401, "nobody": 400, "teammate": (400, 403), "policy_user": 400, "staff": (400, 403)},
+            body={**API_SUBMISSION, "resources": {"gpu": 10_000}}, check=shows_only_visible, check_refused=True)],
     "api-workload-detail": [
         Probe("detail", "get", f"/api/workloads/{TEAM_WORKLOAD}/", only_for_project("team-project"),
               check=reads_the_request({"teammate", "staff"})),
@@ -774,7 +785,7 @@ def test_the_matrix(client_as, subject, projects, key, probe, principal, monkeyp
         assert snapshot() == before, "a refused request changed something"
     # A request that names a pool or platform the principal may not see is checked through its twin below.
     named = {name: twin for name, (pool, twin) in TWINS.items() if name in probe.url and pool not in VISIBLE[principal]}
-    if probe.check and response.status_code < 300 and not named:
+    if probe.check and (response.status_code < 300 or probe.check_refused) and not named:
         probe.check(response, principal)
     if probe.writer and response.status_code == 200 and response.streaming:
         assert csv_writer[-1:] == ["copy" if probe.writer == "copy" and connection.vendor == "postgresql"

@@ -8,46 +8,45 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from pools.config import writes
-from pools.config.defaults import init_demo
-from pools.models import ConfigKind, Role, RoleAssignment
+from pools.cluster import LogQuery
+from pools.models import Backend, ManagedJob
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
-from tests.support.browser import sign_in
-from tests.support.simulated import SIMULATED_NOW, SimulatedTime
+from tests.support.browser import csp_refusals, fits_the_width, sign_in
+from tests.support.simulated import PASSWORD, SIMULATED_NOW
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PASSWORD = "pw-alice-123"
 
 
-@pytest.fixture
-def simulated(django_user_model, tmp_path):
-    """The demo's configuration on its simulated cluster, and alice: a member of llm-research (default pools
-    training and dev) whose roles let her use both."""
-    init_demo(author="tests")
-    simulated = SimulatedTime(tmp_path / "sim")
-    simulated.sync()
-    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
-    for pool in ("training", "dev"):
-        writes.import_document(ConfigKind.ROLE, {"name": f"osmo-{pool}", "policies": [{"actions": [
-            {"base": "http", "path": f"/api/pool/{pool}*", "method": "post"}]}]}, author="tests")
-        RoleAssignment.objects.create(user=alice, role=Role.objects.get(name=f"osmo-{pool}"))
-    return simulated
+def last_log_line(simulated, workload) -> str:
+    """The pod's newest log line as the simulated cluster writes it now (what the panel must come to show)."""
+    row = ManagedJob.objects.get(workload=str(workload.pk))
+    pod = sorted(row.pods)[0]
+    text = simulated.cluster(Backend.objects.get(pk=row.backend_id)).read_pod_log(
+        row.namespace, pod, LogQuery(tail_lines=1))
+    return text.decode().strip()
 
 
-def csp_refusals(page) -> list[str]:
-    refused: list[str] = []
-    page.on("console", lambda message: refused.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    return refused
-
-
-def fits_the_width(page, width: int) -> None:
-    wide = page.evaluate("""[...document.querySelectorAll('body *')]
-        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-scroll, pre'))
-        .map(e => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`).slice(0, 15)""")
-    assert page.evaluate("document.documentElement.scrollWidth") <= width, wide
+def read_the_log_panel(page, simulated, workload) -> None:
+    """The panel shows the pod's log as the cluster writes it, with the pickers and the download link; followed,
+    the poller appends the lines written since, with no reload."""
+    panel = page.locator("#log-panel")
+    panel.scroll_into_view_if_needed()
+    expect(panel.locator("#log-attempt")).to_have_value(str(workload.attempt))
+    expect(panel.locator("#log-replica")).to_have_value("0")
+    page.check("#log-follow")  # the pickers' change: the view again, now followed
+    expect(panel.locator("#log-meta")).to_contain_text("Live log")
+    expect(panel.locator("#log-text")).to_contain_text(last_log_line(simulated, workload))
+    expect(panel.locator("#log-text")).to_contain_text("starting on")
+    download = panel.locator("#log-download")
+    expect(download).to_have_attribute("href", re.compile(rf"/api/workloads/{workload.pk}/logs/?\?.*download=1"))
+    expect(panel.locator("#log-poller")).to_have_attribute("hx-trigger", re.compile(r"^every \d+s$"))
+    simulated.at += 30  # the container writes on: six more lines
+    newest = last_log_line(simulated, workload)
+    assert newest.startswith("step"), newest
+    expect(panel.locator("#log-text")).to_contain_text(newest, timeout=15_000)
+    assert panel.locator("#log-text").inner_text().count("starting on") == 1  # appended, not shown twice
 
 
 def read_the_dry_run(page, pool: str) -> None:
@@ -107,7 +106,9 @@ def test_a_researcher_submits_from_the_form_follows_it_to_running_and_runs_it_ag
           detail=lambda: (workload.status, workload.reasons))
     # No reload: the page's live region picks it up.
     expect(page.locator("#workload-status")).to_have_text("RUNNING", timeout=20_000)
+    read_the_log_panel(page, simulated, workload)
     fits_the_width(page, width)
+    screenshot(page, f"workload-log-{'phone' if width < 600 else 'laptop'}", full_page=True)
 
     page.click("#run-again")
     page.wait_for_url(re.compile(rf"/workloads/new/\?from={workload.pk}$"))

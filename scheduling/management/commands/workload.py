@@ -75,12 +75,12 @@ class Command(BaseCommand):
             raise ConfigError("\n".join(["Refused: no candidate pool can take this workload.", *lines])) from None
         if format == "json":
             if dry_run:
-                print_json(self.stdout, {"candidates": [v.as_dict() for v in result.verdicts],
+                print_json(self.stdout, {"candidates": [v.as_dict() for v in result.shown],
                                          "admission": result.preview})
             else:
                 print_json(self.stdout, bodies.detail(result.workload, Access(user)))
             return
-        for verdict in result.verdicts:
+        for verdict in result.shown:
             verb = "accepts" if verdict.accepted else f"refuses ({verdict.code})"
             where = f", platform {verdict.platform}" if verdict.platform else ""
             detail = "" if verdict.accepted else f": {verdict.message}"
