@@ -8,8 +8,10 @@ resource amounts are quantities in the server's syntax (no spaces) and not negat
 (`nvidia.com/gpu`) are whole numbers whose request equals their limit, a request is at most its limit.
 Answers `(path, message)` pairs, the path dotted as the API server spells it (`spec.containers[0].env[1].name`)."""
 
+import hashlib
 import json
 import re
+import threading
 from decimal import Decimal
 from functools import cache
 from typing import Any
@@ -45,8 +47,30 @@ def _dotted(parts) -> str:
     return text
 
 
+# The schema check costs a submission more CPU than any of its queries, and its answer depends on the template
+# alone: remembered per process by the digest of the template's repr (exact for the dicts, lists, strings,
+# numbers, booleans and None a rendered template holds: 1, 1.0, True and "1" have different reprs). Bounded.
+CACHED = 512
+_known: dict[bytes, list[tuple[str, str]]] = {}
+_lock = threading.Lock()
+
+
 def pod_errors(template: dict[str, Any]) -> list[tuple[str, str]]:
     """What a real API server would refuse in a Pod of this template (its `metadata` and `spec`)."""
+    key = hashlib.sha256(repr(template).encode()).digest()
+    with _lock:
+        known = _known.get(key)
+    if known is not None:
+        return list(known)
+    errors = _pod_errors(template)
+    with _lock:
+        if len(_known) >= CACHED:
+            _known.pop(next(iter(_known)))  # the oldest
+        _known[key] = list(errors)
+    return errors
+
+
+def _pod_errors(template: dict[str, Any]) -> list[tuple[str, str]]:
     metadata = template.get("metadata") or {}
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {**metadata, "name": metadata.get("name") or "pod"} if isinstance(metadata, dict) else metadata,

@@ -72,7 +72,7 @@ def submitted_body(result: submission.Submitted, request) -> dict:
                 "candidates": [v.as_dict() for v in result.shown], "admission": result.preview}
     # The row as saved, with the project (and department) the pipeline read: nothing to read back.
     workload = result.workload
-    body = detail(workload, request, events=workload.first_events)
+    body = detail(workload, request, events=workload.first_events, fresh=True)
     refused = [v.as_dict() for v in result.shown if not v.accepted]
     if refused:
         body["refused_candidates"] = refused

@@ -187,7 +187,9 @@ def readable_request(workload: Workload, access: Access) -> dict[str, Any] | Non
     return shown["request"] if shown["request_visible"] else None
 
 
-def detail(workload: Workload, access: Access, events=None, now=None) -> dict[str, Any]:
+def detail(workload: Workload, access: Access, events=None, now=None, fresh: bool = False) -> dict[str, Any]:
+    """`fresh`: `workload` is the row a submission has just saved (answered as saved, with its `events`): no Job,
+    pod or log archive can exist for it yet, so their two reads are skipped."""
     keep = _visible(access, workload)
     forecast = estimates.forecasts([workload], now).get(str(workload.id)) \
         if workload.status == Status.PENDING else None
@@ -216,7 +218,7 @@ def detail(workload: Workload, access: Access, events=None, now=None) -> dict[st
         "stopping": workload.stop_status or None,
         "job": _job(workload, run) if body["pool"] else None,
         "attempts": [a for a in workload.attempts or [] if keep(a.get("pool") or None)],
-        "replica_pods": replica_pods(workload, keep),
+        "replica_pods": [] if fresh else replica_pods(workload, keep),
         "events": [{"at": e.at, "status": e.status, "reason": e.reason,
                     "message": e.message if all(keep(p) for p in e.pools) else HIDDEN_MESSAGE}
                    for e in (events if events is not None else workload.events.all())],

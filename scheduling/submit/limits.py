@@ -62,18 +62,25 @@ def check_request(request, project, field: str = "") -> None:
 
 def live_counts(user) -> dict:
     """Annotations of a Project query with its live workloads (`live_project`) and `user`'s (`live_user`), so
-    that the read of the project also reads both counts `check_live` needs (one query less per submission)."""
-    from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
-    from django.db.models.functions import Coalesce
+    that the read of the project also reads both counts `check_live` needs (one query less per submission).
+    Written as SQL: the ORM's Coalesce(Subquery(Count)) form cost more CPU to compile than the whole query
+    took to run (benchmarks/submit.py); the counts are the same (`status IN ALIVE`, by project / submitter)."""
+    from django.db.models import IntegerField
+    from django.db.models.expressions import RawSQL
 
     from scheduling.models import ALIVE, Workload
 
-    def count(rows):
-        return Coalesce(Subquery(rows.order_by().annotate(n=Count("pk")).values("n")[:1],
-                                 output_field=IntegerField()), Value(0))
-    alive = Workload.objects.filter(status__in=ALIVE)
-    return {"live_project": count(alive.filter(project=OuterRef("pk")).values("project")),
-            "live_user": count(alive.filter(submitter=user).values("submitter")) if user is not None else Value(0)}
+    table = connection.ops.quote_name(Workload._meta.db_table)
+    alive = sorted(str(status) for status in ALIVE)
+    project = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.project_id = "
+                     f"{connection.ops.quote_name(Workload._meta.get_field('project').related_model._meta.db_table)}"
+                     ".id AND w.status = ANY(%s)", (alive,), output_field=IntegerField())
+    if user is None:
+        from django.db.models import Value
+        return {"live_project": project, "live_user": Value(0)}
+    mine = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.submitter_id = %s AND w.status = ANY(%s)",
+                  (user.pk, alive), output_field=IntegerField())
+    return {"live_project": project, "live_user": mine}
 
 
 def check_live(user, project, adding: int = 1, counts: dict | None = None) -> None:

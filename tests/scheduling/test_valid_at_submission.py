@@ -118,6 +118,20 @@ def test_pod_rules_accept_a_real_pod():
         "tolerations": [{"key": "k", "operator": "Exists"}], "nodeSelector": {"x": "y"}}}) == []
 
 
+def test_pod_rules_remember_answers_by_the_exact_template():
+    """The per-process memory of answers never answers one template with another's: an env value "3" (valid)
+    and 3 (refused) have the same JSON-ish look but different answers, in either order, and repeatedly."""
+    def spec(value):
+        return {"spec": {"containers": [{"name": "m", "image": "i", "env": [{"name": "A", "value": value}]}]}}
+    for _round in range(2):
+        assert pod_errors(spec("3")) == []
+        assert [where for where, _message in pod_errors(spec(3))] == ["spec.containers[0].env[0].value"]
+        assert pod_errors(spec(True)) != [] and pod_errors(spec("True")) == []
+    answer = pod_errors(spec(3))
+    answer.clear()  # a caller changing its answer does not change the next one
+    assert pod_errors(spec(3)) != []
+
+
 @pytest.mark.parametrize("query, field", [("status=NOPE", "status"), ("status=PENDING&status=NOPE", "status"),
                                           ("priority=urgent", "priority"), ("source=fax", "source")])
 def test_an_unknown_filter_value_answers_400_naming_the_filter(researcher_api, query, field):
