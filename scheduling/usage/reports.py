@@ -115,7 +115,7 @@ def _group_value(group_by: str):
 
 
 SUMS = {"gpu": "gpu_seconds", "cpu": "cpu_seconds", "memory": "memory_byte_seconds", "borrowed": "borrowed_seconds",
-        "preempted": "preempted_gpu_seconds"}
+        "preempted": "preempted_gpu_seconds", "util": "gpu_util_seconds", "measured": "gpu_measured_seconds"}
 
 
 def _step(params: Params):
@@ -166,6 +166,13 @@ def _percent(part, whole) -> Decimal | None:
     return (Decimal(int(part or 0)) * 100 / Decimal(int(whole))).quantize(CENT, ROUND_HALF_UP)
 
 
+def _utilization(util_seconds, measured_seconds) -> Decimal | None:
+    """The GPU-seconds-weighted average utilization (percent) of what was measured; None: not measured."""
+    if not measured_seconds:
+        return None
+    return (Decimal(int(util_seconds or 0)) / Decimal(int(measured_seconds))).quantize(Decimal("0.1"), ROUND_HALF_UP)
+
+
 def _row(group: str, used: dict, quota: dict | None, capacity_seconds: int) -> dict:
     return {
         "group": group,
@@ -179,7 +186,10 @@ def _row(group: str, used: dict, quota: dict | None, capacity_seconds: int) -> d
         "pending_hours": hours_of(quota["pending"]) if quota else None,
         "cpu_core_hours": hours_of(Decimal(used.get("cpu") or 0) / 1000),
         "memory_gib_hours": hours_of(Decimal(used.get("memory") or 0) / 2**30),
+        "gpu_util_percent": _utilization(used.get("util"), used.get("measured")),
         "_gpu_seconds": int(used.get("gpu") or 0),
+        "_util_seconds": int(used.get("util") or 0),
+        "_measured_seconds": int(used.get("measured") or 0),
         "_deserved_seconds": int(quota["deserved"]) if quota else None,
     }
 
@@ -193,6 +203,8 @@ def _totals(rows: list[dict], capacity_seconds: int, with_quotas: bool) -> dict:
     for name in ("deserved_hours", "starved_hours", "pending_hours"):
         totals[name] = sum((row[name] or Decimal(0) for row in rows), Decimal("0.00")) if with_quotas else None
     totals["used_of_deserved_percent"] = _percent(gpu, deserved) if with_quotas else None
+    totals["gpu_util_percent"] = _utilization(sum(row["_util_seconds"] for row in rows),
+                                              sum(row["_measured_seconds"] for row in rows))
     return totals
 
 
