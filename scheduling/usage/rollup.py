@@ -32,7 +32,7 @@ from scheduling.models import (
 from scheduling.usage import buckets
 from scheduling.usage.buckets import HOUR, Span
 from scheduling.usage.source import source
-from scheduling.usage.utilization import NAMESPACE, NotMeasured
+from scheduling.usage.utilization import NAMESPACE, NotMeasured, Source
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,9 @@ def moment(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def run(now: datetime | None = None, since: datetime | None = None) -> dict:
-    """Recompute the touched hours up to `now` (from `since` when given: a backfill)."""
+def run(now: datetime | None = None, since: datetime | None = None, figures: Source | None = None) -> dict:
+    """Recompute the touched hours up to `now` (from `since` when given: a backfill); GPU utilization from
+    `figures`, else from what OSMO_PROMETHEUS_URL names."""
     now = now or timezone.now()
     with transaction.atomic():
         state, _ = RollupState.objects.select_for_update().get_or_create(id=1)
@@ -72,7 +73,7 @@ def run(now: datetime | None = None, since: datetime | None = None) -> dict:
             return {"hours": 0, "rows": 0}
         first = buckets.hour_floor(epoch(min(starts)))
         last = buckets.hour_floor(epoch(now))
-        rows = recompute(first, last, now)
+        rows = recompute(first, last, now, figures)
         # Open intervals keep growing: the next run starts again from the hour of the oldest watermark among
         # backends that hold open ones (a silent backend's were closed: its old watermark holds nothing back).
         growing = (set(UsageInterval.objects.filter(end__isnull=True).values_list("backend_id", flat=True).distinct())
@@ -148,11 +149,12 @@ def capacity(first: int, last: int, now: datetime) -> list[tuple[str, float, flo
     return found
 
 
-def utilization(found: list[Span], first: int, last: int, now: datetime) -> dict[int, dict]:
+def utilization(found: list[Span], first: int, last: int, now: datetime, figures: Source | None = None
+                ) -> dict[int, dict]:
     """{hour start: {(namespace, pod): percent}} for our GPU pods over the whole hours `first` to `last` that
     have ended: one range query at a 1 h step (OSMO_PROMETHEUS_URL; none when unset). A failure is logged and
     leaves the hours "not measured": it never stops the rollup (a later run over the same hours fills them)."""
-    figures = source()
+    figures = figures or source()
     pods = {span.pod for span in found if span.pod and NAMESPACE.fullmatch(span.pod[0])}
     if figures is None or not pods:
         return {}
@@ -170,10 +172,10 @@ def utilization(found: list[Span], first: int, last: int, now: datetime) -> dict
     return by_hour
 
 
-def recompute(first: int, last: int, now: datetime) -> int:
+def recompute(first: int, last: int, now: datetime, figures: Source | None = None) -> int:
     """Rewrite the hourly rows of hours `first` to `last` (epoch hour starts); returns the rows written."""
     found = spans(first, last, now)
-    measured = utilization(found, first, last, now)
+    measured = utilization(found, first, last, now, figures)
     hours = buckets.by_hour(found, first, last)
     deserved, departments = deserved_gpus()
     waiting = pending(first, last, now)
