@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pages as bench  # benchmarks/pages.py: the scratch database helpers
 
-bench.BENCH_DB = "osmo_bench_usage"
+bench.BENCH_DB = os.environ.get("OSMO_BENCH_DB", "osmo_bench_usage")  # another name: runs side by side
 BASE_DIR = Path(__file__).resolve().parent.parent
 END = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -74,11 +74,12 @@ def fill_hours(days: int, pools: int, projects: int, users: int, density: float)
         cursor.execute("SET synchronous_commit = off")
         cursor.execute("""
             INSERT INTO scheduling_usagehour (grain, hour, pool, platform, project, department, "user", gpu_seconds,
-                cpu_seconds, memory_byte_seconds, borrowed_seconds, preempted_gpu_seconds)
+                cpu_seconds, memory_byte_seconds, borrowed_seconds, preempted_gpu_seconds, gpu_util_seconds,
+                gpu_measured_seconds)
             SELECT 'h', %s + h * interval '1 hour', 'pool-' || ((p * 7 + k * 13) %% %s), 'h100', 'project-' || p,
                    'dept-' || (p %% 20), 'user-' || ((p * 3 + u) %% %s), g * 3600, g * 3600 * 8000,
                    g::numeric * 3600 * 68719476736, CASE WHEN g > 4 THEN (g - 4) * 3600 ELSE 0 END,
-                   CASE WHEN random() < 0.02 THEN g * 1800 ELSE 0 END
+                   CASE WHEN random() < 0.02 THEN g * 1800 ELSE 0 END, g * 3600 * 55, g * 3600
             FROM generate_series(0, %s - 1) h, generate_series(0, %s - 1) p, generate_series(0, 1) k,
                  generate_series(0, 2) u, LATERAL (SELECT 1 + floor(random() * 8)::int + 0 * h AS g) figure
             WHERE random() < %s""", [start, pools, users, hours, projects, density])
@@ -98,10 +99,11 @@ def fill_hours(days: int, pools: int, projects: int, users: int, density: float)
         # The daily rows the rollup keeps beside the hourly ones (reports longer than 35 days read them).
         cursor.execute("""
             INSERT INTO scheduling_usagehour (grain, hour, pool, platform, project, department, "user", gpu_seconds,
-                cpu_seconds, memory_byte_seconds, borrowed_seconds, preempted_gpu_seconds)
+                cpu_seconds, memory_byte_seconds, borrowed_seconds, preempted_gpu_seconds, gpu_util_seconds,
+                gpu_measured_seconds)
             SELECT 'd', date_trunc('day', hour AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', pool, platform, project,
                    department, "user", SUM(gpu_seconds), SUM(cpu_seconds), SUM(memory_byte_seconds),
-                   SUM(borrowed_seconds), SUM(preempted_gpu_seconds)
+                   SUM(borrowed_seconds), SUM(preempted_gpu_seconds), SUM(gpu_util_seconds), SUM(gpu_measured_seconds)
             FROM scheduling_usagehour WHERE grain = 'h' GROUP BY 2, 3, 4, 5, 6, 7""")
         day_rows = cursor.rowcount
         cursor.execute("""

@@ -32,6 +32,7 @@ from django.utils import timezone
 from pools.models.inventory import last_contact_sql
 from pools.models.visibility import redact_sql
 
+from .formatting import NOT_MEASURED
 from .tables import Column, RowContext, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -54,6 +55,10 @@ def _figure(value):
     return "" if value is None else value  # int or Decimal: csv writes str(value), never with a prefix
 
 
+def _measured(value):
+    return NOT_MEASURED if value is None else value
+
+
 def _time(value) -> str:
     return "" if value is None else value.isoformat()
 
@@ -69,6 +74,8 @@ def _list(value) -> str:
 def converter(column: Column) -> Callable:
     """The one function that turns a column's value into its CSV cell, chosen once per export rather
     than once per cell (a 150,000-row export calls it millions of times)."""
+    if column.kind == "measured":
+        return _measured
     if column.numeric:
         return _figure
     return {"time": _time, "bool": _bool, "list": _list}.get(column.kind, _text)

@@ -16,6 +16,14 @@ def number(value) -> str:
     return f"{value:,}"
 
 
+NOT_MEASURED = "not measured"
+
+
+def measured(value) -> str:
+    """A figure that may not have been measured (GPU utilization): None says so rather than a dash."""
+    return NOT_MEASURED if value is None else number(value)
+
+
 def cores(value: Decimal | None, places: int | None = None) -> str:
     """`places`: at most that many decimals (a table cell: 39.48 reads as 39.5)."""
     if value is None:

@@ -231,7 +231,7 @@ class Listing:
             if column.key in sums:
                 value = sums[column.key]
                 text = {"cores": lambda v: formatting.cores(v, places=1),  # as the cells above it
-                        "bytes": formatting.size}.get(column.kind, number)(value)
+                        "bytes": formatting.size, "measured": formatting.measured}.get(column.kind, number)(value)
                 cell = format_html('<td data-col="{}" class="num{}">{}</td>', column.key, wide, text)
             elif index == 0:
                 cell = format_html('<th scope="row" data-col="{}">{}</th>', column.key, label)

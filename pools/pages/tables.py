@@ -23,7 +23,7 @@ from pools.models.visibility import redact
 
 from . import formatting
 
-NUMERIC_KINDS = frozenset({"number", "cores", "bytes"})
+NUMERIC_KINDS = frozenset({"number", "cores", "bytes", "measured"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class Column:
     key: str  # in URLs (`sort=`, `cols=`), element ids and data-col attributes
     label: str
     value: Callable[[Mapping, RowContext], Any]
-    kind: str = "text"  # text | number | cores | bytes | status | time | list | bool
+    kind: str = "text"  # text | number | measured (None: "not measured") | cores | bytes | status | time | list | bool
     fields: tuple[str, ...] = ()  # what `values()` must fetch for `value`
     sort: tuple = ()  # order_by fields or expressions (database tables); empty: not sortable
     default: bool = True  # shown until the user chooses columns
@@ -95,6 +95,8 @@ class Column:
         title = self.title(row) if self.title else ""
         if self.kind == "number":
             return Cell(formatting.number(value), href=href, title=title)
+        if self.kind == "measured":
+            return Cell(formatting.measured(value), title=title)
         if self.kind == "cores":
             return Cell(formatting.cores(value, places=1), title=title or f"{formatting.cores(value)} cores")
         if self.kind == "bytes":

@@ -44,6 +44,9 @@ class UsageRowSerializer(serializers.Serializer):
     pending_hours = _hours("Hours with work pending.", allow_null=True)
     cpu_core_hours = _hours()
     memory_gib_hours = _hours()
+    gpu_util_percent = serializers.DecimalField(
+        max_digits=5, decimal_places=1, allow_null=True,
+        help_text="Average GPU utilization weighted by GPU-seconds over those measured; null: not measured.")
 
 
 class UsageReportSerializer(serializers.Serializer):
@@ -53,7 +56,8 @@ class UsageReportSerializer(serializers.Serializer):
     pool = serializers.CharField(allow_null=True)
     project = serializers.CharField(allow_null=True)
     capacity_hours = _hours("Capacity GPU-hours of the pools in view.")
-    gpu_util_percent = serializers.FloatField(allow_null=True, help_text="Null: not measured.")
+    gpu_util_percent = serializers.DecimalField(max_digits=5, decimal_places=1, allow_null=True,
+                                                help_text="The totals' GPU util; null: not measured.")
     rows = UsageRowSerializer(many=True)
     totals = UsageRowSerializer()
 
@@ -67,7 +71,7 @@ def body(result: reports.Report) -> dict:
         "pool": params.pool or None,
         "project": params.project or None,
         "capacity_hours": result.capacity_hours,
-        "gpu_util_percent": None,  # not measured (point 5 adds DCGM utilization)
+        "gpu_util_percent": result.totals["gpu_util_percent"],
         "rows": [reports.public(row) for row in sorted(result.rows, key=lambda row: (-row["gpu_hours"], row["group"]))],
         "totals": reports.public(result.totals),
     }

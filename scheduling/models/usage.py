@@ -122,7 +122,10 @@ class UsageHour(models.Model):
     memory_byte_seconds = models.DecimalField(max_digits=30, decimal_places=0, default=0)
     borrowed_seconds = models.BigIntegerField(default=0, help_text="GPU-seconds above the project's deserved quota.")
     preempted_gpu_seconds = models.BigIntegerField(default=0, help_text="GPU-seconds of attempts later preempted.")
-    gpu_util_percent = models.FloatField(null=True, blank=True)  # NULL: not measured
+    # Utilization% x GPU-seconds of the GPU-seconds measured (DCGM through Prometheus), and those GPU-seconds: a
+    # group's weighted average is the ratio of their sums; no measured seconds: "not measured".
+    gpu_util_seconds = models.BigIntegerField(default=0)
+    gpu_measured_seconds = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["grain", "hour", "pool", "platform", "project", "user"],

@@ -51,6 +51,9 @@ def table(group_by: str) -> Table:
         _figure("starved_hours", "Starved", "Hours with work pending while under the deserved quota", "hours"),
         _figure("cpu_core_hours", "CPU core-hours", unit="core-hours"),
         _figure("memory_gib_hours", "Memory GiB-hours", unit="GiB-hours"),
+        Column("gpu_util_percent", "GPU util %", _get("gpu_util_percent"), kind="measured",
+               sort=("gpu_util_percent",), unit="%", help="Average GPU utilization (DCGM) weighted by GPU-seconds, "
+               "over the GPU-seconds that were measured"),
     ))
 
 

@@ -20,25 +20,14 @@ from django.utils import timezone
 from scheduling.decisions.idle import idle_since, is_fresh
 from scheduling.models import Status, UtilizationState, Workload, WorkloadUtilization
 from scheduling.run.attempts import current_runs
-from scheduling.usage.simulated import SimulatedDcgm
-from scheduling.usage.utilization import NotMeasured, PodKey, Prometheus, Source
+from scheduling.usage.source import source
+from scheduling.usage.utilization import NotMeasured, PodKey, Source
 from scheduling.usage.utilization import gpu_utilization as _gpu_utilization
 
 log = logging.getLogger(__name__)
 NOT_MEASURED = "not measured"
 MAX_IDLE_ROWS = 1000  # the API's and the CLI's list; the page pages
 STALE_ROUNDS = 3  # figures older than this many rounds are not shown
-
-
-def source() -> Source | None:
-    """What OSMO_PROMETHEUS_URL names, or None when it is unset."""
-    url = settings.OSMO_PROMETHEUS_URL
-    if not url:
-        return None
-    if url.startswith("simulated://"):
-        return SimulatedDcgm()
-    return Prometheus(url, timeout=float(settings.OSMO_PROMETHEUS_TIMEOUT),
-                      max_bytes=settings.OSMO_PROMETHEUS_MAX_BYTES)
 
 
 def stale_seconds() -> float:

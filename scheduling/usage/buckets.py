@@ -27,6 +27,7 @@ class Span:
     memory: int = 0  # bytes
     preemptible: bool = False
     preempted: bool = False  # the attempt it belongs to was preempted: its GPU-seconds were lost work
+    pod: tuple[str, str] | None = None  # (namespace, pod name) of our pods: their utilization can be measured
 
 
 @dataclass(slots=True)
@@ -36,6 +37,10 @@ class Figures:
     memory_byte_seconds: float = 0.0
     borrowed_seconds: float = 0.0
     preempted_gpu_seconds: float = 0.0
+    # Utilization x GPU-seconds, over the GPU-seconds that were measured: any grouping's weighted average is
+    # sum(gpu_util_seconds) / sum(gpu_measured_seconds), and unmeasured time does not count as idle.
+    gpu_util_seconds: float = 0.0
+    gpu_measured_seconds: float = 0.0
 
     def rounded(self) -> dict[str, int]:
         return {name: round(getattr(self, name)) for name in self.__slots__}
@@ -69,7 +74,7 @@ def by_hour(spans: Iterable[Span], first: int, last: int) -> dict[int, list[Span
             piece_start, piece_end = max(start, hour), min(end, hour + HOUR)
             if piece_end > piece_start:
                 hours[hour].append(Span(span.key, piece_start, piece_end, span.gpu, span.cpu, span.memory,
-                                        span.preemptible, span.preempted))
+                                        span.preemptible, span.preempted, span.pod))
     return hours
 
 
@@ -103,8 +108,11 @@ def _borrowed(spans: list[Span], deserved: float) -> list[float]:
                         - at(integral_pre if span.preemptible else integral_non, span.start)) for span in spans]
 
 
-def hour_figures(spans: list[Span], deserved: Mapping[PoolProject, float]) -> dict[Key, Figures]:
-    """The figures of one hour's (clipped) spans, per key."""
+def hour_figures(spans: list[Span], deserved: Mapping[PoolProject, float],
+                 utilization: Mapping[tuple[str, str], float] | None = None) -> dict[Key, Figures]:
+    """The figures of one hour's (clipped) spans, per key; `utilization`: the hour's average percent of the pods
+    that were measured."""
+    utilization = utilization or {}
     figures: dict[Key, Figures] = defaultdict(Figures)
     groups: dict[PoolProject, list[Span]] = defaultdict(list)
     for span in spans:
@@ -115,6 +123,10 @@ def hour_figures(spans: list[Span], deserved: Mapping[PoolProject, float]) -> di
         row.memory_byte_seconds += span.memory * seconds
         if span.preempted:
             row.preempted_gpu_seconds += span.gpu * seconds
+        percent = utilization.get(span.pod) if span.pod and span.gpu else None
+        if percent is not None:
+            row.gpu_measured_seconds += span.gpu * seconds
+            row.gpu_util_seconds += percent * span.gpu * seconds
         if span.gpu:
             groups[(span.key[0], span.key[2])].append(span)
     for group, members in groups.items():

@@ -16,6 +16,7 @@ from pools.models import NodeMembership, Pool, Project, ProjectMember, Quota
 from pools.models.bulk import copy_values
 from scheduling.models import CapacityInterval, EndReason, Priority, UsageInterval
 from scheduling.usage import rollup
+from scheduling.usage.simulated import SimulatedDcgm
 
 DAYS = 7
 INTERVAL_COLUMNS = ("pod_uid", "namespace", "pod_name", "pool", "project", "department", "user", "priority",
@@ -75,5 +76,6 @@ def generate(now: datetime | None = None, seed: int = 27) -> dict:
     with transaction.atomic():
         CapacityInterval.objects.bulk_create(capacities, batch_size=5000)
         copy_values(UsageInterval, INTERVAL_COLUMNS, intervals)
-    rolled = rollup.run(now=timezone.now(), since=start)
+    # Made-up pods get made-up GPU utilization, whatever OSMO_PROMETHEUS_URL says: the week shows figures.
+    rolled = rollup.run(now=timezone.now(), since=start, figures=SimulatedDcgm())
     return {"intervals": len(intervals), "capacity": len(capacities), **rolled}

@@ -1,7 +1,7 @@
-"""Usage reports over the hourly rows (issue 27 points 3 and 4): one GROUP BY over `UsageHour` for the use,
-one over `ProjectPoolHour` for deserved and starved time, one over `PoolHour` for capacity (three small
-aggregates, whatever the period: a year of hourly rows answers in the same three queries), and one more for
-the chart. The page, the CSV, `GET /api/usage/` and `manage.py usage report` all read `report()`, so they
+"""Usage reports over the hourly rows (issue 27 points 3 and 4): one statement, whatever the period, joining by
+UNION ALL a GROUP BY over `UsageHour` for the use, one over `ProjectPoolHour` for deserved and starved time and
+one over `PoolHour` for capacity (a year of hourly rows answers in that one query), and one more for the
+chart. The page, the CSV, `GET /api/usage/` and `manage.py usage report` all read `report()`, so they
 cannot disagree.
 
 Scoping (`Scope`): staff see every row; anyone else the rows of projects they belong to
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Case, CharField, F, Q, Sum, Value, When
+from django.db.models import Case, CharField, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import Concat, TruncDay, TruncHour
 
 from pools.models import Pool, Project
@@ -115,7 +115,7 @@ def _group_value(group_by: str):
 
 
 SUMS = {"gpu": "gpu_seconds", "cpu": "cpu_seconds", "memory": "memory_byte_seconds", "borrowed": "borrowed_seconds",
-        "preempted": "preempted_gpu_seconds"}
+        "preempted": "preempted_gpu_seconds", "util": "gpu_util_seconds", "measured": "gpu_measured_seconds"}
 
 
 def _step(params: Params):
@@ -123,21 +123,50 @@ def _step(params: Params):
     return TruncHour("hour", tzinfo=UTC) if params.end - params.start <= CHART_HOURLY else TruncDay("hour", tzinfo=UTC)
 
 
-def report(params: Params, scope: Scope, *, chart: bool = False) -> Report:
-    """The table, and with `chart` the chart's series (a second aggregate: the top groups per step)."""
+USED, DESERVED, CAPACITY = "u", "q", "c"
+QUOTA_SUMS = {"deserved": "deserved_gpu_seconds", "starved": "starved_seconds", "pending": "pending_seconds"}
+COLUMNS = (*SUMS, *QUOTA_SUMS, "capacity")
+
+
+def _shaped(queryset, kind: str, group, sums: dict):
+    """One part of the report's statement: per group, every column of COLUMNS (0 where this part has none), so
+    the parts line up for UNION ALL."""
+    figures = {name: sums.get(name) or Value(0, output_field=DecimalField(max_digits=38, decimal_places=0))
+               for name in COLUMNS}
+    return queryset.values(kind=Value(kind, output_field=CharField()), group=group).annotate(**figures).order_by()
+
+
+def aggregates(params: Params, scope: Scope):
+    """The use per group, the deserved and starved time per group (department, project and pool groupings) and
+    the capacity per pool, in one statement (three GROUP BYs joined by UNION ALL): rows of `kind` USED, DESERVED
+    or CAPACITY."""
     group_by = params.group_by
     base = UsageHour.objects.filter(_window(params) & _filters(params) & scope.usage(group_by))
-    sums = {name: Sum(column) for name, column in SUMS.items()}
-    used = list(base.annotate(group=_group_value(group_by)).values("group").annotate(**sums).order_by())
-    used.sort(key=lambda row: (-(row["gpu"] or 0), row["group"]))
-    quotas = {}
+    parts = [_shaped(base, USED, _group_value(group_by), {name: Sum(column) for name, column in SUMS.items()})]
     if group_by in ("department", "project", "pool"):
         quota_rows = ProjectPoolHour.objects.filter(_window(params) & _filters(params) & scope.quotas())
-        quotas = {row["group"]: row for row in quota_rows.values(group=F(GROUP_FIELDS[group_by])).annotate(
-            deserved=Sum("deserved_gpu_seconds"), starved=Sum("starved_seconds"), pending=Sum("pending_seconds"))}
+        parts.append(_shaped(quota_rows, DESERVED, F(GROUP_FIELDS[group_by]),
+                             {name: Sum(column) for name, column in QUOTA_SUMS.items()}))
     pool_filter = Q(pool=params.pool) if params.pool else Q()
-    capacity = dict(PoolHour.objects.filter(_window(params) & pool_filter & scope.capacity())
-                    .values("pool").annotate(seconds=Sum("capacity_gpu_seconds")).values_list("pool", "seconds"))
+    parts.append(_shaped(PoolHour.objects.filter(_window(params) & pool_filter & scope.capacity()), CAPACITY,
+                         F("pool"), {"capacity": Sum("capacity_gpu_seconds")}))
+    return base, parts[0].union(*parts[1:], all=True)
+
+
+def report(params: Params, scope: Scope, *, chart: bool = False) -> Report:
+    """The table (one statement), and with `chart` the chart's series (a second aggregate: the top groups per
+    step)."""
+    group_by = params.group_by
+    base, statement = aggregates(params, scope)
+    used, quotas, capacity = [], {}, {}
+    for row in statement:
+        if row["kind"] == USED:
+            used.append(row)
+        elif row["kind"] == DESERVED:
+            quotas[row["group"]] = row
+        else:
+            capacity[row["group"]] = int(row["capacity"] or 0)
+    used.sort(key=lambda row: (-(row["gpu"] or 0), row["group"]))
     total_capacity = sum(capacity.values())
     rows = [_row(row["group"], row, quotas.get(row["group"]),
                  _capacity_of(group_by, row["group"], capacity, total_capacity)) for row in used]
@@ -166,6 +195,13 @@ def _percent(part, whole) -> Decimal | None:
     return (Decimal(int(part or 0)) * 100 / Decimal(int(whole))).quantize(CENT, ROUND_HALF_UP)
 
 
+def _utilization(util_seconds, measured_seconds) -> Decimal | None:
+    """The GPU-seconds-weighted average utilization (percent) of what was measured; None: not measured."""
+    if not measured_seconds:
+        return None
+    return (Decimal(int(util_seconds or 0)) / Decimal(int(measured_seconds))).quantize(Decimal("0.1"), ROUND_HALF_UP)
+
+
 def _row(group: str, used: dict, quota: dict | None, capacity_seconds: int) -> dict:
     return {
         "group": group,
@@ -179,7 +215,10 @@ def _row(group: str, used: dict, quota: dict | None, capacity_seconds: int) -> d
         "pending_hours": hours_of(quota["pending"]) if quota else None,
         "cpu_core_hours": hours_of(Decimal(used.get("cpu") or 0) / 1000),
         "memory_gib_hours": hours_of(Decimal(used.get("memory") or 0) / 2**30),
+        "gpu_util_percent": _utilization(used.get("util"), used.get("measured")),
         "_gpu_seconds": int(used.get("gpu") or 0),
+        "_util_seconds": int(used.get("util") or 0),
+        "_measured_seconds": int(used.get("measured") or 0),
         "_deserved_seconds": int(quota["deserved"]) if quota else None,
     }
 
@@ -193,6 +232,8 @@ def _totals(rows: list[dict], capacity_seconds: int, with_quotas: bool) -> dict:
     for name in ("deserved_hours", "starved_hours", "pending_hours"):
         totals[name] = sum((row[name] or Decimal(0) for row in rows), Decimal("0.00")) if with_quotas else None
     totals["used_of_deserved_percent"] = _percent(gpu, deserved) if with_quotas else None
+    totals["gpu_util_percent"] = _utilization(sum(row["_util_seconds"] for row in rows),
+                                              sum(row["_measured_seconds"] for row in rows))
     return totals
 
 

@@ -4,6 +4,7 @@ recomputed whole from the intervals and written in one transaction (delete then 
 repeated or overlapping run writes the same rows). Retention: intervals ended more than
 OSMO_USAGE_INTERVAL_DAYS ago are pruned; hourly rows are kept for ever unless OSMO_USAGE_BUCKET_DAYS > 0."""
 
+import logging
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
@@ -30,12 +31,16 @@ from scheduling.models import (
 )
 from scheduling.usage import buckets
 from scheduling.usage.buckets import HOUR, Span
+from scheduling.usage.source import source
+from scheduling.usage.utilization import NAMESPACE, NotMeasured, Source
+
+log = logging.getLogger(__name__)
 
 USAGE_HOUR_FIELDS = ("hour", "pool", "platform", "project", "department", "user", *buckets.Figures.__slots__)
 PROJECT_HOUR_FIELDS = ("hour", "pool", "project", "department", "deserved_gpu_seconds", "starved_seconds",
                        "pending_seconds")
 INTERVAL_FIELDS = ("pool", "platform", "project", "department", "user", "start", "end", "backend_id", "gpu", "cpu",
-                   "memory", "preemptible", "end_reason", "workload", "attempt")
+                   "memory", "preemptible", "end_reason", "workload", "attempt", "ours", "namespace", "pod_name")
 
 
 def epoch(moment: datetime) -> float:
@@ -46,8 +51,9 @@ def moment(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def run(now: datetime | None = None, since: datetime | None = None) -> dict:
-    """Recompute the touched hours up to `now` (from `since` when given: a backfill)."""
+def run(now: datetime | None = None, since: datetime | None = None, figures: Source | None = None) -> dict:
+    """Recompute the touched hours up to `now` (from `since` when given: a backfill); GPU utilization from
+    `figures`, else from what OSMO_PROMETHEUS_URL names."""
     now = now or timezone.now()
     with transaction.atomic():
         state, _ = RollupState.objects.select_for_update().get_or_create(id=1)
@@ -67,7 +73,7 @@ def run(now: datetime | None = None, since: datetime | None = None) -> dict:
             return {"hours": 0, "rows": 0}
         first = buckets.hour_floor(epoch(min(starts)))
         last = buckets.hour_floor(epoch(now))
-        rows = recompute(first, last, now)
+        rows = recompute(first, last, now, figures)
         # Open intervals keep growing: the next run starts again from the hour of the oldest watermark among
         # backends that hold open ones (a silent backend's were closed: its old watermark holds nothing back).
         growing = (set(UsageInterval.objects.filter(end__isnull=True).values_list("backend_id", flat=True).distinct())
@@ -91,12 +97,13 @@ def spans(first: int, last: int, now: datetime) -> list[Span]:
         Q(end__isnull=True) | Q(end__gt=window_start)).values_list(*INTERVAL_FIELDS).iterator(chunk_size=10000)
     found = []
     for (pool, platform, project, department, user, start, end, backend, gpu, cpu, memory, preemptible, reason,
-         _workload, _attempt) in rows:
+         _workload, _attempt, ours, namespace, pod_name) in rows:
         stop = epoch(end) if end is not None else ends.get(backend)
         if stop is None:
             continue
         found.append(Span((pool, platform, project, department, user), epoch(start), stop, gpu, cpu, memory,
-                          preemptible, reason == EndReason.PREEMPTED))
+                          preemptible, reason == EndReason.PREEMPTED,
+                          (namespace, pod_name) if ours and gpu else None))
     return found
 
 
@@ -142,9 +149,34 @@ def capacity(first: int, last: int, now: datetime) -> list[tuple[str, float, flo
     return found
 
 
-def recompute(first: int, last: int, now: datetime) -> int:
+def utilization(found: list[Span], first: int, last: int, now: datetime, figures: Source | None = None
+                ) -> dict[int, dict]:
+    """{hour start: {(namespace, pod): percent}} for our GPU pods over the whole hours `first` to `last` that
+    have ended: one range query at a 1 h step (OSMO_PROMETHEUS_URL; none when unset). A failure is logged and
+    leaves the hours "not measured": it never stops the rollup (a later run over the same hours fills them)."""
+    figures = figures or source()
+    pods = {span.pod for span in found if span.pod and NAMESPACE.fullmatch(span.pod[0])}
+    if figures is None or not pods:
+        return {}
+    try:
+        series = figures.hourly(pods, moment(first), min(moment(last + HOUR), now))
+    except NotMeasured as exc:
+        log.warning("usage rollup: GPU utilization not measured for %s to %s: %s", moment(first),
+                    moment(last + HOUR), exc.message)
+        return {}
+    by_hour: dict[int, dict] = defaultdict(dict)
+    for pod, points in series.items():
+        if pod in pods:
+            for hour, percent in points.items():
+                by_hour[int(hour)][pod] = percent
+    return by_hour
+
+
+def recompute(first: int, last: int, now: datetime, figures: Source | None = None) -> int:
     """Rewrite the hourly rows of hours `first` to `last` (epoch hour starts); returns the rows written."""
-    hours = buckets.by_hour(spans(first, last, now), first, last)
+    found = spans(first, last, now)
+    measured = utilization(found, first, last, now, figures)
+    hours = buckets.by_hour(found, first, last)
     deserved, departments = deserved_gpus()
     waiting = pending(first, last, now)
     capacity_spans = capacity(first, last, now)
@@ -153,7 +185,7 @@ def recompute(first: int, last: int, now: datetime) -> int:
     for hour in range(first, last + HOUR, HOUR):
         at = moment(hour)
         pieces = hours.get(hour, [])
-        for key, figures in buckets.hour_figures(pieces, deserved).items():
+        for key, figures in buckets.hour_figures(pieces, deserved, measured.get(hour)).items():
             usage_rows.append((at, *key, *figures.rounded().values()))
         # Deserved-seconds count the part of the hour that has passed (the current hour grows).
         span_end = min(hour + HOUR, epoch(now))

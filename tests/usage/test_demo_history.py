@@ -9,11 +9,15 @@ from tests.support.commands import run
 pytestmark = pytest.mark.django_db
 
 
-def test_a_new_install_gets_a_week_of_history_once(demo_fleet, admin_client):
+def test_a_new_install_gets_a_week_of_history_once(demo_fleet, admin_client, settings):
+    settings.OSMO_PROMETHEUS_URL = ""  # `manage.py demo` runs it before setting it: the week's figures are simulated
     assert '"intervals": 0' not in run("usage", "demo-history")
     written = UsageInterval.objects.count()
     assert written > 100 and UsageHour.objects.count() > 100
     page = admin_client.get("/usage/", {"period": "7d"}).content.decode()
     assert 'data-testid="usage-chart"' in page and "No usage in this period" not in page
+    measured = UsageHour.objects.filter(gpu_measured_seconds__gt=0)
+    assert measured.count() > 100 and "GPU utilization: not measured" not in page
+    assert all(0 < row.gpu_util_seconds / row.gpu_measured_seconds < 100 for row in measured[:50])
     assert '"skipped": "history exists"' in run("usage", "demo-history")
     assert UsageInterval.objects.count() == written
