@@ -30,6 +30,7 @@ from scheduling.run.dispatch import dispatch
 from scheduling.run.stopping import stop
 from tests.kube_objects import make_node
 from tests.scheduling.conftest import body
+from tests.support.lifecycle import put_pod
 from tests.support.syncing import watch_round
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,6 +332,13 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
     assert label_node("gpu-1", {"runwhere.ai/team": "vision"})["runwhere.ai/team"] == "vision"
     assert kube.namespace_uid("kube-system") == standin.kube_system_uid  # as `backend add` reads it
     assert cordon_node("gpu-1", True).unschedulable and not cordon_node("gpu-1", False).unschedulable
+    # The log doors (scheduling.run.logs) read a replica's log and follow it: pods/log, get.
+    put_pod(standin, {"metadata": {"name": "reader", "namespace": "default"},
+                      "spec": {"containers": [{"name": "user", "image": "busybox"}]}, "status": {"phase": "Running"}})
+    standin.append_log("reader", "epoch 1")
+    standin.end_log("reader")
+    assert kube.read_pod_log("default", "reader") == b"epoch 1\n"
+    assert b"".join(kube.follow_pod_log("default", "reader", timeout_seconds=5)) == b"epoch 1\n"
 
     sent = {authorized(request.method, request.path, request.watch) for request in standin.requests}
     assert sent - granted() == set(), "sent but not granted"

@@ -92,7 +92,7 @@ def _number_out(value: Decimal | int) -> int | float:
 def _resource(resource: str, body: Any, field: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ConfigError(f"{field}: expected an object such as {{\"deserved\": 8, \"limit\": -1}}", field=field)
-    unknown = sorted(set(body) - _RESOURCE_KEYS)
+    unknown = sorted(str(key) for key in set(body) - _RESOURCE_KEYS)
     if unknown:
         raise ConfigError(f"{field}: unknown field {', '.join(map(repr, unknown))}; use deserved, limit and "
                           "over_quota_weight", field=f"{field}.{unknown[0]}")
@@ -142,7 +142,7 @@ def _resources(entries: Any, what: str, name: str) -> list[dict[str, Any]]:
         field = f"{name}.resources[{index}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{what}: {field} must be an object", field=field)
-        unknown = sorted(set(entry) - _ENTRY_KEYS)
+        unknown = sorted(str(key) for key in set(entry) - _ENTRY_KEYS)
         if unknown:
             raise ConfigError(f"{what}: {field}: unknown field {', '.join(map(repr, unknown))}",
                               field=f"{field}.{unknown[0]}")
@@ -186,7 +186,7 @@ def _unit(kind: str, name: str, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ConfigError(f"{what} refused: its value must be a JSON object", field=name)
     allowed = _PROJECT_KEYS if kind == "project" else _DEPARTMENT_KEYS
-    unknown = sorted(set(body) - allowed)
+    unknown = sorted(str(key) for key in set(body) - allowed)  # a YAML key may be null or a number
     if unknown:
         raise ConfigError(f"{what} refused: unknown field {', '.join(map(repr, unknown))}",
                           field=f"{name}.{unknown[0]}")

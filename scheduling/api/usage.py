@@ -25,9 +25,9 @@ PARAMETERS = [
 ]
 
 
-def _hours(help_text: str = "", **kwargs) -> serializers.DecimalField:
-    return serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=kwargs.pop("allow_null", False),
-                                    help_text=help_text, **kwargs)
+def _hours(help_text: str = "", **kwargs) -> serializers.FloatField:
+    """A figure as the answer holds it: a JSON number (two decimals), not a decimal string."""
+    return serializers.FloatField(allow_null=kwargs.pop("allow_null", False), help_text=help_text, **kwargs)
 
 
 class UsageRowSerializer(serializers.Serializer):
@@ -44,22 +44,23 @@ class UsageRowSerializer(serializers.Serializer):
     pending_hours = _hours("Hours with work pending.", allow_null=True)
     cpu_core_hours = _hours()
     memory_gib_hours = _hours()
-    gpu_util_percent = serializers.DecimalField(
-        max_digits=5, decimal_places=1, allow_null=True,
+    gpu_util_percent = serializers.FloatField(
+        allow_null=True,
         help_text="Average GPU utilization weighted by GPU-seconds over those measured; null: not measured.")
 
 
-class UsageReportSerializer(serializers.Serializer):
-    group_by = serializers.ChoiceField(choices=GROUPS)
-    start = serializers.DateTimeField(source="from", help_text="Start of the period (UTC).")
-    to = serializers.DateTimeField()
-    pool = serializers.CharField(allow_null=True)
-    project = serializers.CharField(allow_null=True)
-    capacity_hours = _hours("Capacity GPU-hours of the pools in view.")
-    gpu_util_percent = serializers.DecimalField(max_digits=5, decimal_places=1, allow_null=True,
-                                                help_text="The totals' GPU util; null: not measured.")
-    rows = UsageRowSerializer(many=True)
-    totals = UsageRowSerializer()
+# The answer's keys as the view writes them; `from` is a Python keyword, hence the class built by name.
+UsageReportSerializer = type("UsageReportSerializer", (serializers.Serializer,), {
+    "group_by": serializers.ChoiceField(choices=GROUPS),
+    "from": serializers.DateTimeField(help_text="Start of the period (UTC)."),
+    "to": serializers.DateTimeField(),
+    "pool": serializers.CharField(allow_null=True),
+    "project": serializers.CharField(allow_null=True),
+    "capacity_hours": _hours("Capacity GPU-hours of the pools in view."),
+    "gpu_util_percent": serializers.FloatField(allow_null=True, help_text="The totals' GPU util; null: not measured."),
+    "rows": UsageRowSerializer(many=True),
+    "totals": UsageRowSerializer(),
+})
 
 
 def body(result: reports.Report) -> dict:

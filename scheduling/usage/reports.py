@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Case, CharField, DecimalField, F, Q, Sum, Value, When
-from django.db.models.functions import Concat, TruncDay, TruncHour
+from django.db.models import Case, CharField, DecimalField, F, FloatField, Q, Sum, Value, When
+from django.db.models.functions import Cast, Concat, TruncDay, TruncHour
 
 from pools.models import Pool, Project
 from pools.models.visibility import access_for
@@ -136,13 +136,19 @@ def _shaped(queryset, kind: str, group, sums: dict):
     return queryset.values(kind=Value(kind, output_field=CharField()), group=group).annotate(**figures).order_by()
 
 
+def _sum(column: str):
+    """SUM of a column; memory-byte-seconds in floating point: a month of a large group passes 2**63, which SQLite's
+    integer SUM refuses ("integer overflow"; PostgreSQL's is numeric), and GiB-hours need no more than 15 digits."""
+    return Sum(Cast(column, FloatField())) if column == "memory_byte_seconds" else Sum(column)
+
+
 def aggregates(params: Params, scope: Scope):
     """The use per group, the deserved and starved time per group (department, project and pool groupings) and
     the capacity per pool, in one statement (three GROUP BYs joined by UNION ALL): rows of `kind` USED, DESERVED
     or CAPACITY."""
     group_by = params.group_by
     base = UsageHour.objects.filter(_window(params) & _filters(params) & scope.usage(group_by))
-    parts = [_shaped(base, USED, _group_value(group_by), {name: Sum(column) for name, column in SUMS.items()})]
+    parts = [_shaped(base, USED, _group_value(group_by), {name: _sum(column) for name, column in SUMS.items()})]
     if group_by in ("department", "project", "pool"):
         quota_rows = ProjectPoolHour.objects.filter(_window(params) & _filters(params) & scope.quotas())
         parts.append(_shaped(quota_rows, DESERVED, F(GROUP_FIELDS[group_by]),

@@ -58,8 +58,8 @@ def test_get_jobs_counts_ready_pods_names_the_pool_and_summarises_a_gangs_nodes(
     assert (row["ready"], row["pool"], row["node"]) == ("3/4", "training", "h100-001 +2")
     assert row["nodes"] == ["h100-001", "h100-002", "h100-003"] and row["ip"] == "10.0.0.1 +2"
     header, line = run("get", "jobs").splitlines()
-    assert header.split()[-2:] == ["AGE", "POOL"]
-    assert "3/4" in line and "h100-001 +2" in line and line.split()[-1] == "training"
+    assert header.split()[-4:] == ["AGE", "POOL", "START", "(EST.)"]
+    assert "3/4" in line and "h100-001 +2" in line and line.split()[-2:] == ["training", "-"]
     assert "h100-002" not in line  # one summary, not every name padding the row
 
 
