@@ -179,7 +179,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pools.access.tokens.BearerAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "pools.access.signin_limit.BasicAuthentication",  # DRF's, under the sign-in limit
+        "pools.access.basic_auth.BasicAuthentication",  # DRF's, under the sign-in limit
     ],
     # Every view declares read_access / write_access (pools.access.scoping.Rule); undeclared means admin.
     "DEFAULT_PERMISSION_CLASSES": ["pools.access.scoping.AccessPermission"],

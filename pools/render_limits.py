@@ -2,7 +2,7 @@
 settings: pushed into those pure modules at start-up, and again whenever a setting changes (tests)."""
 
 from django.conf import settings
-from django.test.signals import setting_changed
+from django.core.signals import setting_changed  # not django.test.signals: that imports the test client
 
 from pools.engine import jsonread, sandbox
 

@@ -8,10 +8,10 @@ therefore never locks a name: a correct password from an address that did not fa
 sign-in clears its pair's failures. A limit of 0 turns that limit off. Tokens never pass through here.
 
 One check serves every door: SignInLimitBackend comes first in AUTHENTICATION_BACKENDS, so the sign-in page,
-the admin's sign-in and the API's HTTP basic authentication all pass through it. It never signs anyone in; it
-refuses by raising PermissionDenied, which ends `authenticate()`. Failures are recorded from Django's
-`user_login_failed` signal, one row each in the database (pools.models.SignInFailure), so that every web
-process counts the same failures.
+the admin's sign-in and the API's HTTP basic authentication (pools.access.basic_auth) all pass through it. It
+never signs anyone in; it refuses by raising PermissionDenied, which ends `authenticate()`. Failures are
+recorded from Django's `user_login_failed` signal, one row each in the database (pools.models.SignInFailure),
+so that every web process counts the same failures.
 
 The address is REMOTE_ADDR or, from a proxy of ACCESS_TRUSTED_PROXIES, the last address of X-Forwarded-For
 that is not one of those proxies (else every client would share the proxy's count).
@@ -22,7 +22,6 @@ import ipaddress
 import math
 from dataclasses import dataclass
 
-import drf_spectacular.authentication
 from asgiref.sync import sync_to_async
 from django import forms
 from django.conf import settings
@@ -32,7 +31,6 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.utils import timezone
-from rest_framework import authentication, exceptions
 
 from pools.access.idp import trusted
 from pools.models import SignInFailure
@@ -185,25 +183,3 @@ class SignInView(auth_views.LoginView):
         response = self.render_to_response(self.get_context_data(form=form, signin_refusal=refused), status=429)
         response["Retry-After"] = str(refused.retry_after)
         return response
-
-
-class BasicAuthentication(authentication.BasicAuthentication):
-    """DRF's HTTP basic authentication under the same limit: a refused attempt answers 429 with Retry-After,
-    a good one clears its pair's failures (basic authentication never calls login())."""
-
-    def authenticate_credentials(self, userid, password, request=None):
-        try:
-            result = super().authenticate_credentials(userid, password, request)
-        except exceptions.AuthenticationFailed:
-            refused = getattr(request, "signin_refusal", None)
-            if refused is not None:
-                raise exceptions.Throttled(wait=refused.retry_after, detail=refused.message) from None
-            raise
-        clear_failures(userid, client_address(request))
-        return result
-
-
-class BasicScheme(drf_spectacular.authentication.BasicScheme):
-    """The OpenAPI schema describes the limited basic authentication as plain HTTP basic."""
-
-    target_class = BasicAuthentication

@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import OperationalError, connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
@@ -282,6 +281,10 @@ class Recompute:
         pods = Pod.objects.filter(backend=self.backend, node_name__in=names)
         if connection.vendor != "postgresql":
             return usage_from_pods(_pod_from_row(row) for row in pods.values("uid", *POD_COLUMNS))
+        # Imported here: django.contrib.postgres imports psycopg, which the admin (it imports this module) and a
+        # process on SQLite need not load at start-up.
+        from django.contrib.postgres.aggregates import ArrayAgg
+
         sums = (pods.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES).order_by().values("node_name")
                 .annotate(gpu_used=Sum("gpu"), cpu=Sum("cpu"), memory=Sum("memory"), count=Count("id"),
                           components=ArrayAgg("component", distinct=True, filter=~Q(component=""), default=[]),

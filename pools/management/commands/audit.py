@@ -3,18 +3,18 @@
 import json
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from pools.api.audit import AuditEventSerializer
-from pools.management.cli import clear_errors
+from pools.management.cli import CliCommand, clear_errors
 from pools.models import AuditEvent
 from pools.models.audit import ACTIONS, KINDS, prune, verify
 from pools.pages import csv
 from pools.pages.tables import AUDIT, RowContext
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "List the audit log, verify its hash chain, or prune rows past OSMO_AUDIT_DAYS."
 
     def add_arguments(self, parser):

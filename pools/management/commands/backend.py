@@ -3,7 +3,7 @@ kube-system namespace, unless split on purpose with --same-cluster-as), list the
 refused, and write an engine backend's objects (KAI Queues and Topologies, Kueue's queues) now."""
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db.models import Count
 from django.utils import timezone
 from django.utils.timesince import timesince
@@ -12,7 +12,7 @@ from pools.cluster import ClusterError
 from pools.cluster.connect import connect, is_connected
 from pools.engine import ConfigError, check_name
 from pools.fleet.sync import shared_cluster_for
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Backend
 from pools.schedulers import reconcile
 
@@ -85,7 +85,7 @@ def check_registered_once(backend: Backend, uid: str, same_as: str) -> None:
                           f"with its own pools and namespaces), add --same-cluster-as {first.name}.")
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Register a cluster (kubeconfig, in-cluster, or the simulated demo cluster), list backends, or " \
            "reconcile an engine backend's objects."
 

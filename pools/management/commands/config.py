@@ -5,14 +5,14 @@ import json
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from pools.access.roles import GENERATORS, generated_role
 from pools.config import history, writes
 from pools.config.defaults import init_defaults
 from pools.engine import ConfigError, parse_json
-from pools.management.cli import clear_errors
+from pools.management.cli import CliCommand, clear_errors
 from pools.models import ConfigKind, ConfigRevision
 
 TYPES = [kind.value for kind in ConfigKind]
@@ -20,7 +20,7 @@ TYPES = [kind.value for kind in ConfigKind]
 MAX_LIMIT = 1_000_000
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Import, show, delete, diff and roll back configuration (pools, pod templates, resource validations, roles)."
 
     def add_arguments(self, parser):

@@ -1,12 +1,10 @@
 """`./manage.py cordon NODE [--backend B]` (kubectl's `cordon`): no new pods are scheduled on the node."""
 
-from django.core.management.base import BaseCommand
-
 from pools.fleet.cordon import cordon_node
-from pools.management.cli import clear_errors
+from pools.management.cli import CliCommand, clear_errors
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Mark a node unschedulable, in the cluster and then here (uncordon undoes it)."
     cordon = True
 

@@ -1,14 +1,12 @@
 """`./manage.py department list`: every department, as `GET /api/departments/` answers staff."""
 
-from django.core.management.base import BaseCommand
-
 from pools.api.quotas import DepartmentSerializer
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Department, Project
 from pools.quotas import listing
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "department list: every department with its projects and default pools."
 
     def add_arguments(self, parser):

@@ -1,14 +1,12 @@
 """`./manage.py describe pool NAME` (gpuctl's `describe pool`) and `describe node NAME` (what `kubectl
 describe node` tells, in this control plane's terms: the node page's facts as text)."""
 
-from django.core.management.base import BaseCommand
-
 from pools.api.inventory import NodeDetailSerializer, PoolDetailSerializer
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.fleet import usage
 from pools.fleet.node_pods import pods_on
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Node, Pool
 from pools.pages.formatting import size
 
@@ -19,7 +17,7 @@ def _gib(value: int) -> str:
     return f"{value / GIB:.0f}Gi"
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = ("describe pool NAME: the pool's figures, its platforms with node counts and GPUs (total, used, free, "
             "free on Ready nodes, unhealthy), and its nodes. describe node NAME: its status and reasons, conditions, "
             "recent events, taints, labels, pools and the pods on it.")

@@ -1,12 +1,10 @@
 """`./manage.py label node NODE KEY=VALUE|KEY- ... [--overwrite]` (gpuctl / kubectl syntax)."""
 
-from django.core.management.base import BaseCommand
-
 from pools.fleet import labels as pools_labels
-from pools.management.cli import clear_errors
+from pools.management.cli import CliCommand, clear_errors
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Set (KEY=VALUE) or remove (KEY-) managed labels on a node, in the cluster and here."
 
     def add_arguments(self, parser):

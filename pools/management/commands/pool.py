@@ -1,13 +1,11 @@
 """`./manage.py pool list` (gpuctl's `get pools` columns)."""
 
-from django.core.management.base import BaseCommand
-
 from pools.api.inventory import PoolRowSerializer
 from pools.fleet import usage
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "pool list: every pool with status, GPU total / used / free, free on ready nodes, and node count."
 
     def add_arguments(self, parser):

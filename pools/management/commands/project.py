@@ -1,14 +1,12 @@
 """`./manage.py project list`: every project, as `GET /api/projects/` answers staff."""
 
-from django.core.management.base import BaseCommand
-
 from pools.api.quotas import ProjectSerializer
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Project
 from pools.quotas import listing
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "project list: every project with its department, namespace, default pools and members."
 
     def add_arguments(self, parser):

@@ -2,11 +2,10 @@
 operator's; `--as-user NAME` shows what that user sees)."""
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
 
 from pools.api.quotas import QuotaRowSerializer
 from pools.config.history import ConfigNotFound
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Department, Pool, Project
 from pools.quotas import listing
 from pools.quotas.fairshare import Resource
@@ -17,7 +16,7 @@ def limit(value) -> str:
     return "none" if value == -1 else str(value)
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = ("quota list: per pool, each department and project with its GPUs deserved, limit, over-quota weight, "
             "allocated, fair share and GPUs over quota (borrowed).")
 

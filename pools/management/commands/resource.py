@@ -1,11 +1,9 @@
 """`./manage.py resource list [--pool P] [--platform X] [--status S]` (OSMO's `resource list` columns, then
 each node's status and every reason it is not Ready)."""
 
-from django.core.management.base import BaseCommand
-
 from pools.api.inventory import NodeRowSerializer
 from pools.fleet import usage
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 
 GIB = 1024**3
 
@@ -18,7 +16,7 @@ def _cores(value) -> str:
     return f"{value:g}"
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "resource list: one row per node with storage, CPU, memory and GPU as used/total, and a sum row."
 
     def add_arguments(self, parser):

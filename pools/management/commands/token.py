@@ -4,16 +4,16 @@ import datetime as dt
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from pools.access import tokens
 from pools.engine import ConfigError
-from pools.management.cli import clear_errors
+from pools.management.cli import CliCommand, clear_errors
 from pools.models import AccessToken
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Create (prints the secret once), list and revoke a user's API tokens."
 
     def add_arguments(self, parser):

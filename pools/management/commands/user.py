@@ -4,11 +4,11 @@ The same rows as `/api/auth/user/{id}/roles`; the command runs with the machine'
 so staff users' roles may be changed too. Role documents themselves are `config` documents (`config set role`)."""
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from pools.access import assignments
 from pools.access.api import describe_user
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Role
 
 
@@ -28,7 +28,7 @@ def _roles(names: list[str]) -> list[Role]:
     return [found[name] for name in dict.fromkeys(names)]
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Give users roles, take them away, and list who holds what."
 
     def add_arguments(self, parser):

@@ -3,11 +3,9 @@
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
-
 from pools.engine import ConfigError, read_yaml_all
 from pools.fleet import poolfiles
-from pools.management.cli import author, clear_errors
+from pools.management.cli import CliCommand, author, clear_errors
 from scheduling.management.cli import find_user
 from scheduling.models import Source
 from scheduling.specs.formats import gpuctl_request
@@ -38,7 +36,7 @@ def kind_of(text: str) -> str | None:
     return first.get("kind") if isinstance(first, dict) else None
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = ("Create from gpuctl YAML: `kind: pool` creates (or updates) a pool and labels its nodes; "
             "`kind: training` submits the job as a workload.")
 

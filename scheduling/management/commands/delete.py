@@ -2,19 +2,17 @@
 workloads of that name that are still alive, as gpuctl deletes a job; `--as-user USER` cancels as USER, who must be
 their submitter or staff, as `workload cancel --as-user` and `create -f --as-user` act for USER)."""
 
-from django.core.management.base import BaseCommand
-
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.fleet import poolfiles
-from pools.management.cli import author, clear_errors
+from pools.management.cli import CliCommand, author, clear_errors
 from scheduling.management.cli import cancel_now, find_user, login
 from scheduling.management.commands.create import JOB_KINDS, kind_of, read_file
 from scheduling.models import ALIVE, Workload
 from scheduling.specs.formats import gpuctl_request
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = ("Delete pools (remove their labels from nodes and the pool; running pods are left alone), or a job "
             "(cancel the live workloads of that name).")
 

@@ -1,12 +1,12 @@
 """`./manage.py get jobs [--pool P]`, `get labels NODE [--key KEY]` and `get pools` (gpuctl's `get`)."""
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db.models import Q
 from django.utils import timezone
 
 from pools.fleet import labels
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Pool
 from pools.models.visibility import Access
 from scheduling.listing import bodies
@@ -67,7 +67,7 @@ def job_rows(pool: str | None, now=None, user=None) -> list[dict]:
     return result
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "get jobs [--pool P]: workloads as gpuctl lists jobs; get labels NODE [--key KEY]; get pools."
 
     def add_arguments(self, parser):

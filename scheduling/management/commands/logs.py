@@ -1,15 +1,13 @@
 """`./manage.py logs JOB [-f]`: gpuctl's `logs` (a job is a workload: its id, an id prefix or its name), the same
 reader as `workload logs` (scheduling.management.logs)."""
 
-from django.core.management.base import BaseCommand
-
-from pools.management.cli import clear_errors
+from pools.management.cli import CliCommand, clear_errors
 from scheduling.management.cli import find_user, find_workload, readable_by
 from scheduling.management.logs import add_log_arguments, print_log
 from scheduling.models import Workload
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Print a job's log (gpuctl's `logs JOB`): its replica 0's user container, or --replica, --attempt."
 
     def add_arguments(self, parser):

@@ -5,10 +5,10 @@ every due notification now (the beat task's work, without a worker)."""
 import json
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from pools.engine import ConfigError
-from pools.management.cli import author, clear_errors
+from pools.management.cli import CliCommand, author, clear_errors
 from scheduling.decisions.notifications import TRANSITIONS
 from scheduling.models import NotificationPreference
 from scheduling.run import notify
@@ -38,7 +38,7 @@ def _data(options) -> dict:
     return data
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Show and set a user's notification choices, a project's default, or send what is due now."
 
     def add_arguments(self, parser):

@@ -6,10 +6,10 @@ transaction rolls back, releasing the lock)."""
 
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import OperationalError, connections
 
-from pools.management.cli import clear_errors, print_json
+from pools.management.cli import CliCommand, clear_errors, print_json
 from pools.management.stopping import interrupt_on_stop_signals
 from scheduling.run.cycle import CycleResult, run_cycle
 from scheduling.run.sweeps import SweepResult, sweep
@@ -17,7 +17,7 @@ from scheduling.run.sweeps import SweepResult, sweep
 MAX_INTERVAL = 86_400  # a day; time.sleep refuses infinity, and NaN or a negative would mean 0.1 s
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = ("Run admission cycles, each followed by dispatch of every ADMITTED workload and the lifecycle sweep "
             "(stops, timeouts, status from the cluster): --once runs one, prints what it admitted, dispatched and "
             "why the rest wait, and exits 0; without it, one every --interval seconds until Ctrl-C.")

@@ -13,10 +13,10 @@ OSMO_UTILIZATION_INTERVAL s)."""
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
 from pools.pages import csv
 from pools.pages.tables import RowContext
@@ -30,7 +30,7 @@ from scheduling.usage import demo, observe, reports, rollup
 from scheduling.usage.params import GROUPS, PERIOD_CHOICES, ParamError, parse
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = ("Usage accounting: report GPU-hours by department, project, user, pool or platform; roll up; prune; "
             "idle GPUs and one utilization round by hand.")
 

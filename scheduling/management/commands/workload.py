@@ -3,11 +3,10 @@
 workload unless `--as-user USER` asks for what USER sees; submit needs a submitter (`--as-user`, else the
 user named like the account running the command, else `admin`)."""
 
-from django.core.management.base import BaseCommand
 from django.http import QueryDict
 
 from pools.engine import ConfigError
-from pools.management.cli import add_format, clear_errors, print_json, print_table
+from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models.visibility import Access
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
@@ -26,7 +25,7 @@ from scheduling.run import estimates, utilization
 from scheduling.submit import submission
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Submit, list, describe and cancel workloads (the /api/workloads/ API from the command line)."
 
     def add_arguments(self, parser):
