@@ -72,14 +72,15 @@ def live_counts(user) -> dict:
 
     table = connection.ops.quote_name(Workload._meta.db_table)
     alive = sorted(str(status) for status in ALIVE)
+    among = f"w.status IN ({', '.join(['%s'] * len(alive))})"  # not `= ANY(%s)`: SQLite binds no lists
     project = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.project_id = "
                      f"{connection.ops.quote_name(Workload._meta.get_field('project').related_model._meta.db_table)}"
-                     ".id AND w.status = ANY(%s)", (alive,), output_field=IntegerField())
+                     f".id AND {among}", tuple(alive), output_field=IntegerField())
     if user is None:
         from django.db.models import Value
         return {"live_project": project, "live_user": Value(0)}
-    mine = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.submitter_id = %s AND w.status = ANY(%s)",
-                  (user.pk, alive), output_field=IntegerField())
+    mine = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.submitter_id = %s AND {among}",
+                  (user.pk, *alive), output_field=IntegerField())
     return {"live_project": project, "live_user": mine}
 
 
