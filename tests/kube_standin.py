@@ -259,6 +259,7 @@ class KubeStandin:
 
     def close(self) -> None:
         self.stop()
+        self._release_port()
 
     def stop(self) -> None:
         """The API server goes down: open watches end, every connection is dropped and nothing listens on the port
@@ -279,6 +280,22 @@ class KubeStandin:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
+        self._hold_port()
+
+    def _hold_port(self) -> None:
+        """Keep the port while down: bound, not listening (a client is refused, as by a server that is gone), so
+        that no other test's server (another xdist worker's) takes it and answers this one's clients. Without
+        SO_REUSEADDR nothing else can bind it; when the port cannot be held (connections in TIME_WAIT), it is not."""
+        self._port_hold = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            self._port_hold.bind(("127.0.0.1", self._port))
+        except OSError:
+            self._release_port()
+
+    def _release_port(self) -> None:
+        hold, self._port_hold = getattr(self, "_port_hold", None), None
+        if hold is not None:
+            hold.close()
 
     def start(self) -> None:
         """The API server is back, on the same port, with the same objects."""
@@ -287,6 +304,7 @@ class KubeStandin:
         with self._cond:
             self._closing = False
             self._stall_release.clear()
+        self._release_port()
         self._serve(self._port)
 
     @property
