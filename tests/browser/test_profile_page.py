@@ -38,12 +38,12 @@ def test_a_researcher_makes_a_token_and_chooses_notifications_on_the_profile_pag
         page.check("#notifications-form input[value=failed]")
         page.check("#notifications-form input[value=pending]")
         page.fill("#notifications-form input[name=pending_minutes]", "45")
-        page.fill("#notifications-form input[name=webhook_url]", "https://hooks.slack.com/services/T0/B0/X")
+        page.fill("#notifications-form input[name=webhook_url]", "https://chat.example.org/hooks/alice")
         page.click("#notifications-save")
         page.wait_for_url(f"{live_server.url}/profile/")
         row = NotificationPreference.objects.get(user=world["researcher"])
         assert (row.transitions, row.pending_minutes, row.webhook_url) == (
-            ["failed", "pending"], 45, "https://hooks.slack.com/services/T0/B0/X")
+            ["failed", "pending"], 45, "https://chat.example.org/hooks/alice")
         assert page.locator("#notifications-form input[value=failed]").is_checked()
         assert not page.locator("#notifications-form input[value=completed]").is_checked()
         if size[0] == 1440:

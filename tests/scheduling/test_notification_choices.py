@@ -15,7 +15,7 @@ from scheduling.models import NotificationPreference
 from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
-HOOK = "https://hooks.slack.com/services/T000/B000/XXXX"
+HOOK = "https://chat.example.org/hooks/vision-alerts"
 
 
 def test_the_api_round_trip_sets_only_the_fields_given_and_clears(world, researcher_api):

@@ -5,12 +5,16 @@ import json
 from pathlib import Path
 
 from django.db import transaction
+from django.dispatch import Signal
 
 from pools.config import writes
 from pools.models import Backend, ConfigKind, Department, PodTemplate, Pool, Project, ResourceValidation
 
 DEFAULTS_FILE = Path(__file__).with_name("osmo-defaults.json")
 DEMO_FILE = Path(__file__).with_name("demo.json")
+# Sent by `manage.py demo` once the demo's configuration and clusters are loaded, for the apps built on pools to add
+# their own demo data (scheduling: a week of usage history); each receiver answers a line to print, or "".
+demo_loaded = Signal()
 
 
 def load_defaults() -> dict:
