@@ -8,10 +8,10 @@ block that cannot run here (it serves, as `make demo` does, or needs a cluster, 
 marked by an HTML comment on the line before it, `<!-- not run: why -->`; a command that is not `./manage.py ...`
 in an unmarked block fails the extraction, so nothing is left unrun by accident.
 
-This test runs every command with bash from the checkout, the README's first and then the pages' in the order of
-their paths, after what `make install` does beyond installing (the data directory's settings file,
-`python -m osmo_site.env`), on a scratch data directory whose SQLite file is the database (the README's own setup
-block migrates and loads the demo). A command fails the test when it exits non-zero (with `pipefail`, so
+This test runs every command with bash from the checkout. After what `make install` does beyond installing (the
+data directory's settings file, `python -m osmo_site.env`), the README's setup block (it migrates and loads the
+demo) runs once per test process on a scratch data directory whose SQLite file is the database; then each page's
+commands (the README's after that block) run in order on a copy of that directory. A command fails the test when it exits non-zero (with `pipefail`, so
 `./manage.py ... | head` counts) or prints a Python traceback.
 
 The commands run with the environment of the test minus every setting the project reads, so the settings file
@@ -165,22 +165,59 @@ def test_the_pages_show_one_way_to_run_the_cli():
     assert not shown, f"the pages run the CLI as ./manage.py only: {shown}"
 
 
-def test_every_cli_command_of_the_readme_and_the_pages_runs_as_printed(tmp_path):
-    commands = all_commands()
-    assert [command for _, command in commands[:3]] == [
-        "./manage.py migrate --noinput", "./manage.py config init", "./manage.py demo --no-serve"]
-    assert len({where.split(":")[0] for where, _ in commands}) >= 15, commands
-    env = scratch_environment(tmp_path / "data")
-    done = subprocess.run([sys.executable, "-m", "osmo_site.env"], cwd=BASE_DIR, env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+SETUP = ["./manage.py migrate --noinput", "./manage.py config init", "./manage.py demo --no-serve"]
+
+
+def run_commands(commands: list[tuple[str, str]], env: dict[str, str]) -> list[str]:
+    """Runs each command as printed, in order; the failures, each with its place, output and exit status."""
     failures = []
     for where, command in commands:
         done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=BASE_DIR, env=env,
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=180)
         if done.returncode != 0 or "Traceback (most recent call last)" in done.stderr:
             failures.append(f"{where}\n$ {command}\nexit status {done.returncode}\n"
                             f"{done.stdout[-1500:]}{done.stderr[-3000:]}")
+    return failures
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory) -> Path:
+    """A data directory after the README's setup block (migrate, config init, demo --no-serve), run as printed
+    once per test process; each test below works on its own copy of it."""
+    commands = located_commands(README.read_text(encoding="utf-8"))[:3]
+    assert [command for _, command in commands] == SETUP
+    data = tmp_path_factory.mktemp("readme") / "data"
+    env = scratch_environment(data)
+    done = subprocess.run([sys.executable, "-m", "osmo_site.env"], cwd=BASE_DIR, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    failures = run_commands(commands, env)
+    assert not failures, "the README's setup block fails:\n\n" + "\n\n".join(failures)
+    return data
+
+
+def copy_of(demo_data: Path, tmp_path: Path) -> dict[str, str]:
+    """The environment of commands run on a fresh copy of the demo's data directory."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_data, data)
+    return scratch_environment(data)
+
+
+def test_the_readme_begins_with_the_setup_and_most_pages_have_commands():
+    commands = all_commands()
+    assert [command for _, command in commands[:3]] == SETUP
+    assert len({where.split(":")[0] for where, _ in commands}) >= 15, commands
+
+
+@pytest.mark.parametrize("document", [str(path.relative_to(BASE_DIR)) for path in documents()
+                                      if located_commands(path.read_text(encoding="utf-8"))])
+def test_every_cli_command_of_the_readme_and_the_pages_runs_as_printed(document, demo_data, tmp_path):
+    """One page's commands, in order, on a copy of the data the README's setup block made (for the README, its
+    commands after that block): a newcomer can follow any one page after the setup."""
+    commands = located_commands((BASE_DIR / document).read_text(encoding="utf-8"), document)
+    if document == "README.md":
+        commands = commands[3:]
+    failures = run_commands(commands, copy_of(demo_data, tmp_path))
     assert not failures, "commands that fail:\n\n" + "\n\n".join(failures)
 
 
@@ -219,23 +256,13 @@ def readme_examples(text: str) -> dict[str, str]:
     return {name: body for name, body in EXAMPLE.findall(text)}
 
 
-def test_the_readme_request_and_workflow_examples_run_against_the_demo(tmp_path):
+def test_the_readme_request_and_workflow_examples_run_against_the_demo(demo_data, tmp_path):
     """The request example and the OSMO workflow example (docs/researcher/submit.md), posted as printed to the
     demo's data (the README's own setup block: migrate, config init, demo --no-serve), are accepted and admitted;
     the workflow from a project with no guarantee there is refused with the hint in the syntax of OSMO's path."""
-    text = README.read_text(encoding="utf-8")
     examples = {name: body for path in documents() for name, body in readme_examples(path.read_text()).items()}
     assert set(examples) == {"request", "osmo-workflow"}, examples.keys()
-    env = scratch_environment(tmp_path / "data")
-    done = subprocess.run([sys.executable, "-m", "osmo_site.env"], cwd=BASE_DIR, env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    setup = readme_commands(text)[:3]
-    assert setup == ["./manage.py migrate --noinput", "./manage.py config init", "./manage.py demo --no-serve"]
-    for command in setup:
-        done = subprocess.run(["bash", "-c", command], cwd=BASE_DIR, env=env, capture_output=True, text=True,
-                              timeout=180)
-        assert done.returncode == 0, done.stderr[-3000:]
+    env = copy_of(demo_data, tmp_path)
     done = subprocess.run(["./manage.py", "shell", "-c", EXAMPLES_PROBE], cwd=BASE_DIR, env=env,
                           input=json.dumps(examples), capture_output=True, text=True, timeout=180)
     lines = [line for line in done.stdout.splitlines() if line.startswith("EXAMPLES ")]

@@ -8,13 +8,13 @@ configured exactly as `make demo` configures it (`osmo_site.settings`, DEBUG=1, 
 
 import json
 import os
+import platform
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -286,7 +286,10 @@ def test_an_unexpected_error_and_ctrl_c_end_in_one_line(site, tmp_path):
 
     (writer,) = until(open_to_write, "the command to open its file to read")
     try:
-        time.sleep(0.3)  # now waiting for the document
+        # Interrupted once it waits for the document: blocked in read(2), not still opening the file.
+        read = {"x86_64": "0", "aarch64": "63"}[platform.machine()]
+        until(lambda: Path(f"/proc/{process.pid}/syscall").read_text().split()[0] == read,
+              "the command to wait in read(2) for its document")
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:
