@@ -11,8 +11,8 @@ in an unmarked block fails the extraction, so nothing is left unrun by accident.
 This test runs every command with bash from the checkout. After what `make install` does beyond installing (the
 data directory's settings file, `python -m osmo_site.env`), the README's setup block (it migrates and loads the
 demo) runs once per test process on a scratch data directory whose SQLite file is the database; then each page's
-commands (the README's after that block) run in order on a copy of that directory. A command fails the test when it exits non-zero (with `pipefail`, so
-`./manage.py ... | head` counts) or prints a Python traceback.
+commands (the README's after that block) run in order on a copy of that directory. A command fails the test when
+it exits non-zero (with `pipefail`, so `./manage.py ... | head` counts) or prints a Python traceback.
 
 The commands run with the environment of the test minus every setting the project reads, so the settings file
 has to do its job; `./manage.py` starts with the `python3` on PATH and hands itself to `.venv/bin/python`
