@@ -27,11 +27,22 @@ class DepartmentQuerySet(models.QuerySet):
         return self.filter(Exists(Project.objects.visible_to(user).filter(department=OuterRef("pk"))))
 
 
+def may_see_project(access, name: str, *, member: bool, own_pool: str | None) -> bool:
+    """`ProjectQuerySet.visible_to`'s rule for one project whose row is at hand: `member` (named as a member, or
+    holding a member role) and `own_pool` (the pool whose own project it is) read with it."""
+    if access.is_staff:
+        return True
+    if not access.signed_in:
+        return False
+    return (member or (own_pool is not None and access.may_use_pool(own_pool))
+            or (settings.OSMO_DEFAULT_PROJECT_OPEN and name == Project.DEFAULT_NAME))
+
+
 class ProjectQuerySet(models.QuerySet):
     def visible_to(self, user) -> "ProjectQuerySet":
         """The projects `user` belongs to (all of them for staff): named as a member, holding a member role,
         the `default` project (open unless OSMO_DEFAULT_PROJECT_OPEN is off), or the own project of a
-        pool the user may use."""
+        pool the user may use. `may_see_project` is the same rule for one row."""
         access = access_for(user)
         if access.is_staff:
             return self

@@ -60,30 +60,6 @@ def check_request(request, project, field: str = "") -> None:
     check("command_bytes", size, project, f"{prefix}command")
 
 
-def live_counts(user) -> dict:
-    """Annotations of a Project query with its live workloads (`live_project`) and `user`'s (`live_user`), so
-    that the read of the project also reads both counts `check_live` needs (one query less per submission).
-    Written as SQL: the ORM's Coalesce(Subquery(Count)) form cost more CPU to compile than the whole query
-    took to run (benchmarks/submit.py); the counts are the same (`status IN ALIVE`, by project / submitter)."""
-    from django.db.models import IntegerField
-    from django.db.models.expressions import RawSQL
-
-    from scheduling.models import ALIVE, Workload
-
-    table = connection.ops.quote_name(Workload._meta.db_table)
-    alive = sorted(str(status) for status in ALIVE)
-    among = f"w.status IN ({', '.join(['%s'] * len(alive))})"  # not `= ANY(%s)`: SQLite binds no lists
-    project = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.project_id = "
-                     f"{connection.ops.quote_name(Workload._meta.get_field('project').related_model._meta.db_table)}"
-                     f".id AND {among}", tuple(alive), output_field=IntegerField())
-    if user is None:
-        from django.db.models import Value
-        return {"live_project": project, "live_user": Value(0)}
-    mine = RawSQL(f"SELECT count(*) FROM {table} w WHERE w.submitter_id = %s AND {among}",
-                  (user.pk, *alive), output_field=IntegerField())
-    return {"live_project": project, "live_user": mine}
-
-
 def check_live(user, project, adding: int = 1, counts: dict | None = None) -> None:
     """Refuse `adding` more workloads when the user or the project already has its limit of live ones (one
     query for both counts; none when `counts` ({"user": n, "project": n}) were read with the project)."""

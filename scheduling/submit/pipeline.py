@@ -6,19 +6,18 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from django.db.models import Min, Q
-
 from pools.config.documents import PoolDoc
 from pools.config.effective import effective_platform
 from pools.config.writes import pools_with_documents, templates_and_validations
 from pools.engine import EngineError, NodeResources, evaluate_rules, parse_quantity, parse_timeout, render
 from pools.engine.pod_rules import pod_errors
-from pools.models import NodeMembership, Pool, Project, Quota
+from pools.models import Pool, Project, Quota
 from pools.models.visibility import Access
 from scheduling.decisions import admission as pure
 from scheduling.specs import podenv
 from scheduling.specs.jobs import USER_CONTAINER
 from scheduling.specs.requests import WorkloadRequest
+from scheduling.submit import reads
 
 STEPS = ("access", "resources", "templates", "platform", "schedule")
 
@@ -81,14 +80,10 @@ class Context:
         nodes has a handful of shapes. One query per pool and submission."""
         if pool.name not in self.shapes:
             by_platform: dict[str, list[Shape]] = {}
-            rows = (NodeMembership.objects.filter(pool=pool).order_by()
-                    .values("platforms", "node__cpu_allocatable", "node__gpu_allocatable", "node__memory_allocatable",
-                            "node__storage_allocatable", "node__gpu_product").annotate(name=Min("node__name")))
-            for row in sorted(rows, key=lambda row: row["name"]):
-                for name in row["platforms"]:
-                    by_platform.setdefault(name, []).append(Shape(
-                        row["name"], row["node__cpu_allocatable"], row["node__gpu_allocatable"],
-                        row["node__memory_allocatable"], row["node__storage_allocatable"], row["node__gpu_product"]))
+            for platforms, millicores, gpu, memory, storage, product, name in reads.node_shapes(pool.pk):
+                for platform_name in platforms:
+                    by_platform.setdefault(platform_name, []).append(
+                        Shape(name, millicores, gpu, memory, storage, product))
             self.shapes[pool.name] = by_platform
         return self.shapes[pool.name].get(platform, [])
 
@@ -313,8 +308,7 @@ def _schedule(context: Context, pool: Pool, platform: str, request: WorkloadRequ
     allocatable = [(node.gpu * 100, node.millicores, node.memory) for node in shapes]
     project = context.project
     # One query: the department's row and every row of its projects (their sum when the department has none).
-    rows = list(Quota.objects.filter(pool=pool).filter(Q(department_id=project.department_id)
-                                                       | Q(project__department_id=project.department_id)))
+    rows = reads.department_quotas(pool.pk, project.department_id)
     project_quota = _deserved(next((q for q in rows if q.project_id == project.pk), None))
     department_row = next((q for q in rows if q.department_id == project.department_id), None)
     if department_row is not None:

@@ -21,7 +21,7 @@ from scheduling.run import attempts
 from scheduling.run.outbox import request_cycle
 from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
-from scheduling.submit import inserts, limits, pipeline, workflows
+from scheduling.submit import inserts, limits, pipeline, reads, workflows
 
 HIDDEN_POOL = "(a pool you may not see)"
 HIDDEN_VERDICT = "One of the project's default pools, which you may not use."
@@ -31,15 +31,11 @@ def shown_verdicts(access: Access, request: WorkloadRequest, verdicts: list[pipe
                    ) -> list[pipeline.Verdict]:
     """The verdicts as the caller may read them: a candidate that came from the project's (or department's)
     default list and whose pool the caller may not see is told as such, unnamed (as the lists hide it,
-    `Access.visible_pool_names`). Pools the request named are the caller's words: shown, with no query."""
+    `Access.visible_pool_names`). Pools the request named are the caller's words: shown. No query: the pipeline's
+    access step refuses exactly the pools the caller may not see (`ACCESS`), and only those."""
     named = set(request.pools or [])
-    if all(v.pool in named for v in verdicts):
-        return verdicts
-    visible = access.visible_pool_names
-    if visible is None:
-        return verdicts
-    return [v if v.pool in named or v.pool in visible else
-            pipeline.Verdict(HIDDEN_POOL, step="access", code="ACCESS", message=HIDDEN_VERDICT) for v in verdicts]
+    return [pipeline.Verdict(HIDDEN_POOL, step="access", code="ACCESS", message=HIDDEN_VERDICT)
+            if v.code == "ACCESS" and v.pool not in named else v for v in verdicts]
 
 
 class SubmissionRefused(ConfigError):
@@ -98,9 +94,7 @@ def default_project(access: Access) -> str:
 
 def _project(access: Access, name: str | None) -> Project:
     name = name or default_project(access)
-    user = access.user if access.signed_in else None
-    project = Project.objects.visible_to(access.user).select_related("department").filter(name=name).annotate(
-        **limits.live_counts(user)).first()
+    project = reads.project(access, name)
     if project is None:
         raise ConfigError(f"Project {name} does not exist or you are not a member of it (GET /api/projects/ lists "
                           "yours).", field="project")
