@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from pools.access import assignments, tokens
 from pools.config import writes
 from pools.models import AuditEvent, ConfigKind, Role
-from pools.models.audit import AppendOnly, prune, record, verify
+from pools.models.audit import AppendOnly, chain_hash, prune, record, verify
 from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
@@ -156,6 +156,16 @@ def test_verify_names_the_row_a_raw_sql_edit_changed_or_removed():
         cursor.execute("DELETE FROM pools_auditevent WHERE id = %s", [events[3].pk])
     checked, broken = verify()
     assert broken.id == events[4].pk and "previous" in broken.reason
+
+
+def test_a_row_chained_by_the_database_hashes_as_python_does():
+    """On PostgreSQL one row's hash is computed in the insert (pools.models.audit._insert_chained): user text with
+    quotes, backslashes, non-ASCII and control characters hashes exactly as `chain_hash` does."""
+    first = record("workload", "workload/ü-1", "submit", 'naïve "quoted" \\ back\\slash \t tab ✓ 日本 \u2028')
+    second = record("node", "node/n1", "cordon", "")
+    assert second.previous_hash == first.hash
+    assert first.hash == chain_hash(first.previous_hash, AuditEvent.objects.get(pk=first.pk).content())
+    assert verify() == (2, None)
 
 
 @pytest.mark.postgres
