@@ -17,7 +17,7 @@ class Columns:
 
     @property
     def sql(self) -> str:
-        return ", ".join(f"{self.alias}.{connection.ops.quote_name(field.column)}" for field in self.fields)
+        return _select_list(self.model, self.alias, connection.vendor)
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -30,6 +30,11 @@ class Columns:
                     value = converter(value, expression, connection)
             converted.append(value)
         return self.model.from_db(connection.alias, self.attnames, converted)
+
+
+@cache
+def _select_list(model, alias: str, vendor: str) -> str:
+    return ", ".join(f"{alias}.{connection.ops.quote_name(field.column)}" for field in model._meta.concrete_fields)
 
 
 @cache
