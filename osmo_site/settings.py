@@ -213,8 +213,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under .data/);
-# production points CELERY_BROKER_URL at Redis.
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# production points CELERY_BROKER_URL at Redis. The host names no server (the transport reads the folders below); it is
+# given so that kombu does not warn on every command that sends a message that it defaulted to one.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = DATA_DIR / "broker"
     for _sub in ("in", "processed", "control"):
