@@ -274,8 +274,11 @@ def test_an_unexpected_error_and_ctrl_c_end_in_one_line(site, tmp_path):
 
     fifo = tmp_path / "pool.json"
     os.mkfifo(fifo)
+    # Ctrl-C reaches a command in the terminal's foreground, where SIGINT is at its default: a test run from a
+    # shell's background job (CI's may be) inherits SIGINT ignored, which the command would inherit too.
     process = subprocess.Popen([sys.executable, "manage.py", "config", "update", "pool", "--file", str(fifo)],
-                               cwd=ROOT, env=site_env(site), stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, env=site_env(site), stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def open_to_write() -> tuple[int] | None:  # a writer can open the FIFO once the command has opened it to read
         assert process.poll() is None, "the command ended before reading its file"
