@@ -66,3 +66,13 @@ def test_the_cli_dry_run_and_refusal_as_a_user_hide_it_too(hidden_default, tmp_p
     with pytest.raises(CommandError) as refused:
         run("workload", "submit", "-f", str(path), "--as-user", "researcher")
     assert f"  {HIDDEN_POOL}: " in str(refused.value) and SECRET not in str(refused.value)
+
+
+def test_staff_see_every_candidate_by_name(hidden_default, django_user_model):
+    from rest_framework.test import APIClient
+
+    staff = APIClient()
+    staff.force_authenticate(django_user_model.objects.create_user("boss", is_staff=True))
+    response = staff.post("/api/workloads/?dry_run=1", body(), format="json")
+    assert response.status_code == 200, response.json()
+    assert [(c["pool"], c["accepted"]) for c in response.json()["candidates"]] == [("training", True), (SECRET, True)]
