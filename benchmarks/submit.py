@@ -5,7 +5,7 @@ signed-in API answer) on the same server in the same run.
 Usage, from the project root (about a minute on 2 cores with the defaults):
 
     .venv/bin/python benchmarks/submit.py [--clients 20] [--requests 1000] [--nodes 200] [--port 8765] [--keep]
-        [--database osmo_bench_submit]
+        [--database osmo_bench_submit] [--in-process [--rounds 3]]
 
 Database: PostgreSQL, a scratch database `osmo_bench_submit` on the server of DATABASE_URL if set (else
 postgres://postgres@127.0.0.1:5432), dropped and recreated at start and dropped at the end (--keep leaves it).
@@ -21,8 +21,10 @@ validation rules, templates rendered, platform, the never-fits check) and one in
 event. The clients: --clients threads, each with its own HTTP session, sharing --requests requests per phase;
 phases: profile, submit, profile (the two profile phases are reported together).
 
-Issue 25 point 9 asks for a submission at most twice a profile; on a shared machine its CPU ratio was 4.1-4.4x,
-3.4-3.9x since (docs/development/benchmarks.md has the figures and what remains).
+`--in-process` measures instead the CPU of one request in this process (Django's test client: no HTTP, no
+server threads, no other process), alternating --rounds phases of --requests profiles and --requests submissions
+on the same world, and prints the best phase of each and their ratio. Issue 25 point 9 asks for a submission at
+most twice a profile (docs/development/benchmarks.md has the figures).
 """
 
 import argparse
@@ -136,6 +138,38 @@ def phase(url: str, method: str, token: str, clients: int, count: int, body=None
     return answer
 
 
+def in_process(token: str, rounds: int, count: int) -> None:
+    """CPU per request in this process (Django's test client, no HTTP or server threads): `rounds` alternating
+    phases of `count` profiles then `count` submissions, so that both see the same machine; the best phase of each
+    is reported (the least disturbed by other work)."""
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    def profile(_index: int) -> int:
+        return client.get("/api/profile/").status_code
+
+    def submit(index: int) -> int:
+        return client.post("/api/workloads/", {**REQUEST, "name": f"cpu-{index}"},
+                           content_type="application/json").status_code
+
+    for index in range(20):  # warm-up: imports, caches, the first connection
+        profile(index), submit(10_000_000 + index)
+    figures: dict[str, list[float]] = {"profile": [], "submit": []}
+    for round_ in range(rounds):
+        for name, call, expected in (("profile", profile, 200), ("submit", submit, 201)):
+            started = time.process_time()
+            codes = {call(round_ * count + index) for index in range(count)}
+            figures[name].append((time.process_time() - started) / count * 1000)
+            if codes != {expected}:
+                raise SystemExit(f"unexpected answers to {name}: {codes}")
+    best = {name: min(values) for name, values in figures.items()}
+    print(f"CPU per request in process ({rounds} alternating phases of {count}; best phase, all phases):")
+    for name in ("profile", "submit"):
+        print(f"  {name:<8}{best[name]:>7.2f} ms   {', '.join(f'{v:.2f}' for v in figures[name])}")
+    print(f"ratio (submit / profile): {best['submit'] / best['profile']:.2f}x CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=20)
@@ -144,6 +178,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--database", default=bench.BENCH_DB, help="the scratch database's name")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure CPU per request in this process instead of requests through a server")
+    parser.add_argument("--rounds", type=int, default=3, help="--in-process: alternating phases of each")
     args = parser.parse_args()
     bench.BENCH_DB = args.database
 
@@ -154,6 +191,9 @@ def main() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "osmo_site.settings"
     os.environ["DEBUG"] = "0"
     os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key")
+    if args.in_process:  # this process answers, as the server would: no limits, no admission cycle
+        os.environ.update({**LIMITS_OFF, "ALLOWED_HOSTS": "testserver", "OSMO_ADMISSION_ON_COMMIT": "0",
+                           "LOG_LEVEL": "WARNING"})
     print(f"database: PostgreSQL {version}, scratch database {bench.BENCH_DB} (created for this run)")
     server = None
     try:
@@ -165,6 +205,10 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         token = build_world(args.nodes)
         from scheduling.models import Workload
+
+        if args.in_process:
+            in_process(token, args.rounds, args.requests)
+            return
 
         server = start_server(args.port)
         base = f"http://127.0.0.1:{args.port}"
