@@ -210,6 +210,7 @@ class KubeStandin:
         self._hold_release = threading.Event()
         self.held = 0  # requests waiting for release_holds()
         self._open_watches = 0
+        self._watches_opened: dict[str, int] = {}  # collection name -> watch streams opened so far
         self._logs: dict[tuple[str, str], dict[str, kube_logs.ContainerLog]] = {}  # (namespace, pod) -> container
         self.open_log_follows = 0
         self._closing = False
@@ -324,6 +325,12 @@ class KubeStandin:
     @property
     def open_watches(self) -> int:
         return self._open_watches
+
+    def watches_opened(self, collection: str) -> int:
+        """How many watch streams of `collection` ("nodes", "pods", ...) were opened so far: counted when a stream
+        is registered, never taken back, so a count that grew means a new stream is open (or was)."""
+        with self._cond:
+            return self._watches_opened.get(collection, 0)
 
     def requests_to(self, path: str, *, watch: bool | None = None, method: str = "GET") -> list[LoggedRequest]:
         return [
@@ -1420,6 +1427,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Taken with the registration, so a bookmark() or end_watches() right after wait_for_watches() counts.
             generations = (state._bookmark_generation, state._end_generation)
             state._open_watches += 1
+            state._watches_opened[name] = state._watches_opened.get(name, 0) + 1
             state._cond.notify_all()
         try:
             self.send_response(200)
