@@ -31,6 +31,7 @@ import itertools
 import json
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -219,17 +220,22 @@ class KubeStandin:
             self.install_crds()
         elif crds:
             self.install_crds(*crds)
-        self._serve(0)
+        self._serve()
 
-    def _serve(self, port: int) -> None:
+    def _serve(self) -> None:
         standin = self
 
         class Handler(_Handler):
             server_state = standin
 
-        self._server = _Server(("127.0.0.1", port), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.state = self
         self._port = self._server.server_address[1]
+        self._refuser: threading.Thread | None = None
+        self._refusing = threading.Event()
+        self._listen()
+
+    def _listen(self) -> None:
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="kube-standin", daemon=True
         )
@@ -260,11 +266,12 @@ class KubeStandin:
 
     def close(self) -> None:
         self.stop()
-        self._release_port()
+        self._stop_refusing()
+        self._server.server_close()
 
     def stop(self) -> None:
-        """The API server goes down: open watches end, every connection is dropped and nothing listens on the port
-        until start(). The stored objects and their history stay (as etcd keeps them)."""
+        """The API server goes down: open watches end, every connection is dropped and every new one is reset until
+        start(). The stored objects and their history stay (as etcd keeps them)."""
         if self._closing:
             return
         with self._cond:
@@ -273,7 +280,6 @@ class KubeStandin:
         self._stall_release.set()
         self._hold_release.set()
         self._server.shutdown()
-        self._server.server_close()
         # Kept-alive connections would otherwise go on being served by their handler threads.
         with self._cond:
             connections = list(self._connections)
@@ -281,32 +287,40 @@ class KubeStandin:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
-        self._hold_port()
+        self._refusing.clear()
+        self._refuser = threading.Thread(target=self._refuse, name="kube-standin-down", daemon=True)
+        self._refuser.start()
 
-    def _hold_port(self) -> None:
-        """Keep the port while down: bound, not listening (a client is refused, as by a server that is gone), so
-        that no other test's server (another xdist worker's) takes it and answers this one's clients. Without
-        SO_REUSEADDR nothing else can bind it; when the port cannot be held (connections in TIME_WAIT), it is not."""
-        self._port_hold = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            self._port_hold.bind(("127.0.0.1", self._port))
-        except OSError:
-            self._release_port()
+    def _refuse(self) -> None:
+        """While down, the port stays this server's: it keeps listening and resets every connection at once, so a
+        client fails as against a server that is gone. Closing the socket instead would free the port for another
+        xdist worker's server, which could then answer this one's clients (a port with connections in TIME_WAIT
+        cannot even be held by a bound, unlistening socket)."""
+        listener = self._server.socket
+        while not self._refusing.is_set():
+            ready, _, _ = select.select([listener], [], [], 0.02)
+            if not ready:
+                continue
+            with contextlib.suppress(OSError):
+                connection, _ = listener.accept()
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                connection.close()
 
-    def _release_port(self) -> None:
-        hold, self._port_hold = getattr(self, "_port_hold", None), None
-        if hold is not None:
-            hold.close()
+    def _stop_refusing(self) -> None:
+        if self._refuser is not None:
+            self._refusing.set()
+            self._refuser.join(timeout=5)
+            self._refuser = None
 
     def start(self) -> None:
         """The API server is back, on the same port, with the same objects."""
         if not self._closing:
             return
+        self._stop_refusing()
         with self._cond:
             self._closing = False
             self._stall_release.clear()
-        self._release_port()
-        self._serve(self._port)
+        self._listen()
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,48 @@
+"""The stand-in API server while down keeps its port: a client's connection fails at once, and no other server (as
+another xdist worker's) can take the port and answer this one's clients, even with connections still in TIME_WAIT
+on it; start() serves again on the same port with the same objects."""
+
+import socket
+
+import pytest
+
+from pools.cluster.interface import ClusterError
+from tests.kube_objects import make_node
+
+
+def connection_fails(port: int) -> bool:
+    """Refused or reset, as a client of a server that is gone sees it; never an answer."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(b"GET /api/v1/nodes HTTP/1.1\r\nHost: x\r\n\r\n")
+            return connection.recv(1) == b""
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+
+
+def other_server_takes(port: int) -> bool:
+    other = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server's servers do
+    try:
+        other.bind(("127.0.0.1", port))
+        other.listen()
+        return True
+    except OSError:
+        return False
+    finally:
+        other.close()
+
+
+def test_a_stopped_server_keeps_its_port_and_serves_again_on_start(standin, kube):
+    standin.add_node(make_node("gpu-1"))
+    # A kept-alive connection, which stop() cuts.
+    assert [n["metadata"]["name"] for n in kube.list_nodes().items] == ["gpu-1"]
+
+    standin.stop()
+    assert connection_fails(standin.port)
+    assert not other_server_takes(standin.port)
+    with pytest.raises(ClusterError):
+        kube.list_nodes()
+
+    standin.start()
+    assert [n["metadata"]["name"] for n in kube.list_nodes().items] == ["gpu-1"]
