@@ -875,6 +875,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
     def do_GET(self) -> None:
         self._dispatch("GET")
 
@@ -894,6 +899,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         state = self.server_state
+        if state._closing:
+            # Down: nothing is answered. A connection accepted while stop() ran can escape its cut (its handler
+            # registers after stop() looked); kept alive, it would answer every retry of a client for ever.
+            self._drop()
+            return
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -916,6 +926,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_status(fault.status, message)
                 return
             self._route(method, path, query, body, request.watch, fault)
+            if state._closing:  # went down while answering: the connection ends with this answer
+                self._drop()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug in the stand-in must show up as a failure, not a dropped connection
