@@ -118,3 +118,26 @@ def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_
     hidden.add_init_script(HIDE)
     hidden.goto(f"{live_server.url}/pools/training/")
     expect(hidden.locator("#queue-summary")).to_contain_text("0 pending, 0 admitted or running.")
+
+
+def test_a_live_region_swapped_after_a_style_was_set_through_the_cssom_breaks_no_policy(live_server, page, world,
+                                                                                       staff):
+    """A style set through the CSSOM (a screenshot hiding the caret, an extension, a reader's own tool) is allowed;
+    htmx settling a swapped region copied it back as a `style` attribute, which the policy refuses. CI saw that when
+    a workload page's poll came between a screenshot and the next click."""
+    submit(world["researcher"], body(name="csp-settle", resources={"gpu": 2, "cpu": "2", "memory": "8Gi"}))
+    workload = Workload.objects.get(name="csp-settle")
+    page.add_init_script(RECORD_VIOLATIONS)
+    page.goto(f"{live_server.url}/accounts/login/?next=/workloads/{workload.pk}/")
+    page.fill("input[name=username]", "ops")
+    page.fill("input[name=password]", "pw-ops-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/workloads/{workload.pk}/")
+    expect(page.locator("#cancel-message")).to_be_visible()
+    page.evaluate("document.getElementById('cancel-message').style.setProperty('caret-color', 'transparent')")
+    page.evaluate("""() => new Promise((settled) => {
+        document.body.addEventListener("htmx:afterSettle", settled, {once: true});
+        htmx.ajax("GET", location.pathname, {source: "#workload-live", target: "#workload-live", swap: "outerHTML"});
+    })""")
+    expect(page.locator("#cancel-message")).to_be_visible()
+    assert page.evaluate("window.__violations") == []
