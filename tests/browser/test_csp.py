@@ -12,6 +12,7 @@ from scheduling.models import Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
+from tests.support.browser import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -128,11 +129,7 @@ def test_a_live_region_swapped_after_a_style_was_set_through_the_cssom_breaks_no
     submit(world["researcher"], body(name="csp-settle", resources={"gpu": 2, "cpu": "2", "memory": "8Gi"}))
     workload = Workload.objects.get(name="csp-settle")
     page.add_init_script(RECORD_VIOLATIONS)
-    page.goto(f"{live_server.url}/accounts/login/?next=/workloads/{workload.pk}/")
-    page.fill("input[name=username]", "ops")
-    page.fill("input[name=password]", "pw-ops-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/workloads/{workload.pk}/")
+    sign_in(page, live_server, f"/workloads/{workload.pk}/", username="ops", password="pw-ops-123")
     expect(page.locator("#cancel-message")).to_be_visible()
     page.evaluate("document.getElementById('cancel-message').style.setProperty('caret-color', 'transparent')")
     page.evaluate("""() => new Promise((settled) => {
