@@ -107,6 +107,20 @@ def kube(standin, tmp_path):
 
 
 @pytest.fixture
+def prometheus(settings):
+    """The stand-in Prometheus, set as OSMO_PROMETHEUS_URL. Its 60-s budget is not what a test measures (the slow
+    fault sets its own): it is there so that a loaded machine, which took 1.5 s for the huge answer, cannot turn
+    another fault into a timeout."""
+    from tests.prometheus_standin import PrometheusStandin
+
+    standin = PrometheusStandin().start()
+    settings.OSMO_PROMETHEUS_URL = standin.url
+    settings.OSMO_PROMETHEUS_TIMEOUT = 60
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
 def standin():
     """The stand-in Kubernetes API server (real HTTP) for the real client."""
     from tests.kube_standin import KubeStandin

@@ -17,7 +17,6 @@ from scheduling.models import Status, UtilizationState, Workload, WorkloadUtiliz
 from scheduling.run import utilization
 from scheduling.run.metrics import exposition
 from scheduling.usage.utilization import NotMeasured, Prometheus, average_query, gpu_utilization, weighted
-from tests.prometheus_standin import PrometheusStandin
 from tests.support.clock import Clock
 from tests.support.ports import free_port
 
@@ -25,16 +24,13 @@ START = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def prometheus(settings):
-    standin = PrometheusStandin().start()
-    settings.OSMO_PROMETHEUS_URL = standin.url
-    settings.OSMO_PROMETHEUS_TIMEOUT = 5
+def prometheus(prometheus, settings):
+    """The shared stand-in Prometheus, with this file's sampling and idle settings."""
     settings.OSMO_UTILIZATION_INTERVAL = 60
     settings.OSMO_UTILIZATION_WINDOW_MINUTES = 10
     settings.OSMO_IDLE_GPU_PERCENT = 5
     settings.OSMO_IDLE_GPU_MINUTES = 60
-    yield standin
-    standin.stop()
+    return prometheus
 
 
 @pytest.fixture

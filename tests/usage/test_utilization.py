@@ -11,20 +11,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduling.models import UsageHour
-from tests.prometheus_standin import PrometheusStandin
 from tests.support.commands import run
 from tests.support.usage import at, known_history
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def prometheus(settings):
-    standin = PrometheusStandin().start()
-    settings.OSMO_PROMETHEUS_URL = standin.url
-    settings.OSMO_PROMETHEUS_TIMEOUT = 5
-    yield standin
-    standin.stop()
 
 
 def samples(end_minute: float, minutes: int, value: float) -> list[tuple[float, float]]:
