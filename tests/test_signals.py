@@ -206,9 +206,12 @@ def test_make_demo_stopped_leaves_no_process_and_no_lease(tmp_path, how):
         worker = pids[1]
         # 300 s, not the usual 120, against hanging only: on a loaded machine (two suites beside the demo's five
         # processes) CI once saw no round within 120 s, and the lines of the sync worker then say why.
-        until(lambda: Backend.objects.filter(sync_lease_owner__contains=f":{worker}:").exists(),
+        # A demo that stopped (its site could not take the port, say) ends the wait at once and says why.
+        until(lambda: demo.process.poll() is not None
+              or Backend.objects.filter(sync_lease_owner__contains=f":{worker}:").exists(),
               "a sync round in the worker", seconds=300, detail=lambda: "\n".join(
                   line for line in demo.output().splitlines() if "sync" in line.lower())[-4000:])
+        assert demo.process.poll() is None, demo.output()[-3000:]
         below = descendants(demo.process.pid)
         assert set(pids) <= below
         if how == "kill make":
