@@ -432,6 +432,9 @@ class BackendSync:
         """full_sync, dated (the relist backstop counts from the start of the last complete list)."""
         started = self.now()
         self.full_sync()
+        # Every kind answered in full: a watch that failed before this list has recovered, even one whose new stream
+        # has not opened yet when the round ends.
+        self._failing.clear()
         retry_locked(lambda: Backend.objects.filter(pk=self.backend.pk).update(listed_at=started),
                      what=f"backend {self.backend.name}: list time")
         self.backend.listed_at = started

@@ -102,3 +102,25 @@ def test_a_round_still_watching_when_its_nodes_are_marked_unknown_lists_again_on
     assert back.listed_at is not None and back.nodes_resource_version
     assert sync_backend(backend.pk, seconds=0.3)["outcome"] == "ok"
     assert statuses(backend) == {"Ready"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_list_after_the_outage_ends_every_watch_s_failure_even_one_not_reopened_yet(standin, backend):
+    """Once a full list has answered for every kind, the watches' earlier failures are over: a round that ends before
+    one of them has opened its new stream (the previous test, on a loaded machine, with the events watch still in
+    its backoff) is not reported as failed with a connection error the server no longer gives."""
+    busy_cluster(standin, changes=0)
+    BackendSync(backend, cluster_for(backend)).run(seconds=0)
+    clock = Clock()
+    sync = BackendSync(backend, cluster_for(backend), clock=clock.monotonic, now=clock.now)
+    sync.backoff = lambda: Backoff(cap=1.0)
+
+    def outage() -> None:
+        standin.wait_for_watches(len(sync.kinds), timeout=60)
+        standin.stop()
+        until(lambda: set(sync.kinds) <= set(sync._failing), "every watch to fail at least once")
+
+    assert run_beside(sync, clock, standin, outage).errors  # the round ended with its watches still failing
+    standin.start()
+    sync.list_everything()
+    assert sync._failing == {}
