@@ -127,6 +127,7 @@ class JobBook:
         facts = pod_run_facts(obj, seen_at=self.seen_at, before=before)
         if kind == "DELETED":
             facts["deleted"] = True
+            facts["deleted_at"] = (before or {}).get("deleted_at") or self.seen_at
         if before != facts:
             row.pods = {**row.pods, name: facts}
             self.changed.add((row.namespace, row.name))
@@ -180,7 +181,8 @@ class JobBook:
         for row in ManagedJob.objects.filter(backend=self.backend):
             key = (row.namespace, row.name)
             row = self.rows.setdefault(key, row)
-            pods = {name: ({**facts, "deleted": True} if (row.namespace, row.name, name) not in listed
+            gone = {"deleted": True, "deleted_at": self.seen_at}
+            pods = {name: ({**facts, **gone} if (row.namespace, row.name, name) not in listed
                            and not facts.get("deleted") else facts) for name, facts in row.pods.items()}
             if pods != row.pods:
                 row.pods = pods

@@ -70,11 +70,35 @@ def pod_run_facts(pod: Mapping[str, Any], *, seen_at: str, before: Mapping[str, 
         if waiting and not facts["waiting"]:
             facts["waiting"] = str(waiting.get("reason") or "")
             facts["waiting_message"] = str(waiting.get("message") or "")
+    facts.update(run_times(metadata, status))
     if facts["waiting"] in IMAGE_PULL_REASONS:
         facts["image_pull_since"] = (before or {}).get("image_pull_since") or seen_at
     if metadata.get("deletionTimestamp"):
         facts["deleting"] = True
     return facts
+
+
+def run_times(metadata: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, str]:
+    """When the pod held its node, as the cluster says: `started_at`, its first container's start (else the
+    kubelet's `status.startTime`), and `finished_at`, once every container has terminated (or the pod's phase is
+    final), the last container's finish; "" where the cluster gives no time. `uid` names the pod across renames
+    of nothing: usage keeps one interval per uid."""
+    starts, finishes, running = [], [], False
+    for container in status.get("containerStatuses") or []:
+        state = _mapping(_mapping(container).get("state"))
+        if state.get("running"):
+            running = True
+        for part in (_mapping(state.get("running")), _mapping(state.get("terminated"))):
+            if part.get("startedAt"):
+                starts.append(str(part["startedAt"]))
+        if _mapping(state.get("terminated")).get("finishedAt"):
+            finishes.append(str(state["terminated"]["finishedAt"]))
+        elif not state.get("terminated"):
+            running = True
+    final = str(status.get("phase") or "") in ("Succeeded", "Failed")
+    return {"uid": str(metadata.get("uid") or ""),
+            "started_at": min(starts) if starts else str(status.get("startTime") or ""),
+            "finished_at": max(finishes) if finishes and (final or not running) else ""}
 
 
 def job_name_of(pod: Mapping[str, Any]) -> str:

@@ -31,6 +31,7 @@ from .workloads import (
     Workload,
     WorkloadEvent,
     WorkloadQuerySet,
+    accounting_names,
 )
 
 __all__ = [
@@ -63,4 +64,5 @@ __all__ = [
     "WorkloadEvent",
     "WorkloadQuerySet",
     "WorkloadUtilization",
+    "accounting_names",
 ]

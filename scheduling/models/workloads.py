@@ -9,7 +9,8 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from pools.models import Pool, Project
 from pools.models.visibility import access_for
@@ -57,6 +58,19 @@ class Priority(models.TextChoices):
 # What a workload holds that no list shows: a large request (up to OSMO_WORKLOAD_MAX_STORED_BYTES) must not slow
 # every list, fragment and export that reads its row.
 HEAVY_FIELDS = ("request", "variables", "templates")
+
+
+def accounting_names(path: str = "") -> dict[str, Coalesce]:
+    """The names a workload is charged to (usage, pending and starved time, reports), as expressions over the
+    workload at `path` ("" on Workload, "workload__" on a row that points to one): its project, department,
+    submitter and pool through the live relations while they exist, the names kept at deletion
+    (`scheduling.submit.references`) once they are gone."""
+    return {
+        "charged_project": Coalesce(F(f"{path}project__name"), F(f"{path}project_name")),
+        "charged_department": Coalesce(F(f"{path}project__department__name"), F(f"{path}department_name")),
+        "charged_user": Coalesce(F(f"{path}submitter__username"), F(f"{path}submitter_name")),
+        "charged_pool": Coalesce(F(f"{path}pool__name"), F(f"{path}pool_name")),
+    }
 
 
 class WorkloadQuerySet(models.QuerySet):

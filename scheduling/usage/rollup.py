@@ -28,6 +28,7 @@ from scheduling.models import (
     UsageInterval,
     UsageWatermark,
     WorkloadEvent,
+    accounting_names,
 )
 from scheduling.usage import buckets
 from scheduling.usage.buckets import HOUR, Span
@@ -125,7 +126,8 @@ def pending(first: int, last: int, now: datetime) -> dict:
     events = (WorkloadEvent.objects.filter(workload__submitted_at__lt=window_end)
               .filter(Q(workload__finished_at__isnull=True) | Q(workload__finished_at__gte=window_start))
               .order_by("workload_id", "at", "id")
-              .values_list("workload_id", "at", "status", "workload__project_name", "workload__pools"))
+              .annotate(**accounting_names("workload__"))
+              .values_list("workload_id", "at", "status", "charged_project", "workload__pools"))
     found: dict = defaultdict(list)
     previous = None
     for workload, at, status, project, pools in [*events, (None, now, "", "", [])]:
