@@ -414,6 +414,9 @@ class KubeStandin:
     def pod(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
         return json.loads(self._collections["pods"].objects[f"{namespace}/{name}"])
 
+    def pods(self) -> list[dict[str, Any]]:
+        return [json.loads(data) for data in self._collections["pods"].objects.values()]
+
     # Pod logs (tests/kube_logs.py): what the kubelet would serve for each container.
 
     def append_log(self, pod: str, *lines: str | bytes, namespace: str = "default", container: str | None = None,

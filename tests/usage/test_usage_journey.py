@@ -1,0 +1,256 @@
+"""Issue 38's journey: usage figures from a state built only through the product's doors. Configuration through
+the CLI, nodes and pods through the stand-in API server and the sync, workloads through the API, OSMO's workflow
+path and the form, admission and dispatch as the workers run them, the observation and rollup as beat runs them.
+Every usage row is then compared, to the second, with a computation of its own from the stand-in's pod objects
+(their containers' start and finish times, their GPU limits) and from the workloads' events as the API lists them.
+
+Users are made with Django's own `create_user` (the admin's door; no CLI makes accounts)."""
+
+import json
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from pools.fleet.sync import BackendSync
+from pools.models import Backend
+from scheduling.models import ProjectPoolHour, Status, UsageHour, Workload
+from scheduling.run import follow
+from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
+from scheduling.tasks import usage_rollup
+from tests.kube_objects import make_node, make_pod, operator_pods, timestamp
+from tests.scheduling.conftest import seed_pool
+from tests.support.commands import run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+POOL = "training"
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def config(kind: str, document: dict, name: str | None = None) -> None:
+    run("config", "update", kind, *([name] if name else []), "-f", "-", stdin=json.dumps(document))
+
+
+@pytest.fixture
+def doors(defaults, django_user_model, standin, kube, tmp_path):
+    """A `training` pool of two 8-GPU H100 nodes read from the stand-in by the sync; department `research` with
+    `vision` (4 GPUs deserved in training; member `researcher`) and `nlp` (none deserved; members `researcher`
+    and `other`)."""
+    run("backend", "add", "default", "--kubeconfig", standin.kubeconfig(tmp_path / "backend-kubeconfig"))
+    config("POD_TEMPLATE", {"h100": {"spec": {"nodeSelector": {"nvidia.com/gpu.product": H100}}}})
+    config("POOL", {"pools": {POOL: {**seed_pool(), "name": POOL, "backend": "default", "default_platform": "h100",
+                                     "common_pod_template": ["default_user"], "max_exec_timeout": "1d",
+                                     "platforms": {"h100": {"override_pod_template": ["h100"]}}}}})
+    config("ROLE", {"name": "trainers", "policies": [{"actions": [
+        {"base": "http", "path": f"/api/pool/{POOL}*", "method": "*"}]}]})
+    config("DEPARTMENT", {"research": {"name": "research"}})
+    for name, deserved, users in (("vision", 4, ["researcher"]), ("nlp", 0, ["researcher", "other"])):
+        config("PROJECT", {name: {"name": name, "department": "research", "members": {"users": users, "roles": []},
+                                  "default_node_pools": [POOL],
+                                  "resources": [{"node_pool": POOL, "gpu": {"deserved": deserved, "limit": 16,
+                                                                            "over_quota_weight": "Medium"}}]}})
+    users = {name: django_user_model.objects.create_user(name, password=f"pw-{name}-123")
+             for name in ("researcher", "other")}
+    for name in users:
+        run("user", "add-role", name, "trainers")
+    for index in range(2):
+        standin.add_node(make_node(f"h100-{index:03d}", gpus=8, product=H100))
+        standin.add_pods(operator_pods(f"h100-{index:03d}"))
+    sync(kube)
+    apis = {}
+    for name, user in users.items():
+        apis[name] = APIClient()
+        apis[name].force_authenticate(user)
+    browser = Client()
+    browser.force_login(users["other"])
+    return {"api": apis, "browser": browser, "standin": standin, "kube": kube}
+
+
+def sync(kube) -> None:
+    """One sync round of the backend, a full list (as a worker's round starts)."""
+    BackendSync(Backend.objects.get(name="default"), kube).run(seconds=0)
+
+
+def admit_and_dispatch(kube) -> list[Workload]:
+    run_cycle()
+    admitted = list(Workload.objects.filter(status=Status.ADMITTED))
+    for workload in admitted:
+        assert dispatch(workload.pk, clusters=lambda backend: kube) == "created"
+    return [Workload.objects.get(pk=workload.pk) for workload in admitted]
+
+
+def kubelet_pods(standin, workload: Workload) -> list[dict]:
+    """The Job controller's pods of `workload`, bound where admission placed them (one replica per placed slot),
+    still ContainerCreating: the times are written by `run_pod`."""
+    job = standin.job(workload.job_name, namespace=workload.namespace)
+    template = job["spec"]["template"]
+    nodes = [node for node, count in sorted(workload.placement.items()) for _ in range(count)]
+    pods = []
+    for index, node in enumerate(nodes):
+        limits = template["spec"]["containers"][0]["resources"]["limits"]
+        pod = make_pod(f"{workload.job_name}-{index}-x{index}", node, namespace=workload.namespace,
+                       gpus=int(limits.get("nvidia.com/gpu", 0)), phase="Pending",
+                       labels={**template["metadata"]["labels"], "batch.kubernetes.io/job-name": workload.job_name},
+                       annotations={**template["metadata"].get("annotations", {}),
+                                    "batch.kubernetes.io/job-completion-index": str(index)})
+        pod["spec"]["nodeName"] = node
+        pods.append(pod)
+    return pods
+
+
+def run_pod(standin, pod: dict, start: datetime, end: datetime | None, *, add: bool) -> None:
+    """What the kubelet writes: the container running from `start`, or ended at `end` (exit 0)."""
+    container = {"name": "main", "restartCount": 0, "image": "", "imageID": ""}
+    if end is None:
+        state, phase = {"running": {"startedAt": timestamp(start)}}, "Running"
+    else:
+        state, phase = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": timestamp(start),
+                                       "finishedAt": timestamp(end)}}, "Succeeded"
+    pod["status"] = {"phase": phase, "startTime": timestamp(start - timedelta(seconds=3)),
+                     "containerStatuses": [{**container, "state": state, "ready": end is None}]}
+    if add:
+        standin.add_pod(pod)
+    else:
+        standin.modify_pod(pod["metadata"]["name"], lambda old: pod, namespace=pod["metadata"]["namespace"])
+
+
+def complete_job(standin, workload: Workload, pods: int) -> None:
+    def change(job):
+        job["status"] = {"succeeded": pods, "conditions": [{"type": "Complete", "status": "True",
+                                                            "reason": "CompletionsReached"}]}
+        return job
+    standin.modify_job(workload.job_name, change, namespace=workload.namespace)
+
+
+def osmo_file(name: str, gpus: int) -> str:
+    return (f"workflow:\n  name: {name}\n  resources:\n    default: {{cpu: 2, gpu: {gpus}, memory: 8Gi}}\n"
+            f"  tasks:\n  - name: main\n    image: ubuntu:24.04\n    command: [bash, -c, 'echo hi']\n")
+
+
+FORM = {"mode": "fields", "pool_1": POOL, "image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": "python train.py",
+        "replicas": "1", "cpu": "4", "memory": "16Gi", "priority": "low"}
+
+
+def expected_use(standin, workloads: list[Workload]) -> dict:
+    """{(hour, pool, project, department, user): GPU-seconds}, from the stand-in's pods alone: each container's
+    start to finish, times its GPU limit, split at the hours."""
+    found: dict = defaultdict(float)
+    charged = {(w.namespace, w.job_name): (w.project.name, w.project.department.name, w.submitter.username)
+               for w in workloads}
+    for pod in standin.pods():
+        labels = pod["metadata"]["labels"]
+        if "batch.kubernetes.io/job-name" not in labels:
+            continue  # the GPU operator's own pods
+        owner = charged[(pod["metadata"]["namespace"], labels["batch.kubernetes.io/job-name"])]
+        terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        start = datetime.fromisoformat(terminated["startedAt"]).timestamp()
+        end = datetime.fromisoformat(terminated["finishedAt"]).timestamp()
+        gpus = int(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+        hour = start // 3600 * 3600
+        while hour < end:
+            piece = min(end, hour + 3600) - max(start, hour)
+            found[(datetime.fromtimestamp(hour, tz=UTC), POOL, *owner)] += piece * gpus
+            hour += 3600
+    return {key: round(value) for key, value in found.items()}
+
+
+def test_usage_rows_equal_the_pods_times_and_the_waiting_equals_the_events(doors):
+    api, browser, standin, kube = doors["api"], doors["browser"], doors["standin"], doors["kube"]
+    # Three doors: the API (vision, 2 x 4 GPUs), OSMO's path (nlp, 2 GPUs), the form (nlp, 4 GPUs, as `other`).
+    by_api = api["researcher"].post("/api/workloads/", {
+        "name": "by-api", "project": "vision", "pools": [POOL], "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["python", "train.py"], "replicas": 2, "resources": {"gpu": 4, "cpu": "4", "memory": "16Gi"},
+        "priority": "low"},
+        format="json")
+    assert by_api.status_code == 201, by_api.json()
+    by_osmo = api["researcher"].post(f"/api/pool/{POOL}/workflow?project=nlp&priority=LOW",
+                                     {"file": osmo_file("by-osmo", 2)}, format="json")
+    assert by_osmo.status_code == 200, by_osmo.json()
+    by_form = browser.post("/workloads/new/", {**FORM, "name": "by-form", "project": "nlp", "gpu": "4"})
+    assert by_form.status_code == 302, by_form.content.decode()[:2000]
+    workloads = admit_and_dispatch(kube)
+    assert sorted(w.source for w in workloads) == ["api", "osmo", "web"]
+    # A fourth waits: vision asks for 16 GPUs in a pool where the others hold 14 of 16.
+    waiting = api["researcher"].post("/api/workloads/", {
+        "name": "waits", "project": "vision", "pools": [POOL], "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["python", "train.py"], "replicas": 2, "resources": {"gpu": 8, "cpu": "4", "memory": "16Gi"},
+        "priority": "low"},
+        format="json")
+    assert waiting.status_code == 201, waiting.json()
+    run_cycle()
+    assert Workload.objects.get(pk=waiting.json()["id"]).status == Status.PENDING
+    sync(kube)
+    usage_rollup()
+
+    # The pods' times, as a kubelet reports them: in the recent past, across an hour boundary.
+    base = timezone.now().replace(microsecond=0) - timedelta(hours=2)
+    plan = {"api": (base + timedelta(minutes=50), base + timedelta(minutes=50, seconds=3725)),
+            "osmo": (base + timedelta(minutes=55), base + timedelta(minutes=56)),  # a 60-second job
+            "web": (base + timedelta(minutes=58), base + timedelta(minutes=59, seconds=5))}  # 65 seconds
+    pods = {w.source: (w, kubelet_pods(standin, w)) for w in workloads}
+    # The long one is seen running by the sync and then finished; the short ones start and end between looks.
+    for pod in pods["api"][1]:
+        run_pod(standin, pod, plan["api"][0], None, add=True)
+    sync(kube)
+    usage_rollup()
+    for name, (_, objects) in pods.items():
+        for pod in objects:
+            run_pod(standin, pod, *plan[name], add=name != "api")
+    for workload, objects in pods.values():  # the Job controller: every pod succeeded
+        complete_job(standin, workload, len(objects))
+    sync(kube)
+    follow.observe()
+    run_cycle()
+    usage_rollup()
+    assert sorted(Workload.objects.values_list("source", "status")) == [
+        ("api", Status.ADMITTED), ("api", Status.COMPLETED), ("osmo", Status.COMPLETED), ("web", Status.COMPLETED)]
+
+    expected = expected_use(standin, workloads)
+    stored = {(row.hour, row.pool, row.project, row.department, row.user): row.gpu_seconds
+              for row in UsageHour.objects.filter(grain="h", gpu_seconds__gt=0)}
+    assert stored == expected
+    assert {key[2] for key in stored} == {"vision", "nlp"}
+    assert {key[4] for key in stored} == {"researcher", "other"}
+
+    # Per project, department, user and pool through the API, as staff reads them.
+    staff = APIClient()
+    staff.force_authenticate(type(Workload.objects.first().submitter).objects.create_superuser("boss", "", "pw"))
+    window = {"from": (base - timedelta(hours=1)).date().isoformat(),
+              "to": (timezone.now() + timedelta(days=1)).date().isoformat()}
+    for group, position in (("project", 2), ("department", 3), ("user", 4), ("pool", 1)):
+        answer = staff.get("/api/usage/", {"group_by": group, **window})
+        assert answer.status_code == 200, answer.json()
+        totals: dict = defaultdict(int)
+        for key, seconds in expected.items():
+            totals[key[position]] += seconds
+        # (the GPU operator's pods, in a namespace of no project, hold no GPU: "unattributed", 0 GPU-hours)
+        assert {row["group"]: row["gpu_hours"] for row in answer.json()["rows"] if row["gpu_hours"]} == {
+            name: float(f"{seconds / 3600:.2f}") for name, seconds in totals.items()}
+
+    # Waiting, per project: the union of its workloads' PENDING spans (each from its PENDING event to its next
+    # event, as the API lists them). Vision held nothing in training at those moments (its pods ran earlier), under
+    # its 4 deserved GPUs: every pending second of vision was starved; nlp deserves none: never starved.
+    spans = defaultdict(list)
+    for workload in Workload.objects.all():
+        events = api["researcher"].get(f"/api/workloads/{workload.pk}/").json()["events"]
+        moments = [(datetime.fromisoformat(e["at"]), e["status"]) for e in events]
+        for (at, status), (following, _) in pairwise(moments):
+            if status == "PENDING":
+                spans[workload.project.name].append((at.timestamp(), following.timestamp()))
+    for project, deserved in (("vision", 4), ("nlp", 0)):
+        union, last = 0.0, None
+        for low, high in sorted(spans[project]):
+            low = max(low, last or low)
+            union += max(0.0, high - low)
+            last = max(last or high, high)
+        rows = ProjectPoolHour.objects.filter(grain="h", project=project, pool=POOL)
+        assert sum(row.pending_seconds for row in rows) == pytest.approx(union, abs=rows.count())
+        assert sum(row.starved_seconds for row in rows) == pytest.approx(union if deserved else 0, abs=rows.count())
+    assert spans["vision"] and spans["nlp"]
+    assert not ProjectPoolHour.objects.filter(project="").exists()
