@@ -14,7 +14,9 @@ class SchedulingConfig(AppConfig):
         from pools.fleet.managed_jobs import managed_jobs_changed
         from pools.models import Pool, Project
         from pools.pages.node_page import workload_links
+        from pools.quotas.demand import provide
         from scheduling.pages.node_links import visible_workload_links
+        from scheduling.run.demand import pending_demand
         from scheduling.run.follow import on_managed_jobs_changed
         from scheduling.submit.references import keep_pool_name, keep_project_name, live_workloads
 
@@ -22,6 +24,7 @@ class SchedulingConfig(AppConfig):
         demo_loaded.connect(demo_history, dispatch_uid="scheduling.usage.demo")
         workload_links.connect(visible_workload_links, dispatch_uid="scheduling.pages.node_links")
         deletion_check(live_workloads)
+        provide(pending_demand)
         pre_delete.connect(keep_project_name, sender=Project, dispatch_uid="scheduling.keep_project_name")
         pre_delete.connect(keep_pool_name, sender=Pool, dispatch_uid="scheduling.keep_pool_name")
 

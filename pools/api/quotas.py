@@ -55,6 +55,9 @@ def _figures_serializer(name: str, unit: str, field_class) -> type[serializers.S
         "fair_share": figure("What the unit gets now: deserved (up to its demand) plus its share of idle capacity"),
         "over_quota": figure("Allocated above deserved (borrowed), low-priority work first; 0 within it. "
                              "allocated - over_quota is guaranteed"),
+        "pending": figure("Requested by the unit's waiting workloads (those whose first candidate pool this is); "
+                          "fair share divides the capacity by allocated + pending"),
+        "starved": serializers.BooleanField(help_text="Work waits here while allocated is under deserved."),
     }
     return type(name, (serializers.Serializer,), {**fields, "__doc__": f"Quota figures of one resource, in {unit}."})
 

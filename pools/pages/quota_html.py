@@ -24,6 +24,8 @@ EDITABLE = {"deserved": "deserved", "limit": "limit", "weight": "over_quota_weig
 _NO_LIMIT = mark_safe('<span class="muted">none</span>')  # a constant, not data
 _SHARED = mark_safe('<span class="badge" title="Some of its pods have no pool label and run on nodes of several '
                     'pools: they count in each of those pools">counted in several pools</span>')
+_STARVED = mark_safe('<span class="badge badge-starved" title="Work of it waits in this pool while its allocated GPUs '
+                     'are under its deserved quota">starved</span>')
 _BINARY = (("Ti", 1024 ** 4), ("Gi", 1024 ** 3), ("Mi", 1024 ** 2), ("Ki", 1024))
 
 
@@ -94,8 +96,9 @@ def content(column: Column, row: Mapping, ctx: RowContext, editing: Editing | No
         if row["project"] is None:
             return format_html('<strong class="quota-unit">{}</strong>', row["department"])
         shared = _SHARED if row["shared_usage"] else ""
-        return format_html('<span class="quota-nest" aria-hidden="true">↳</span> <a href="{}">{}</a> {}',
-                           project_url(row["project"]), row["project"], shared)
+        starved = _STARVED if row.get("starved") else ""
+        return format_html('<span class="quota-nest" aria-hidden="true">↳</span> <a href="{}">{}</a> {}{}',
+                           project_url(row["project"]), row["project"], shared, starved)
     if key == "pool":
         return format_html('<a href="{}">{}</a>', pool_url(row["pool"]), row["pool"])
     if key == "project" and row["project"] is not None:
@@ -110,6 +113,8 @@ def content(column: Column, row: Mapping, ctx: RowContext, editing: Editing | No
         return _NO_LIMIT
     if key == "shared_usage":
         return _SHARED if row[key] else mark_safe("")
+    if key == "starved":
+        return _STARVED if row[key] else mark_safe("")
     return html.content(column, column.cell(row, ctx))
 
 

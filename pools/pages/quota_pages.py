@@ -47,7 +47,7 @@ DEFAULT_POOLS_PER_PAGE = 10
 QUOTAS_CHANGED = "quotas-changed"  # the event a saved cell sends; quota regions refresh on it
 # What a quota table's totals row sums, per resource. Limits and weights are left blank: a sum of limits means
 # nothing when some are "none".
-SUMMED_FIGURES = ("deserved", "allocated", "fair_share", "over_quota")
+SUMMED_FIGURES = ("deserved", "allocated", "pending", "fair_share", "over_quota")
 POOL_TOTAL = "Pool total"
 
 
@@ -74,9 +74,10 @@ def flat_rows(table: PoolTable) -> list[dict]:
                "shared_usage": unit.shared_usage}
         for resource in RESOURCES:
             figures = unit.figures[resource]
-            for key in ("deserved", "limit", "allocated", "fair_share", "over_quota"):
+            for key in ("deserved", "limit", "allocated", "pending", "fair_share", "over_quota"):
                 row[f"{resource.value}_{key}"] = _figure(resource, figures[key])
             row[f"{resource.value}_weight"] = figures["over_quota_weight"]
+        row["starved"] = unit.figures[Resource.GPU]["starved"]
         rows.append(row)
     return rows
 

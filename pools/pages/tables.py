@@ -311,7 +311,10 @@ _QUOTA_FIGURES = (
     ("weight", "weight", "Over-quota weight: None (never above deserved), Lowest (borrows, no over-quota share), "
                          "Low, Medium, High"),
     ("allocated", "allocated", "Requested by its running pods in this pool"),
-    ("fair_share", "fair share", "What it would get now (deserved, then idle capacity by weight)"),
+    ("pending", "pending", "Requested by its waiting workloads in this pool (STARVED: they wait while allocated is "
+                           "under deserved)"),
+    ("fair_share", "fair share", "What it would get now (deserved, then idle capacity by weight, by demand: "
+                                 "allocated + pending)"),
     ("over_quota", "over quota", "Allocated above deserved: borrowed, and reclaimable"),
 )
 
@@ -320,7 +323,10 @@ def _quota_columns(resource: str, label: str, kind: str, unit: str) -> tuple[Col
     return tuple(Column(f"{resource}_{key}", f"{label} {text}", _get(f"{resource}_{key}"),
                         kind="text" if key == "weight" else kind, unit="" if key == "weight" else unit,
                         default=resource == "gpu", help=help)
-                 for key, text, help in _QUOTA_FIGURES)
+                 for key, text, help in _QUOTA_FIGURES) + ((Column(
+                     "starved", "Starved", _get("starved"), kind="bool",
+                     help="Work of it waits in this pool while its GPUs allocated are under its deserved quota"),)
+                     if resource == "gpu" else ())
 
 
 def _quota_key(row: Mapping) -> str:

@@ -8,6 +8,10 @@ that happened). A pod of one of our low-priority workloads is preemptible (`Pod.
 every other pod, those we did not submit included, is non-preemptible. Guaranteed and borrowed use come from
 `fairshare.split_use`, the one split admission, reclaim and the overview use too. Capacity is the
 allocatable of the pool's Ready, schedulable nodes.
+
+Pending is what the project's waiting workloads ask for in the pool (`pools.quotas.demand`, filled by
+`scheduling`): fair share divides the capacity by demand = allocated + pending, and a project is *starved* in a
+pool while work of its waits there and its allocation is under its deserved quota.
 """
 
 from collections import defaultdict
@@ -19,6 +23,7 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q, Sum
 
 from pools.models import Department, Node, NodeMembership, Pod, Pool, Project, Quota
+from pools.quotas import demand
 from pools.quotas.documents import weight_name
 from pools.quotas.fairshare import UNLIMITED, PoolQuotas, Resource, gpu_hundredths, pool_fair_shares, split_use
 from pools.quotas.fairshare import Department as FairDepartment
@@ -56,6 +61,7 @@ def shown(resource: Resource, base: int | None):
 @dataclass
 class Usage:
     allocated: dict[tuple[int, int], dict[Resource, int]] = field(default_factory=dict)  # (project, pool) -> amounts
+    pending: dict[tuple[int, int], dict[Resource, int]] = field(default_factory=dict)  # what waiting work asks for
     preemptible: dict[tuple[int, int], dict[Resource, int]] = field(default_factory=dict)  # the part of allocated
     shared: set[tuple[int, int]] = field(default_factory=set)  # counted in every pool of its node (no pool label)
 
@@ -155,7 +161,14 @@ def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> li
         | Q(namespace__in=Pod.objects.filter(component="").values("namespace"))).distinct()}
     departments = {d.pk: d for d in Department.objects.filter(
         Q(pk__in={p.department_id for p in all_projects.values()}) | Q(quotas__pool_id__in=pool_ids)).distinct()}
+    waiting = demand.pending([pool.name for pool in pools])
+    missing = {project for project, _ in waiting} - {p.name for p in all_projects.values()}
+    if missing:
+        all_projects.update({project.pk: project for project in Project.objects.filter(name__in=missing)})
+        departments.update({d.pk: d for d in Department.objects.filter(
+            pk__in={p.department_id for p in all_projects.values()}).exclude(pk__in=list(departments))})
     used = usage(list(all_projects.values()), pools)
+    _add_pending(used, waiting, all_projects, pools)
     capacity = capacities(pool_ids)
     rows_by: dict[tuple[str, int, int], Quota] = {}
     for quota in quotas:
@@ -167,7 +180,7 @@ def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> li
     departments_in: dict[int, set[int]] = defaultdict(set)
     for kind, owner, pool_id in rows_by:
         (projects_in if kind == "p" else departments_in)[pool_id].add(owner)
-    for project_id, pool_id in used.allocated:
+    for project_id, pool_id in [*used.allocated, *used.pending]:
         projects_in[pool_id].add(project_id)
     wanted = None if projects is None else {p.pk for p in projects}
     tables = []
@@ -204,6 +217,15 @@ def quota_tables(pools: list[Pool], projects: list[Project] | None = None) -> li
     return tables
 
 
+def _add_pending(used: Usage, waiting: demand.Pending, projects: dict[int, Project], pools: list[Pool]) -> None:
+    by_name = {project.name: project.pk for project in projects.values()}
+    pool_ids = {pool.name: pool.pk for pool in pools}
+    for (project, pool), (gpu, cpu, memory) in waiting.items():
+        if project in by_name and pool in pool_ids:
+            used.pending[(by_name[project], pool_ids[pool])] = {Resource.GPU: gpu * 100, Resource.CPU: cpu,
+                                                                Resource.MEMORY: memory}
+
+
 def _quota_figure(quota: Quota | None, resource: Resource, name: str, default):
     if quota is None:
         return default
@@ -224,6 +246,7 @@ def _fair_department(department: Department, projects: list[Project], pool: Pool
             weight=_quota_figure(quota, resource, "weight", 2),
             allocated=used.allocated.get((project.pk, pool.pk), {}).get(resource, 0),
             preemptible=used.preemptible.get((project.pk, pool.pk), {}).get(resource, 0),
+            pending=used.pending.get((project.pk, pool.pk), {}).get(resource, 0),
             created_order=order))
     return FairDepartment(
         department.name, fair_projects,
@@ -242,6 +265,9 @@ def _figures(resource: Resource, quota: Quota | None, share) -> dict[str, Any]:
         "allocated_non_preemptible": shown(resource, share.allocated_non_preemptible),
         "fair_share": shown(resource, share.fair_share),
         "over_quota": shown(resource, share.over_quota),
+        "pending": shown(resource, share.demand - share.allocated),
+        # Work waits while the allocation is under the deserved quota.
+        "starved": share.demand > share.allocated and share.allocated < share.deserved,
     }
 
 

@@ -57,7 +57,8 @@ def test_staff_see_each_department_then_its_projects_nested_under_it(staff_clien
                                     (f"{ALPHA}/research/vision", "project")]
     assert rows_of(text, BRAVO) == [(f"{BRAVO}/product/", "department"), (f"{BRAVO}/product/secret", "project")]
     assert re.findall(r'<th scope="col" data-col="([^"]+)"', text) == [
-        "unit", "gpu_deserved", "gpu_limit", "gpu_weight", "gpu_allocated", "gpu_fair_share", "gpu_over_quota"] * 2
+        "unit", "gpu_deserved", "gpu_limit", "gpu_weight", "gpu_allocated", "gpu_pending", "gpu_fair_share",
+        "gpu_over_quota", "starved"] * 2
     vision = f"{ALPHA}/research/vision"
     assert 'value="6"' in cell(text, vision, "gpu_deserved")
     assert 'value="12"' in cell(text, vision, "gpu_limit")
@@ -209,9 +210,9 @@ def test_the_quota_csv_escapes_formula_cells_and_never_a_figure(staff_client, pr
     text_columns = [column for column in QUOTAS.columns if not column.numeric and column.kind != "bool"]
     monkeypatch.setattr("pools.pages.quota_pages.flat_rows", lambda table: [
         {**{column.key: "=1+2" for column in text_columns}, "project": "@SUM(A1)", "department": "-2+3",
-         "pool": "+cmd", "shared_usage": False,
+         "pool": "+cmd", "shared_usage": False, "starved": False,
          **{f"{r}_{k}": -1 for r in ("gpu", "cpu", "memory")
-            for k in ("deserved", "limit", "allocated", "fair_share", "over_quota")}}])
+            for k in ("deserved", "limit", "allocated", "pending", "fair_share", "over_quota")}}])
 
     rows = read_csv(staff_client.get(f"/quotas/?export=csv&pool={ALPHA}"))
 

@@ -73,7 +73,8 @@ def test_a_researcher_sees_their_project_rows_with_the_fair_shares_staff_see(res
     assert mine[0] == everyone[("training", "vision")]
     gpu = mine[0]["gpu"]
     assert gpu == {"deserved": 8, "limit": 16, "over_quota_weight": "High", "allocated": 10,
-                   "allocated_non_preemptible": 10, "fair_share": 10, "over_quota": 2}
+                   "allocated_non_preemptible": 10, "fair_share": 10, "over_quota": 2,
+                   "pending": 0, "starved": False}
 
 
 def test_staff_see_department_rows_and_every_pool(staff_api):

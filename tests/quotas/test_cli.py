@@ -32,9 +32,10 @@ def test_json_prints_exactly_the_api_s_rows(staff_api, command, url):
 def test_the_quota_table_has_the_documented_columns_and_gpu_figures(quota_world):
     lines = run("quota", "list", "--pool", "training").splitlines()
     assert lines[0].split() == ["POOL", "DEPARTMENT", "PROJECT", "GPU", "DESERVED", "LIMIT", "WEIGHT", "ALLOCATED",
-                                "FAIR", "SHARE", "OVER", "QUOTA"]
+                                "PENDING", "FAIR", "SHARE", "OVER", "QUOTA", "STARVED"]
     rows = {tuple(line.split()[1:3]): line.split() for line in lines[1:]}
-    assert rows[("research", "vision")] == ["training", "research", "vision", "8", "16", "High", "10", "10", "2"]
+    assert rows[("research", "vision")] == ["training", "research", "vision", "8", "16", "High", "10", "0", "10", "2",
+                                            "-"]
     assert rows[("research", "-")][3] == "12"
     assert rows[("product", "nlp")][4] == "none"
 

@@ -7,6 +7,7 @@ Every usage row is then compared, to the second, with a computation of its own f
 Users are made with Django's own `create_user` (the admin's door; no CLI makes accounts)."""
 
 import json
+import re
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -254,3 +255,52 @@ def test_usage_rows_equal_the_pods_times_and_the_waiting_equals_the_events(doors
         assert sum(row.starved_seconds for row in rows) == pytest.approx(union if deserved else 0, abs=rows.count())
     assert spans["vision"] and spans["nlp"]
     assert not ProjectPoolHour.objects.filter(project="").exists()
+
+
+def test_a_project_waiting_on_quota_under_its_deserved_share_shows_pending_fair_share_and_starved(doors):
+    """vision (4 deserved) runs 2 GPUs and asks for 4 more at normal priority: admission holds the second on QUOTA
+    (non-preemptible work within the guarantee), so vision waits while under its deserved quota: starved."""
+    api, standin, kube = doors["api"], doors["standin"], doors["kube"]
+    first = api["researcher"].post("/api/workloads/", {
+        "name": "runs", "project": "vision", "pools": [POOL], "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["python", "train.py"], "resources": {"gpu": 2, "cpu": "4", "memory": "16Gi"}}, format="json")
+    assert first.status_code == 201, first.json()
+    [running] = admit_and_dispatch(kube)
+    for pod in kubelet_pods(standin, running):
+        run_pod(standin, pod, timezone.now() - timedelta(minutes=5), None, add=True)
+    second = api["researcher"].post("/api/workloads/", {
+        "name": "waits", "project": "vision", "pools": [POOL], "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["python", "train.py"], "resources": {"gpu": 4, "cpu": "4", "memory": "16Gi"}}, format="json")
+    assert second.status_code == 201, second.json()
+    sync(kube)
+    run_cycle()
+    waiting = api["researcher"].get(f"/api/workloads/{second.json()['id']}/").json()
+    assert (waiting["status"], waiting["reason"]["code"]) == ("PENDING", "QUOTA"), waiting
+
+    [row] = [r for r in api["researcher"].get("/api/quotas/", {"pool": POOL}).json() if r["project"] == "vision"]
+    gpu = row["gpu"]
+    assert (gpu["deserved"], gpu["allocated"], gpu["pending"], gpu["starved"]) == (4, 2, 4, True)
+    assert gpu["fair_share"] > gpu["allocated"]
+    [nlp] = [r for r in api["researcher"].get("/api/quotas/", {"pool": POOL}).json() if r["project"] == "nlp"]
+    assert (nlp["gpu"]["pending"], nlp["gpu"]["starved"]) == (0, False)
+
+    printed = {line.split()[2]: line.split() for line in run("quota", "list", "--pool", POOL).splitlines()[1:]
+               if len(line.split()) > 3}
+    assert printed["vision"][6:] == ["2", "4", str(gpu["fair_share"]), "0", "yes"]
+    assert printed["nlp"][-1] == "-"
+
+    users = type(running.submitter).objects
+    member, staff = Client(), Client()
+    member.force_login(users.get(username="researcher"))
+    staff.force_login(users.create_superuser("boss", "", "pw"))
+    for client, page in ((staff, f"/quotas/?pool={POOL}"), (member, "/projects/vision/"), (member, f"/pools/{POOL}/")):
+        answer = client.get(page)
+        assert answer.status_code == 200, page
+        text = answer.content.decode()
+        assert 'data-col="gpu_pending"' in text, page
+        vision = re.search(r'<tr data-key="training/research/vision".*?</tr>', text, re.S)
+        assert vision, page
+        assert 'class="badge badge-starved"' in vision.group(0), page
+        assert re.search(r'data-col="gpu_pending" class="num">4<', vision.group(0)), page
+        nlp = re.search(r'<tr data-key="training/research/nlp".*?</tr>', text, re.S)
+        assert nlp is None or "badge-starved" not in nlp.group(0), page

@@ -51,10 +51,11 @@ class Command(CliCommand):
             print_json(self.stdout, rows)
             return
         print_table(self.stdout, ["POOL", "DEPARTMENT", "PROJECT", "GPU DESERVED", "LIMIT", "WEIGHT", "ALLOCATED",
-                                  "FAIR SHARE", "OVER QUOTA"],
+                                  "PENDING", "FAIR SHARE", "OVER QUOTA", "STARVED"],
                     [[r["pool"], r["department"], r["project"] or "-", r["gpu"]["deserved"], limit(r["gpu"]["limit"]),
-                      r["gpu"]["over_quota_weight"], r["gpu"]["allocated"], r["gpu"]["fair_share"],
-                      r["gpu"]["over_quota"]] for r in rows])
+                      r["gpu"]["over_quota_weight"], r["gpu"]["allocated"], r["gpu"]["pending"],
+                      r["gpu"]["fair_share"], r["gpu"]["over_quota"], "yes" if r["gpu"]["starved"] else "-"]
+                     for r in rows])
         for table in tables:
             if table.over_subscribed_by[Resource.GPU]:
                 self.stdout.write(f"Pool {table.pool} is over-subscribed: its departments deserve "
