@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.access.scoping import Rule
-from scheduling.usage import reports
+from scheduling.usage import reports, source
 from scheduling.usage.params import GROUPS, PERIOD_CHOICES, ParamError, parse
 
 PARAMETERS = [
@@ -58,6 +58,9 @@ UsageReportSerializer = type("UsageReportSerializer", (serializers.Serializer,),
     "project": serializers.CharField(allow_null=True),
     "capacity_hours": _hours("Capacity GPU-hours of the pools in view."),
     "gpu_util_percent": serializers.FloatField(allow_null=True, help_text="The totals' GPU util; null: not measured."),
+    "gpu_util_source": serializers.ChoiceField(
+        choices=["prometheus", "simulated", ""], help_text="Where GPU utilization comes from: a Prometheus scraping "
+        "DCGM, the demo's simulated figures, or \"\" (none set: not measured)."),
     "rows": UsageRowSerializer(many=True),
     "totals": UsageRowSerializer(),
 })
@@ -73,6 +76,7 @@ def body(result: reports.Report) -> dict:
         "project": params.project or None,
         "capacity_hours": result.capacity_hours,
         "gpu_util_percent": result.totals["gpu_util_percent"],
+        "gpu_util_source": source.kind(),
         "rows": [reports.public(row) for row in sorted(result.rows, key=lambda row: (-row["gpu_hours"], row["group"]))],
         "totals": reports.public(result.totals),
     }

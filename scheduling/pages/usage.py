@@ -18,7 +18,7 @@ from pools.pages import csv
 from pools.pages.listing import Listing, order_rows, parse_sort
 from pools.pages.responses import respond, wants_csv
 from pools.pages.tables import Column, RowContext, Table
-from scheduling.usage import chart, reports
+from scheduling.usage import chart, reports, source
 from scheduling.usage.params import GROUPS, PERIOD_CHOICES, ParamError, parse
 
 GROUP_LABELS = {"department": "Department", "project": "Project", "user": "User", "pool": "Pool",
@@ -48,6 +48,7 @@ def table(group_by: str) -> Table:
         _figure("used_of_deserved_percent", "Used of deserved", "GPU-hours over deserved GPU-hours", "%"),
         _figure("borrowed_hours", "Borrowed", "GPU-hours above deserved, low-priority work first", "GPU-hours"),
         _figure("preempted_hours", "Preempted", "GPU-hours of attempts that were preempted", "GPU-hours"),
+        _figure("pending_hours", "Pending", "Hours with work pending (waiting workloads, by their project)", "hours"),
         _figure("starved_hours", "Starved", "Hours with work pending while under the deserved quota", "hours"),
         _figure("cpu_core_hours", "CPU core-hours", unit="core-hours"),
         _figure("memory_gib_hours", "Memory GiB-hours", unit="GiB-hours"),
@@ -134,7 +135,8 @@ def usage_page(request):
     labels = [step.strftime("%m-%d" if daily else "%H:00") for step in steps]
     svg = chart.stacked_bars(labels, result.chart.get("names", []), result.chart.get("values", []),
                              title=f"GPU-hours by {params.group_by}, per {'day' if daily else 'hour'}")
-    context.update({"listing": listing, "report": result, "chart": mark_safe(svg),  # escaped in chart.stacked_bars
-                    "params": params, "starved": [row for row in result.rows if row.get("starved_hours")]})
+    # The chart's SVG is escaped in chart.stacked_bars.
+    context.update({"listing": listing, "report": result, "chart": mark_safe(svg),
+                    "util_source": source.kind(), "params": params, "starved": [row for row in result.rows if row.get("starved_hours")]})
     return respond(request, "usage/usage.html", context, {REGION: "usage/_region.html",
                                                            listing.dom_id: "pages/_table.html"})

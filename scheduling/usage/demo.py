@@ -1,8 +1,10 @@
 """A week of usage history for the demo (issue 27 point 6), so `/usage/` is not empty on a new install:
 `manage.py demo` runs `manage.py usage demo-history`, which writes closed intervals for the projects of each
 pool with GPUs (a daily rhythm, some preemptible and preempted work, a pod we did not submit) and the pools'
-capacity, in bulk, then rolls the week up. Only once: a database that already holds intervals older than a day
-is left alone. Seeded, so every new install shows the same week."""
+capacity, in bulk, then rolls the week up. A job starts only where the pool has the GPUs free: at no moment does
+the week hold more than a pool's capacity (tests/usage/test_demo_history.py checks it hour by hour). Only once: a
+database that already holds intervals older than a day is left alone. Seeded, so every new install shows the
+same week."""
 
 import random
 from datetime import datetime, timedelta
@@ -16,7 +18,6 @@ from pools.models import NodeMembership, Pool, Project, ProjectMember, Quota
 from pools.models.bulk import copy_values
 from scheduling.models import CapacityInterval, EndReason, Priority, UsageInterval
 from scheduling.usage import rollup
-from scheduling.usage.simulated import SimulatedDcgm
 
 DAYS = 7
 INTERVAL_COLUMNS = ("pod_uid", "namespace", "pod_name", "pool", "project", "department", "user", "priority",
@@ -54,16 +55,20 @@ def generate(now: datetime | None = None, seed: int = 27) -> dict:
             continue
         capacities.append(CapacityInterval(pool=pool.name, gpus=gpus, start=start, end=now, changed_at=now))
         candidates = quota_projects.get(pool.name) or projects
+        running: list[tuple[datetime, int]] = []  # (end, GPUs) of the jobs holding the pool's GPUs now
         moment = start
         while moment < now:
-            # Busier in working hours: aim at 35-90 % of the pool, one job start every ~20 minutes.
-            hour = moment.hour
-            busy = 0.35 + 0.55 * (8 <= hour < 20)
-            for _ in range(max(1, round(gpus * busy / 16))):
-                project = rng.choice(candidates)
+            running = [(end, size) for end, size in running if end > moment]
+            # Busier in working hours: aim at 35-90 % of the pool; a job starts only where its GPUs are free, so
+            # the week never holds more GPUs than the pool has.
+            target = gpus * (0.35 + 0.55 * (8 <= moment.hour < 20))
+            for _ in range(max(1, round(gpus / 16))):
                 size = min(rng.choice(SIZES), gpus)
-                length = timedelta(minutes=rng.randint(20, 8 * 60))
-                end = min(moment + length, now)
+                if sum(held for _, held in running) + size > target:
+                    break
+                project = rng.choice(candidates)
+                end = min(moment + timedelta(minutes=rng.randint(20, 8 * 60)), now)
+                running.append((end, size))
                 preemptible = rng.random() < 0.25
                 preempted = preemptible and rng.random() < 0.2
                 ours = rng.random() < 0.9
@@ -76,6 +81,7 @@ def generate(now: datetime | None = None, seed: int = 27) -> dict:
     with transaction.atomic():
         CapacityInterval.objects.bulk_create(capacities, batch_size=5000)
         copy_values(UsageInterval, INTERVAL_COLUMNS, intervals)
-    # Made-up pods get made-up GPU utilization, whatever OSMO_PROMETHEUS_URL says: the week shows figures.
-    rolled = rollup.run(now=timezone.now(), since=start, figures=SimulatedDcgm())
+    # GPU utilization as the site measures it (OSMO_PROMETHEUS_URL): made up where the demo simulates DCGM
+    # (simulated://dcgm, as `manage.py demo` serves it), not measured where no source is set.
+    rolled = rollup.run(now=timezone.now(), since=start)
     return {"intervals": len(intervals), "capacity": len(capacities), **rolled}

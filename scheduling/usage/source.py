@@ -17,3 +17,10 @@ def source() -> Source | None:
         return SimulatedDcgm()
     return Prometheus(url, timeout=float(settings.OSMO_PROMETHEUS_TIMEOUT),
                       max_bytes=settings.OSMO_PROMETHEUS_MAX_BYTES)
+
+
+def kind() -> str:
+    """Where the GPU utilization figures come from: "prometheus", "simulated" (the demo's made-up DCGM) or ""
+    (none: "not measured")."""
+    url = settings.OSMO_PROMETHEUS_URL
+    return "" if not url else "simulated" if url.startswith("simulated://") else "prometheus"

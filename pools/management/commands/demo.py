@@ -58,6 +58,9 @@ KAI_QUOTAS = {
 }
 
 
+SIMULATED_DCGM = "simulated://dcgm"
+
+
 class Command(BaseCommand):
     help = "Serve the demo at http://127.0.0.1:8000 with the Celery workers and beat; Ctrl-C stops them all."
 
@@ -72,6 +75,9 @@ class Command(BaseCommand):
         with interrupt_on_stop_signals():
             try:
                 password = self.ensure_admin()
+                if not no_serve:
+                    # The demo serves simulated DCGM figures (below): its week of history is measured the same way.
+                    settings.OSMO_PROMETHEUS_URL = settings.OSMO_PROMETHEUS_URL or SIMULATED_DCGM
                 self.load_demo()
                 self.stdout.write(self.style.SUCCESS(
                     f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/)"))
@@ -93,7 +99,7 @@ class Command(BaseCommand):
         # Beat also runs the demo's trickle of workload submissions (scheduling.demo), and reads made-up DCGM figures
         # (scheduling.usage.simulated) with a short idle window so the idle list fills within minutes, unless set
         # otherwise.
-        env = {"OSMO_DEMO_TRICKLE": "15", "OSMO_PROMETHEUS_URL": "simulated://dcgm", "OSMO_IDLE_GPU_MINUTES": "3",
+        env = {"OSMO_DEMO_TRICKLE": "15", "OSMO_PROMETHEUS_URL": SIMULATED_DCGM, "OSMO_IDLE_GPU_MINUTES": "3",
                **os.environ}
         processes = {}
         try:
