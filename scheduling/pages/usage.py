@@ -137,6 +137,7 @@ def usage_page(request):
                              title=f"GPU-hours by {params.group_by}, per {'day' if daily else 'hour'}")
     # The chart's SVG is escaped in chart.stacked_bars.
     context.update({"listing": listing, "report": result, "chart": mark_safe(svg),
-                    "util_source": source.kind(), "params": params, "starved": [row for row in result.rows if row.get("starved_hours")]})
+                    "util_source": source.kind(), "params": params,
+                    "starved": [row for row in result.rows if row.get("starved_hours")]})
     return respond(request, "usage/usage.html", context, {REGION: "usage/_region.html",
                                                            listing.dom_id: "pages/_table.html"})
