@@ -26,7 +26,7 @@ from pools.engine import ConfigError, kube_names
 from pools.models import Backend, audit
 
 from . import immutable, ownership
-from .desired import Wanted, for_backend
+from .desired import Wanted, for_backend, idle_reason
 
 MAX_RECORDS = 200  # refusals kept on the backend row; the count covers them all
 
@@ -54,6 +54,7 @@ class Reconciled:
     unchanged: int = 0
     refused: list[Refusal] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # kind -> our objects wanted in the cluster
+    idle: str = ""  # why the backend has nothing to write (desired.idle_reason), shown on its pages
 
     @property
     def writes(self) -> int:
@@ -62,7 +63,7 @@ class Reconciled:
     def summary(self) -> dict:
         return {"created": len(self.created), "updated": len(self.updated), "recreated": len(self.recreated),
                 "deleted": len(self.deleted), "adopted": len(self.adopted), "unchanged": self.unchanged,
-                "refused": len(self.refused), "objects": self.counts}
+                "refused": len(self.refused), "objects": self.counts, **({"idle": self.idle} if self.idle else {})}
 
 
 def _label(kind: ObjectKind, key: tuple[str, str]) -> str:
@@ -246,10 +247,12 @@ def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
     except ConfigError as exc:
         raise ClusterError(f"Kueue cannot hold this configuration: {exc.message}") from exc
     early = Reconciled()
-    if backend.scheduler == Backend.Scheduler.KUEUE:
+    idle = idle_reason(backend)
+    if backend.scheduler == Backend.Scheduler.KUEUE and not idle:
         _namespaces(backend, cluster, wanted, early)
     result = apply(cluster, wanted, backend.name)
     result.refused[:0] = early.refused
+    result.idle = idle
     return result
 
 
