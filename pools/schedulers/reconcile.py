@@ -5,7 +5,8 @@ backend's, is ever changed or deleted. Creates go in the kinds' order, parents f
 reverse order, leaves first (KAI refuses to delete a queue that has children). An object whose spec and labels
 already match is not written, so a second run writes nothing.
 
-Object by object: an object the API server refuses (any HTTP answer but those below) is recorded with the server's
+Object by object: a transient answer is tried again (pools.cluster.retries); an object the API server refuses
+(any other HTTP answer but those below, or a transient one once the tries ran out) is recorded with the server's
 words and every other object is still written, so one project's refused Queue never holds back the others, nor
 the deletion of what a removed project, department or pool left. Only a cluster that cannot be reached (no HTTP
 answer), a list that fails, or a configuration the engine cannot hold ends a run. A change to a field the CRDs
@@ -22,6 +23,7 @@ from django.db import transaction
 
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, ObjectKind
 from pools.cluster.kinds import KUEUE_LOCAL_QUEUE
+from pools.cluster.retries import Retries
 from pools.engine import ConfigError, kube_names
 from pools.models import Backend, audit
 
@@ -121,12 +123,15 @@ class _Run:
         self.prefix, self.owner = settings.OSMO_LABEL_PREFIX, ownership.label_value(backend)
 
     def attempt(self, kind: ObjectKind, key: tuple[str, str], action: str, write) -> None:
+        """A transient answer is tried again (pools.cluster.retries); its tries run out: recorded as refused, with
+        what was retried."""
+        retries = Retries(unreachable_at=lambda: getattr(self.cluster, "unreachable_at", None))
         try:
-            write()
+            retries.call(write)
         except ClusterError as exc:
             if exc.status is None:  # no answer at all: the cluster is gone, and so would every other write be
                 raise
-            self.refuse(kind, key, action, exc.message)
+            self.refuse(kind, key, action, exc.message + (f" {retries.summary()}" if retries.retried else ""))
 
     def refuse(self, kind: ObjectKind, key: tuple[str, str], action: str, message: str) -> None:
         self.result.refused.append(Refusal(kind.kind, key[0], key[1], action, message))
