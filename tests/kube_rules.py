@@ -3,7 +3,8 @@ against, written from the API server's own rules and the published CRDs, never f
 nothing of pools or scheduling).
 
 Pure functions: `validate_create(kind, obj)` and `validate_update(kind, old, new)` answer the field errors a real
-server gives for the built-in kinds we write (Namespace, Node, Pod, Job); `CustomResource.admit()` prunes,
+server gives for the built-in kinds we write (Namespace, Node, Pod, Job: a pod spec's node selector and node
+affinity included); `CustomResource.admit()` prunes,
 defaults and validates a custom object against its CRD's structural schema and CEL rules (`x-kubernetes-
 validations`, transition rules on `oldSelf` included). `invalid_status()` turns errors into the 422 Status.
 
@@ -305,6 +306,91 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
                 seen.add(name)
             if not container.get("image"):
                 errors.append(required(f"{where}.image"))
+    errors += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity is not None:
+        errors += _node_affinity(node_affinity, f"{path}.affinity.nodeAffinity")
+    return errors
+
+
+# Node affinity (core validation's validateNodeAffinity, ValidateNodeSelector, ValidateNodeSelectorTerm,
+# ValidateNodeSelectorRequirement, ValidateNodeFieldSelectorRequirement, ValidatePreferredSchedulingTerms).
+
+NODE_FIELD_SELECTORS = {"metadata.name": dns1123_subdomain}  # nodeFieldSelectorValidators: ValidateNodeName
+
+
+def _node_affinity(affinity: dict[str, Any], path: str) -> list[FieldError]:
+    errors = []
+    required_selector = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required_selector is not None:
+        where = f"{path}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        terms = required_selector.get("nodeSelectorTerms") or []
+        if not terms:
+            return [required(where, "must have at least one node selector term")]
+        for index, term in enumerate(terms):
+            # A new pod's required values must be label values (allowInvalidLabelValueInRequiredNodeAffinity is
+            # only set when the old object already had an invalid one).
+            errors += _node_selector_term(term or {}, f"{where}[{index}]", label_values=True)
+    for index, term in enumerate(affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        where = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
+        weight = term.get("weight", 0)
+        if not isinstance(weight, int) or weight <= 0 or weight > 100:
+            errors.append(invalid(f"{where}.weight", weight, "must be in the range 1-100"))
+        errors += _node_selector_term(term.get("preference") or {}, f"{where}.preference", label_values=False)
+    return errors
+
+
+def _node_selector_term(term: dict[str, Any], path: str, *, label_values: bool) -> list[FieldError]:
+    errors = []
+    for index, requirement in enumerate(term.get("matchExpressions") or []):
+        errors += node_selector_requirement(requirement, f"{path}.matchExpressions[{index}]",
+                                            label_values=label_values)
+    for index, requirement in enumerate(term.get("matchFields") or []):
+        errors += node_field_selector_requirement(requirement, f"{path}.matchFields[{index}]")
+    return errors
+
+
+def node_selector_requirement(requirement: dict[str, Any], path: str, *, label_values: bool = True
+                              ) -> list[FieldError]:
+    """A matchExpressions requirement: In/NotIn need values, Exists/DoesNotExist none, Gt/Lt exactly one (the
+    server does not parse it as an integer: the scheduler does, when it matches), the key is a qualified name."""
+    errors = []
+    operator, values, key = requirement.get("operator"), requirement.get("values") or [], requirement.get("key", "")
+    if operator in ("In", "NotIn"):
+        if not values:
+            errors.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif operator in ("Exists", "DoesNotExist"):
+        if values:
+            errors.append(FieldError("Forbidden", f"{path}.values",
+                                     detail="may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    elif operator in ("Gt", "Lt"):
+        if len(values) != 1:
+            errors.append(required(f"{path}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+    else:
+        errors.append(invalid(f"{path}.operator", operator or "", "not a valid selector operator"))
+    errors += [invalid(f"{path}.key", key, message) for message in qualified_name(key)]
+    if label_values:
+        for index, value in enumerate(values):
+            errors += [invalid(f"{path}.values[{index}]", value, message) for message in label_value(value)]
+    return errors
+
+
+def node_field_selector_requirement(requirement: dict[str, Any], path: str) -> list[FieldError]:
+    """A matchFields requirement: only `metadata.name`, In or NotIn, and exactly one value."""
+    errors = []
+    operator, values, key = requirement.get("operator"), requirement.get("values") or [], requirement.get("key", "")
+    if operator in ("In", "NotIn"):
+        if len(values) != 1:
+            errors.append(required(f"{path}.values",
+                                   "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+    else:
+        errors.append(invalid(f"{path}.operator", operator or "", "not a valid selector operator"))
+    rule = NODE_FIELD_SELECTORS.get(key)
+    if rule is None:
+        errors.append(invalid(f"{path}.key", key, "not a valid field selector key"))
+    else:
+        for index, value in enumerate(values):
+            errors += [invalid(f"{path}.values[{index}]", value, message) for message in rule(value)]
     return errors
 
 

@@ -125,3 +125,36 @@ def test_two_backends_splitting_one_cluster_each_keep_their_own_objects_and_a_se
     selectors = {r.query.get("labelSelector") for r in standin.requests if r.path.endswith("/queues")}
     assert f"{PREFIX}managed-by=osmo-pools,{PREFIX}backend=first" in selectors  # each lists only its own
     assert f"{PREFIX}managed-by=osmo-pools,{PREFIX}backend=second" in selectors
+
+
+def test_a_second_kueue_backend_on_one_cluster_is_refused_naming_the_first_at_every_door(
+        standin, tmp_path, defaults, admin_client):
+    """Issue 39: a second Kueue backend split from the first was accepted, then every reconcile re-tried the creates
+    of the Cohorts, ClusterQueues and LocalQueues the first one had written (409). KAI backends split cleanly."""
+    path = standin.kubeconfig(tmp_path / "kubeconfig")
+    add("first", "--kubeconfig", path, "--scheduler", "kueue")
+    words = ("Backend first already runs Kueue on this cluster; a second Kueue backend would write the same "
+             "Cohorts, ClusterQueues and LocalQueues (one per department and project, cluster-wide) and find them "
+             "taken. Put this backend's pools on backend first, or choose another scheduler for this one.")
+
+    with pytest.raises(CommandError) as refused:
+        add("second", "--kubeconfig", path, "--scheduler", "kueue", "--same-cluster-as", "first")
+
+    assert str(refused.value) == f"backend second: {words}"
+    assert not Backend.objects.filter(name="second").exists()
+    add("second", "--kubeconfig", path, "--scheduler", "kai", "--same-cluster-as", "first")
+    add("third", "--kubeconfig", path, "--same-cluster-as", "second")  # split from the split: the same cluster
+    with pytest.raises(CommandError, match=r"^backend third: Backend first already runs Kueue on this cluster"):
+        add("third", "--kubeconfig", path, "--scheduler", "kueue")
+    assert Backend.objects.get(name="third").scheduler == "default"
+
+    third = Backend.objects.get(name="third")
+    form = admin_client.get(f"/admin/pools/backend/{third.pk}/change/")
+    assert form.status_code == 200
+    data = {"name": "third", "description": "", "kind": "kubernetes", "kubeconfig_path": path, "kube_context": "",
+            "scheduler": "kueue", "node_condition_rules": "{}", "sync_log_entries-TOTAL_FORMS": "0",
+            "sync_log_entries-INITIAL_FORMS": "0"}
+    page = admin_client.post(f"/admin/pools/backend/{third.pk}/change/", data).content.decode()
+    assert "Backend first already runs Kueue on this cluster" in page
+    assert Backend.objects.get(name="third").scheduler == "default"
+    add("first", "--kubeconfig", path, "--scheduler", "kueue")  # the first one, updated: itself is no second

@@ -266,6 +266,8 @@ def reconcile_backend(backend: Backend) -> tuple[str, str]:
     counts = ", ".join(f"{kind} {n}" for kind, n in summary["objects"].items()) or "none"
     text = (f"{backend.name} ({engine}): created {summary['created']}, updated {summary['updated']}, "
             f"deleted {summary['deleted']}, unchanged {summary['unchanged']}; objects now: {counts}.")
+    if result.idle:
+        text += f" {result.idle}"
     if result.refused:
         return messages.WARNING, f"{text} Refused by the cluster (the others were written): " + "; ".join(
             f"{r.label} ({r.action}): {_short(r.message, 300)}" for r in result.refused[:20]) + "."
@@ -319,6 +321,8 @@ class BackendAdmin(admin.ModelAdmin):
         if backend.engine_error:
             return format_html('{} · <span class="errornote">failing: {}</span>', parts[0],
                                _short(backend.engine_error, 120))
+        if (backend.engine_objects or {}).get("idle"):
+            parts.append("nothing to write: " + backend.engine_objects["idle"])
         count = engine_object_count(backend)
         parts.append(f"{count} object{'' if count == 1 else 's'}")
         if backend.engine_refused:
@@ -342,17 +346,18 @@ class BackendAdmin(admin.ModelAdmin):
         if not stored:
             return "none recorded yet (no reconcile has succeeded)"
         rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", sorted(counts.items())) \
-            or format_html('<tr><td colspan="2">none</td></tr>')
+            or format_html('<tr><td colspan="2">{}</td></tr>', "none")
         changes = ", ".join(f"{key} {stored.get(key, 0)}" for key in ("created", "updated", "deleted", "unchanged"))
         rarer = {"recreated": "re-created (an immutable field changed)", "adopted": "adopted"}
         changes += "".join(f", {word} {stored[key]}" for key, word in rarer.items() if stored.get(key))
         refused = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
             (r.get("kind"), "/".join(filter(None, (r.get("namespace"), r.get("name")))), r.get("action"),
              r.get("since"), r.get("message")) for r in backend.engine_refused or []))
+        idle = format_html('<p class="engine-idle">{}</p>', stored["idle"]) if stored.get("idle") else ""
         return format_html(
-            '<table class="engine-objects"><thead><tr><th scope="col">Kind</th><th scope="col">Objects</th></tr>'
+            '{}<table class="engine-objects"><thead><tr><th scope="col">Kind</th><th scope="col">Objects</th></tr>'
             "</thead><tbody>{}</tbody></table><p>Last run: {}.</p>{}",
-            rows, changes,
+            idle, rows, changes,
             format_html('<p>Refused by the cluster in the last run (every other object was written):</p>'
                         '<table class="engine-refused"><thead><tr><th scope="col">Kind</th><th scope="col">Name</th>'
                         '<th scope="col">Action</th><th scope="col">Since</th><th scope="col">The server said</th>'

@@ -103,6 +103,9 @@ class KubeCluster:
         # A watch may be silent for its whole timeoutSeconds (no changes, no bookmark); only silence beyond
         # that, plus this margin, means the stream has stalled.
         self.watch_margin = watch_margin
+        # When a request of this process last got no answer (time.monotonic()): a 401/403 soon after is the
+        # restarted server's authorization warming up, worth another try (pools.cluster.retries).
+        self.unreachable_at: float | None = None
 
     @classmethod
     def from_kubeconfig(cls, path: str, context: str | None = None, **timeouts: float) -> KubeCluster:
@@ -373,6 +376,7 @@ class KubeCluster:
             message = _status_message(exc.body, exc.reason or "")
             raise error_for_status(f"{what}: HTTP {exc.status} {message}", exc.status) from exc
         except _TRANSPORT_ERRORS as exc:
+            self.unreachable_at = time.monotonic()
             raise Unavailable(f"{what}: {exc}") from exc
         if not 200 <= response.status < 300:
             try:

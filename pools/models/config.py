@@ -101,6 +101,43 @@ class Backend(models.Model):
             if users:
                 raise ValidationError({"scheduler": f"Pools {', '.join(users)} use topology_keys, which need the "
                                                     "KAI scheduler; remove their topology_keys first."})
+        self.clean_engine()
+
+    def cluster_partners(self) -> list["Backend"]:
+        """The other backends on this one's cluster, oldest first: the same kube-system uid, or split with it on
+        purpose (`same_cluster_as`, either way round, and the backends split with those)."""
+        others = list(Backend.objects.exclude(pk=self.pk).order_by("created_at", "pk"))
+        members: list[Backend] = []
+        names, uids, targets = {self.name}, {self.cluster_uid} - {""}, {self.same_cluster_as} - {""}
+        grew = True
+        while grew:
+            grew = False
+            for other in others:
+                if other in members or other.name == self.name:
+                    continue
+                if (other.cluster_uid and other.cluster_uid in uids) or other.same_cluster_as in names \
+                        or other.name in targets:
+                    members.append(other)
+                    names.add(other.name)
+                    uids |= {other.cluster_uid} - {""}
+                    targets |= {other.same_cluster_as} - {""}
+                    grew = True
+        return [other for other in others if other in members]
+
+    def clean_engine(self) -> None:
+        """One Kueue backend per cluster: Kueue's Cohorts, ClusterQueues and LocalQueues are one per department and
+        project, cluster-wide, so a second Kueue backend would find every one of them taken by the first (refused
+        on each reconcile). KAI's Queues and Topologies are per pool, so KAI backends with their own pools share a
+        cluster cleanly."""
+        if self.scheduler != self.Scheduler.KUEUE:
+            return
+        first = next((other for other in self.cluster_partners() if other.scheduler == self.Scheduler.KUEUE), None)
+        if first is not None:
+            raise ValidationError({"scheduler": (
+                f"Backend {first.name} already runs Kueue on this cluster; a second Kueue backend would write the "
+                "same Cohorts, ClusterQueues and LocalQueues (one per department and project, cluster-wide) and "
+                f"find them taken. Put this backend's pools on backend {first.name}, or choose another scheduler "
+                "for this one.")})
 
 
 class Pool(models.Model):

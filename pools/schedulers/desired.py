@@ -19,7 +19,7 @@ from pools.cluster.kinds import (
 from pools.config.documents import PoolDoc
 from pools.config.effective import effective_platform
 from pools.config.writes import catalog_for, pool_documents_from_db
-from pools.models import Backend, Department, Pool, Project, Quota
+from pools.models import Backend, Department, Platform, Pool, Project, Quota
 
 from . import kai, kueue, ownership
 
@@ -104,11 +104,28 @@ def kueue_objects(backend: Backend) -> Wanted:
     return [(kind, {_key(obj): obj for obj in objects}) for kind, objects in zip(kinds, made, strict=True)]
 
 
+def idle_reason(backend: Backend) -> str:
+    """Why an engine backend has nothing to write ("" when it has, or uses the default scheduler): without a pool
+    there is no Queue, flavor or quota to write, and a Kueue ClusterQueue must list at least one flavor (its CRD's
+    `minItems: 1`), which is a platform of the backend's pools."""
+    if backend.scheduler not in (Backend.Scheduler.KAI, Backend.Scheduler.KUEUE):
+        return ""
+    engine = backend.get_scheduler_display()
+    if not Pool.objects.filter(backend=backend).exists():
+        return (f"No pool uses this backend yet, so nothing is written to {engine}: its objects are made from the "
+                "backend's pools (set a pool's backend to it).")
+    if backend.scheduler == Backend.Scheduler.KUEUE and not Platform.objects.filter(pool__backend=backend).exists():
+        return ("The pools of this backend have no platform, so nothing is written to Kueue: every ClusterQueue "
+                "lists at least one ResourceFlavor, one per platform.")
+    return ""
+
+
 def for_backend(backend: Backend) -> Wanted:
     """The objects the backend's engine should hold, labelled as its own; every kind we manage is listed, empty
-    where the backend's engine is another (so that switching engines deletes what we wrote for the old one)."""
+    where the backend's engine is another (so that switching engines deletes what we wrote for the old one) or
+    where it has nothing to write (`idle_reason`: what we wrote before is then deleted)."""
     builders = {Backend.Scheduler.KAI: kai_objects, Backend.Scheduler.KUEUE: kueue_objects}
-    wanted = builders.get(backend.scheduler, lambda _: [])(backend)
+    wanted = [] if idle_reason(backend) else builders.get(backend.scheduler, lambda _: [])(backend)
     owner = ownership.owner_labels(settings.OSMO_LABEL_PREFIX, backend.name)
     for _, objects in wanted:
         for obj in objects.values():

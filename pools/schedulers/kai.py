@@ -72,7 +72,8 @@ def _sum(units: Iterable[Unit]) -> Unit:
     """What a department without a row deserves: the sum of its projects' (None where none of them sets one)."""
     units = list(units)
     deserved = tuple(None if all(u.deserved[i] is None for u in units) else sum(
-        (Decimal(str(u.deserved[i])) if i == 0 else u.deserved[i]) or 0 for u in units) for i in range(3))
+        (Decimal(str(u.deserved[i])) if i == 0 else u.deserved[i]) for u in units if u.deserved[i] is not None)
+        for i in range(3))
     return Unit(deserved=deserved)
 
 

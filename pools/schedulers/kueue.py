@@ -246,7 +246,11 @@ def local_queue(project: Project, *, prefix: str) -> dict[str, Any]:
 
 def objects(platforms: Sequence[Platform], departments: Sequence[Department], projects: Sequence[Project], *,
             prefix: str) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
-    """(flavors, cohorts, cluster queues, local queues), each sorted by name."""
+    """(flavors, cohorts, cluster queues, local queues), each sorted by name; none at all without a platform, since
+    a ClusterQueue (and a Cohort's resource group) must list at least one flavor (the CRD's `minItems: 1`), and a
+    LocalQueue without its ClusterQueue, or a Cohort without queues, holds nothing."""
+    if not platforms:
+        return [], [], [], []
     members: dict[str, list[Project]] = {}
     for project in projects:
         members.setdefault(project.department, []).append(project)

@@ -5,7 +5,8 @@ backend's, is ever changed or deleted. Creates go in the kinds' order, parents f
 reverse order, leaves first (KAI refuses to delete a queue that has children). An object whose spec and labels
 already match is not written, so a second run writes nothing.
 
-Object by object: an object the API server refuses (any HTTP answer but those below) is recorded with the server's
+Object by object: a transient answer is tried again (pools.cluster.retries); an object the API server refuses
+(any other HTTP answer but those below, or a transient one once the tries ran out) is recorded with the server's
 words and every other object is still written, so one project's refused Queue never holds back the others, nor
 the deletion of what a removed project, department or pool left. Only a cluster that cannot be reached (no HTTP
 answer), a list that fails, or a configuration the engine cannot hold ends a run. A change to a field the CRDs
@@ -22,11 +23,12 @@ from django.db import transaction
 
 from pools.cluster import Cluster, ClusterError, Conflict, Expired, NotFound, ObjectKind
 from pools.cluster.kinds import KUEUE_LOCAL_QUEUE
+from pools.cluster.retries import Retries
 from pools.engine import ConfigError, kube_names
 from pools.models import Backend, audit
 
 from . import immutable, ownership
-from .desired import Wanted, for_backend
+from .desired import Wanted, for_backend, idle_reason
 
 MAX_RECORDS = 200  # refusals kept on the backend row; the count covers them all
 
@@ -54,6 +56,7 @@ class Reconciled:
     unchanged: int = 0
     refused: list[Refusal] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # kind -> our objects wanted in the cluster
+    idle: str = ""  # why the backend has nothing to write (desired.idle_reason), shown on its pages
 
     @property
     def writes(self) -> int:
@@ -62,7 +65,7 @@ class Reconciled:
     def summary(self) -> dict:
         return {"created": len(self.created), "updated": len(self.updated), "recreated": len(self.recreated),
                 "deleted": len(self.deleted), "adopted": len(self.adopted), "unchanged": self.unchanged,
-                "refused": len(self.refused), "objects": self.counts}
+                "refused": len(self.refused), "objects": self.counts, **({"idle": self.idle} if self.idle else {})}
 
 
 def _label(kind: ObjectKind, key: tuple[str, str]) -> str:
@@ -120,12 +123,15 @@ class _Run:
         self.prefix, self.owner = settings.OSMO_LABEL_PREFIX, ownership.label_value(backend)
 
     def attempt(self, kind: ObjectKind, key: tuple[str, str], action: str, write) -> None:
+        """A transient answer is tried again (pools.cluster.retries); its tries run out: recorded as refused, with
+        what was retried."""
+        retries = Retries(unreachable_at=lambda: getattr(self.cluster, "unreachable_at", None))
         try:
-            write()
+            retries.call(write)
         except ClusterError as exc:
             if exc.status is None:  # no answer at all: the cluster is gone, and so would every other write be
                 raise
-            self.refuse(kind, key, action, exc.message)
+            self.refuse(kind, key, action, exc.message + (f" {retries.summary()}" if retries.retried else ""))
 
     def refuse(self, kind: ObjectKind, key: tuple[str, str], action: str, message: str) -> None:
         self.result.refused.append(Refusal(kind.kind, key[0], key[1], action, message))
@@ -246,10 +252,12 @@ def reconcile(backend: Backend, cluster: Cluster) -> Reconciled:
     except ConfigError as exc:
         raise ClusterError(f"Kueue cannot hold this configuration: {exc.message}") from exc
     early = Reconciled()
-    if backend.scheduler == Backend.Scheduler.KUEUE:
+    idle = idle_reason(backend)
+    if backend.scheduler == Backend.Scheduler.KUEUE and not idle:
         _namespaces(backend, cluster, wanted, early)
     result = apply(cluster, wanted, backend.name)
     result.refused[:0] = early.refused
+    result.idle = idle
     return result
 
 

@@ -7,8 +7,10 @@ when another worker holds it) for the whole create, and the Job's name is fixed 
 worker that dies after the API server accepted the Job leaves the row ADMITTED (its transaction rolls back);
 the next try gets 409 AlreadyExists, reads the Job back and accepts it when its labels name this workload. A
 Job of that name that is not ours fails the workload (FAILED_BACKEND_ERROR, saying whose it is not), as does a
-Job the API server refuses (4xx). Any other cluster error propagates with the row untouched, for the caller to
-retry later."""
+Job the API server refuses for good (pools.cluster.retries: 400, 404, 422, a 403 that is not a restarted server's).
+A transient answer (no answer, 408, 429, 5xx, a 401/403 soon after the server was unreachable) is tried again with
+back-off, up to retries.TRIES tries in retries.BUDGET seconds; the workload's events say what was retried. When the
+tries run out the row stays ADMITTED, an event says so, and the error propagates for the caller to retry later."""
 
 from collections.abc import Callable
 from datetime import datetime
@@ -19,6 +21,7 @@ from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
 from pools.cluster.kinds import KAI_PODGROUP
+from pools.cluster.retries import Retries
 from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
@@ -58,23 +61,37 @@ def attempt_of(workload: Workload) -> Attempt:
                    backend=workload.pool.backend.name)
 
 
-def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str) -> str:
+def retries_for(cluster: Cluster) -> Retries:
+    """Tries with back-off, knowing when this process's client last found the server unreachable."""
+    return Retries(unreachable_at=lambda: getattr(cluster, "unreachable_at", None))
+
+
+def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str, retries: Retries) -> str:
     """KAI's gang for the Job (created after it, owned by it); "" when it is there, else why it is not ours."""
     body = podgroup_manifest(attempt, job, prefix=prefix)
     try:
-        cluster.create_object(KAI_PODGROUP, body, namespace=attempt.namespace)
+        retries.call(lambda: cluster.create_object(KAI_PODGROUP, body, namespace=attempt.namespace))
     except Conflict:
-        existing = cluster.get_object(KAI_PODGROUP, body["metadata"]["name"], namespace=attempt.namespace)
+        existing = retries.call(lambda: cluster.get_object(KAI_PODGROUP, body["metadata"]["name"],
+                                                           namespace=attempt.namespace))
         if not owned_by(existing, attempt.workload_id, prefix):
             return f"A PodGroup {attempt.namespace}/{body['metadata']['name']} exists and is not this workload's."
     return ""
 
 
 def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
-             now: datetime | None = None) -> str:
-    """"created", "found" (an earlier try created it), "failed" (a Job of that name is not ours) or
-    "skipped" (not ADMITTED, or another worker is dispatching it)."""
-    now = now or timezone.now()
+             now: datetime | None = None, retries: Retries | None = None) -> str:
+    """"created", "found" (an earlier try created it), "failed" (a Job of that name is not ours, or refused for
+    good) or "skipped" (not ADMITTED, or another worker is dispatching it). Raises the ClusterError of a transient
+    answer once the tries ran out. `retries`: its clock and sleep (the tests')."""
+    outcome = _dispatch(workload_id, clusters, now or timezone.now(), retries)
+    if isinstance(outcome, ClusterError):
+        raise outcome
+    return outcome
+
+
+def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime,
+              retries: Retries | None) -> str | ClusterError:
     prefix = settings.OSMO_LABEL_PREFIX
     with transaction.atomic():
         workload = (Workload.objects.select_for_update(skip_locked=True, of=("self",))
@@ -88,13 +105,14 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
                                 priority_classes=settings.OSMO_PRIORITY_CLASSES)
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
+        retries = retries or retries_for(cluster)
         try:
-            cluster.ensure_namespace(namespace, *kube_names.labelled(prefix, {MANAGED: MANAGED_VALUE,
-                                                                              "project": attempt.project}))
-            job = cluster.create_job(namespace, manifest)
+            retries.call(lambda: cluster.ensure_namespace(namespace, *kube_names.labelled(
+                prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project})))
+            job = retries.call(lambda: cluster.create_job(namespace, manifest))
             outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
         except Conflict:
-            existing = job = cluster.get_job(namespace, name)
+            existing = job = retries.call(lambda: cluster.get_job(namespace, name))
             if not owned_by(existing, attempt.workload_id, prefix):
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
                                 f"A Job {namespace}/{name} exists on backend {backend.name} and is not this "
@@ -104,13 +122,20 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
             outcome, message = "found", (f"Job {namespace}/{name} found on backend {backend.name}, created by an "
                                          "earlier try.")
         except ClusterError as exc:
-            if exc.status is None or exc.status >= 500 or exc.status in (408, 429):
-                raise  # worth another try: the row stays ADMITTED
+            if retries.transient(exc):  # the row stays ADMITTED, for another try later
+                WorkloadEvent.objects.create(
+                    workload=workload, at=now, status=Status.ADMITTED, reason="DISPATCH_RETRYING",
+                    message=f"Backend {backend.name} did not take the Job {namespace}/{name} yet: "
+                            f"{' '.join(filter(None, (retries.summary(), 'Last: ' + exc.message)))} It is tried "
+                            "again later.", pools=[attempt.pool])
+                return exc  # raised once this transaction has kept the event
             attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
-                            f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}", now=now)
+                            f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
+                            + (f" {retries.summary()}" if retries.retried else ""), now=now)
             return "failed"
         if attempt.engine is not None and attempt.engine.kind == "kai":
-            not_ours = _podgroup(cluster, attempt, job, prefix)  # cluster errors propagate: the next try finds both
+            # Cluster errors propagate: the next try finds both.
+            not_ours = _podgroup(cluster, attempt, job, prefix, retries)
             if not_ours:  # our Job would join somebody else's gang: take it back, then fail
                 cluster.delete_job(namespace, name)
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "PODGROUP_NOT_OURS", not_ours, now=now)
@@ -118,6 +143,8 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
             message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
         elif attempt.engine is not None:
             message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
+        if retries.retried:
+            message += f" {retries.summary()}"
         Workload.objects.filter(pk=workload.pk).update(status=Status.SCHEDULING, job_name=name, namespace=namespace,
                                                        dispatched_at=now, updated_at=now)
         WorkloadEvent.objects.create(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",

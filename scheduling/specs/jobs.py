@@ -14,9 +14,10 @@ On an engine backend (docs/admin/engines.md) the Job is the engine's to queue:
   it once its ClusterQueue reserves the quota (Kueue's batch/Job integration gangs all `parallelism` pods).
 
 On a default-scheduler backend our admission's plan binds (docs/architecture/decisions.md, "Placement holds"): the pods
-carry a required node affinity to the planned nodes (`matchFields` metadata.name In [...], ANDed into every
-nodeSelectorTerm the pod template has: terms are ORed, so a term of its own would widen, not narrow), so the
-kube-scheduler places them only inside the capacity admission reserved."""
+carry a required node affinity to the planned nodes (one nodeSelectorTerm per planned node and term of the pod
+template, each the template's term with `matchFields` metadata.name In [that node] ANDed in: a node field selector
+takes one value, and terms are ORed, so a term of the pin's own would widen, not narrow), so the kube-scheduler
+places them only inside the capacity admission reserved."""
 
 import copy
 from dataclasses import dataclass
@@ -93,13 +94,19 @@ def _topology_annotations(engine: Engine) -> dict[str, str]:
 
 
 def pin_to_nodes(spec: dict[str, Any], nodes: tuple[str, ...] | list[str]) -> None:
-    """Require the pod `spec` (changed in place) to run on one of `nodes`, whatever node affinity it had."""
-    pin = {"key": "metadata.name", "operator": "In", "values": sorted(nodes)}
+    """Require the pod `spec` (changed in place) to run on one of `nodes`, whatever node affinity it had.
+
+    A node field selector takes exactly one value (kube-apiserver's ValidateNodeFieldSelectorRequirement: "must be
+    only one value when `operator` is 'In' or 'NotIn' for node field selector"), so each planned node has terms of
+    its own: every term of the template's, with `metadata.name In [node]` ANDed in. Terms are ORed: the pods may
+    go where the template allowed, and only to a planned node."""
     node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or [{}]
-    required["nodeSelectorTerms"] = [{**term, "matchFields": [*(term.get("matchFields") or []), pin]}
-                                     for term in terms]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*(term.get("matchFields") or []),
+                                 {"key": "metadata.name", "operator": "In", "values": [node]}]}
+        for node in sorted(set(nodes)) for term in terms]
 
 
 def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,

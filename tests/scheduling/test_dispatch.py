@@ -5,6 +5,7 @@ workload, a server error leaves the row ADMITTED for a later try."""
 import pytest
 
 from pools.cluster import ClusterError
+from pools.cluster.retries import TRIES, Retries
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import attempt_of, dispatch
@@ -78,11 +79,12 @@ def test_a_namespace_that_exists_is_used_as_it_is(standin, kube, admitted):
 
 
 def test_a_server_error_leaves_the_workload_admitted_for_a_later_try(standin, kube, admitted):
-    standin.fail_next(1, status=500, path_prefix="/apis/batch/v1", method="POST")
+    standin.fail_next(TRIES, status=500, path_prefix="/apis/batch/v1", method="POST")  # every try of this call
     with pytest.raises(ClusterError):
-        dispatch(admitted.pk, clusters=lambda backend: kube)
+        dispatch(admitted.pk, clusters=lambda backend: kube, retries=Retries(sleep=lambda seconds: None))
     admitted.refresh_from_db()
     assert admitted.status == Status.ADMITTED and standin.jobs() == []
+    assert admitted.events.last().reason == "DISPATCH_RETRYING"
 
     assert dispatch(admitted.pk, clusters=lambda backend: kube) == "created"
     assert len(standin.jobs()) == 1

@@ -217,6 +217,7 @@ def test_reclaim_deletes_the_borrowers_job_and_reschedules_it(standin, kube, res
 def test_a_server_error_then_a_conflict_on_create_gives_one_job(standin, kube, researcher_api):
     """The API server created the Job but answered 500 (a proxy timed out, say); the retry gets 409 and reads
     the Job back: one Job, and the workload is SCHEDULING."""
+    from pools.cluster.retries import Retries
     from scheduling.run.dispatch import attempt_of
     from scheduling.specs.jobs import job_manifest
 
@@ -224,14 +225,16 @@ def test_a_server_error_then_a_conflict_on_create_gives_one_job(standin, kube, r
     run_cycle()
     workload = Workload.objects.select_related("pool", "project").get(pk=created["id"])
     standin.fail_next(1, status=500, path_prefix="/apis/batch/v1", method="POST")
-    result = sweeps.sweep(act=True, clusters=lambda backend: kube)
-    assert result.dispatched == {"error": 1} and result.errors[0].startswith(f"dispatch {workload.pk}: ")
-    assert Workload.objects.get(pk=workload.pk).status == Status.ADMITTED
-    kube.create_job(workload.project.namespace, job_manifest(attempt_of(workload), prefix="runwhere.ai/",
-                                                             ttl_seconds=60))  # what the 500 hid
-    assert sweeps.sweep(act=True, clusters=lambda backend: kube).dispatched == {"found": 1}
+
+    def meanwhile(seconds):  # what the 500 hid
+        kube.create_job(workload.project.namespace, job_manifest(attempt_of(workload), prefix="runwhere.ai/",
+                                                                 ttl_seconds=60))
+
+    assert dispatch(workload.pk, clusters=lambda backend: kube, retries=Retries(sleep=meanwhile)) == "found"
     assert len(standin.jobs()) == 1
-    assert Workload.objects.get(pk=workload.pk).status == Status.SCHEDULING
+    workload = Workload.objects.get(pk=workload.pk)
+    assert workload.status == Status.SCHEDULING
+    assert "Retried 1 time after: HTTP 500" in workload.events.last().message
 
 
 def test_the_workload_page_shows_its_job_pods_and_earlier_attempts(standin, kube, researcher_api, client, world):

@@ -17,6 +17,8 @@ from scheduling.run import sweeps
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from scheduling.specs.jobs import Attempt, Engine, job_manifest
+from tests.kube_affinity import nodes_for
+from tests.kube_objects import make_node
 from tests.scheduling.test_lifecycle import admit_and_dispatch, observe, pod
 from tests.support.commands import run
 
@@ -31,8 +33,10 @@ ZONES = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms":
 TEMPLATE = {"spec": {"containers": [{"name": "user", "image": "busybox", "resources": {
     "limits": {"nvidia.com/gpu": 1}}}], "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
     "affinity": {"nodeAffinity": ZONES, "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}}}
-PIN = {"key": "metadata.name", "operator": "In", "values": ["h100-2", "h100-3"]}
 
+
+def pin(node: str) -> dict:
+    return {"key": "metadata.name", "operator": "In", "values": [node]}
 
 def attempt(**fields) -> Attempt:
     values = {"workload_id": "6a66cab3-5edd-4b38-aaad-ae34d3b034a3", "attempt": 1, "project": "vision",
@@ -45,15 +49,20 @@ def pod_spec(job: dict) -> dict:
     return job["spec"]["template"]["spec"]
 
 
-def test_the_pods_are_required_on_the_planned_nodes_anded_into_each_term_of_the_templates_affinity():
+def test_the_pods_are_required_on_the_planned_nodes_one_term_per_node_and_term_of_the_templates_affinity():
+    """A node field selector takes one value (kube-apiserver refused `metadata.name In [a, b]`, issue 39): each
+    planned node ANDed into each of the template's terms, the terms ORed."""
     before = copy.deepcopy(TEMPLATE)
     spec = pod_spec(job_manifest(attempt(), prefix=PREFIX, ttl_seconds=60))
     affinity = spec["affinity"]["nodeAffinity"]
+    zone_a = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+    zone_b = {**zone_a, "values": ["b"]}
+    not_9 = {"key": "metadata.name", "operator": "NotIn", "values": ["h100-9"]}
     assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
-        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}],
-         "matchFields": [PIN]},
-        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}],
-         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["h100-9"]}, PIN]}]
+        {"matchExpressions": [zone_a], "matchFields": [pin("h100-2")]},
+        {"matchExpressions": [zone_b], "matchFields": [not_9, pin("h100-2")]},
+        {"matchExpressions": [zone_a], "matchFields": [pin("h100-3")]},
+        {"matchExpressions": [zone_b], "matchFields": [not_9, pin("h100-3")]}]
     assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == \
         ZONES["preferredDuringSchedulingIgnoredDuringExecution"]
     assert spec["affinity"]["podAntiAffinity"] == TEMPLATE["spec"]["affinity"]["podAntiAffinity"]
@@ -61,11 +70,11 @@ def test_the_pods_are_required_on_the_planned_nodes_anded_into_each_term_of_the_
     assert before == TEMPLATE  # the stored template is not changed
 
 
-def test_a_template_without_affinity_gets_one_term_of_the_planned_nodes_and_engines_and_no_plan_get_none():
+def test_a_template_without_affinity_gets_one_term_per_planned_node_and_engines_and_no_plan_get_none():
     plain = {"spec": {"containers": [{"name": "user", "image": "busybox"}]}}
     spec = pod_spec(job_manifest(attempt(pod_template=plain), prefix=PREFIX, ttl_seconds=60))
     assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [PIN]}]}}}
+        "nodeSelectorTerms": [{"matchFields": [pin("h100-2")]}, {"matchFields": [pin("h100-3")]}]}}}
     for other in (attempt(pod_template=plain, nodes=()),
                   attempt(pod_template=plain, engine=Engine("kai", "root-research-vision")),
                   attempt(pod_template=plain, engine=Engine("kueue", "vision"))):
@@ -77,8 +86,29 @@ def test_the_dispatched_job_requires_the_nodes_admission_planned(standin, kube, 
     assert sum(workload.placement.values()) == 2 and set(workload.placement) <= set(NODES)
     job = standin.job(workload.job_name, namespace=workload.namespace)
     assert pod_spec(job)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                "values": sorted(workload.placement)}]}]}
+        "nodeSelectorTerms": [{"matchFields": [pin(node)]} for node in sorted(workload.placement)]}
+
+
+def test_a_gang_of_two_8_gpu_replicas_on_two_8_gpu_nodes_is_accepted_and_its_pods_go_only_to_the_plan(
+        standin, kube, researcher_api):
+    """Issue 39: kube-apiserver refused the pin of a gang over several nodes (422, one field selector with every
+    planned node), so such a gang could never run on a default-scheduler backend. The stand-in now refuses it as
+    the real server does; the Job is accepted, and the scheduler's node affinity lets each pod go to a planned node
+    only (tests/kube_affinity.py), not to a third node with the same labels outside the plan."""
+    standin.add_nodes(make_node(name) for name in (*NODES, "training-h100-002"))
+    workload = admit_and_dispatch(researcher_api, kube, project="nlp", priority="low", replicas=2,
+                                  resources={"gpu": 8, "cpu": "4", "memory": "16Gi"})
+    assert workload.placement == {NODES[0]: 1, NODES[1]: 1}
+    job = standin.job(workload.job_name, namespace=workload.namespace)
+    assert job["spec"]["parallelism"] == 2
+    assert nodes_for(pod_spec(job), [standin.node(name) for name in standin.node_names()]) == list(NODES)
+    for index, node in enumerate(NODES):  # bound as the kube-scheduler would, the kubelet running them
+        pod(standin, workload, index, "Running", node=node)
+    workload = observe(kube, workload)
+    assert workload.status == Status.RUNNING
+    detail = researcher_api.get(f"/api/workloads/{workload.pk}/").json()
+    assert sorted(p["node"] for p in detail["job"]["pods"]) == list(NODES)
+    assert detail["placement"] == detail["planned_nodes"] == {NODES[0]: 1, NODES[1]: 1}
 
 
 def lose(node: str, how: str) -> None:
@@ -120,7 +150,7 @@ def test_a_planned_node_lost_before_binding_ends_the_attempt_and_it_is_admitted_
     assert workload.placement == {elsewhere: 1} and workload.job_name.endswith("-2")
     terms = pod_spec(standin.job(workload.job_name, namespace=workload.namespace))["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [elsewhere]}]}]
+    assert terms == [{"matchFields": [pin(elsewhere)]}]
     assert list(workload.events.values_list("reason", flat=True)) == [
         "SUBMITTED", "ADMITTED", "DISPATCHED", "STOPPING", "PLACEMENT_LOST", "RESCHEDULED", "ADMITTED", "DISPATCHED"]
 

@@ -3,6 +3,7 @@ kube-system namespace, unless split on purpose with --same-cluster-as), list the
 refused, and write an engine backend's objects (KAI Queues and Topologies, Kueue's queues) now."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from django.db.models import Count
 from django.utils import timezone
@@ -77,6 +78,8 @@ def check_registered_once(backend: Backend, uid: str, same_as: str) -> None:
             raise ConfigError(f"--same-cluster-as {same_as}: backend {same_as} is another cluster (kube-system uid "
                               f"{partner.cluster_uid}, this one {uid}).")
         return
+    if backend.pk and uid and backend.cluster_uid == uid:
+        return  # already registered as this one (others may have been split from it since)
     first = Backend.objects.filter(cluster_uid=uid).exclude(pk=backend.pk).order_by("created_at", "pk").first() \
         if uid else None
     if first is not None:
@@ -138,6 +141,10 @@ class Command(CliCommand):
         check_registered_once(backend, uid, same_as)
         backend.cluster_uid = uid or backend.cluster_uid
         backend.same_cluster_as = same_as
+        try:
+            backend.clean_engine()  # knowing now which cluster it is
+        except ValidationError as exc:
+            raise ConfigError(f"backend {name}: {'; '.join(exc.messages)}") from None
         backend.save()
         self.stdout.write(f"Backend {name} {'added' if created else 'updated'}; "
                           f"run `./manage.py sync {name} --once` to read its nodes.")
@@ -165,6 +172,9 @@ class Command(CliCommand):
              refused(b), b.node_total, b.last_sync_at.strftime("%Y-%m-%d %H:%M:%S") if b.last_sync_at else "never",
              (b.sync_error or "-")[:60]] for b, r in zip(backends, rows, strict=True)])
         for b in backends:
+            idle = (b.engine_objects or {}).get("idle") if not b.engine_error else ""
+            if idle:
+                self.stdout.write(f"\nBackend {b.name} writes no engine objects: {idle}")
             if b.engine_refused:
                 shown = len(b.engine_refused)
                 more = f" ({shown} shown)" if refused(b) > shown else ""
@@ -201,4 +211,6 @@ class Command(CliCommand):
             text += " Refused: " + "; ".join(f"{r.label} ({r.action}): {' '.join(r.message.split())}"
                                              for r in result.refused[:20])
             text += f"; and {len(result.refused) - 20} more." if len(result.refused) > 20 else "."
+        if result.idle:
+            text += f" {result.idle}"
         self.stdout.write(text)
