@@ -19,7 +19,7 @@ def nodes(fleet):
     make_nodes(4, [BRAVO], prefix="bravo")
     make_nodes(1, [ALPHA, BRAVO], prefix="shared")
     Node.objects.filter(name="bravo-0001").update(labels={"team": "vision"})
-    Node.objects.filter(name="alpha-0002").update(status="Not ready (Scheduling disabled)")
+    Node.objects.filter(name="alpha-0002").update(status="Cordoned")
     NodeMembership.objects.filter(node__name="alpha-0001").update(platforms=["cpu"])
 
 

@@ -37,7 +37,7 @@ def test_the_sync_records_appearance_status_cordon_and_departure(standin, backen
 
     watch_round(backend, standin, cordon)
     assert kinds("gpu-b")[1:] == [("cordon", {"cordoned": True}),
-                                  ("status", {"before": "Ready", "after": "Not ready (Scheduling disabled)"})]
+                                  ("status", {"before": "Ready", "after": "Cordoned"})]
 
     standin.delete_node("cpu-a")
     sync_once(backend)

@@ -13,11 +13,11 @@ pytestmark = pytest.mark.django_db
 
 
 def test_cordon_marks_the_node_unschedulable_in_the_cluster_then_here_and_uncordon_undoes_it(gpu_backend, standin):
-    assert "node/node-2 cordoned (Not ready (Scheduling disabled))" in run("cordon", "node-2")
+    assert "node/node-2 cordoned (Cordoned)" in run("cordon", "node-2")
 
     assert standin.node("node-2")["spec"]["unschedulable"] is True
     node = Node.objects.get(name="node-2")
-    assert node.unschedulable and node.status == "Not ready (Scheduling disabled)"
+    assert node.unschedulable and node.status == "Cordoned"
     assert node.reasons == ["Scheduling disabled"]
 
     assert "node/node-2 uncordoned (Ready)" in run("uncordon", "node-2")
@@ -49,7 +49,7 @@ def test_a_cluster_that_refuses_the_cordon_leaves_the_database_as_it_was(gpu_bac
 def test_the_cordon_api_cordons_and_uncordons_and_answers_the_node(gpu_backend, standin, api):
     cordoned = api.post("/api/nodes/node-3/cordon", {"cordon": True}, format="json")
     assert cordoned.status_code == 200, cordoned.content
-    assert cordoned.json()["schedulable"] is False and cordoned.json()["status"] == "Not ready (Scheduling disabled)"
+    assert cordoned.json()["schedulable"] is False and cordoned.json()["status"] == "Cordoned"
     assert standin.node("node-3")["spec"]["unschedulable"] is True
     assert api.get("/api/resources/", {"status": "attention"}).json()[0]["node"] == "node-3"
 
@@ -90,7 +90,7 @@ def test_resource_list_shows_reasons_and_filters_nodes_needing_attention(gpu_bac
     lines = run("resource", "list", "--status", "attention").splitlines()
 
     assert [line.split()[0] for line in lines[1:-1]] == ["node-1"]
-    assert lines[1].rstrip().endswith("Not ready (Scheduling disabled)  Scheduling disabled")
+    assert lines[1].rstrip().endswith("Cordoned  Scheduling disabled")
     rows = json.loads(run("resource", "list", "--status", "attention", "--format", "json"))
     assert [(row["node"], row["reasons"]) for row in rows] == [("node-1", ["Scheduling disabled"])]
 
@@ -100,7 +100,7 @@ def test_describe_node_prints_the_node_pages_facts_as_text(gpu_backend, standin)
 
     text = run("describe", "node", "node-1")
 
-    assert "Status:       Not ready (Scheduling disabled)" in text
+    assert "Status:       Cordoned" in text
     assert "Reasons:      Scheduling disabled" in text and "Schedulable:  no (cordoned)" in text
     assert "GPUs:         6 used / 8 total, 2 free, 0 unhealthy" in text
     assert "Conditions:" in text and "  Ready " in text and "KubeletReady" in text
@@ -111,11 +111,11 @@ def test_describe_node_prints_the_node_pages_facts_as_text(gpu_backend, standin)
     events = text.split("Events:\n", 1)[1].split("Taints:", 1)[0]
     # Newest first: the status that the cordon brought, the cordon, the node's appearance at the first sync.
     assert [line.split()[1] for line in events.splitlines()[1:]] == ["status", "cordon", "added"]
-    assert "Status Ready \u2192 Not ready (Scheduling disabled)" in events
+    assert "Status Ready \u2192 Cordoned" in events
     assert "Cordoned (scheduling disabled)" in events
     assert "Appeared: Ready, pools default" in events
     described = json.loads(run("describe", "node", "node-1", "--format", "json"))
-    assert described["status"] == "Not ready (Scheduling disabled)"
+    assert described["status"] == "Cordoned"
     assert [event["kind"] for event in described["events"]] == ["status", "cordon", "added"]
 
 
@@ -132,7 +132,7 @@ def test_the_node_page_cordons_and_uncordons_for_staff(gpu_backend, standin, cli
 
     assert standin.node("node-2")["spec"]["unschedulable"] is True
     text = cordoned.content.decode()
-    assert "Node node-2 cordoned: Not ready (Scheduling disabled)." in text and 'id="uncordon-button"' in text
+    assert "Node node-2 cordoned: Cordoned." in text and 'id="uncordon-button"' in text
     uncordoned = client.post("/nodes/node-2/cordon/", {"cordon": "false", "backend": "gpu-cluster"}, follow=True)
     assert "unschedulable" not in standin.node("node-2")["spec"]
     assert 'id="cordon-button"' in uncordoned.content.decode()

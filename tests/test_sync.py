@@ -135,7 +135,7 @@ def test_one_modified_event_updates_only_that_node(standin, backend):
     assert stats.events >= 1 and stats.relists == 0
 
     b = Node.objects.get(name="gpu-b")
-    assert b.status == "Not ready (Scheduling disabled)" and b.unschedulable
+    assert b.status == "Cordoned" and b.unschedulable
     after = dict(Node.objects.values_list("name", "updated_at"))
     assert [name for name in after if after[name] != before[name]] == ["gpu-b"]
 

@@ -40,9 +40,10 @@ class PoolRowSerializer(serializers.Serializer):
     node_count = serializers.IntegerField()
     gpu_total = serializers.IntegerField(help_text="GPUs in the pool's nodes (capacity).")
     gpu_used = serializers.IntegerField(help_text="GPUs requested by pods bound to the nodes and not finished.")
-    gpu_free = serializers.IntegerField(help_text="Allocatable minus used, never below 0, summed over nodes.")
-    gpu_free_ready = serializers.IntegerField(help_text="gpu_free over the nodes that are Ready and not cordoned: "
-                                                        "what new work can use now.")
+    gpu_free = serializers.IntegerField(help_text="Allocatable minus used, never below 0, summed over the nodes that "
+                                                  "are Ready and not cordoned: what new work can use now.")
+    gpu_free_not_ready = serializers.IntegerField(help_text="The same over the other nodes (not Ready, Unknown, "
+                                                            "cordoned): free but not usable now.")
     gpu_unhealthy = serializers.IntegerField(help_text="Capacity minus allocatable.")
     cpu_total = _cores(f"Allocatable {CORES}.")
     cpu_used = _cores(f"Requested {CORES}.")
@@ -56,10 +57,11 @@ class PlatformFiguresSerializer(serializers.Serializer):
     node_count = serializers.IntegerField(help_text="Nodes of the pool on this platform.")
     gpu_total = serializers.IntegerField(help_text="GPUs in the platform's nodes (capacity).")
     gpu_used = serializers.IntegerField(help_text="GPUs requested by pods bound to them and not finished.")
-    gpu_free = serializers.IntegerField(help_text="Allocatable minus used, never below 0, summed over the nodes.")
+    gpu_free = serializers.IntegerField(help_text="Allocatable minus used, never below 0, summed over the nodes that "
+                                                  "are Ready and not cordoned: what new work can use now.")
+    gpu_free_not_ready = serializers.IntegerField(help_text="The same over the other nodes (not Ready, Unknown, "
+                                                            "cordoned): free but not usable now.")
     gpu_unhealthy = serializers.IntegerField(help_text="Capacity minus allocatable.")
-    gpu_free_ready = serializers.IntegerField(help_text="gpu_free over the nodes that are Ready and not cordoned: "
-                                                        "what new work on this platform can use now.")
 
 
 class NodeRowSerializer(serializers.Serializer):
@@ -82,7 +84,8 @@ class NodeRowSerializer(serializers.Serializer):
     memory_total = serializers.IntegerField(help_text=f"Allocatable memory in {BYTES}.")
     memory_used = serializers.IntegerField(help_text=f"Requested memory in {BYTES}.")
     storage_total = serializers.IntegerField(help_text=f"Allocatable ephemeral storage in {BYTES}.")
-    status = serializers.CharField(help_text="Ready, Unknown, or 'Not ready (<first reason>)'.")
+    status = serializers.CharField(help_text="Ready, Cordoned (Ready, its only reason its cordon), Unknown, or "
+                                               "'Not ready (<first reason>)'.")
     reasons = serializers.ListField(child=serializers.CharField(), help_text="Every reason, in order.")
     schedulable = serializers.BooleanField(help_text="False when cordoned.")
     taints = serializers.ListField(child=serializers.DictField())
@@ -244,7 +247,7 @@ class NodeViewSet(InventoryViewSet):
                    parameters=[NODE_NAME, BACKEND_PARAMETER],
                    description="Cordon (no body, or `{\"cordon\": true}`) or uncordon (`false`) the node: "
                                "`spec.unschedulable` is patched in the cluster, then recorded here. Answers the node "
-                               "as now stored; its status reads `Not ready (Scheduling disabled)` while cordoned. "
+                               "as now stored; its status reads `Cordoned` while cordoned. "
                                "Staff, or a role whose policies allow this POST.")
     def cordon(self, request, name):
         return self._cordon(request, name, validated(CordonRequestSerializer, request)["cordon"])

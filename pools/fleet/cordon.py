@@ -12,7 +12,7 @@ from pools.models.dbwrites import NotRecorded
 
 def cordon_node(name: str, cordon: bool, *, backend: str | None = None) -> Node:
     """Mark the node unschedulable (`cordon`) or schedulable again; returns its row as now stored, its status
-    recomputed ("Not ready (Scheduling disabled)" while cordoned, as the sync would say)."""
+    recomputed ("Cordoned" while cordoned, as the sync would say)."""
     node = find_node(name, backend)
     patched = cluster_for(node.backend).set_unschedulable(name, cordon)
     try:

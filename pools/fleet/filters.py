@@ -19,8 +19,9 @@ NODE_STATUSES = (
     node_status.READY,
     NOT_READY,
     *(f"{NOT_READY} ({reason})" for _, reason in node_status.STANDARD_CONDITIONS),
-    *(f"{NOT_READY} ({reason})" for reason in (node_status.SCHEDULING_DISABLED, node_status.MISSING_TOOLKIT,
-                                               node_status.MISSING_DCGM, node_status.UNDRAINED)),
+    *(f"{NOT_READY} ({reason})" for reason in (node_status.MISSING_TOOLKIT, node_status.MISSING_DCGM,
+                                               node_status.UNDRAINED)),
+    node_status.CORDONED,
     node_status.UNKNOWN,
 )
 SEARCH_MAX = 200

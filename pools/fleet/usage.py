@@ -20,7 +20,7 @@ from django.db.models import Case, Count, IntegerField, Min, Q, Sum, Value, When
 from django.utils import timezone
 
 from pools.fleet import node_history
-from pools.inventory.status import READY, UNKNOWN
+from pools.inventory.status import CORDONED, READY, UNKNOWN
 from pools.models import Backend, Node, NodeMembership, Platform, Pool
 from pools.models.visibility import Access, redact
 
@@ -34,7 +34,6 @@ NODE_COLUMNS = (
 _SUMS = {
     "gpu_total": "gpu_total",
     "gpu_used": "gpu_used",
-    "gpu_free": "gpu_free",
     "gpu_unhealthy": "gpu_unhealthy",
     "cpu_total": "cpu_allocatable",
     "cpu_used": "cpu_requested",
@@ -43,6 +42,19 @@ _SUMS = {
 }
 # Over memberships: the nodes new work can be placed on now.
 READY_SCHEDULABLE = Q(node__status="Ready", node__unschedulable=False)
+# Free GPUs, summed: "free" counts only the nodes new work can use now (Ready, not cordoned); the free GPUs of the
+# other nodes (not Ready, Unknown, cordoned) are shown apart as "free, not ready", never in "free".
+FREE_FIGURES = ("gpu_free", "gpu_free_not_ready")
+
+
+def free_sums(path: str = "node__", where: Q | None = None) -> dict[str, Sum]:
+    """`FREE_FIGURES` as aggregates over rows that reach a node through `path` ("" on Node itself)."""
+    usable = Q(**{f"{path}status": "Ready", f"{path}unschedulable": False})
+    if where is not None:
+        return {"gpu_free": Sum(f"{path}gpu_free", filter=where & usable),
+                "gpu_free_not_ready": Sum(f"{path}gpu_free", filter=where & ~usable)}
+    return {"gpu_free": Sum(f"{path}gpu_free", filter=usable), "gpu_free_not_ready": Sum(f"{path}gpu_free",
+                                                                                       filter=~usable)}
 
 
 def stale_after() -> timedelta:
@@ -91,12 +103,12 @@ def pools_with_usage(pools=None) -> list[Pool]:
         for row in NodeMembership.objects.filter(pool_id__in=[pool.pk for pool in pools])
         .values("pool_id")
         .annotate(node_count=Count("id"), **{name: Sum(f"node__{column}") for name, column in _SUMS.items()},
-                  gpu_free_ready=Sum("node__gpu_free", filter=READY_SCHEDULABLE),
+                  **free_sums(),
                   node_backends_synced_at=Min("node__backend__last_sync_at"),
                   node_backends_unsynced=Count("id", filter=Q(node__backend__last_sync_at__isnull=True)))
         .order_by()
     }
-    empty = dict.fromkeys(("node_count", *_SUMS, "gpu_free_ready", "node_backends_unsynced"), 0)
+    empty = dict.fromkeys(("node_count", *_SUMS, *FREE_FIGURES, "node_backends_unsynced"), 0)
     for pool in pools:
         figures = sums.get(pool.pk, empty)
         pool.node_backends_synced_at = figures.pop("node_backends_synced_at", None)
@@ -127,19 +139,19 @@ def pool_row(pool: Pool, platforms: list[str], now=None) -> dict[str, Any]:
         "backend": pool.backend.name,
         "node_count": pool.node_count,
         **{name: getattr(pool, name) for name in _SUMS},
-        "gpu_free_ready": pool.gpu_free_ready,
+        **{name: getattr(pool, name) for name in FREE_FIGURES},
         "cpu_total": cores(pool.cpu_total),
         "cpu_used": cores(pool.cpu_used),
         "platforms": platforms,
     }
 
 
-PLATFORM_GPU_FIGURES = ("gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy")
+PLATFORM_GPU_FIGURES = ("gpu_total", "gpu_used", "gpu_unhealthy")
 
 
 def platform_figures(pool: Pool, names: list[str]) -> list[dict[str, Any]]:
     """Per platform of `pool`, in `names` order: its node count and its nodes' GPU total, used, free and
-    unhealthy, and gpu_free_ready (free on Ready, uncordoned nodes: what new work can use now). One query:
+    unhealthy, gpu_free (on Ready, uncordoned nodes: what new work can use now) and gpu_free_not_ready. One query:
     a conditional sum per platform over the pool's memberships (a node on two platforms counts on each)."""
     sums = {}
     for index, name in enumerate(names):
@@ -147,9 +159,9 @@ def platform_figures(pool: Pool, names: list[str]) -> list[dict[str, Any]]:
         on = Q(platforms__icontains=f'"{name}"')
         sums[f"p{index}_node_count"] = Count("id", filter=on)
         sums.update({f"p{index}_{figure}": Sum(f"node__{figure}", filter=on) for figure in PLATFORM_GPU_FIGURES})
-        sums[f"p{index}_gpu_free_ready"] = Sum("node__gpu_free", filter=on & READY_SCHEDULABLE)
+        sums.update({f"p{index}_{figure}": value for figure, value in free_sums(where=on).items()})
     values = NodeMembership.objects.filter(pool=pool).aggregate(**sums) if sums else {}
-    figures = ("node_count", *PLATFORM_GPU_FIGURES, "gpu_free_ready")
+    figures = ("node_count", *PLATFORM_GPU_FIGURES, *FREE_FIGURES)
     return [{"name": name, **{figure: values[f"p{index}_{figure}"] or 0 for figure in figures}}
             for index, name in enumerate(names)]
 
@@ -258,7 +270,7 @@ def filter_nodes(nodes, *, pool: str | None = None, platform: str | None = None,
 
 
 def status_severity() -> Case:
-    """A node's status as a rank, for ORDER BY: Ready 0, Not ready (any reason) 1, Unknown 2. An expression
-    rather than an annotation, so the CSV's COPY keeps the page's order (pools.pages.csv)."""
-    return Case(When(status=READY, then=Value(0)), When(status=UNKNOWN, then=Value(2)), default=Value(1),
-                output_field=IntegerField())
+    """A node's status as a rank, for ORDER BY: Ready 0, Cordoned 1, Not ready (any reason) 2, Unknown 3. An
+    expression rather than an annotation, so the CSV's COPY keeps the page's order (pools.pages.csv)."""
+    return Case(When(status=READY, then=Value(0)), When(status=CORDONED, then=Value(1)),
+                When(status=UNKNOWN, then=Value(3)), default=Value(2), output_field=IntegerField())

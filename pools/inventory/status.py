@@ -29,6 +29,8 @@ STANDARD_CONDITIONS = (
     ("NetworkUnavailable", "Network unavailable"),
 )
 SCHEDULING_DISABLED = "Scheduling disabled"
+# A Ready node whose only reason is that it is cordoned: its own status, apart from the broken ones.
+CORDONED = "Cordoned"
 MISSING_TOOLKIT = "Missing NVIDIA Container Toolkit"
 MISSING_DCGM = "Missing NVIDIA DCGM Exporter"
 UNDRAINED = "Undrained migrated node"
@@ -120,7 +122,9 @@ def node_status(
     *,
     node_pools: frozenset[str] = frozenset(),
 ) -> tuple[str, list[str]]:
-    """("Ready", []), ("Unknown", reasons) or ("Not ready (<first reason>)", reasons), every reason in order.
+    """("Ready", []), ("Cordoned", ["Scheduling disabled"]) for a node whose only reason is its cordon, ("Unknown",
+    reasons) or ("Not ready (<first reason>)", reasons), every reason in order (a cordon is never the reason a
+    node with another one is said to be not ready: that one is).
 
     Staleness (a node not seen within the backend's limit) is the caller's to decide: it knows when the
     facts were read; these functions only see the facts.
@@ -166,7 +170,10 @@ def node_status(
         return UNKNOWN, [*reasons, _with_detail("Kubelet status unknown", ready["reason"])]
     if not reasons:
         return READY, []
-    return f"Not ready ({reasons[0]})", reasons
+    broken = [reason for reason in reasons if reason != SCHEDULING_DISABLED]
+    if not broken:
+        return CORDONED, reasons
+    return f"Not ready ({broken[0]})", reasons
 
 
 def _with_detail(text: str, detail: str) -> str:

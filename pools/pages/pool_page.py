@@ -28,7 +28,7 @@ from .tables import PLATFORMS, RowContext, status_css
 RECENT_REVISIONS = 10
 # The platform table's totals row: the pool's own figures, each node once (a node on two platforms is in both
 # rows, so a sum of the rows would count it twice).
-POOL_TOTALS = ("node_count", *usage.PLATFORM_GPU_FIGURES, "gpu_free_ready")
+POOL_TOTALS = ("node_count", *usage.PLATFORM_GPU_FIGURES, *usage.FREE_FIGURES)
 POOL_TOTALS_LABEL = "Pool (each node once)"
 LIVE_REGION = "pool-live"
 # The nodes table's status filter value for every node that is not Ready (Unknown included).
@@ -44,7 +44,7 @@ def platform_rows(pool, figures: list[dict]) -> tuple[list[dict], str]:
         # The pool's page must still open when a template it names is gone: that is when people look.
         return [], getattr(exc, "message", str(exc))
     by_name = {row["name"]: row for row in figures}
-    empty = {"node_count": 0, **dict.fromkeys((*usage.PLATFORM_GPU_FIGURES, "gpu_free_ready"), 0)}
+    empty = {"node_count": 0, **dict.fromkeys((*usage.PLATFORM_GPU_FIGURES, *usage.FREE_FIGURES), 0)}
     return [{**empty, **by_name.get(name, {}), "name": name, "pool": pool.name,
              "default": name == pool.default_platform, "node_selector": platform.get("node_selector") or {},
              "tolerations": platform.get("tolerations") or [],
@@ -68,9 +68,11 @@ def figures(pool, detail: dict, not_ready: int) -> list[dict]:
         figure("gpu_total", "GPU total", number(detail["gpu_total"]), nodes_url(pool, sort="-gpu_total"),
                "Capacity"),
         figure("gpu_used", "GPU used", number(detail["gpu_used"]), nodes_url(pool, sort="-gpu_used")),
-        figure("gpu_free", "GPU free", number(detail["gpu_free"]), nodes_url(pool, sort="-gpu_free")),
-        figure("gpu_free_ready", "GPU free on Ready nodes", number(detail["gpu_free_ready"]),
-               nodes_url(pool, status=READY, sort="-gpu_free"), "What new work can use now"),
+        figure("gpu_free", "GPU free", number(detail["gpu_free"]), nodes_url(pool, status=READY, sort="-gpu_free"),
+               "On Ready, uncordoned nodes: what new work can use now"),
+        figure("gpu_free_not_ready", "GPU free, not ready", number(detail["gpu_free_not_ready"]),
+               nodes_url(pool, status=ATTENTION, sort="-gpu_free"),
+               "Free on nodes that are not Ready, Unknown or cordoned: not usable now"),
         figure("gpu_unhealthy", "GPU unhealthy", number(detail["gpu_unhealthy"]),
                nodes_url(pool, sort="-gpu_unhealthy"), "Capacity minus allocatable"),
         figure("cpu", "CPU cores requested",

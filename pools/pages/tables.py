@@ -119,6 +119,8 @@ def status_css(status: str) -> str:
         return "status-ok"
     if status in ("PENDING", "SCHEDULING", "PREEMPTING"):
         return "status-warn"
+    if status == "Cordoned":
+        return "status-cordoned"
     if status in ("Unknown", "MAINTENANCE"):
         return "status-warn" if status == "MAINTENANCE" else "status-unknown"
     return "status-bad"
@@ -237,7 +239,10 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
     Column("backend", "Backend", _get("backend"), sort=("backend",)),
     _figure("gpu_total", "GPU total", "gpu_total"),
     _figure("gpu_used", "GPU used", "gpu_used"),
-    _figure("gpu_free", "GPU free", "gpu_free", phone=True),
+    _figure("gpu_free", "GPU free", "gpu_free", help="Free on Ready, uncordoned nodes: what new work can use now",
+            phone=True),
+    _figure("gpu_free_not_ready", "GPU free, not ready", "gpu_free_not_ready",
+            help="Free on nodes that are not Ready, Unknown or cordoned: not usable now"),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy"),
     _figure("gpu_guaranteed", "GPU guaranteed", "gpu_guaranteed",
             help="Projects' use within what they deserve (pools.quotas.fairshare.split_use)"),
@@ -257,12 +262,13 @@ PLATFORMS = Table("platforms", "Platforms", key=lambda row: row["name"], default
     Column("default", "Default", _get("default"), kind="bool"),
     Column("node_count", "Nodes", _get("node_count"), kind="number", href=lambda row, ctx: _platform_nodes(row)),
     *(Column(key, label, _get(key), kind="number", href=lambda row, ctx, extra=extra: _platform_nodes(row, **extra),
-             help=help, phone=key in ("gpu_free", "gpu_free_ready")) for key, label, extra, help in (
+             help=help, phone=key == "gpu_free") for key, label, extra, help in (
         ("gpu_total", "GPU total", {"sort": "-gpu_total"}, "Capacity"),
         ("gpu_used", "GPU used", {"sort": "-gpu_used"}, "Requested by running pods"),
-        ("gpu_free", "GPU free", {"sort": "-gpu_free"}, "Allocatable minus used"),
-        ("gpu_free_ready", "Free on Ready", {"status": "Ready", "sort": "-gpu_free"},
+        ("gpu_free", "GPU free", {"status": "Ready", "sort": "-gpu_free"},
          "Free on Ready, uncordoned nodes: what new work can use now"),
+        ("gpu_free_not_ready", "Free, not ready", {"status": "attention", "sort": "-gpu_free"},
+         "Free on nodes that are not Ready, Unknown or cordoned: not usable now"),
         ("gpu_unhealthy", "GPU unhealthy", {"sort": "-gpu_unhealthy"}, "Capacity minus allocatable"),
     )),
     Column("node_selector", "Node selector", lambda row, ctx: [f"{k}={v}" for k, v in row["node_selector"].items()],

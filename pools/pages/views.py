@@ -100,9 +100,14 @@ def fleet_summary(nodes) -> dict:
         unknown=Count("pk", filter=Q(status=UNKNOWN)),
         # The pool rows' own column map, so a fleet figure means exactly what a pool figure means.
         **{name: Sum(column) for name, column in usage._SUMS.items()},
+        # Named apart from Node.gpu_free, which they sum.
+        **{f"sum_{name}": value for name, value in usage.free_sums("").items()},
     ))
+    for group in groups:
+        for name in usage.FREE_FIGURES:
+            group[name] = group.pop(f"sum_{name}") or 0
     figures = {name: sum(group[name] or 0 for group in groups)
-               for name in ("nodes", "ready", "unknown", *usage._SUMS)}
+               for name in ("nodes", "ready", "unknown", *usage._SUMS, *usage.FREE_FIGURES)}
     # Everything not Ready, Unknown included: what the nodes table's `attention` status lists.
     figures["not_ready"] = figures["nodes"] - figures["ready"]
     figures["cpu_total"] = usage.cores(figures["cpu_total"])
@@ -116,7 +121,8 @@ def fleet_cards(figures: dict) -> dict:
     """The summary figures as the cards print them (`<name>_text`, `<name>_percent`): whole numbers, the
     unit beside them ("20,022 of 41,590 cores requested")."""
     cards = dict(figures)
-    for name in ("nodes", "ready", "not_ready", "unknown", "gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy"):
+    for name in ("nodes", "ready", "not_ready", "unknown", "gpu_total", "gpu_used", "gpu_free", "gpu_free_not_ready",
+                 "gpu_unhealthy"):
         cards[f"{name}_text"] = formatting.number(figures[name])
     for name in ("cpu_total", "cpu_used"):
         cards[f"{name}_text"] = formatting.number(round(figures[name]))
@@ -136,7 +142,7 @@ def fleet_cards(figures: dict) -> dict:
 def pool_sums(figures: dict, rows: list[dict]) -> dict:
     """The pool table's totals row: node figures from `fleet_summary` (each node once), quota figures
     (per pool, by definition) added up."""
-    sums = {"node_count": figures["nodes"], **{name: figures[name] for name in usage._SUMS}}
+    sums = {"node_count": figures["nodes"], **{name: figures[name] for name in (*usage._SUMS, *usage.FREE_FIGURES)}}
     for name in GUARANTEE_COLUMNS:
         sums[name] = sum(row.get(name, 0) for row in rows)
     return sums

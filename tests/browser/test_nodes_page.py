@@ -78,7 +78,7 @@ def test_staff_cordon_and_uncordon_a_node_from_its_page(live_server, page, staff
     expect(page.locator("#node-status")).to_have_text("Ready")
 
     page.click("#cordon-button")
-    expect(page.locator("#node-status")).to_have_text("Not ready (Scheduling disabled)")
+    expect(page.locator("#node-status")).to_have_text("Cordoned")
     expect(page.locator(".messages")).to_contain_text("Node gpu-7 cordoned")
     assert standin.node("gpu-7")["spec"]["unschedulable"] is True
     assert Node.objects.get(name="gpu-7").unschedulable

@@ -261,7 +261,7 @@ def test_a_postgres_restart_during_a_sync_loses_no_node(site, postgres, standin)
 
     standin.add_node(make_node("cpu-c", gpus=0))  # just before: in flight when the database goes
     outage(site, postgres, cluster_changes)
-    wanted = {"gpu-a": ("Ready", False), "gpu-b": ("Not ready (Scheduling disabled)", True),
+    wanted = {"gpu-a": ("Ready", False), "gpu-b": ("Cordoned", True),
               "cpu-c": ("Ready", False), "cpu-d": ("Ready", False)}
     until(lambda: node_rows(site) == wanted, f"the sync to write what changed during the outage ({wanted})",
           every=0.3)

@@ -54,7 +54,7 @@ def test_a_round_that_recovered_from_transient_errors_is_not_reported_as_failed(
         seen["gpu-b"] = Node.objects.get(backend=backend, name="gpu-b").status
 
     stats = run_beside(sync, clock, standin, faults)
-    assert seen == {"gpu-b": "Not ready (Scheduling disabled)"}
+    assert seen == {"gpu-b": "Cordoned"}
     assert len(stats.transient) == 3 and any("503" in error for error in stats.transient)
     assert any("request timed out" in error for error in stats.transient)
     assert stats.errors == [] and stats.relists == 0  # resumed, nothing lost: no list needed

@@ -20,9 +20,9 @@ def test_no_watched_change_is_no_event():
 
 
 def test_a_cordon_is_a_cordon_event_and_the_status_it_brings():
-    after = {**READY, "unschedulable": True, "status": "Not ready (Scheduling disabled)"}
+    after = {**READY, "unschedulable": True, "status": "Cordoned"}
     assert node_changes(READY, after) == [
-        (CORDON, {"cordoned": True}), (STATUS, {"before": "Ready", "after": "Not ready (Scheduling disabled)"})]
+        (CORDON, {"cordoned": True}), (STATUS, {"before": "Ready", "after": "Cordoned"})]
     assert node_changes(after, READY)[0] == (CORDON, {"cordoned": False})
 
 

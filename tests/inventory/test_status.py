@@ -325,9 +325,15 @@ def test_it_keeps_the_order_when_any_one_reason_is_absent(dropped):
 def test_it_lists_kubelet_not_ready_after_the_reasons_that_lead():
     body = node(unschedulable=True, conditions=kubelet_conditions(Ready="False"))
     assert status_of(body) == (
-        "Not ready (Scheduling disabled)",
+        "Not ready (Kubelet not ready: KubeletNotReady)",
         ["Scheduling disabled", "Kubelet not ready: KubeletNotReady"],
     )
+
+
+def test_a_ready_node_whose_only_reason_is_its_cordon_reads_cordoned():
+    assert status_of(node(unschedulable=True)) == ("Cordoned", ["Scheduling disabled"])
+    body = node(unschedulable=True, conditions=kubelet_conditions(DiskPressure="True"))
+    assert status_of(body) == ("Not ready (Disk pressure)", ["Disk pressure", "Scheduling disabled"])
 
 
 def test_it_says_kubelet_not_ready_even_without_a_reason():

@@ -274,7 +274,7 @@ def test_needs_attention_lists_every_node_that_is_not_ready_unknown_included(sta
 def test_status_sorts_by_severity_in_the_page_and_the_csv(staff_client, fleet):
     make_nodes(3, [ALPHA], prefix="a", status="Unknown", reasons=["Kubelet status unknown"])
     make_nodes(2, [ALPHA], prefix="b")  # b-0000 Not ready (Disk pressure), b-0001 Ready
-    make_nodes(1, [ALPHA], prefix="c", status="Not ready (Scheduling disabled)", reasons=["Scheduling disabled"])
+    make_nodes(1, [ALPHA], prefix="c", status="Cordoned", reasons=["Scheduling disabled"])
 
     worst_first = row_keys(body(staff_client.get("/nodes/?sort=-status")))
     best_first = row_keys(body(staff_client.get("/nodes/?sort=status")))

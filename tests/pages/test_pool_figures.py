@@ -25,7 +25,7 @@ def mixed(fleet):
     make_nodes(4, [BRAVO], prefix="other")
     for node in nodes[::2]:
         NodeMembership.objects.filter(node=node).update(platforms=["cpu"])
-    Node.objects.filter(name="node-0005").update(unschedulable=True, status="Not ready (Scheduling disabled)")
+    Node.objects.filter(name="node-0005").update(unschedulable=True, status="Cordoned")
     return nodes
 
 

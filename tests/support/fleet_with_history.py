@@ -34,7 +34,7 @@ GPU_USE = (8, 6, 8, 3, 7, 8, 5, 2, 8, 6, 4, 8, 1)  # GPUs used, cycled over the 
 NOT_READY = {  # node: (status, reasons)
     "dgx-h100-004": ("Not ready (Disk pressure)", ["Disk pressure"]),
     "dgx-h100-011": ("Not ready (Missing NVIDIA DCGM Exporter)", ["Missing NVIDIA DCGM Exporter"]),
-    "hgx-a100-03": ("Not ready (Scheduling disabled)", ["Scheduling disabled"]),
+    "hgx-a100-03": ("Cordoned", ["Scheduling disabled"]),
     "l40s-07": ("Unknown", []),
 }
 

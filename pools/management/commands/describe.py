@@ -48,16 +48,16 @@ class Command(CliCommand):
         for label, key in [("Name", "name"), ("Description", "description"), ("Status", "status"),
                            ("Backend", "backend"), ("Nodes", "node_count")]:
             out.write(f"{label + ':':<14}{detail[key]}")
-        out.write(f"{'GPUs:':<14}{detail['gpu_used']} used / {detail['gpu_total']} total, {detail['gpu_free']} free, "
-                  f"{detail['gpu_unhealthy']} unhealthy")
+        out.write(f"{'GPUs:':<14}{detail['gpu_used']} used / {detail['gpu_total']} total, {detail['gpu_free']} free "
+                  f"(and {detail['gpu_free_not_ready']} on nodes not ready), {detail['gpu_unhealthy']} unhealthy")
         out.write(f"{'CPU:':<14}{detail['cpu_used']} / {detail['cpu_total']} cores requested")
         out.write(f"{'Memory:':<14}{detail['memory_used'] / 1024**3:.0f}Gi / {detail['memory_total'] / 1024**3:.0f}Gi"
                   " requested")
         out.write("Platforms:")
         if detail["platforms"]:
-            print_table(out, ["  PLATFORM", "NODES", "GPU TOTAL", "USED", "FREE", "FREE READY", "UNHEALTHY"],
+            print_table(out, ["  PLATFORM", "NODES", "GPU TOTAL", "USED", "FREE", "FREE NOT READY", "UNHEALTHY"],
                         [[f"  {p['name']}", p["node_count"], p["gpu_total"], p["gpu_used"], p["gpu_free"],
-                          p["gpu_free_ready"], p["gpu_unhealthy"]] for p in detail["platforms"]])
+                          p["gpu_free_not_ready"], p["gpu_unhealthy"]] for p in detail["platforms"]])
         else:
             out.write("  (none)")
         out.write("Nodes:")

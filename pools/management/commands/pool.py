@@ -17,7 +17,7 @@ class Command(CliCommand):
         if format == "json":
             print_json(self.stdout, rows)
             return
-        print_table(self.stdout, ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "FREE READY",
+        print_table(self.stdout, ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "FREE NOT READY",
                                   "NODE COUNT"],
-                    [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["gpu_free_ready"],
+                    [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["gpu_free_not_ready"],
                       r["node_count"]] for r in rows])
