@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "osmo_site.logs.RequestIdMiddleware",  # the request's id on every log line, and its access line
+    "osmo_site.errors.ApiErrorsMiddleware",  # JSON errors under /api/ whatever DEBUG says (no debug pages)
     "osmo_site.middleware.InputLimitsMiddleware",  # NUL in URLs (400) and oversized bodies (413), before all else
     "django.middleware.security.SecurityMiddleware",
     "osmo_site.middleware.ContentSecurityPolicyMiddleware",  # OSMO_CSP on every response
