@@ -129,6 +129,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 ACCESS_DEFAULT_POOL_OPEN = env_bool("ACCESS_DEFAULT_POOL_OPEN", True)
 OSMO_DEFAULT_PROJECT_OPEN = env_bool("OSMO_DEFAULT_PROJECT_OPEN", True)
 ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 365)
+# The login tokens (JWTs) POST /api/auth/jwt/access_token exchanges a personal token for (OSMO's CLI login).
+ACCESS_LOGIN_TOKEN_SECONDS = env_int("ACCESS_LOGIN_TOKEN_SECONDS", 300)
 ACCESS_HEADER_LOGIN = env_bool("ACCESS_HEADER_LOGIN", False)
 # The proxy's user N signs in as <prefix>N ("idp:" keeps them apart from local accounts); a header never signs
 # into a local account (one with a password, or a superuser).

@@ -8,7 +8,7 @@ from rest_framework.exceptions import APIException, ErrorDetail
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.access import assignments, tokens
+from pools.access import assignments, login_tokens, tokens
 from pools.access import serializers as bodies
 from pools.access.documents import check_access_name
 from pools.access.roles import GENERATORS, generated_role
@@ -221,6 +221,24 @@ class UserTokenView(AccessView):
         _guard_staff(request, user, "revoke a token of")
         tokens.revoke_token(user, name)
         return Response(status=204)
+
+
+class LoginTokenView(APIView):
+    """POST /api/auth/jwt/access_token {"token": T}: a short-lived login token (JWT) for the personal token T,
+    as OSMO's CLI logs in and refreshes (`pools.access.login_tokens`). Open to anyone: T is the credential."""
+
+    authentication_classes = ()
+    permission_classes = ()
+
+    @extend_schema(request=bodies.LoginTokenBody, responses=bodies.LoginTokenSerializer, auth=[])
+    def post(self, request):
+        secret = request.data.get("token") if isinstance(request.data, dict) else None
+        try:
+            token, login_token, expires = login_tokens.exchange(secret)
+        except login_tokens.Refused as exc:
+            raise Problem(str(exc), "token", status=401) from None
+        tokens.mark_used(token)
+        return Response({"token": login_token, "expires_at": expires, "name": token.user.get_username()})
 
 
 # ---- profile and generated roles --------------------------------------------------------------------

@@ -192,6 +192,18 @@ class TokenListSerializer(serializers.Serializer):
     tokens = TokenSerializer(many=True)
 
 
+class LoginTokenBody(serializers.Serializer):
+    token = StrictCharField(help_text="A personal access token (from /api/auth/access_token/{name}).")
+
+
+class LoginTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="A login token (a JWT): send it as Authorization: Bearer until it "
+                                            "expires, then exchange the access token again.")
+    expires_at = serializers.IntegerField(help_text="When the login token expires, in seconds since the epoch "
+                                                    "(its `exp` claim).")
+    name = serializers.CharField(help_text="The user it signs in.")
+
+
 class GrantSerializer(serializers.Serializer):
     role = serializers.CharField(allow_null=True)
     rule = serializers.CharField()

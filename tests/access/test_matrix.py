@@ -316,6 +316,10 @@ MATRIX: dict[str, list[Probe]] = {
     "auth-role-users": [Probe("list", "get", "/api/auth/roles/osmo-team/users", ADMIN),
                         Probe("write", "post", "/api/auth/roles/osmo-team/users", ADMIN, body={"user_ids": ["x"]})],
     # ---- one's own tokens and profile: every signed-in user -------------------------------------------------
+    # The exchange of a personal token for a login token (OSMO's CLI login): open to all, the token in the body is
+    # the credential; an unknown one is 401 whoever asks (tests/access/test_login_tokens.py exchanges real ones).
+    "auth-login-token": [Probe("write", "post", "/api/auth/jwt/access_token", dict.fromkeys(PRINCIPALS, 401),
+                               body={"token": "osmo_unknown"})],
     "auth-tokens": [Probe("list", "get", "/api/auth/access_token/", SIGNED_IN, check=lists_only_own_tokens)],
     "auth-token": [Probe("write", "post", "/api/auth/access_token/probe", ok_as(SIGNED_IN, 201),
                          body={"expires_at": FUTURE}),
