@@ -9,6 +9,7 @@ id (`tid`): every request that presents it reads the access token again, so it a
 roles and scoping (a restricted token's JWT stays restricted) and stops the moment the token is revoked or
 expires, or its user is made inactive, not only at the next refresh."""
 
+import secrets
 import time
 
 import jwt
@@ -61,7 +62,8 @@ def exchange(secret) -> tuple[AccessToken, str, int]:
         roles = roles.filter(tokens=token)
     username = token.user.get_username()
     claims = {"iss": ISSUER, "aud": AUDIENCE, "iat": now, "nbf": now, "exp": expires, "sub": username,
-              "name": username, "unique_name": username, "osmo_token_name": token.name, "tid": token.pk,
+              "name": username, "unique_name": username, "jti": secrets.token_urlsafe(12),
+              "osmo_token_name": token.name, "tid": token.pk,
               "roles": sorted(roles.values_list("name", flat=True))}
     return token, jwt.encode(claims, _key(), algorithm=ALGORITHM), expires
 
