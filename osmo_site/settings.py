@@ -181,6 +181,7 @@ REST_FRAMEWORK = {
     # Bearer first: its WWW-Authenticate header makes anonymous API calls answer 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pools.access.tokens.BearerAuthentication",
+        "pools.access.idp.HeaderAuthentication",  # the proxy's header, per request under /api/ (no session)
         "rest_framework.authentication.SessionAuthentication",
         "pools.access.basic_auth.BasicAuthentication",  # DRF's, under the sign-in limit
     ],

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from django.db.models import Count, Max, Min
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied
@@ -268,7 +269,7 @@ class WorkflowEventsView(APIView):
     def perform_content_negotiation(self, request, force=False):
         return super().perform_content_negotiation(request, force=True)
 
-    @extend_schema(operation_id="workflow_events", responses={(200, "text/plain"): str}, parameters=[
+    @extend_schema(operation_id="workflow_events", responses=OpenApiTypes.STR, parameters=[
         USER, OpenApiParameter("task_name", str, description="A task or group: only its group's events.")])
     def get(self, request, name):
         rows = _rows(request, name)
@@ -308,7 +309,7 @@ class WorkflowSpecView(APIView):
     def perform_content_negotiation(self, request, force=False):
         return super().perform_content_negotiation(request, force=True)
 
-    @extend_schema(operation_id="workflow_spec", responses={(200, "text/plain"): str}, parameters=[
+    @extend_schema(operation_id="workflow_spec", responses=OpenApiTypes.STR, parameters=[
         USER, OpenApiParameter("use_template", bool)])
     def get(self, request, name):
         rows = _rows(request, name)
