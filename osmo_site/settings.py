@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "osmo_site.logs.RequestIdMiddleware",  # the request's id on every log line, and its access line
+    "osmo_site.errors.ApiErrorsMiddleware",  # JSON errors under /api/ whatever DEBUG says (no debug pages)
     "osmo_site.middleware.InputLimitsMiddleware",  # NUL in URLs (400) and oversized bodies (413), before all else
     "django.middleware.security.SecurityMiddleware",
     "osmo_site.middleware.ContentSecurityPolicyMiddleware",  # OSMO_CSP on every response
@@ -128,6 +129,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 ACCESS_DEFAULT_POOL_OPEN = env_bool("ACCESS_DEFAULT_POOL_OPEN", True)
 OSMO_DEFAULT_PROJECT_OPEN = env_bool("OSMO_DEFAULT_PROJECT_OPEN", True)
 ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 365)
+# The login tokens (JWTs) POST /api/auth/jwt/access_token exchanges a personal token for (OSMO's CLI login).
+ACCESS_LOGIN_TOKEN_SECONDS = env_int("ACCESS_LOGIN_TOKEN_SECONDS", 300)
 ACCESS_HEADER_LOGIN = env_bool("ACCESS_HEADER_LOGIN", False)
 # The proxy's user N signs in as <prefix>N ("idp:" keeps them apart from local accounts); a header never signs
 # into a local account (one with a password, or a superuser).
@@ -178,6 +181,7 @@ REST_FRAMEWORK = {
     # Bearer first: its WWW-Authenticate header makes anonymous API calls answer 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pools.access.tokens.BearerAuthentication",
+        "pools.access.idp.HeaderAuthentication",  # the proxy's header, per request under /api/ (no session)
         "rest_framework.authentication.SessionAuthentication",
         "pools.access.basic_auth.BasicAuthentication",  # DRF's, under the sign-in limit
     ],

@@ -6,7 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from scheduling.api import logs as api_logs
 from scheduling.api import notifications as notify_api
-from scheduling.api import osmo
+from scheduling.api import osmo, osmo_account
 from scheduling.api import workloads as api
 from scheduling.api.usage import UsageView
 
@@ -23,7 +23,13 @@ urlpatterns = [
     re_path(r"^workflow/?$", osmo.WorkflowListView.as_view(), name="osmo-workflows"),
     re_path(rf"^workflow/{NAME}/?$", osmo.WorkflowView.as_view(), name="osmo-workflow"),
     re_path(rf"^workflow/{NAME}/logs/?$", api_logs.WorkflowLogsView.as_view(), name="osmo-workflow-logs"),
+    re_path(rf"^workflow/{NAME}/error_logs/?$", api_logs.WorkflowErrorLogsView.as_view(),
+            name="osmo-workflow-error-logs"),
+    re_path(rf"^workflow/{NAME}/events/?$", osmo.WorkflowEventsView.as_view(), name="osmo-workflow-events"),
+    re_path(rf"^workflow/{NAME}/spec/?$", osmo.WorkflowSpecView.as_view(), name="osmo-workflow-spec"),
     re_path(rf"^workflow/{NAME}/cancel/?$", osmo.CancelWorkflowView.as_view(), name="osmo-workflow-cancel"),
+    re_path(r"^profile/settings/?$", osmo_account.ProfileSettingsView.as_view(), name="osmo-profile-settings"),
+    re_path(r"^version/?$", osmo_account.VersionView.as_view(), name="osmo-version"),
     path("profile/notifications/", notify_api.OwnNotificationsView.as_view(), name="profile-notifications"),
     path("notifications/projects/<str:project>/", notify_api.ProjectNotificationsView.as_view(),
          name="project-notifications"),

@@ -8,7 +8,7 @@ from rest_framework.exceptions import APIException, ErrorDetail
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.access import assignments, tokens
+from pools.access import assignments, login_tokens, tokens
 from pools.access import serializers as bodies
 from pools.access.documents import check_access_name
 from pools.access.roles import GENERATORS, generated_role
@@ -75,8 +75,41 @@ def describe_user(user) -> dict:
     }
 
 
+USER_LIST_MAX = 1000
+
+
+def _count(value, name: str, default: int) -> int:
+    if value in (None, ""):
+        return default
+    if not str(value).isdigit():
+        raise ConfigError(f"{name}: {value!r} is not a whole number", field=name)
+    return int(value)
+
+
 class UserCreateView(AccessView):
-    """POST /api/auth/user {"id", "roles"?}: a user who signs in through the identity provider or with tokens."""
+    """GET /api/auth/user (OSMO's `osmo user list`: `?count`, `?start_index`, `?id_prefix`, `?roles`): `{users: [{id,
+    created_at, roles}], total_results}`, staff or an admin role. POST /api/auth/user {"id", "roles"?}: a user who
+    signs in through the identity provider or with tokens."""
+
+    @extend_schema(operation_id="auth_user_list", responses=bodies.UserListSerializer,
+                   parameters=bodies.USER_LIST_PARAMETERS)
+    def get(self, request):
+        params = request.query_params
+        count = min(_count(params.get("count"), "count", 100), USER_LIST_MAX)
+        start = _count(params.get("start_index"), "start_index", 0)
+        users = get_user_model().objects.order_by("username")
+        if params.get("id_prefix"):
+            users = users.filter(username__startswith=params["id_prefix"])
+        roles = [name for name in params.getlist("roles") if name]
+        if roles:
+            users = users.filter(role_assignments__role__name__in=roles).distinct()
+        total = users.count()
+        page = list(users.prefetch_related("role_assignments__role")[start:start + count])
+        return Response({"users": [{
+            "id": user.get_username(), "created_at": user.date_joined.isoformat(), "created_by": None,
+            "is_staff": user.is_staff, "is_active": user.is_active,
+            "roles": sorted(a.role.name for a in user.role_assignments.all())} for user in page],
+            "total_results": total})
 
     @extend_schema(request=bodies.UserCreateBody, responses={201: bodies.UserSerializer})
     def post(self, request):
@@ -172,8 +205,10 @@ def _create_token(request, user, name: str) -> Response:
 
 
 def _token_list(user) -> Response:
+    """A list, as OSMO's `osmo token list` reads it (`token_name`, `description`, `expires_at`, `roles`), each entry
+    also in our own token shape (`name`, `roles` null for a token that acts with all its user's roles...)."""
     rows = AccessToken.objects.filter(user=user).select_related("user").prefetch_related("roles")
-    return Response({"tokens": [tokens.describe(token) for token in rows]})
+    return Response([{**tokens.describe(token), "token_name": token.name, "description": ""} for token in rows])
 
 
 class OwnTokensView(AccessView):
@@ -223,13 +258,32 @@ class UserTokenView(AccessView):
         return Response(status=204)
 
 
+class LoginTokenView(APIView):
+    """POST /api/auth/jwt/access_token {"token": T}: a short-lived login token (JWT) for the personal token T,
+    as OSMO's CLI logs in and refreshes (`pools.access.login_tokens`). Open to anyone: T is the credential."""
+
+    authentication_classes = ()
+    permission_classes = ()
+
+    @extend_schema(request=bodies.LoginTokenBody, responses=bodies.LoginTokenSerializer, auth=[])
+    def post(self, request):
+        secret = request.data.get("token") if isinstance(request.data, dict) else None
+        try:
+            token, login_token, expires = login_tokens.exchange(secret)
+        except login_tokens.Refused as exc:
+            raise Problem(str(exc), "token", status=401) from None
+        tokens.mark_used(token)
+        return Response({"token": login_token, "expires_at": expires, "name": token.user.get_username()})
+
+
 # ---- profile and generated roles --------------------------------------------------------------------
 
 def profile(request) -> dict:
     """Who the caller is and, for each pool they may use, every role and rule that grants it."""
     access = access_for(request)
-    pools = Pool.objects.visible_to(request).order_by("name").values_list("name", flat=True)
-    chosen = Profile.objects.filter(user=request.user).values_list("default_project__name", flat=True).first()
+    pools = list(Pool.objects.visible_to(request).order_by("name").values_list("name", flat=True))
+    chosen = Profile.objects.filter(user=request.user).values_list("default_project__name",
+                                                                   "default_pool__name").first()
     return {
         "id": request.user.get_username(),
         "is_staff": access.is_staff,
@@ -237,8 +291,20 @@ def profile(request) -> dict:
         "roles": access.role_names,
         "pools": [{"name": name, "grants": [grant.as_dict() for grant in access.pool_grants(name)]}
                   for name in pools],
-        "default_project": chosen or Project.DEFAULT_NAME,
+        "default_project": (chosen and chosen[0]) or Project.DEFAULT_NAME,
+        "default_pool": chosen[1] if chosen and chosen[1] in pools else None,
     }
+
+
+def set_default_pool(request, name) -> None:
+    """The pool one's submissions use when they name none: one the caller may use, or None to forget it."""
+    pool = None
+    if name is not None:
+        pool = Pool.objects.visible_to(request).filter(name=name).first() if isinstance(name, str) else None
+        if pool is None:
+            # Not echoed: the answer is the same for a pool that exists and one that does not.
+            raise ConfigError("pool: not a pool you may use (GET /api/pools/ lists yours)", field="pool")
+    Profile.objects.update_or_create(user=request.user, defaults={"default_pool": pool})
 
 
 class ProfileView(AccessView):
@@ -252,19 +318,27 @@ class ProfileView(AccessView):
 
     @extend_schema(request=bodies.ProfileUpdateSerializer, responses=bodies.ProfileSerializer)
     def patch(self, request):
-        """Set the default project of one's submissions (a project one is a member of)."""
+        """Set the default project of one's submissions (a project one is a member of) and/or their default pool
+        (a pool one may use); null forgets either."""
         data = request.data if isinstance(request.data, dict) else {}
-        if "default_project" not in data:
-            raise ConfigError("default_project: the only setting here; give a project name or null",
+        if "default_project" not in data and "default_pool" not in data:
+            raise ConfigError("default_project: give default_project and/or default_pool (a name, or null)",
                               field="default_project")
-        name = data["default_project"]
-        project = None
-        if name is not None:
-            project = Project.objects.visible_to(request).filter(name=name).first() if isinstance(name, str) else None
-            if project is None:
-                raise ConfigError(f"default_project: {name!r} is not a project you are a member of",
-                                  field="default_project")
-        Profile.objects.update_or_create(user=request.user, defaults={"default_project": project})
+        if "default_pool" in data:
+            try:
+                set_default_pool(request, data["default_pool"])
+            except ConfigError as exc:
+                raise ConfigError(exc.message.replace("pool:", "default_pool:", 1), field="default_pool") from None
+        if "default_project" in data:
+            name = data["default_project"]
+            project = None
+            if name is not None:
+                project = Project.objects.visible_to(request).filter(name=name).first() \
+                    if isinstance(name, str) else None
+                if project is None:
+                    raise ConfigError(f"default_project: {name!r} is not a project you are a member of",
+                                      field="default_project")
+            Profile.objects.update_or_create(user=request.user, defaults={"default_project": project})
         return Response(profile(request))
 
 

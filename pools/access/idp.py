@@ -9,7 +9,9 @@ Identity-provider users keep to their own namespace: a header's name N signs in 
 ACCESS_HEADER_USER_PREFIX + N (the prefix is empty unless set), and only an account that can sign in no
 other way (no usable password, not a superuser: made by the proxy or by POST /api/auth/user). A local
 account (one with a password, or a superuser) is never taken over by a header, whatever its name; with a
-prefix set, a header user made before it, under the bare name, keeps signing in. Header values arrive as
+prefix set, a header user made before it, under the bare name, keeps signing in. Under /api/ each request
+that carries the header is signed in on its own, without a session (and so without CSRF: `HeaderAuthentication`);
+pages sign in once into a session, as a password does. Header values arrive as
 WSGI's Latin-1 text; they are read as the UTF-8 the proxy sent, and refused when they hold control
 characters.
 """
@@ -25,6 +27,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.db import transaction
 from django.http import JsonResponse
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import SAFE_METHODS
 
 from pools.access import assignments
 from pools.models import Role, RoleAssignment
@@ -96,17 +102,25 @@ def sync_roles(user, groups: list[str], *, source=RoleAssignment.Source.IDP,
     """Apply each role's sync mode for this sign-in: import adds, force adds and removes, ignore
     does nothing. Returns (added, removed) role names."""
     groups = set(groups)
-    with transaction.atomic():
+
+    def changes():
         roles = list(Role.objects.exclude(sync_mode=Role.SyncMode.IGNORE).only("id", "name", "sync_mode",
                                                                                 "external_roles"))
         held = set(RoleAssignment.objects.filter(user=user).values_list("role_id", flat=True))
-        add = [role for role in roles if role.id not in held and groups & set(role.groups)]
-        remove = [role for role in roles if role.id in held and role.sync_mode == Role.SyncMode.FORCE
-                  and not groups & set(role.groups)]
-        # The sign-in's own user is the actor of what its groups change.
-        assignments.add([(user, role) for role in add], by=by, source=source, actor=user)
-        if remove:
-            assignments.remove(user, remove, actor=user)
+        return ([role for role in roles if role.id not in held and groups & set(role.groups)],
+                [role for role in roles if role.id in held and role.sync_mode == Role.SyncMode.FORCE
+                 and not groups & set(role.groups)])
+
+    # Read first, outside a transaction: an API request through the proxy signs in on its own each time, and most
+    # find nothing to change.
+    add, remove = changes()
+    if add or remove:
+        with transaction.atomic():
+            add, remove = changes()
+            # The sign-in's own user is the actor of what its groups change.
+            assignments.add([(user, role) for role in add], by=by, source=source, actor=user)
+            if remove:
+                assignments.remove(user, remove, actor=user)
     return [role.name for role in add], [role.name for role in remove]
 
 
@@ -188,14 +202,49 @@ class TrustedHeaderMiddleware:
             return JsonResponse({"detail": "The user name from the proxy is longer than 150 characters"
                                            + (" with its prefix" if header_prefix() else ""),
                                  "field": header}, status=403)
+        api = request.path_info.startswith("/api/")
         user = request.user
-        if (user.is_authenticated and user.get_username() in account_names(username) and is_idp_account(user)
-                and request.session.get(SESSION_GROUPS) == groups):
+        if (not api and user.is_authenticated and user.get_username() in account_names(username)
+                and is_idp_account(user) and request.session.get(SESSION_GROUPS) == groups):
             return None
         user = auth.authenticate(request, trusted_header_user=username, groups=groups)
         if user is None:
             reason = getattr(request, "idp_refusal", None) or f"User {username} may not sign in (inactive)"
             return JsonResponse({"detail": reason, "field": header}, status=403)
+        if api:
+            # An API client (OSMO's CLI with `--method dev` sends only the header) keeps no cookie: this request is
+            # signed in on its own, without a session, and HeaderAuthentication lets DRF see it.
+            request.user = user
+            request._osmo_header_user = user
+            return None
         auth.login(request, user, backend="pools.access.idp.TrustedHeaderBackend")
         request.session[SESSION_GROUPS] = groups
         return None
+
+
+class HeaderAuthentication(BaseAuthentication):
+    """DRF's view of an API request the proxy's header signed in (`TrustedHeaderMiddleware`): no session, so no
+    CSRF token to check. A write must then be sent as `Content-Type: application/json`, which a browser cannot send
+    to another site without a CORS preflight this site never allows: a page elsewhere cannot write through a
+    visitor's proxy sign-in (OSMO's CLI sends that type on every call)."""
+
+    def authenticate(self, request):
+        user = getattr(request._request, "_osmo_header_user", None)
+        if user is None:
+            return None
+        if request.method not in SAFE_METHODS and request.content_type.split(";")[0].strip() != "application/json":
+            raise PermissionDenied({"detail": "A write signed in by the proxy's header must be sent as "
+                                              "Content-Type: application/json", "field": "Content-Type"})
+        return user, None
+
+
+class HeaderScheme(OpenApiAuthenticationExtension):
+    """Documents the proxy's header in the OpenAPI schema (defining the class registers it)."""
+
+    target_class = HeaderAuthentication
+    name = "proxyHeader"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": settings.ACCESS_HEADER_USER,
+                "description": "Set by the authenticating proxy, from ACCESS_TRUSTED_PROXIES only, when "
+                               "ACCESS_HEADER_LOGIN is on."}

@@ -188,8 +188,46 @@ class NewTokenSerializer(TokenSerializer):
     token = serializers.CharField(help_text="The secret, shown this once: send it as Authorization: Bearer.")
 
 
-class TokenListSerializer(serializers.Serializer):
-    tokens = TokenSerializer(many=True)
+class TokenListEntrySerializer(TokenSerializer):
+    token_name = serializers.CharField(help_text="The name again, as OSMO's CLI reads it.")
+    description = serializers.CharField(help_text="Always empty: tokens carry no description here.")
+
+
+TokenListSerializer = TokenListEntrySerializer(many=True)
+
+
+class UserListEntrySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField(allow_null=True)
+    is_staff = serializers.BooleanField()
+    is_active = serializers.BooleanField()
+    roles = serializers.ListField(child=serializers.CharField())
+
+
+class UserListSerializer(serializers.Serializer):
+    users = UserListEntrySerializer(many=True)
+    total_results = serializers.IntegerField(help_text="Users matching the filters, all pages together.")
+
+
+USER_LIST_PARAMETERS = [
+    OpenApiParameter("count", int, description="At most this many users (100; at most 1000)."),
+    OpenApiParameter("start_index", int, description="Skip this many (0)."),
+    OpenApiParameter("id_prefix", str, description="Only users whose id starts with this."),
+    OpenApiParameter("roles", str, many=True, description="Only users holding any of these roles."),
+]
+
+
+class LoginTokenBody(serializers.Serializer):
+    token = StrictCharField(help_text="A personal access token (from /api/auth/access_token/{name}).")
+
+
+class LoginTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="A login token (a JWT): send it as Authorization: Bearer until it "
+                                            "expires, then exchange the access token again.")
+    expires_at = serializers.IntegerField(help_text="When the login token expires, in seconds since the epoch "
+                                                    "(its `exp` claim).")
+    name = serializers.CharField(help_text="The user it signs in.")
 
 
 class GrantSerializer(serializers.Serializer):
@@ -211,11 +249,16 @@ class ProfileSerializer(serializers.Serializer):
     pools = ProfilePoolSerializer(many=True, help_text="Every pool the caller may use, and what grants it.")
     default_project = serializers.CharField(help_text="The project a submission names when it names none: the one "
                                                       "set with PATCH, else `default`.")
+    default_pool = serializers.CharField(allow_null=True, help_text="The pool a submission uses when it names none "
+                                         "(before the project's default pools): set with PATCH or OSMO's "
+                                         "`osmo profile set pool`; null: none chosen.")
 
 
 class ProfileUpdateSerializer(serializers.Serializer):
-    default_project = serializers.CharField(allow_null=True, help_text="A project you are a member of; null "
-                                                                       "goes back to `default`.")
+    default_project = serializers.CharField(allow_null=True, required=False,
+                                            help_text="A project you are a member of; null goes back to `default`.")
+    default_pool = serializers.CharField(allow_null=True, required=False,
+                                         help_text="A pool you may use; null forgets the choice.")
 
 
 class PoolChangeSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
+from pools.access import login_tokens
 from pools.access.documents import check_access_name
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
@@ -110,13 +111,21 @@ def describe(token: AccessToken, secret: str | None = None) -> dict:
     return data
 
 
+def mark_used(token: AccessToken) -> None:
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_GRANULARITY:
+        AccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+
+
 def _refuse(message: str):
     return AuthenticationFailed({"detail": message, "field": "Authorization"})
 
 
 class BearerAuthentication(BaseAuthentication):
-    """`Authorization: Bearer <token>`. The token rides on the user object, so the request's Access
-    uses only the token's roles."""
+    """`Authorization: Bearer <token>`, a personal token or a login token exchanged for one
+    (`pools.access.login_tokens`). The token rides on the user object, so the request's Access uses only the
+    token's roles."""
 
     def authenticate(self, request):
         parts = get_authorization_header(request).split()
@@ -125,17 +134,15 @@ class BearerAuthentication(BaseAuthentication):
         if len(parts) != 2:
             raise _refuse("Authorization: Bearer takes exactly one token")
         secret = parts[1].decode("latin-1")
-        token = AccessToken.objects.select_related("user").filter(digest=token_digest(secret)).first()
-        if token is None:
-            raise _refuse("Unknown or revoked token")
-        if token.expired:
-            raise _refuse(f"Token {token.name!r} expired at {token.expires_at.isoformat()}")
-        if not token.user.is_active:
-            raise _refuse("The token's user is inactive")
-        now = timezone.now()
-        if token.last_used_at is None or now - token.last_used_at > LAST_USED_GRANULARITY:
-            AccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
-            token.last_used_at = now
+        try:
+            if login_tokens.looks_like_jwt(secret):  # a login token stands for the access token it came from
+                token = login_tokens.authenticate(secret)
+            else:
+                token = login_tokens.usable(
+                    AccessToken.objects.select_related("user").filter(digest=token_digest(secret)).first())
+        except login_tokens.Refused as exc:
+            raise _refuse(str(exc)) from None
+        mark_used(token)
         token.user._osmo_token = token
         return token.user, token
 

@@ -17,6 +17,7 @@ api_patterns = [
     re_path(rf"^auth/user/{ID}/access_token/?$", api.UserTokensView.as_view(), name="auth-user-tokens"),
     re_path(rf"^auth/user/{ID}/access_token/{NAME}/?$", api.UserTokenView.as_view(), name="auth-user-token"),
     re_path(rf"^auth/roles/{ROLE}/users/?$", api.RoleUsersView.as_view(), name="auth-role-users"),
+    re_path(r"^auth/jwt/access_token/?$", api.LoginTokenView.as_view(), name="auth-login-token"),
     re_path(r"^auth/access_token/?$", api.OwnTokensView.as_view(), name="auth-tokens"),
     re_path(rf"^auth/access_token/{NAME}/?$", api.OwnTokenView.as_view(), name="auth-token"),
     path("profile/", api.ProfileView.as_view(), name="profile"),

@@ -3,10 +3,10 @@
 gpuctl's path style without a trailing slash, so they are routed by hand. Every write is served with or without
 the trailing slash (osmo_site.middleware.SlashEitherWayMiddleware)."""
 
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from pools.api import audit, docs, inventory, quotas, schema, views
+from pools.api import audit, docs, inventory, osmo_fleet, quotas, schema, views
 
 router = SimpleRouter()
 router.register("pools", inventory.PoolViewSet, basename="api-pool")
@@ -31,4 +31,10 @@ urlpatterns = [
     path("nodes/<str:name>/uncordon", inventory.NodeViewSet.as_view({"post": "uncordon"}), name="api-node-uncordon"),
     path("schema/", schema.SchemaView.as_view(), name="api-schema"),
     path("audit/", audit.AuditView.as_view(), name="api-audit"),
+    # OSMO's spellings (pools.api.osmo_fleet), for OSMO's CLI: no trailing slash. `resources` without the slash is
+    # OSMO's shape (filters pools, all_pools, platforms); `resources/` with it is ours (filter pool).
+    re_path(r"^pool_quota/?$", osmo_fleet.PoolQuotaView.as_view(), name="osmo-pool-quota"),
+    re_path(r"^pool/?$", osmo_fleet.PoolView.as_view(), name="osmo-pools"),
+    re_path(r"^resources$", osmo_fleet.ResourcesView.as_view(), name="osmo-resources"),
+    re_path(r"^resources/(?P<name>[^/]+)/?$", osmo_fleet.ResourceView.as_view(), name="osmo-resource"),
 ]

@@ -20,11 +20,13 @@ class TablePreference(models.Model):
 
 
 class Profile(models.Model):
-    """A user's settings beyond the pages: the project a submission names when it names none."""
+    """A user's settings beyond the pages: the project and the pool a submission names when it names none."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="osmo_profile")
     default_project = models.ForeignKey("pools.Project", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+", help_text="Used when a submission names no project.")
+    default_pool = models.ForeignKey("pools.Pool", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                     help_text="Used when a submission names no pool (OSMO's profile pool).")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

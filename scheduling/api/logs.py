@@ -17,9 +17,10 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 from scheduling.api import schema
+from scheduling.api.osmo import task_names
 from scheduling.listing import bodies
 from scheduling.listing.log_params import REFUSED, LogParams, log_params
-from scheduling.models import Workload
+from scheduling.models import Workflow, Workload
 from scheduling.run import logs
 from scheduling.submit import workflows
 
@@ -104,25 +105,64 @@ class WorkloadLogsView(LogView):
         return log_response(workload, params)
 
 
+def osmo_query(query):
+    """OSMO's CLI's log parameters in ours: `last_n_lines` is `tail`, `retry_id` (from 0) is `attempt` (from 1),
+    `task_name` is `task`."""
+    query = query.copy()
+    for theirs, ours in (("last_n_lines", "tail"), ("task_name", "task")):
+        if theirs in query and ours not in query:
+            query[ours] = query[theirs]
+        query.pop(theirs, None)
+    if "retry_id" in query:
+        retry = query.pop("retry_id")[-1]
+        if "attempt" not in query:
+            if not retry.isdigit():
+                raise ConfigError("retry_id: a whole number from 0", field="retry_id")
+            query["attempt"] = str(int(retry) + 1)
+    return query
+
+
 class WorkflowLogsView(LogView):
-    """OSMO's `osmo workflow logs`: one task (group) of one owner's workflow; `task` may be left out when the
-    workflow has one."""
+    """OSMO's `osmo workflow logs`: one task of one owner's workflow (a task is a replica of its group: `task`
+    names a task or a group, and may be left out when the workflow has one group); OSMO's `task_name`,
+    `last_n_lines` and `retry_id` are read as `task`, `tail` and `attempt`."""
 
     @extend_schema(operation_id="workflow_logs", parameters=[
-        OpenApiParameter("task", str, description="The task group's name (default: the only one)."),
+        OpenApiParameter("task", str, description="A task, or a task group (default: the only one)."),
         OpenApiParameter("user", str, description="The submitter, when several users' workflows carry this ID."),
         *PARAMETERS], responses=schema.LogAnswer)
     def get(self, request, name):
-        params = log_params(request.query_params)
-        rows = list(Workload.objects.visible_to(request).exclude(workflow="").filter(workflow=name)
-                    .select_related("pool"))
-        rows = workflows.owned_rows(rows, access_for(request), request.query_params.get("user") or None)
-        if not rows:
-            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
-        task = request.query_params.get("task", "")
-        groups = {(w.group or w.name): w for w in rows}
-        if not task and len(groups) == 1:
-            task = next(iter(groups))
-        if task not in groups:
-            raise ConfigError(f"task: one of {', '.join(sorted(groups))}", field="task")
-        return log_response(readable(request, groups[task]), params)
+        return workflow_log(request, name)
+
+
+class WorkflowErrorLogsView(LogView):
+    """OSMO's `osmo workflow logs --error`: the same log as `/logs`, of the task's latest attempt unless
+    `retry_id` names another (OSMO keeps a separate error stream; here a task's log is one stream)."""
+
+    @extend_schema(operation_id="workflow_error_logs", parameters=[
+        OpenApiParameter("task", str, description="A task, or a task group (default: the only one)."),
+        OpenApiParameter("user", str), *PARAMETERS], responses=schema.LogAnswer)
+    def get(self, request, name):
+        return workflow_log(request, name)
+
+
+def workflow_log(request, name: str):
+    query = osmo_query(request.query_params)
+    rows = list(Workload.objects.visible_to(request).exclude(workflow="").filter(workflow=name)
+                .select_related("pool"))
+    rows = workflows.owned_rows(rows, access_for(request), request.query_params.get("user") or None)
+    if not rows:
+        raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+    task = query.get("task", "")
+    groups = {(w.group or w.name): w for w in rows}
+    tasks = task_names(Workflow.objects.filter(submitter_id=rows[0].submitter_id, name=name).first())
+    if not task and len(groups) == 1:
+        task = next(iter(groups))
+    for group, names in tasks.items():
+        if task not in groups and task in names and group in groups:
+            query["replica"] = str(names.index(task))
+            task = group
+    if task not in groups:
+        every = sorted({*groups, *(n for names in tasks.values() for n in names)})
+        raise ConfigError(f"task: one of {', '.join(every)}", field="task")
+    return log_response(readable(request, groups[task]), log_params(query))

@@ -6,13 +6,18 @@
   or nothing is saved. Answers
   `{"name", "overview", "logs", "spec", "dashboard_url", "warnings"}`. Authorized by the role policy of
   seed 002 (`POST /api/pool/<glob>`), as OSMO does: the path is the grant.
-- `GET /api/workflow` (users, statuses, pools, priority, limit, offset, order), `GET /api/workflow/{name}`,
-  `POST /api/workflow/{name}/cancel`.
+- `GET /api/workflow` (users, statuses, pools, priority, limit, offset, order), `GET /api/workflow/{name}` (each
+  group with its `tasks`: one per replica, named as in the file), `/events` and `/spec` (text, as OSMO's CLI
+  prints them), `POST /api/workflow/{name}/cancel`.
+
+Times on these paths are OSMO's (`scheduling.api.osmo_time`: UTC, no zone), which OSMO's CLI parses.
 """
 
 from urllib.parse import quote
 
 from django.db.models import Count, Max, Min
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied
@@ -23,9 +28,11 @@ from pools.access.scoping import Rule
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
 from scheduling.api import schema
+from scheduling.api.osmo_time import osmo_time
 from scheduling.api.workloads import admit_attempt, is_true, refused_response
 from scheduling.listing import bodies
 from scheduling.models import ALIVE, Status, Workload
+from scheduling.models import Workflow as WorkflowRecord
 from scheduling.specs.formats import workflow_requests
 from scheduling.specs.requests import priority_of
 from scheduling.submit import submission, workflows
@@ -71,9 +78,16 @@ class SubmitWorkflowView(APIView):
         text = body.get("file")
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("file: the workflow spec (YAML text) is required", field="file")
-        variables = body.get("set_variables") or []
-        if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
-            raise ConfigError("set_variables: expected a list of \"KEY=VALUE\" strings", field="set_variables")
+        variables = []
+        for key in ("set_variables", "set_string_variables"):  # OSMO's CLI: --set and --set-string
+            given = body.get(key) or []
+            if not isinstance(given, list) or not all(isinstance(v, str) for v in given):
+                raise ConfigError(f"{key}: expected a list of \"KEY=VALUE\" strings", field=key)
+            variables += given
+        templated = body.get("uploaded_templated_spec") or ""
+        if not isinstance(templated, str):
+            raise ConfigError("uploaded_templated_spec: expected the workflow file as written (text)",
+                              field="uploaded_templated_spec")
         priority = priority_of(request.query_params.get("priority", "NORMAL"))
         dry_run = is_true(request.query_params.get("dry_run", "")) or \
             is_true(request.query_params.get("validation_only", ""))
@@ -88,15 +102,17 @@ class SubmitWorkflowView(APIView):
         warnings = list(workflow.warnings)
         if priority.preemptible:
             warnings.append("LOW priority workflows may be preempted to return borrowed capacity.")
-        spec = {"workflow": workflow.name, "groups": [
+        # `spec` is the file as it runs (variables filled in), as OSMO answers it: its CLI reads a templated
+        # file's dry run back as YAML and submits that; `plan` is what each group would do.
+        plan = {"workflow": workflow.name, "groups": [
             {"name": s.request.name, "replicas": s.request.replicas, "pools": [v.pool for v in s.accepted],
              "candidates": [v.as_dict() for v in s.shown]} for s in evaluated]}
         if dry_run:
-            return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": spec,
-                             "warnings": warnings, "dry_run": True})
-        name = submission.save_workflow(access, workflow, evaluated)
-        return Response({"name": name, **_urls(request, name, access.user.get_username()), "spec": spec,
-                         "warnings": warnings},
+            return Response({"name": workflow.name, **_urls(request, workflow.name), "spec": workflow.rendered,
+                             "plan": plan, "warnings": warnings, "dry_run": True})
+        name = submission.save_workflow(access, workflow, evaluated, templated_spec=templated)
+        return Response({"name": name, **_urls(request, name, access.user.get_username()),
+                         "spec": workflow.rendered, "plan": plan, "warnings": warnings},
                         status=status.HTTP_200_OK)
 
 
@@ -124,7 +140,8 @@ def _owned(request, rows: list[Workload]) -> list[Workload]:
 
 def _summary(request, name: str, rows: list[Workload]) -> dict:
     first = bodies.row(min(rows, key=lambda w: w.submitted_at), access_for(request))
-    return {"name": name, "workflow_id": name, "user": first["submitter"], "submit_time": first["submitted_at"],
+    return {"name": name, "workflow_id": name, "user": first["submitter"], "submitted_by": first["submitter"],
+            "submit_time": osmo_time(first["submitted_at"]),
             "status": workflow_status({w.status for w in rows}), "stopping": stopping_status(rows),
             "priority": first["priority"].upper(),
             "pool": first["pool"] or (first["pools"][0] if first["pools"] else None),
@@ -178,25 +195,134 @@ class WorkflowListView(APIView):
         return Response({"workflows": result, "more_entries": total > offset + limit})
 
 
+def _rows(request, name: str) -> list[Workload]:
+    """One owner's workloads of workflow `name` (404 when the caller sees none), oldest group first."""
+    rows = _owned(request, list(_workflows(request).filter(workflow=name).select_related("pool", "project")))
+    if not rows:
+        raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+    return sorted(rows, key=lambda w: w.submitted_at)
+
+
+def _record(rows: list[Workload]) -> WorkflowRecord | None:
+    first = rows[0]
+    return WorkflowRecord.objects.filter(submitter_id=first.submitter_id, name=first.workflow).first()
+
+
+def task_names(record: WorkflowRecord | None) -> dict[str, list[str]]:
+    """Each group's task names, in order, from the file the workflow runs (its replicas, one task each)."""
+    if record is None or not record.spec:
+        return {}
+    try:
+        return workflow_requests(record.spec, pool="default").tasks
+    except ConfigError:  # stored before a rule it now breaks: the tasks are then named by their group
+        return {}
+
+
+def _tasks(workload: Workload, shown: dict, names: list[str]) -> list[dict]:
+    """OSMO's tasks of one group: one per replica, with the group's status and times (a gang runs as one)."""
+    names = names if len(names) == workload.replicas else [
+        workload.group or workload.name if workload.replicas == 1 else f"{workload.group or workload.name}-{i}"
+        for i in range(workload.replicas)]
+    nodes = {pod["replica"]: pod.get("node") for pod in shown["replica_pods"] if pod.get("attempt") == workload.attempt}
+    return [{"name": name, "retry_id": max(workload.attempt - 1, 0), "status": shown["status"],
+             "start_time": osmo_time(shown["started_at"]), "end_time": osmo_time(shown["finished_at"]),
+             "node_name": nodes.get(index), "exit_code": shown["exit_code"], "workload": shown["id"], "replica": index}
+            for index, name in enumerate(names)]
+
+
 class WorkflowView(APIView):
     read_access = Rule.SIGNED_IN
 
-    @extend_schema(responses=schema.WorkflowDetail, parameters=[USER])
+    @extend_schema(responses=schema.WorkflowDetail, parameters=[USER, OpenApiParameter("verbose", bool)])
     def get(self, request, name):
-        rows = _owned(request, list(_workflows(request).filter(workflow=name).select_related("pool", "project")))
-        if not rows:
-            raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
+        rows = _rows(request, name)
         body = _summary(request, name, rows)
         access = access_for(request)
+        names = task_names(_record(rows))
         body["groups"] = []
-        for workload in sorted(rows, key=lambda w: w.submitted_at):
+        for workload in rows:
             shown = bodies.detail(workload, access, events=())
-            body["groups"].append({"name": workload.group or workload.name, "workload": shown["id"],
+            group = workload.group or workload.name
+            body["groups"].append({"name": group, "workload": shown["id"],
                                    "status": shown["status"], "stopping": shown["stopping"],
                                    "replicas": shown["replicas"],
-                                   "start_time": shown["started_at"], "end_time": shown["finished_at"],
-                                   "pool": shown["pool"], "reasons": shown["reasons"]})
+                                   "start_time": osmo_time(shown["started_at"]),
+                                   "end_time": osmo_time(shown["finished_at"]),
+                                   "pool": shown["pool"], "reasons": shown["reasons"],
+                                   "tasks": _tasks(workload, shown, names.get(group, []))})
         return Response(body)
+
+
+def _text(lines: list[str]) -> HttpResponse:
+    response = HttpResponse("".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class WorkflowEventsView(APIView):
+    """`GET /api/workflow/{name}/events` (`osmo workflow events`): each group's events as text lines, oldest
+    first, `time [group] STATUS REASON: message`; `task_name` (a task or a group) keeps one group. A message
+    naming a pool the caller may not see is replaced, as on the workload's page."""
+
+    read_access = Rule.SIGNED_IN
+
+    def perform_content_negotiation(self, request, force=False):
+        return super().perform_content_negotiation(request, force=True)
+
+    @extend_schema(operation_id="workflow_events", responses=OpenApiTypes.STR, parameters=[
+        USER, OpenApiParameter("task_name", str, description="A task or group: only its group's events.")])
+    def get(self, request, name):
+        rows = _rows(request, name)
+        chosen = _group_of(rows, task_names(_record(rows)), request.query_params.get("task_name", ""))
+        access = access_for(request)
+        events = []
+        for workload in rows if chosen is None else [chosen]:
+            group = workload.group or workload.name
+            for event in bodies.detail(workload, access)["events"]:
+                events.append((event["at"], f"{osmo_time(event['at'])} [{group}] {event['status']} "
+                                            f"{event['reason']}: {event['message']}"))
+        return _text([line for _, line in sorted(events, key=lambda item: item[0])])
+
+
+def _group_of(rows: list[Workload], tasks: dict[str, list[str]], task: str) -> Workload | None:
+    """The group a task name (or a group name) is in; None for no name; a 400 naming `task_name` for another."""
+    if not task:
+        return None
+    groups = {(w.group or w.name): w for w in rows}
+    if task in groups:
+        return groups[task]
+    for group, names in tasks.items():
+        if task in names and group in groups:
+            return groups[group]
+    known = sorted({*groups, *(n for names in tasks.values() for n in names)})
+    raise ConfigError(f"task_name: {task!r} is not a task of this workflow; its tasks: {', '.join(known)}",
+                      field="task_name")
+
+
+class WorkflowSpecView(APIView):
+    """`GET /api/workflow/{name}/spec` (`osmo workflow spec`): the file the workflow runs, as YAML text;
+    `use_template=true`: the file as written, when it was templated. Who may read it is who may read the
+    workflow's request (its submitter, its project's members, staff); others who see it get 403."""
+
+    read_access = Rule.SIGNED_IN
+
+    def perform_content_negotiation(self, request, force=False):
+        return super().perform_content_negotiation(request, force=True)
+
+    @extend_schema(operation_id="workflow_spec", responses=OpenApiTypes.STR, parameters=[
+        USER, OpenApiParameter("use_template", bool)])
+    def get(self, request, name):
+        rows = _rows(request, name)
+        if not bodies.may_read_request(rows[0], access_for(request)):
+            raise PermissionDenied("Only its submitter, the members of its project (other than default) and admins "
+                                   "may read its spec.")
+        record = _record(rows)
+        text = record.spec if record is not None else ""
+        if is_true(request.query_params.get("use_template", "")) and record is not None and record.templated_spec:
+            text = record.templated_spec
+        if not text:
+            raise NotFound(f"Workflow {name} was not submitted as a workflow file: it has no spec to show.")
+        return _text(text.rstrip("\n").split("\n"))
 
 
 class CancelWorkflowView(APIView):

@@ -363,7 +363,9 @@ class SubmitResponse(_Shape):
     name: str = Field(description="The workflow ID (<name>-<n>).")
     overview: str
     logs: str
-    spec: WorkflowSpecShape
+    spec: str = Field(description="The workflow file as it runs, its variables filled in (YAML text).")
+    plan: WorkflowSpecShape = Field(description="Each group: its replicas, the pools it may run in, each "
+                                                "candidate's verdict.")
     dashboard_url: str
     warnings: list[str]
     dry_run: bool | None = None

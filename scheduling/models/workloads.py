@@ -220,6 +220,10 @@ class Workflow(models.Model):
                                   related_name="workflows")
     submitter_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    spec = models.TextField(blank=True, help_text="The workflow file as run, its variables filled in (OSMO's "
+                                                  "`workflow spec`); empty for workloads that joined an ID.")
+    templated_spec = models.TextField(blank=True, help_text="The file as written, before its variables were "
+                                                            "filled in (`workflow spec --template`).")
 
     class Meta:
         ordering = ["submitter_name", "name"]

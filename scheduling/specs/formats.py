@@ -39,6 +39,8 @@ class Workflow:
     name: str
     groups: list[GroupRequest]
     warnings: list[str] = field(default_factory=list)
+    rendered: str = ""  # the file with its variables filled in: what a dry run shows and `spec` prints
+    tasks: dict[str, list[str]] = field(default_factory=dict)  # each group's task names, in order (its replicas)
 
 
 def _yaml(text: str, what: str) -> Any:
@@ -145,7 +147,8 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     (the submission fills in the caller's default project)."""
     chosen = priority_of(priority)
     variables = {**_defaults(text), **_variables(set_variables)}
-    document = _yaml(_render(text, variables), "file")
+    rendered = _render(text, variables)
+    document = _yaml(rendered, "file")
     if not isinstance(document, dict) or "workflow" not in document:
         raise ConfigError("file: expected a workflow spec: {version: 2, workflow: {name, tasks or groups, ...}}",
                           field="file")
@@ -182,15 +185,17 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
         groups.append((where, {"name": f"{task.get('name')}-group", "tasks": [task], "_single": True}))
     if not groups:
         raise ConfigError("workflow: no tasks or groups to run", field="workflow.tasks")
-    requests = []
+    requests, tasks = [], {}
     for where, group in groups:
+        tasks[str(group.get("name"))] = [str(task.get("name")) for task in group.get("tasks") or []
+                                         if isinstance(task, dict)]
         requests.append(GroupRequest(str(group.get("name")), _group_request(
             name, group, where, resources, timeout, pool, chosen.value, variables, project)))
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise ConfigError(f"workflow: two groups are named {duplicate}", field="workflow.groups")
-    return Workflow(name, requests, warnings)
+    return Workflow(name, requests, warnings, rendered, tasks)
 
 
 def _task_mapping(task: Any, where: str) -> dict:

@@ -103,10 +103,18 @@ def _project(access: Access, name: str | None) -> Project:
     return project
 
 
-def candidate_pools(request: WorkloadRequest, project: Project) -> list[str]:
-    """The request's pools, else the project's default list, else its department's, else `default`."""
-    return list(request.pools or project.default_node_pools or project.department.default_node_pools
-                or ["default"])
+def default_pool(access: Access) -> str | None:
+    """The pool the user chose for submissions that name none (`/api/profile/settings`, OSMO's profile pool)."""
+    if not access.signed_in:
+        return None
+    return Profile.objects.filter(user=access.user).values_list("default_pool__name", flat=True).first()
+
+
+def candidate_pools(request: WorkloadRequest, project: Project, chosen: str | None = None) -> list[str]:
+    """The request's pools, else the user's default pool (`chosen`), else the project's default list, else its
+    department's, else `default`."""
+    return list(request.pools or ([chosen] if chosen else None) or project.default_node_pools
+                or project.department.default_node_pools or ["default"])
 
 
 def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API, field: str = ""
@@ -114,7 +122,7 @@ def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API,
     """Each candidate pool's verdict; refusal hints in the syntax of the door `source`."""
     project = _project(access, request.project)
     limits.check_request(request, project, field)
-    pools = candidate_pools(request, project)
+    pools = candidate_pools(request, project, None if request.pools else default_pool(access))
     context = pipeline.load_context(access, project, pools)
     verdicts = [pipeline.run(context, request, pool) for pool in pools]
     return project, [v if v.accepted else replace(v, message=hints.for_door(v.message, source)) for v in verdicts]
@@ -164,10 +172,11 @@ def evaluate_workflow(access: Access, workflow: "formats.Workflow", source: str 
 
 
 def save_workflow(access: Access, workflow: "formats.Workflow", evaluated: list[Submitted],
-                  source: str = Source.OSMO) -> str:
-    """Saves every group of an evaluated workflow under the caller's next `<name>-<n>`, in one transaction."""
+                  source: str = Source.OSMO, templated_spec: str = "") -> str:
+    """Saves every group of an evaluated workflow under the caller's next `<name>-<n>`, with the file it runs
+    (and, when it was templated, the file as written), in one transaction."""
     with transaction.atomic():
-        name = workflows.allocate(access, workflow.name)
+        name = workflows.allocate(access, workflow.name, workflow.rendered, templated_spec)
         for item in evaluated:
             item.workload = save(access, item, source, workflow=name)
     return name

@@ -17,8 +17,9 @@ def _owner(access: Access):
     return access.user if access.signed_in else None
 
 
-def allocate(access: Access, base: str) -> str:
-    """The caller's next `<base>-<n>`, recorded (call inside the transaction that saves its workloads)."""
+def allocate(access: Access, base: str, spec: str = "", templated_spec: str = "") -> str:
+    """The caller's next `<base>-<n>`, recorded with the file it runs (call inside the transaction that saves its
+    workloads)."""
     user = _owner(access)
     number = 0
     for _ in range(ATTEMPTS):
@@ -28,7 +29,8 @@ def allocate(access: Access, base: str) -> str:
         try:
             with transaction.atomic():
                 Workflow.objects.create(name=name, base=base, number=number, submitter=user,
-                                        submitter_name=user.get_username() if user else "")
+                                        submitter_name=user.get_username() if user else "", spec=spec,
+                                        templated_spec=templated_spec)
             return name
         except IntegrityError:
             continue  # taken meanwhile (a concurrent submission of the same name, or a joined ID): count again

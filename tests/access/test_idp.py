@@ -7,7 +7,7 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from pools.config import writes
-from pools.models import ConfigKind, Role, RoleAssignment
+from pools.models import ConfigKind, RoleAssignment
 from tests.access.conftest import VISIBLE, give
 
 pytestmark = pytest.mark.django_db
@@ -78,14 +78,16 @@ def test_the_header_names_are_settings(shared_node_pools):
 
 
 @HEADER_LOGIN
-def test_the_sign_in_is_a_session_that_later_requests_reuse(shared_node_pools, django_assert_max_num_queries):
+def test_an_api_request_signs_in_on_its_own_in_a_few_reads(shared_node_pools, django_assert_max_num_queries):
     client = APIClient()
     via_proxy(client, groups="osmo-team")
 
-    # session, user, roles, pools, the profile's default project: no new sign-in
-    with django_assert_max_num_queries(5):
+    # the account, the roles to sync and those held (nothing to write), then the profile's own reads: the roles,
+    # the pools, the profile's defaults; no session
+    with django_assert_max_num_queries(6):
         response = via_proxy(client, groups="osmo-team")
     assert response.status_code == 200 and response.json()["roles"] == ["osmo-team"]
+    assert "sessionid" not in response.cookies
 
 
 @HEADER_LOGIN
@@ -201,12 +203,45 @@ def test_signing_out_is_a_post_that_needs_csrf(shared_node_pools, nobody):
 
 
 @HEADER_LOGIN
-def test_a_proxy_signed_session_write_needs_csrf(shared_node_pools):
+def test_a_proxy_signed_page_session_write_needs_csrf(shared_node_pools):
     client = Client(enforce_csrf_checks=True)
-    via_proxy(client, groups="osmo-team")
+    via_proxy(client, groups="osmo-team", path="/")  # a page: a session, as a browser behind the proxy keeps
+
+    response = client.post("/accounts/logout/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_USER="alice",
+                           HTTP_X_FORWARDED_GROUPS="osmo-team")
+
+    assert response.status_code == 403
+
+
+@HEADER_LOGIN
+def test_an_api_request_with_the_header_is_signed_in_on_its_own_without_a_session_or_csrf(shared_node_pools):
+    """OSMO's CLI with `--method dev` sends only the header and keeps no cookie: its JSON writes go through."""
+    client = Client(enforce_csrf_checks=True)
 
     response = client.post("/api/auth/access_token/x", {"expires_at": "2099-01-01"}, content_type="application/json",
                            REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_USER="alice", HTTP_X_FORWARDED_GROUPS="osmo-team")
 
-    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
-    assert Role.objects.filter(name="osmo-team").exists()
+    assert response.status_code in (201, 400), response.content  # past sign-in and CSRF (400: the expiry's range)
+    assert "sessionid" not in response.cookies
+    assert client.get("/api/profile/").status_code in (401, 403)  # nothing was remembered
+
+
+@HEADER_LOGIN
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_header_signed_api_write_that_is_not_json_is_refused(shared_node_pools, content_type):
+    """What a page on another site can make a browser send through the proxy without a CORS preflight."""
+    client = Client(enforce_csrf_checks=True)
+    extra = {"content_type": content_type} if content_type else {}
+
+    response = client.post("/api/auth/access_token/x", "expires_at=2099-01-01" if content_type else None,
+                           REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_USER="alice", **extra)
+
+    assert response.status_code == 403 and response.json()["field"] == "Content-Type"
+
+
+@HEADER_LOGIN
+def test_an_api_request_with_the_header_from_elsewhere_is_still_refused(shared_node_pools):
+    response = Client().post("/api/auth/access_token/x", {"expires_at": "2099-01-01"},
+                             content_type="application/json", REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_USER="alice")
+
+    assert response.status_code == 403 and response.json()["field"] == "X-Forwarded-User"

@@ -219,7 +219,7 @@ def names_nothing_of_the_fleet(response, principal):
 
 
 def lists_only_own_tokens(response, principal):
-    assert "subject-token" not in {token["name"] for token in response.json()["tokens"]}
+    assert "subject-token" not in {token["name"] for token in response.json()}
 
 
 # Projects of the matrix world (`projects`): team-project's members are osmo-team's holders; only staff
@@ -302,7 +302,8 @@ MATRIX: dict[str, list[Probe]] = {
                         Probe("write", "delete", "/api/configs/role/sim-users/", ADMIN)],
     "config-role-generate": [Probe("write", "post", "/api/configs/role/osmo-team/pool/", ADMIN)],
     # ---- users, roles and other people's tokens: staff or an admin role ------------------------------------
-    "auth-users": [Probe("write", "post", "/api/auth/user", ok_as(ADMIN, 201), body={"id": "probe"})],
+    "auth-users": [Probe("list", "get", "/api/auth/user", ADMIN),
+                   Probe("write", "post", "/api/auth/user", ok_as(ADMIN, 201), body={"id": "probe"})],
     "auth-user": [Probe("detail", "get", "/api/auth/user/subject", ADMIN),
                   Probe("write", "delete", "/api/auth/user/subject", ok_as(ADMIN, 204))],
     "auth-user-roles": [Probe("write", "post", "/api/auth/user/subject/roles", ok_as(ADMIN, 201),
@@ -316,6 +317,10 @@ MATRIX: dict[str, list[Probe]] = {
     "auth-role-users": [Probe("list", "get", "/api/auth/roles/osmo-team/users", ADMIN),
                         Probe("write", "post", "/api/auth/roles/osmo-team/users", ADMIN, body={"user_ids": ["x"]})],
     # ---- one's own tokens and profile: every signed-in user -------------------------------------------------
+    # The exchange of a personal token for a login token (OSMO's CLI login): open to all, the token in the body is
+    # the credential; an unknown one is 401 whoever asks (tests/access/test_login_tokens.py exchanges real ones).
+    "auth-login-token": [Probe("write", "post", "/api/auth/jwt/access_token", dict.fromkeys(PRINCIPALS, 401),
+                               body={"token": "osmo_unknown"})],
     "auth-tokens": [Probe("list", "get", "/api/auth/access_token/", SIGNED_IN, check=lists_only_own_tokens)],
     "auth-token": [Probe("write", "post", "/api/auth/access_token/probe", ok_as(SIGNED_IN, 201),
                          body={"expires_at": FUTURE}),
@@ -600,6 +605,43 @@ MATRIX: dict[str, list[Probe]] = {
               check=shows_only_visible_projects),
         Probe("list", "get", f"/api/usage/?{USAGE_PERIOD}&group_by=nothing", ok_as(SIGNED_IN, 400))],
     "osmo-workflows": [Probe("list", "get", "/api/workflow", SIGNED_IN, check=shows_only_visible)],
+    # OSMO's CLI's paths (pools.api.osmo_fleet, scheduling.api.osmo_account): the same scoping as ours.
+    "osmo-pool-quota": [Probe("list", "get", "/api/pool_quota?all_pools=True", SIGNED_IN,
+                              check=shows_all_visible_pools),
+                        Probe("list", "get", f"/api/pool_quota?pools={HIDDEN_POOL}&all_pools=False", SIGNED_IN,
+                              check=shows_only_visible)],
+    "osmo-pools": [Probe("list", "get", "/api/pool?all_pools=True", SIGNED_IN, check=shows_all_visible_pools),
+                   Probe("list", "get", f"/api/pool?pools={HIDDEN_POOL}", SIGNED_IN, check=shows_only_visible)],
+    "osmo-resources": [
+        Probe("list", "get", "/api/resources?all_pools=True", SIGNED_IN, check=shows_only_visible),
+        Probe("list", "get", "/api/resources?pools=team-gpu-pool&all_pools=False", SIGNED_IN,
+              check=shows_only_visible),
+        Probe("list", "get", f"/api/resources?pools={HIDDEN_POOL}&all_pools=False", SIGNED_IN,
+              check=shows_only_visible),
+        Probe("list", "get", f"/api/resources?platforms={HIDDEN_PLATFORM}&all_pools=True", SIGNED_IN,
+              check=shows_only_visible)],
+    "osmo-resource": [
+        Probe("detail", "get", f"/api/resources/{SHARED_NODE}", only_for(*SHARED_PLATFORMS), check=shows_only_visible),
+        Probe("detail", "get", f"/api/resources/{node_of(HIDDEN_POOL)}", only_for(HIDDEN_POOL),
+              check=shows_only_visible)],
+    "osmo-profile-settings": [
+        Probe("detail", "get", "/api/profile/settings", SIGNED_IN, check=shows_all_visible_pools),
+        Probe("write", "post", "/api/profile/settings", ok_as(SIGNED_IN, 400) | {"staff": 200},
+              body={"pool": HIDDEN_POOL},
+              check=shows_only_visible)],
+    "osmo-version": [Probe("detail", "get", "/api/version", PUBLIC)],
+    "osmo-workflow-events": [
+        Probe("detail", "get", "/api/workflow/team-flow-1/events", only_for_project("team-project"),
+              check=shows_only_visible),
+        Probe("detail", "get", "/api/workflow/secret-flow-1/events", only_for_project("secret-project"))],
+    "osmo-workflow-spec": [
+        # These workflows were made as rows, not from a file: readers are told there is no spec (404).
+        Probe("detail", "get", "/api/workflow/team-flow-1/spec", ok_as(only_for_project("team-project"), 404)),
+        Probe("detail", "get", "/api/workflow/open-flow-1/spec",
+              {"anonymous": 401, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 404})],
+    "osmo-workflow-error-logs": [
+        Probe("detail", "get", "/api/workflow/team-flow-1/error_logs", ok_as(only_for_project("team-project"), 404),
+              check=shows_only_visible)],
     "osmo-workflow": [
         Probe("detail", "get", "/api/workflow/team-flow-1", only_for_project("team-project"),
               check=shows_only_visible),

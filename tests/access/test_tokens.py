@@ -46,7 +46,7 @@ def test_a_user_creates_a_token_whose_secret_is_shown_once_and_stored_hashed(cli
     stored = AccessToken.objects.get(user=teammate, name="laptop")
     assert secret.startswith("osmo_") and len(secret) > 40
     assert secret not in (stored.digest, stored.prefix) and stored.digest == tokens.token_digest(secret)
-    listed = client_as("teammate").get("/api/auth/access_token/").json()["tokens"]
+    listed = client_as("teammate").get("/api/auth/access_token/").json()
     assert [t["name"] for t in listed] == ["laptop"] and "token" not in listed[0]
     assert listed[0]["roles"] is None and listed[0]["prefix"] == secret[:12]
 
@@ -189,7 +189,7 @@ def test_staff_creates_a_token_for_another_user_and_others_cannot(client_as, tea
     assert by_staff.json()["created_by"] == "ops"
     assert visible(bearer(by_staff.json()["token"])) == VISIBLE["teammate"]
     assert by_peer.status_code == 403
-    listed = client_as("staff").get("/api/auth/user/teammate/access_token/").json()["tokens"]
+    listed = client_as("staff").get("/api/auth/user/teammate/access_token/").json()
     assert [t["name"] for t in listed] == ["ci"]
     assert client_as("staff").delete("/api/auth/user/teammate/access_token/ci").status_code == 204
 
@@ -198,7 +198,7 @@ def test_a_user_lists_only_their_own_tokens(client_as, teammate, nobody):
     create(client_as("teammate"))
     create(client_as("nobody"), "mine")
 
-    assert [t["name"] for t in client_as("nobody").get("/api/auth/access_token/").json()["tokens"]] == ["mine"]
+    assert [t["name"] for t in client_as("nobody").get("/api/auth/access_token/").json()] == ["mine"]
 
 
 # ---- manage.py token ---------------------------------------------------------------------------------------
