@@ -183,12 +183,13 @@ def test_the_resource_list_is_exactly_what_its_schema_serializer_renders(staff, 
     assert len(answered.json()) == Node.objects.visible_to(user).count() > 0
 
 
-def test_free_ready_counts_the_free_gpus_of_ready_uncordoned_nodes_only(api, nodes):
+def test_free_counts_the_free_gpus_of_ready_uncordoned_nodes_only(api, nodes):
     Node.objects.filter(name=Node.objects.filter(gpu_free__gt=0).order_by("name").first().name).update(
         unschedulable=True)
     for pool in api.get("/api/pools/").json():
         members = Node.objects.filter(memberships__pool__name=pool["name"])
-        assert pool["gpu_free_ready"] == sum(node.gpu_free for node in members
-                                             if node.status == "Ready" and not node.unschedulable)
-        assert pool["gpu_free"] == sum(node.gpu_free for node in members)
-    assert any(pool["gpu_free_ready"] < pool["gpu_free"] for pool in api.get("/api/pools/").json())
+        assert pool["gpu_free"] == sum(node.gpu_free for node in members
+                                       if node.status == "Ready" and not node.unschedulable)
+        assert pool["gpu_free_not_ready"] == sum(node.gpu_free for node in members
+                                                 if node.status != "Ready" or node.unschedulable)
+    assert any(pool["gpu_free_not_ready"] for pool in api.get("/api/pools/").json())

@@ -234,7 +234,7 @@ def test_a_burst_of_node_events_stores_exactly_what_they_said(standin, two_backe
     assert after["n01"]["labels"]["team"] == "c" and after["n01"]["labels"][POOL_LABEL] == "inference"
     assert "team=c" in after["n01"]["label_text"].split(", ")
     assert after["n03"]["labels"]["team"] == "b"
-    assert after["n04"]["unschedulable"] and after["n04"]["status"] == "Cordoned"
+    assert after["n04"]["unschedulable"] and after["n04"]["status"] == "Not ready (Undrained migrated node)"
     assert after["n05"]["unschedulable"] and after["n05"]["labels"]["team"] == "d"
     assert "n06" not in after and after["n99"]["gpu_total"] == 4
     # Only what changed was written; the rest kept its row and times.

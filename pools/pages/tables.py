@@ -186,9 +186,9 @@ def _cores_of(name: str) -> Callable[[Mapping, RowContext], Decimal]:
 
 
 def _figure(key: str, label: str, source: str, kind: str = "number", unit: str = "", help: str = "",
-            phone: bool = False) -> Column:
+            phone: bool = False, default: bool = True) -> Column:
     return Column(key, label, _cores_of(source) if kind == "cores" else _get(source), kind=kind, fields=(source,),
-                  sort=(source,), unit=unit, help=help, summable=True, phone=phone)
+                  sort=(source,), unit=unit, help=help, summable=True, phone=phone, default=default)
 
 
 NODES = Table("nodes", "Nodes", key=lambda row: row["name"], key_fields=("pk", "name"), default_sort="node",
@@ -241,7 +241,7 @@ POOLS = Table("pools", "Pools", key=lambda row: row["name"], default_sort="name"
     _figure("gpu_used", "GPU used", "gpu_used"),
     _figure("gpu_free", "GPU free", "gpu_free", help="Free on Ready, uncordoned nodes: what new work can use now",
             phone=True),
-    _figure("gpu_free_not_ready", "GPU free, not ready", "gpu_free_not_ready",
+    _figure("gpu_free_not_ready", "GPU free, not ready", "gpu_free_not_ready", default=False,
             help="Free on nodes that are not Ready, Unknown or cordoned: not usable now"),
     _figure("gpu_unhealthy", "GPU unhealthy", "gpu_unhealthy"),
     _figure("gpu_guaranteed", "GPU guaranteed", "gpu_guaranteed",

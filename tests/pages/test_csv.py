@@ -91,7 +91,7 @@ def test_the_revision_csv_follows_the_history_filters(staff_client, fleet):
 def test_the_platform_csv_of_a_pool_lists_its_effective_platforms(staff_client, fleet):
     rows = read(staff_client.get(f"/pools/{ALPHA}/?export=csv"))
 
-    assert rows[0] == ["Platform", "Default", "Nodes", "GPU total", "GPU used", "GPU free", "Free on Ready",
+    assert rows[0] == ["Platform", "Default", "Nodes", "GPU total", "GPU used", "GPU free", "Free, not ready",
                        "GPU unhealthy", "Node selector", "Tolerations"]
     assert rows[1] == ["h100", "true", "0", "0", "0", "0", "0", "0", "nvidia.com/gpu.present=true",
                        "nvidia.com/gpu Exists:NoSchedule"]

@@ -280,6 +280,7 @@ def test_status_sorts_by_severity_in_the_page_and_the_csv(staff_client, fleet):
     best_first = row_keys(body(staff_client.get("/nodes/?sort=status")))
     csv_rows = body(staff_client.get("/nodes/?sort=-status&export=csv&cols=node,status")).splitlines()[1:]
 
-    assert worst_first == ["a-0000", "a-0001", "a-0002", "c-0000", "b-0000", "b-0001"]
-    assert best_first == ["b-0001", "b-0000", "c-0000", "a-0000", "a-0001", "a-0002"]
+    # Unknown, then Not ready, then Cordoned (Ready but closed to new work), then Ready.
+    assert worst_first == ["a-0000", "a-0001", "a-0002", "b-0000", "c-0000", "b-0001"]
+    assert best_first == ["b-0001", "c-0000", "b-0000", "a-0000", "a-0001", "a-0002"]
     assert [line.split(",")[0] for line in csv_rows] == worst_first

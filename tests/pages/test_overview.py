@@ -41,7 +41,10 @@ def test_the_fleet_cards_count_each_node_once(staff_client, fleet):
     assert '<a href="/nodes/" data-testid="card-nodes-figure">4</a>' in cards
     assert "3 ready" in cards and "1 not ready" in cards and "0 of them unknown" in cards
     assert '6</a> <small>of 32 GPUs used</small>' in cards
-    assert ">26 free</a>" in cards and ">0 unhealthy</a>" in cards
+    usable = sum(n.gpu_free for n in Node.objects.filter(status="Ready", unschedulable=False))
+    assert usable < 26  # the not-ready node's free GPUs are shown apart, never as free
+    assert f">{usable} free</a>" in cards and ">0 unhealthy</a>" in cards
+    assert f">{26 - usable} free on nodes not ready</a>" in cards
 
 
 def fleet_cards(text: str) -> str:
@@ -59,8 +62,10 @@ def test_the_fleet_cards_read_whole_numbers_with_their_unit_and_link_to_their_ta
     assert links["3 not ready"] == "/nodes/?status=attention"  # Unknown included, as that filter lists them
     assert links["3 of them unknown"] == "/nodes/?status=Unknown"
     assert links["0 ready"] == "/nodes/?status=Ready"
-    assert links["H100-80GB-HBM3 7 free"] == "/nodes/?gpu=NVIDIA-H100-80GB-HBM3&amp;sort=-gpu_free"
-    assert "A100-SXM4-80GB 14 free" in links
+    # Every node is Unknown: nothing is free to use (their free GPUs are counted apart).
+    assert links["H100-80GB-HBM3 0 free"] == "/nodes/?gpu=NVIDIA-H100-80GB-HBM3&amp;sort=-gpu_free"
+    assert "A100-SXM4-80GB 0 free" in links
+    assert links["21 free on nodes not ready"] == "/nodes/?status=attention&amp;sort=-gpu_free"
     assert links["20,023"] == "/nodes/?sort=-cpu_used"
 
 
@@ -142,7 +147,7 @@ def test_each_pool_has_a_sparkline_of_the_last_24_hours(staff_client, fleet):
     charts = re.findall(r'<li data-testid="chart" data-pool="([^"]+)"', text)
     assert charts == [ALPHA, BRAVO, "default"]
     assert f'<svg class="sparkline" viewBox="0 0 120 28" role="img" aria-label="{ALPHA}: Now 1 of 16 GPUs used and ' \
-        "15 free" in text
+        "7 free" in text  # node-0001 is not Ready: its 8 free GPUs are not free to use
     assert text.count('<path class="used"') == 3 and 'class="gpu-chart"' not in text  # the large one: pool page
 
 
@@ -217,7 +222,7 @@ def test_the_snapshot_task_is_scheduled_and_idempotent(fleet, settings):
     assert record_usage_snapshots.apply().get() == 3
     assert record_usage_snapshots.apply().get() == 0  # a doubled or redelivered run writes nothing
     alpha = UsageSnapshot.objects.get(pool__name=ALPHA)
-    assert (alpha.node_count, alpha.gpu_total, alpha.gpu_used, alpha.gpu_free) == (2, 16, 1, 15)
+    assert (alpha.node_count, alpha.gpu_total, alpha.gpu_used, alpha.gpu_free) == (2, 16, 1, 7)
 
 
 def test_old_snapshots_are_dropped(fleet, settings):

@@ -34,9 +34,9 @@ def expected(platform: str) -> dict:
     nodes = [m.node for m in NodeMembership.objects.filter(pool__name=ALPHA).select_related("node")
              if platform in m.platforms]
     return {"name": platform, "node_count": len(nodes), "gpu_total": sum(n.gpu_total for n in nodes),
-            "gpu_used": sum(n.gpu_used for n in nodes), "gpu_free": sum(n.gpu_free for n in nodes),
-            "gpu_unhealthy": sum(n.gpu_unhealthy for n in nodes),
-            "gpu_free_ready": sum(n.gpu_free for n in nodes if n.status == "Ready" and not n.unschedulable)}
+            "gpu_used": sum(n.gpu_used for n in nodes), "gpu_unhealthy": sum(n.gpu_unhealthy for n in nodes),
+            "gpu_free": sum(n.gpu_free for n in nodes if n.status == "Ready" and not n.unschedulable),
+            "gpu_free_not_ready": sum(n.gpu_free for n in nodes if n.status != "Ready" or n.unschedulable)}
 
 
 def test_the_api_answers_how_many_h100_gpus_are_free_per_platform(api, mixed):
@@ -45,7 +45,9 @@ def test_the_api_answers_how_many_h100_gpus_are_free_per_platform(api, mixed):
     platforms = {row["name"]: row for row in detail["platforms"]}
     assert platforms == {"h100": expected("h100"), "cpu": expected("cpu")}
     free_h100 = sum(n.gpu_free for n in Node.objects.filter(memberships__pool__name=ALPHA, gpu_product=H100))
-    assert platforms["h100"]["gpu_free"] == free_h100 > platforms["h100"]["gpu_free_ready"] > 0
+    # Free means usable: the not-ready nodes' free GPUs are counted apart, never in gpu_free.
+    assert platforms["h100"]["gpu_free"] + platforms["h100"]["gpu_free_not_ready"] == free_h100
+    assert platforms["h100"]["gpu_free"] > 0 and platforms["h100"]["gpu_free_not_ready"] > 0
     assert sum(row["node_count"] for row in detail["platforms"]) == detail["node_count"] == 12
 
 
@@ -54,10 +56,11 @@ def test_describe_pool_prints_the_same_figures_per_platform(api, mixed):
     call_command("describe", "pool", ALPHA, stdout=out)
     lines = out.getvalue().splitlines()
     header = lines.index("Platforms:") + 1
-    assert lines[header].split() == ["PLATFORM", "NODES", "GPU", "TOTAL", "USED", "FREE", "FREE", "READY", "UNHEALTHY"]
+    assert lines[header].split() == ["PLATFORM", "NODES", "GPU", "TOTAL", "USED", "FREE", "FREE", "NOT", "READY",
+                                     "UNHEALTHY"]
     h100 = expected("h100")
     assert lines[header + 1].split() == ["h100", *map(str, (h100["node_count"], h100["gpu_total"], h100["gpu_used"],
-                                                            h100["gpu_free"], h100["gpu_free_ready"],
+                                                            h100["gpu_free"], h100["gpu_free_not_ready"],
                                                             h100["gpu_unhealthy"]))]
     out = io.StringIO()
     call_command("describe", "pool", ALPHA, "--format", "json", stdout=out)
@@ -70,10 +73,10 @@ def test_the_pool_page_shows_each_platforms_gpus_linked_to_its_nodes(staff_clien
     platforms = text[text.index('id="platforms-table"'):text.index('id="nodes-region"')]
     h100 = expected("h100")
     assert re.search(rf'<tr data-key="h100".*?data-col="gpu_free" class="num[^"]*"[^>]*><a href="/nodes/\?platform='
-                     rf'{ALPHA}%2Fh100&amp;sort=-gpu_free">{h100["gpu_free"]}</a>', platforms, re.S)
-    assert re.search(rf'<tr data-key="h100".*?data-col="gpu_free_ready" class="num[^"]*"[^>]*>'
+                     rf'{ALPHA}%2Fh100&amp;status=Ready&amp;sort=-gpu_free">{h100["gpu_free"]}</a>', platforms, re.S)
+    assert re.search(rf'<tr data-key="h100".*?data-col="gpu_free_not_ready" class="num[^"]*"[^>]*>'
                      rf'<a href="/nodes/\?platform='
-                     rf'{ALPHA}%2Fh100&amp;status=Ready&amp;sort=-gpu_free">{h100["gpu_free_ready"]}</a>',
+                     rf'{ALPHA}%2Fh100&amp;status=attention&amp;sort=-gpu_free">{h100["gpu_free_not_ready"]}</a>',
                      platforms, re.S)
 
 
@@ -83,8 +86,8 @@ def test_every_pool_figure_links_to_the_nodes_table_behind_it(staff_client, mixe
 
     assert figures["node_count"] == f"/nodes/?pool={ALPHA}"
     assert figures["not_ready"] == f"/nodes/?pool={ALPHA}&amp;status=attention"
-    assert figures["gpu_free"] == f"/nodes/?pool={ALPHA}&amp;sort=-gpu_free"
-    assert figures["gpu_free_ready"] == f"/nodes/?pool={ALPHA}&amp;status=Ready&amp;sort=-gpu_free"
+    assert figures["gpu_free"] == f"/nodes/?pool={ALPHA}&amp;status=Ready&amp;sort=-gpu_free"
+    assert figures["gpu_free_not_ready"] == f"/nodes/?pool={ALPHA}&amp;status=attention&amp;sort=-gpu_free"
     # The links' own tables agree with the figures.
     ready = body(staff_client.get(f"/nodes/?pool={ALPHA}&status=Ready&per_page=100"))
     assert f'data-total="{Node.objects.filter(memberships__pool__name=ALPHA, status="Ready").count()}"' in ready
@@ -97,7 +100,7 @@ def test_the_live_region_answers_the_new_figures_after_a_node_changes(staff_clie
         text = body(response)
         assert text.lstrip().startswith('<div id="pool-live"')
         assert 'id="nodes-table"' not in text  # the region alone
-        return re.search(r'data-col="gpu_free_ready"><dt>[^<]*</dt><dd><a [^>]*>([\d,]+)</a>', text).group(1)
+        return re.search(r'data-col="gpu_free"><dt>[^<]*</dt><dd><a [^>]*>([\d,]+)</a>', text).group(1)
 
     before = int(free_ready())
     Node.objects.filter(name="node-0001").update(status="Not ready (Disk pressure)")

@@ -110,7 +110,7 @@ def test_the_platform_totals_are_the_pool_s_figures_with_a_node_on_two_platforms
     live = body(fragment(staff_client, f"/pools/{ALPHA}/", "pool-live"))
 
     detail = usage.pool_detail(Pool.objects.get(name=ALPHA), nodes=Node.objects.none())
-    figures = ("node_count", "gpu_total", "gpu_used", "gpu_free", "gpu_free_ready", "gpu_unhealthy")
+    figures = ("node_count", "gpu_total", "gpu_used", "gpu_free", "gpu_free_not_ready", "gpu_unhealthy")
     expected = {"name": "Pool (each node once)", "default": "", "node_selector": "",
                 **{key: number(detail[key]) for key in figures}}
     for page in (text, live):
