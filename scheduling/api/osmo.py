@@ -104,6 +104,11 @@ USER = OpenApiParameter("user", str, description="The submitter, when workflows 
                                                 "this ID.")
 
 
+def _whole(text: str) -> bool:
+    """ASCII digits only: superscripts and fullwidth digits are digits to str.isdigit, and int() refuses the first."""
+    return text.isascii() and text.isdigit()
+
+
 def _workflows(request):
     return Workload.objects.visible_to(request).exclude(workflow="")
 
@@ -149,7 +154,7 @@ class WorkflowListView(APIView):
         if params.get("order", "DESC").upper() not in ("ASC", "DESC"):
             raise ConfigError(f"order: {params['order']!r} is not an order; use ASC or DESC", field="order")
         for name in ("limit", "offset"):
-            if params.get(name, "") != "" and not str(params[name]).isdigit():
+            if params.get(name, "") != "" and not _whole(str(params[name])):
                 raise ConfigError(f"{name}: {params[name]!r} is not a whole number", field=name)
         rows = _workflows(request)
         users = params.getlist("users")
@@ -165,8 +170,8 @@ class WorkflowListView(APIView):
                                                                   groups=Count("id"))
                  .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first", "workflow",
                            "submitter_id"))
-        limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
-        offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
+        limit = min(int(params.get("limit", 1000) or 1000), 1000) if _whole(str(params.get("limit", "1"))) else 1000
+        offset = int(params.get("offset", 0)) if _whole(str(params.get("offset", "0"))) else 0
         total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
         page = [(row["workflow"], row["submitter_id"]) for row in names[offset:offset + limit]]
         by_name: dict[tuple, list[Workload]] = {}

@@ -53,7 +53,7 @@ class LogUnavailable(Exception):
 
 def _index(facts: dict) -> int:
     value = str(facts.get("index") or "0")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 def replicas(workload: Workload, runs=None) -> list[Replica]:

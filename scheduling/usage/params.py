@@ -59,7 +59,7 @@ def _moment(name: str, text: str, *, end: bool) -> datetime:
 
 
 def month_bounds(text: str, field: str = "month") -> tuple[datetime, datetime]:
-    match = re.fullmatch(r"(\d{4})-(\d{2})", text)
+    match = re.fullmatch(r"(\d{4})-(\d{2})", text, re.ASCII)
     if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1970:
         raise ParamError(field, "expected a month as YYYY-MM")
     year, month = int(match[1]), int(match[2])
