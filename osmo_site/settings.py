@@ -346,6 +346,9 @@ OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
 # OSMO_LOG_TAIL_MAX lines.
 OSMO_LOG_ARCHIVE_BYTES = env_int("OSMO_LOG_ARCHIVE_BYTES", 256 * 1024)
 OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 300)
+# A web door's follow asks again this often whether its reader may still read the log (a revoked or expired token,
+# a deactivated account, a lost role end it): the cluster's stream is reopened from the last line each time.
+OSMO_LOG_FOLLOW_RECHECK_SECONDS = env_int("OSMO_LOG_FOLLOW_RECHECK_SECONDS", 5)
 OSMO_LOG_READ_BYTES = env_int("OSMO_LOG_READ_BYTES", 8 * 1024 * 1024)
 OSMO_LOG_TAIL_MAX = env_int("OSMO_LOG_TAIL_MAX", 100_000)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
