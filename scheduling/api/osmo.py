@@ -28,7 +28,7 @@ from scheduling.listing import bodies
 from scheduling.models import ALIVE, Status, Workload
 from scheduling.specs.formats import workflow_requests
 from scheduling.specs.requests import priority_of
-from scheduling.submit import submission, workflows
+from scheduling.submit import limits, submission, workflows
 
 # A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
 _FAILED = [s for s in Status if s.startswith("FAILED")]
@@ -79,7 +79,7 @@ class SubmitWorkflowView(APIView):
             is_true(request.query_params.get("validation_only", ""))
         project = request.query_params.get("project") or None
         workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables,
-                                     project=project)
+                                     project=project, ceilings=limits.workflow_ceilings())
         access = access_for(request)
         try:
             evaluated = submission.evaluate_workflow(access, workflow)

@@ -167,7 +167,7 @@ def _requests(form: SubmitForm):
         return request.model_copy(update={"project": data["project"], "pools": request.pools or pools or None})
     first = (pools or form.defaults or ["default"])[0]
     workflow = formats.workflow_requests(_pasted(form), pool=first, priority=data["priority"],
-                                         project=data["project"])
+                                         project=data["project"], ceilings=limits.workflow_ceilings())
     groups = [formats.GroupRequest(g.group, g.request.model_copy(update={"pools": pools or None}))
               for g in workflow.groups]
     return formats.Workflow(workflow.name, groups, workflow.warnings)
