@@ -448,6 +448,9 @@ OSMO_RENDER_MAX_VALUE = env_int("OSMO_RENDER_MAX_VALUE", 1_000_000)
 OSMO_RENDER_MAX_INT_DIGITS = env_int("OSMO_RENDER_MAX_INT_DIGITS", 1000)
 OSMO_RENDER_MAX_WORK = env_int("OSMO_RENDER_MAX_WORK", 10_000_000)
 OSMO_RENDER_MAX_SECONDS = env_int("OSMO_RENDER_MAX_SECONDS", 1)
+# The time is read between operations, not inside one: a call whose time grows faster than its input (reverse
+# searches, wordwrap) is refused above this many characters.
+OSMO_RENDER_MAX_SLOW_INPUT = env_int("OSMO_RENDER_MAX_SLOW_INPUT", 10_000)
 # A workload's stored request, variables and rendered templates together, as JSON (400 above it).
 OSMO_WORKLOAD_MAX_STORED_BYTES = env_int("OSMO_WORKLOAD_MAX_STORED_BYTES", 512 * 1024)
 
