@@ -350,6 +350,9 @@ OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
 # OSMO_LOG_TAIL_MAX lines.
 OSMO_LOG_ARCHIVE_BYTES = env_int("OSMO_LOG_ARCHIVE_BYTES", 256 * 1024)
 OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 300)
+# A web door's follow asks again this often whether its reader may still read the log (a revoked or expired token,
+# a deactivated account, a lost role end it): the cluster's stream is reopened from the last line each time.
+OSMO_LOG_FOLLOW_RECHECK_SECONDS = env_int("OSMO_LOG_FOLLOW_RECHECK_SECONDS", 5)
 OSMO_LOG_READ_BYTES = env_int("OSMO_LOG_READ_BYTES", 8 * 1024 * 1024)
 OSMO_LOG_TAIL_MAX = env_int("OSMO_LOG_TAIL_MAX", 100_000)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
@@ -449,6 +452,9 @@ OSMO_RENDER_MAX_VALUE = env_int("OSMO_RENDER_MAX_VALUE", 1_000_000)
 OSMO_RENDER_MAX_INT_DIGITS = env_int("OSMO_RENDER_MAX_INT_DIGITS", 1000)
 OSMO_RENDER_MAX_WORK = env_int("OSMO_RENDER_MAX_WORK", 10_000_000)
 OSMO_RENDER_MAX_SECONDS = env_int("OSMO_RENDER_MAX_SECONDS", 1)
+# The time is read between operations, not inside one: a call whose time grows faster than its input (reverse
+# searches, wordwrap) is refused above this many characters.
+OSMO_RENDER_MAX_SLOW_INPUT = env_int("OSMO_RENDER_MAX_SLOW_INPUT", 10_000)
 # A workload's stored request, variables and rendered templates together, as JSON (400 above it).
 OSMO_WORKLOAD_MAX_STORED_BYTES = env_int("OSMO_WORKLOAD_MAX_STORED_BYTES", 512 * 1024)
 
@@ -456,6 +462,9 @@ OSMO_WORKLOAD_MAX_STORED_BYTES = env_int("OSMO_WORKLOAD_MAX_STORED_BYTES", 512 *
 OSMO_MAX_LIVE_WORKLOADS_PER_USER = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_USER", 200)
 OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT = env_int("OSMO_MAX_LIVE_WORKLOADS_PER_PROJECT", 1000)
 OSMO_MAX_TASKS_PER_WORKFLOW = env_int("OSMO_MAX_TASKS_PER_WORKFLOW", 100)
+# Ceilings on one OSMO workflow file, counted before any group is read (not raised by a project's limits).
+OSMO_MAX_WORKFLOW_TASKS = env_int("OSMO_MAX_WORKFLOW_TASKS", 1000)
+OSMO_MAX_TASKS_PER_GROUP = env_int("OSMO_MAX_TASKS_PER_GROUP", 512)
 OSMO_MAX_REPLICAS = env_int("OSMO_MAX_REPLICAS", 128)
 OSMO_MAX_ENV_ENTRIES = env_int("OSMO_MAX_ENV_ENTRIES", 100)
 OSMO_MAX_COMMAND_BYTES = env_int("OSMO_MAX_COMMAND_BYTES", 65536)

@@ -33,6 +33,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS
 
 from pools.access import assignments
+from pools.engine.user_names import user_name_problem
 from pools.models import Role, RoleAssignment
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,9 @@ class TrustedHeaderMiddleware:
         except BadHeader as exc:
             return JsonResponse({"detail": f"The groups from the proxy {exc}",
                                  "field": settings.ACCESS_HEADER_GROUPS}, status=400)
+        if problem := user_name_problem(username):
+            return JsonResponse({"detail": f"The user name from the proxy is refused: {problem}", "field": header},
+                                status=403)
         if len(header_prefix() + username) > 150:
             return JsonResponse({"detail": "The user name from the proxy is longer than 150 characters"
                                            + (" with its prefix" if header_prefix() else ""),

@@ -35,6 +35,7 @@ from django.views.decorators.http import require_GET
 from joserfc.errors import JoseError
 
 from pools.access.idp import is_idp_account, sync_roles
+from pools.engine.user_names import user_name_problem
 from pools.models import RoleAssignment
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ def account_name(claims: dict) -> str:
         raise Refused(f"the provider's ID token has no {settings.OIDC_USERNAME_CLAIM} or sub claim")
     if any(unicodedata.category(char).startswith("C") for char in name):
         raise Refused("the user name from the provider holds control or invisible formatting characters")
+    if problem := user_name_problem(name):
+        raise Refused(f"the user name from the provider is refused: {problem}. Ask an administrator to fix the "
+                      f"name at the provider, or to name accounts by another claim (OIDC_USERNAME_CLAIM)")
     name = settings.OIDC_USER_PREFIX + name
     if len(name) > NAME_LIMIT:
         raise Refused(f"the user name from the provider is longer than {NAME_LIMIT} characters")

@@ -11,6 +11,7 @@ from pools.access import tokens
 from pools.access.documents import MAX_NAME, RoleDoc
 from pools.engine import ConfigError
 from pools.engine.names import NAME_PATTERN
+from pools.engine.user_names import user_name_problem
 from pools.models import ConfigKind, Role, RoleAssignment
 
 USER_ID_MAX = 150
@@ -83,6 +84,8 @@ class UserCreateBody(serializers.Serializer):
     def validate_id(self, value: str) -> str:
         if any(char.isspace() or char == "/" for char in value):
             raise serializers.ValidationError(f"id must be at most {USER_ID_MAX} characters, without spaces or '/'")
+        if problem := user_name_problem(value):
+            raise serializers.ValidationError(f"id {problem}")
         return value
 
     def validate_roles(self, role_names: list[str]) -> list[Role]:

@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from pools.access import assignments
 from pools.access.documents import ROLE_FIELDS, role_to_document, split_pool_actions, with_pool_actions
@@ -111,6 +111,11 @@ class RoleAdmin(VersionedAdmin):
         if not obj or not obj.pk:
             return "-"
         rules = obj.rules()
+        if rules.unusable:
+            return format_html(
+                '<div class="osmo-warning"><strong>This role is left out for its holders</strong> (it grants nothing) '
+                "until its paths are fixed: {}</div>",
+                format_html_join("; ", "{} ({})", rules.unusable))
         rows = [(pool, grant.reason) for pool in Pool.objects.order_by("name").values_list("name", flat=True)
                 if (grant := rules.pool_grant(pool)) is not None]
         return format_html_join("", '<div class="osmo-grant"><strong>{}</strong>: {}</div>', rows) or (

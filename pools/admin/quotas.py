@@ -9,7 +9,7 @@ Quota amounts are typed as people write them: GPUs as numbers (to hundredths), C
 project then deserves none of it, a department the sum of its projects'); a blank limit is no limit.
 """
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from django import forms
 from django.contrib import admin
@@ -43,8 +43,8 @@ class AmountField(forms.CharField):
         if self.limit and text == "-1":
             return -1
         try:
-            amount = Decimal(text) if self.resource == "gpu" else parse_quantity(text)
-        except (InvalidOperation, QuantityError):
+            amount = parse_quantity(text)  # as `config update` reads it: ASCII digits, no NaN (Decimal takes both)
+        except QuantityError:
             raise forms.ValidationError(f"{text!r} is not {self._unit()}") from None
         if amount < 0:
             raise forms.ValidationError("Amounts are never negative" + (" (-1 is no limit)" if self.limit else ""))

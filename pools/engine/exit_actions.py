@@ -4,7 +4,7 @@ code makes of an attempt. One reader for a pool's `default_exit_actions` and a w
 import re
 
 EXIT_ACTIONS = ("COMPLETE", "FAIL", "RESCHEDULE")
-_EXIT_CODES = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_EXIT_CODES = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", re.ASCII)
 
 
 def exit_code_ranges(codes: str) -> list[tuple[int, int]]:

@@ -237,6 +237,13 @@ class RoleRules:
     def from_policies(cls, name: str, policies: list[dict]) -> "RoleRules":
         return cls(name, tuple(Action.parse(a) for policy in policies for a in policy.get("actions", [])))
 
+    @cached_property
+    def unusable(self) -> tuple[tuple[str, str], ...]:
+        """(path as written, why) of each action whose glob no rule can use (stored before globs were checked on
+        import): such a role is left out of every decision, as if not held, rather than half applied (a deny left
+        out would widen it) or handed to the database (which refuses the regex: a 500 on every page)."""
+        return tuple((str(a.written), problem) for a in self.actions if (problem := glob_problem(a.glob)))
+
     def decide(self, method: str, path: str) -> Action | None:
         """The action that allows the request; None when none does or a deny matches (deny wins)."""
         allowing = None

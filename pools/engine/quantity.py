@@ -18,7 +18,8 @@ MULTIPLIERS: dict[str, Decimal] = {
 # a malformed "2E" (exa) followed by junk; "1E" alone still means exa.
 _PATTERN = re.compile(
     r"(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
+    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)",
+    re.ASCII,  # fullwidth and Arabic-Indic digits are digits to `\d` and to Decimal, never to an API server
 )
 
 _SUFFIX_HELP = (

@@ -15,6 +15,7 @@ check). Exceeding a limit raises `BudgetExceeded`; `template_line` finds the tem
 Pure Python: no Django (the limits come in as `Limits`; `scheduling` reads them from the settings).
 """
 
+import codecs
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +28,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment, SecurityError
 from jinja2.utils import _PassArg
 
 # Read when a render starts; tests replace it to step time without waiting.
@@ -35,9 +36,10 @@ clock: Callable[[], float] = time.monotonic
 
 SETTINGS = {"max_output": "OSMO_RENDER_MAX_OUTPUT", "max_value": "OSMO_RENDER_MAX_VALUE",
             "max_int_digits": "OSMO_RENDER_MAX_INT_DIGITS", "max_work": "OSMO_RENDER_MAX_WORK",
-            "max_seconds": "OSMO_RENDER_MAX_SECONDS"}
+            "max_seconds": "OSMO_RENDER_MAX_SECONDS", "max_slow_input": "OSMO_RENDER_MAX_SLOW_INPUT"}
 _UNITS = {"max_output": "characters", "max_value": "characters or items", "max_int_digits": "digits",
-          "max_work": "characters or items made in all", "max_seconds": "seconds"}
+          "max_work": "characters or items made in all", "max_seconds": "seconds",
+          "max_slow_input": "characters given to a method or filter whose time grows faster than its input"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Limits:
     max_int_digits: int = 1_000
     max_work: int = 10_000_000
     max_seconds: float = 1.0
+    max_slow_input: int = 10_000
     clock: Callable[[], float] | None = None  # None: this module's `clock`, read when the render starts
 
 
@@ -88,6 +91,12 @@ class _Budget:
     def fits(self, size: int, what: str) -> None:
         if size > self.limits.max_value:
             raise self.exceeded("max_value", f"{what} would make a value of {size:,} or more")
+
+    def slow(self, size: int, what: str) -> None:
+        """A call that runs inside one operation (the clock is not read until it returns) and whose time grows
+        faster than its input: refused above a small input, where its worst case is milliseconds."""
+        if size > self.limits.max_slow_input:
+            raise self.exceeded("max_slow_input", f"{what} is given {size:,} characters")
 
     def digits(self, value: int, what: str) -> None:
         digits = _digits(value)
@@ -256,6 +265,23 @@ def _check_binop(operator: str, left: Any, right: Any, b: _Budget) -> None:
 
 
 _PADDING = {"ljust", "rjust", "center", "zfill", "expandtabs"}
+# CPython searches backwards (rfind, rindex, rsplit with a separator, rpartition) in time that grows as the text's
+# length times the needle's: `('a'*999996).rfind('a'*249999 ~ 'b' ~ 'a'*249999)` took 35 CPU s in one call.
+_REVERSE_SEARCH = {"rfind", "rindex", "rsplit", "rpartition"}
+# Codecs whose time is linear in the text; others are not (punycode: 16,000 characters took 11 CPU s).
+_LINEAR_CODECS = {"utf-8", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "ascii",
+                  "iso8859-1"}
+
+
+def _check_codec(args: tuple, kwargs: dict, what: str) -> None:
+    name = _arg(args, kwargs, 0, "encoding", "utf-8")
+    try:
+        known = codecs.lookup(name).name if isinstance(name, str) else None
+    except LookupError:
+        known = None
+    if known not in _LINEAR_CODECS:
+        raise SecurityError(f"{what}: the codec {name!r} is not available in templates (use utf-8, utf-16, "
+                            "utf-32, ascii or latin-1)")
 _GROWING = {"append", "extend", "insert", "update", "add", "setdefault", "union", "intersection", "difference",
             "symmetric_difference", "intersection_update", "difference_update", "symmetric_difference_update"}
 _ONE_ITEM = {"append", "insert", "add", "setdefault"}
@@ -268,6 +294,10 @@ def _check_method(obj: Any, args: tuple, kwargs: dict, b: _Budget) -> tuple:
     if args or kwargs:  # list literals are made unchecked
         b.fits(_arguments_weight(args, kwargs, b.limits.max_value), "a call's arguments")
     if isinstance(owner, (str, bytes)):
+        if name in _REVERSE_SEARCH and (name != "rsplit" or _arg(args, kwargs, 0, "sep", None) is not None):
+            b.slow(len(owner) + _arguments_weight(args, kwargs, b.limits.max_value), f"{name}()")
+        elif name in ("encode", "decode"):
+            _check_codec(args, kwargs, f"{name}()")
         if name in _PADDING:
             _big_ints([*args, *kwargs.values()], b, f"{name}()")
         elif name == "join" and args:
@@ -319,7 +349,8 @@ def _check_filter(name: str, value: Any, args: tuple, kwargs: dict, b: _Budget) 
         width = _arg(args, kwargs, 0, "width", 4)
         width = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         b.fits(size + (str(value).count("\n") + 1) * max(width, 0), what)
-    elif name == "wordwrap":
+    elif name == "wordwrap":  # textwrap's time grows faster than the text (width 1 on 500,000 characters: 20 s)
+        b.slow(size, what)
         width = _arg(args, kwargs, 0, "width", 79)
         wrap = _arg(args, kwargs, 3, "wrapstring", "\n") or "\n"
         lines = size // max(width, 1) + 1 if isinstance(width, int) else size

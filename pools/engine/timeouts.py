@@ -8,7 +8,7 @@ from .errors import TimeoutFormatError
 
 _SHORT = re.compile(
     r"(?:(?P<days>\d+)d)?(?:(?P<hours>\d+)h)?(?:(?P<minutes>\d+)m)?(?:(?P<seconds>\d+)s)?",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 
 _NUM = r"\d+(?:[.,]\d+)?"
@@ -16,7 +16,7 @@ _ISO = re.compile(
     rf"P(?:(?P<years>{_NUM})Y)?(?:(?P<months>{_NUM})M)?(?:(?P<weeks>{_NUM})W)?"
     rf"(?:(?P<days>{_NUM})D)?"
     rf"(?:T(?:(?P<hours>{_NUM})H)?(?:(?P<minutes>{_NUM})M)?(?:(?P<seconds>{_NUM})S)?)?",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 
 _HELP = (

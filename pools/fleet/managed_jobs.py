@@ -76,7 +76,7 @@ def ours(obj: dict[str, Any], prefix: str, backend: str | None = None) -> bool:
 
 def _attempt(obj: dict[str, Any], prefix: str) -> int:
     value = ((obj.get("metadata") or {}).get("labels") or {}).get(f"{prefix}attempt")
-    return int(value) if str(value or "").isdigit() else 0
+    return int(value) if str(value or "").isascii() and str(value or "").isdigit() else 0
 
 
 class JobBook:

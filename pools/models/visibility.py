@@ -13,6 +13,7 @@ the pages, their fragments and both CSV writers (`pools.pages`). The viewer's po
 `Access.visible_pool_names`: one query per request, none for staff.
 """
 
+import logging
 from collections.abc import Iterable
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,6 +30,7 @@ from pools.engine.policies import POOL_PATH, STAFF_GRANT, Grant, RoleRules, pool
 from .access import Role
 
 DEFAULT_POOL = "default"
+log = logging.getLogger("pools.access")
 
 
 class Access:
@@ -58,8 +60,14 @@ class Access:
         roles = Role.objects.filter(assignments__user=self.user)
         if self.token is not None and not self.token.all_roles:
             roles = roles.filter(tokens=self.token)
-        return tuple(RoleRules.from_policies(name, policies)
-                     for name, policies in roles.order_by("name").values_list("name", "policies"))
+        rules = [RoleRules.from_policies(name, policies)
+                 for name, policies in roles.order_by("name").values_list("name", "policies")]
+        for role in rules:
+            for path, problem in role.unusable:
+                log.warning("role %s is left out for %s: it holds the path %r, which no rule can use (%s); "
+                            "fix it with `config update ROLE %s`", role.name, self.user.get_username(), path,
+                            problem, role.name)
+        return tuple(role for role in rules if not role.unusable)
 
     @property
     def role_names(self) -> list[str]:

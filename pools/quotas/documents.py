@@ -224,7 +224,7 @@ def _unit(kind: str, name: str, body: Any) -> dict[str, Any]:
 
 
 def _is_dns_label(text: str) -> bool:
-    return 0 < len(text) <= 63 and text[0].isalnum() and text[-1].isalnum() and all(
+    return 0 < len(text) <= 63 and text.isascii() and text[0].isalnum() and text[-1].isalnum() and all(
         c.islower() or c.isdigit() or c == "-" for c in text)
 
 

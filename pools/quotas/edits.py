@@ -29,7 +29,7 @@ FIELDS = ("deserved", "limit", "over_quota_weight")
 KINDS = {"project": ConfigKind.PROJECT, "department": ConfigKind.DEPARTMENT}
 _NO_LIMIT_WORDS = ("", "-1", "none", "no limit", "unlimited")
 _OSMO_WEIGHTS = {"Lowest": 0, "Low": 1, "Medium": 2, "High": 3}
-_PLAIN_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"-?\d+(\.\d+)?", re.ASCII)
 _LABELS = {"gpu": "GPU", "cpu": "CPU", "memory": "Memory", "deserved": "deserved", "limit": "limit",
            "over_quota_weight": "weight"}
 

@@ -5,7 +5,9 @@ unknown workload. Headers say where the text came from (`X-Log-Source: live|arch
 and where to resume (`X-Log-Resume`, or the followed stream's last line `### osmo: ... since=TOKEN`)."""
 
 import re
+from collections.abc import Callable
 
+from django.contrib.auth import get_user_model
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -15,7 +17,8 @@ from rest_framework.views import APIView
 
 from pools.access.scoping import Rule
 from pools.engine import ConfigError
-from pools.models.visibility import access_for
+from pools.models import AccessToken
+from pools.models.visibility import access_cache, access_for
 from scheduling.api import schema
 from scheduling.api.osmo import task_names
 from scheduling.listing import bodies
@@ -60,12 +63,41 @@ def _headers(response, source: logs.Source, params: LogParams) -> None:
                                            f'r{source.replica.replica}.log"')
 
 
-def log_response(workload: Workload, params: LogParams):
-    """The answer of every web door: text, a followed stream, or JSON."""
+def still_allowed(request, workload: Workload) -> Callable[[], bool]:
+    """Whether the request's credential may still read the workload's log, asked again during a follow: its token
+    still there and unexpired (or its session not ended), its account active, the workload still readable to it
+    (roles read afresh)."""
+    user_pk = request.user.pk
+    token = request.auth if isinstance(request.auth, AccessToken) else None
+    session = getattr(request, "session", None) if token is None else None
+    session_key = getattr(session, "session_key", None)
+
+    def allowed() -> bool:
+        user = get_user_model().objects.filter(pk=user_pk, is_active=True).first()
+        if user is None:
+            return False
+        if token is not None:
+            fresh = AccessToken.objects.filter(pk=token.pk, digest=token.digest).first()
+            if fresh is None or fresh.expired:
+                return False
+            user._osmo_token = fresh
+        elif session_key and not type(session)().exists(session_key):
+            return False
+        with access_cache():  # this credential's roles as they are now
+            row = Workload.objects.visible_to(user).filter(pk=workload.pk).first()
+            return row is not None and bodies.may_read_request(row, access_for(user))
+
+    return allowed
+
+
+def log_response(workload: Workload, params: LogParams, request=None):
+    """The answer of every web door: text, a followed stream (re-checking `request`'s credential while it runs),
+    or JSON."""
     try:
         source = logs.choose(workload, attempt=params.attempt, replica=params.replica, container=params.container)
         if params.follow and not params.json and not params.previous:
-            body = logs.follow(source, tail=params.tail, since=params.since)
+            allowed = still_allowed(request, workload) if request is not None else None
+            body = logs.follow(source, tail=params.tail, since=params.since, allowed=allowed)
             response = StreamingHttpResponse(body, content_type="text/plain; charset=utf-8")
             response["X-Accel-Buffering"] = "no"  # a proxy must pass each line on as it comes
             _headers(response, source, params)
@@ -102,7 +134,7 @@ class WorkloadLogsView(LogView):
         params = log_params(request.query_params)
         workload = readable(request, Workload.objects.visible_to(request).select_related("pool").filter(pk=pk)
                             .first())
-        return log_response(workload, params)
+        return log_response(workload, params, request)
 
 
 def osmo_query(query):
@@ -116,7 +148,7 @@ def osmo_query(query):
     if "retry_id" in query:
         retry = query.pop("retry_id")[-1]
         if "attempt" not in query:
-            if not retry.isdigit():
+            if not (retry.isascii() and retry.isdigit()):
                 raise ConfigError("retry_id: a whole number from 0", field="retry_id")
             query["attempt"] = str(int(retry) + 1)
     return query
@@ -165,4 +197,4 @@ def workflow_log(request, name: str):
     if task not in groups:
         every = sorted({*groups, *(n for names in tasks.values() for n in names)})
         raise ConfigError(f"task: one of {', '.join(every)}", field="task")
-    return log_response(readable(request, groups[task]), log_params(query))
+    return log_response(readable(request, groups[task]), log_params(query), request)

@@ -35,7 +35,7 @@ from scheduling.models import ALIVE, Status, Workload
 from scheduling.models import Workflow as WorkflowRecord
 from scheduling.specs.formats import workflow_requests
 from scheduling.specs.requests import priority_of
-from scheduling.submit import submission, workflows
+from scheduling.submit import limits, submission, workflows
 
 # A workflow's status from its groups' (OSMO's workflow statuses: alive ones first).
 _FAILED = [s for s in Status if s.startswith("FAILED")]
@@ -93,7 +93,7 @@ class SubmitWorkflowView(APIView):
             is_true(request.query_params.get("validation_only", ""))
         project = request.query_params.get("project") or None
         workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables,
-                                     project=project)
+                                     project=project, ceilings=limits.workflow_ceilings())
         access = access_for(request)
         try:
             evaluated = submission.evaluate_workflow(access, workflow)
@@ -118,6 +118,11 @@ class SubmitWorkflowView(APIView):
 
 USER = OpenApiParameter("user", str, description="The submitter, when workflows of several users you may see carry "
                                                 "this ID.")
+
+
+def _whole(text: str) -> bool:
+    """ASCII digits only: superscripts and fullwidth digits are digits to str.isdigit, and int() refuses the first."""
+    return text.isascii() and text.isdigit()
 
 
 def _workflows(request):
@@ -166,7 +171,7 @@ class WorkflowListView(APIView):
         if params.get("order", "DESC").upper() not in ("ASC", "DESC"):
             raise ConfigError(f"order: {params['order']!r} is not an order; use ASC or DESC", field="order")
         for name in ("limit", "offset"):
-            if params.get(name, "") != "" and not str(params[name]).isdigit():
+            if params.get(name, "") != "" and not _whole(str(params[name])):
                 raise ConfigError(f"{name}: {params[name]!r} is not a whole number", field=name)
         rows = _workflows(request)
         users = params.getlist("users")
@@ -182,8 +187,8 @@ class WorkflowListView(APIView):
                                                                   groups=Count("id"))
                  .order_by("-first" if params.get("order", "DESC").upper() == "DESC" else "first", "workflow",
                            "submitter_id"))
-        limit = min(int(params.get("limit", 1000) or 1000), 1000) if str(params.get("limit", "1")).isdigit() else 1000
-        offset = int(params.get("offset", 0)) if str(params.get("offset", "0")).isdigit() else 0
+        limit = min(int(params.get("limit", 1000) or 1000), 1000) if _whole(str(params.get("limit", "1"))) else 1000
+        offset = int(params.get("offset", 0)) if _whole(str(params.get("offset", "0"))) else 0
         total = len(names)  # read once: the page is then a slice of it, and no OFFSET past the database's integers
         page = [(row["workflow"], row["submitter_id"]) for row in names[offset:offset + limit]]
         by_name: dict[tuple, list[Workload]] = {}

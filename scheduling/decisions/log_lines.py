@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 STAMP = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z) ")
-TOKEN = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z)~(\d{1,9})$")
+TOKEN = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z)~(\d{1,9})$", re.ASCII)
 # The last line of a followed log whose window ended before the container did: the client resumes from the token.
 RESUME_PREFIX = "### osmo: follow window ended; resume with since="
 

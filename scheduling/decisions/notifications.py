@@ -124,13 +124,41 @@ def host_allowed(host: str, allowed: Iterable[str]) -> bool:
     return False
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix: the last 32 bits are an IPv4 address
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: a site's own translator, never global
+_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible addresses (::127.0.0.1)
+
+
+def _global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
+
+
 def public(address: str) -> bool:
     """Whether a webhook may reach `address` unasked: not loopback, private, link-local (cloud metadata),
-    multicast, reserved or unspecified."""
+    multicast, reserved or unspecified, nor an IPv6 address that carries such an IPv4 address. Python's
+    `is_global` says True for 64:ff9b::a9fe:a9fe (NAT64 to 169.254.169.254), 2002:a9fe:a9fe:: (6to4) and
+    ::127.0.0.1, so the IPv4 address inside is unwrapped and judged: a translated address (IPv4-mapped, NAT64)
+    by that address alone, the others (6to4, Teredo, IPv4-compatible) by both."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _global(ip)
+    if ip in _NAT64_LOCAL:
+        return False
+    if ip.ipv4_mapped is not None:
+        return _global(ip.ipv4_mapped)
+    if ip in _NAT64:
+        return _global(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    inside = [ip.sixtofour] if ip.sixtofour is not None else list(ip.teredo or ())
+    if ip in _COMPATIBLE:
+        inside.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return _global(ip) and all(_global(v4) for v4 in inside if v4 is not None)
+
+
+def refused_addresses(addresses: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    """Those of `addresses` (every address a webhook's host resolves to, not only the first) a webhook may not
+    reach: not public and not allowed by the operator."""
+    allowed = list(allowed)
+    return [address for address in addresses if not public(address) and not host_allowed(address, allowed)]
 
 
 def check_webhook_url(url, allowed: Iterable[str] = ()) -> str:

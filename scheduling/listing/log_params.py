@@ -32,7 +32,7 @@ def _number(query, name: str, low: int, high: int) -> int | None:
     text = query.get(name, "")
     if text == "":
         return None
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
         raise ConfigError(f"{name}: a whole number from {low} to {high}", field=name)
     return int(text)
 

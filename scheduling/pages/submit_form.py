@@ -167,7 +167,7 @@ def _requests(form: SubmitForm):
         return request.model_copy(update={"project": data["project"], "pools": request.pools or pools or None})
     first = (pools or form.defaults or ["default"])[0]
     workflow = formats.workflow_requests(_pasted(form), pool=first, priority=data["priority"],
-                                         project=data["project"])
+                                         project=data["project"], ceilings=limits.workflow_ceilings())
     groups = [formats.GroupRequest(g.group, g.request.model_copy(update={"pools": pools or None}))
               for g in workflow.groups]
     return formats.Workflow(workflow.name, groups, workflow.warnings)
@@ -177,7 +177,7 @@ def attempt(request, form: SubmitForm, *, dry_run: bool) -> Outcome:
     """Check the attempt's size and rate as the API does, then run the pipeline (and save, unless `dry_run`)."""
     most = getattr(settings, limits.BODY_SETTING, 262144)
     declared = str(request.META.get("CONTENT_LENGTH") or "0")
-    length = int(declared) if declared.isdigit() else 0
+    length = int(declared) if declared.isascii() and declared.isdigit() else 0
     if length > most:
         return Outcome(problem=f"request body: {length:,} bytes is over the limit of {most:,} bytes for a submission "
                                f"({limits.BODY_SETTING})", status=413)

@@ -53,7 +53,7 @@ class LogUnavailable(Exception):
 
 def _index(facts: dict) -> int:
     value = str(facts.get("index") or "0")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 def replicas(workload: Workload, runs=None) -> list[Replica]:
@@ -177,47 +177,99 @@ def read(source: Source, *, tail: int | None = None, previous: bool = False, sin
                 cut or (source.kind == ARCHIVE and source.archive.truncated))
 
 
+# The last line of a follow ended because its reader may no longer read the log (no resume marker: resuming with
+# the same credential is refused).
+ACCESS_ENDED = (b"### osmo: follow ended: this credential may no longer read this log "
+                b"(revoked, expired or access lost)\n")
+
+
 def follow(source: Source, *, tail: int | None = None, since: str = "", seconds: float | None = None,
-           clock: Callable[[], float] = time.monotonic) -> Iterator[bytes]:
+           clock: Callable[[], float] = time.monotonic, allowed: Callable[[], bool] | None = None,
+           recheck: float | None = None) -> Iterator[bytes]:
     """A live log's lines as they are written, for `seconds` (OSMO_LOG_FOLLOW_SECONDS) at most; when the window
     ends before the container does, a last line `RESUME_PREFIX<token>` tells the client where to go on from.
     An archived log is read whole (it no longer grows). Errors (LogUnavailable) are raised here, before the
-    first byte, so that a door can still answer them with a status."""
+    first byte, so that a door can still answer them with a status.
+
+    `allowed` (a web door's reader: its token, its account, its right to read this log) is asked again every
+    `recheck` seconds (OSMO_LOG_FOLLOW_RECHECK_SECONDS) while the log is followed: the cluster's stream is opened
+    for that long at a time, then again from the last line sent, so even a silent log comes back to the check.
+    Once it says no, the stream ends with ACCESS_ENDED."""
     start = log_lines.parse(since)
     if source.kind == ARCHIVE:
         return iter([read(source, tail=tail, since=since).text])
     window = float(settings.OSMO_LOG_FOLLOW_SECONDS if seconds is None else seconds)
     deadline = clock() + window
+    step = window if allowed is None else min(window, float(
+        settings.OSMO_LOG_FOLLOW_RECHECK_SECONDS if recheck is None else recheck))
     query = LogQuery(container=source.container, tail_lines=tail if not start.stamp else None,
                      since_time=start.since_time, timestamps=True)
+    opened = clock()
     try:
         stream = source.cluster.follow_pod_log(source.replica.namespace, source.replica.pod, query,
-                                               timeout_seconds=window)
+                                               timeout_seconds=step)
     except NotFound:
         archived = _archived(source.workload, source.replica, source.container)
         source.kind, source.archive = ARCHIVE, archived.archive
         return iter([read(archived, tail=tail, since=since).text])
     except ClusterError as exc:
         raise _cluster_error(exc, source) from None
-    return _followed(stream, log_lines.Resumer(start), deadline, clock)
+    return _Follow(source, query, step, deadline, clock, allowed).run(stream, opened, log_lines.Resumer(start))
 
 
-def _followed(stream: Iterator[bytes], resumer: log_lines.Resumer, deadline: float,
-              clock: Callable[[], float]) -> Iterator[bytes]:
-    try:
-        for chunk in stream:
-            kept = [text for line in log_lines.lines_of(chunk) if (text := resumer.take(line)) is not None]
-            if kept:
-                yield b"".join(kept)
-            if clock() >= deadline:
-                break
-    except ClusterError as exc:  # the stream broke after it began: say so in the log, and where to go on from
-        yield f"### osmo: the cluster's stream broke ({exc.message})\n".encode()
-        yield f"{log_lines.RESUME_PREFIX}{resumer.position.token}\n".encode()
-        return
-    finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()  # a client gone mid-stream closes this generator: end the cluster's stream with it
-    if clock() >= deadline:
-        yield f"{log_lines.RESUME_PREFIX}{resumer.position.token}\n".encode()
+@dataclass
+class _Follow:
+    source: Source
+    query: LogQuery
+    step: float
+    deadline: float
+    clock: Callable[[], float]
+    allowed: Callable[[], bool] | None
+
+    def run(self, stream: Iterator[bytes], opened: float, resumer: log_lines.Resumer) -> Iterator[bytes]:
+        while True:
+            slice_end = min(opened + self.step, self.deadline)  # the stream was asked for until then
+            try:
+                yield from self._lines(stream, resumer)
+            except ClusterError as exc:  # the stream broke after it began: say so in the log, and where to go on
+                yield f"### osmo: the cluster's stream broke ({exc.message})\n".encode()
+                yield f"{log_lines.RESUME_PREFIX}{resumer.position.token}\n".encode()
+                return
+            now = self.clock()
+            if now >= self.deadline:
+                yield f"{log_lines.RESUME_PREFIX}{resumer.position.token}\n".encode()
+                return
+            if now < slice_end:
+                return  # the cluster ended the stream before its time: the container ended
+            if self.allowed is not None and not self.allowed():
+                yield ACCESS_ENDED
+                return
+            opened = self.clock()
+            try:
+                stream = self._reopen(resumer.position)
+            except ClusterError:  # the pod went meanwhile (its archive has the rest), or the cluster is away
+                yield f"{log_lines.RESUME_PREFIX}{resumer.position.token}\n".encode()
+                return
+            resumer = log_lines.Resumer(resumer.position)
+
+    def _reopen(self, position: log_lines.Position) -> Iterator[bytes]:
+        """The stream again, from the last line sent (the Resumer drops what its second repeats); from the first
+        query when nothing was sent yet."""
+        query = self.query if not position.stamp else LogQuery(
+            container=self.query.container, tail_lines=None, since_time=position.since_time, timestamps=True)
+        remaining = max(0.05, min(self.step, self.deadline - self.clock()))
+        return self.source.cluster.follow_pod_log(self.source.replica.namespace, self.source.replica.pod, query,
+                                                  timeout_seconds=remaining)
+
+    def _lines(self, stream: Iterator[bytes], resumer: log_lines.Resumer) -> Iterator[bytes]:
+        try:
+            for chunk in stream:
+                kept = [text for line in log_lines.lines_of(chunk) if (text := resumer.take(line)) is not None]
+                if kept:
+                    yield b"".join(kept)
+                if self.clock() >= self.deadline:
+                    break
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # a client gone mid-stream closes this generator: end the cluster's stream with it

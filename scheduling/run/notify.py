@@ -13,11 +13,11 @@ a notification carries the same key (`Idempotency-Key` header, `osmo.id` in the 
 receiver that keeps keys drops the repeat; Slack and Teams do not, and may show it twice."""
 
 import dataclasses
+import http.client
 import json
 import logging
 import socket
-import urllib.error
-import urllib.request
+import ssl
 import uuid
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -145,47 +145,79 @@ def backoff(tries: int) -> timedelta:
     return timedelta(seconds=min(settings.OSMO_NOTIFY_BACKOFF_SECONDS * 2 ** max(tries - 1, 0), 3600))
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect could lead a webhook past the address check: it is refused like an error."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl} refused", headers, fp)
-
-
-def check_addresses(url: str) -> None:
-    """Every address the URL's host has now must be public, or the host allowed (OSMO_NOTIFY_ALLOWED_HOSTS)."""
+def resolve(url: str, *, getaddrinfo=socket.getaddrinfo) -> list[str]:
+    """Every address the URL's host has now, each checked (all of them, not only the first: a name may answer a
+    public and a private address), unless the operator allows the host by name (OSMO_NOTIFY_ALLOWED_HOSTS). The
+    send connects to these addresses, never resolving again: a name that answers differently the second time
+    (DNS rebinding) reaches nothing unchecked. The user's error names no address; the server log does."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    allowed = settings.OSMO_NOTIFY_ALLOWED_HOSTS
-    if decide.host_allowed(host, allowed):
-        return
     try:
-        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80),
-                                   proto=socket.IPPROTO_TCP)
+        infos = getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM,
+                            proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError) as exc:
         raise SendError(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        address = info[4][0]
-        if not decide.public(address) and not decide.host_allowed(address, allowed):
-            raise SendError(f"{host} resolves to {address}, a private address (not in OSMO_NOTIFY_ALLOWED_HOSTS)")
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses:
+        raise SendError(f"cannot resolve {host}: no address")
+    allowed = settings.OSMO_NOTIFY_ALLOWED_HOSTS
+    refused = [] if decide.host_allowed(host, allowed) else decide.refused_addresses(addresses, allowed)
+    if refused:
+        log.warning("webhook host %s resolves to %s, not public (not in OSMO_NOTIFY_ALLOWED_HOSTS)", host,
+                    ", ".join(refused))
+        raise SendError(f"{host} resolves to a private address (not in OSMO_NOTIFY_ALLOWED_HOSTS)")
+    return addresses
 
 
-def post_webhook(url: str, payload: dict, key: str) -> None:
+def _connection(url: str, addresses: list[str]) -> http.client.HTTPConnection:
+    """A connection to `url`'s host (its name in the Host header and in TLS: the certificate is checked against
+    it) made to one of `addresses`, tried in order. http.client follows no redirect."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    timeout = settings.OSMO_NOTIFY_TIMEOUT
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout,
+                                                 context=ssl.create_default_context())
+    else:
+        connection = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
+
+    def connect(_where, timeout, source_address=None):
+        failed = None
+        for address in addresses:
+            try:
+                return socket.create_connection((address, port), timeout, source_address)
+            except OSError as exc:
+                failed = exc
+        raise failed
+
+    connection._create_connection = connect  # http.client's own seam for the socket; TLS wraps what it returns
+    return connection
+
+
+def post_webhook(url: str, payload: dict, key: str, *, getaddrinfo=socket.getaddrinfo) -> None:
     try:
         decide.check_webhook_url(url, settings.OSMO_NOTIFY_ALLOWED_HOSTS)
     except decide.Refused as exc:
         raise SendError(exc.message) from None
-    check_addresses(url)
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST", headers={
-        "Content-Type": "application/json", "Idempotency-Key": key, "User-Agent": "osmo-notify/1"})
-    opener = urllib.request.build_opener(_NoRedirects, urllib.request.ProxyHandler({}))
+    shown = url.split("?")[0]
+    parts = urlsplit(url)
+    connection = _connection(url, resolve(url, getaddrinfo=getaddrinfo))
     try:
-        with opener.open(request, timeout=settings.OSMO_NOTIFY_TIMEOUT) as response:
-            response.read(RESPONSE_MAX_BYTES)
-    except urllib.error.HTTPError as exc:
-        raise SendError(f"{url.split('?')[0]} answered {exc.code}") from None
-    except (OSError, ValueError) as exc:  # refused, timed out, reset, a bad URL
-        raise SendError(f"{url.split('?')[0]}: {exc}") from None
+        connection.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                           body=json.dumps(payload).encode(), headers={
+                               "Content-Type": "application/json", "Idempotency-Key": key,
+                               "User-Agent": "osmo-notify/1"})
+        response = connection.getresponse()
+        response.read(RESPONSE_MAX_BYTES)
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, timed out, reset, a bad answer
+        raise SendError(f"{shown}: {exc}") from None
+    finally:
+        connection.close()
+    if 300 <= response.status < 400:
+        # A redirect could lead a webhook past the address check: refused like an error, never followed.
+        raise SendError(f"{shown} answered {response.status} (a redirect, not followed)")
+    if not 200 <= response.status < 300:
+        raise SendError(f"{shown} answered {response.status}")
 
 
 def send_mail(row: Notification) -> None:

@@ -99,6 +99,38 @@ class TemplateRefused(ConfigError):
         self.extra = {"line": line, **({"limit": limit} if limit else {})}
 
 
+@dataclass(frozen=True)
+class Ceilings:
+    """How many tasks one workflow file may hold, in all and in one group (OSMO_MAX_WORKFLOW_TASKS,
+    OSMO_MAX_TASKS_PER_GROUP): counted once the YAML is read, before any group is read or checked."""
+
+    tasks: int = 1000
+    tasks_per_group: int = 512
+
+
+class CeilingExceeded(ConfigError):
+    def __init__(self, message: str, field: str, limit: str):
+        super().__init__(message, field=field)
+        self.extra = {"limit": limit}
+
+
+def _count_tasks(spec: dict, ceilings: Ceilings) -> None:
+    groups = spec.get("groups") if isinstance(spec.get("groups"), list) else []
+    single = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
+    total = len(single)
+    for index, group in enumerate(groups):
+        tasks = group.get("tasks") if isinstance(group, dict) and isinstance(group.get("tasks"), list) else []
+        if len(tasks) > ceilings.tasks_per_group:
+            raise CeilingExceeded(f"workflow.groups[{index}].tasks: {len(tasks)} tasks are over the limit of "
+                                  f"{ceilings.tasks_per_group} tasks in one group (OSMO_MAX_TASKS_PER_GROUP)",
+                                  f"workflow.groups[{index}].tasks", "OSMO_MAX_TASKS_PER_GROUP")
+        total += len(tasks)
+    if total > ceilings.tasks:
+        raise CeilingExceeded(f"workflow.tasks: {total} tasks are over the limit of {ceilings.tasks} tasks in one "
+                              "workflow, every group's together (OSMO_MAX_WORKFLOW_TASKS)", "workflow.tasks",
+                              "OSMO_MAX_WORKFLOW_TASKS")
+
+
 def _render(text: str, variables: Mapping[str, Any]) -> str:
     """OSMO workflow files are Jinja templates: `{{ name }}` placeholders filled before the YAML is read, in the
     budgeted sandbox (`pools.engine.sandbox`: output, value size, integers, work and time checked as it runs)."""
@@ -141,7 +173,7 @@ def _defaults(text: str) -> dict[str, Any]:
 
 
 def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = (),
-                      project: str | None = None) -> Workflow:
+                      project: str | None = None, ceilings: Ceilings = Ceilings()) -> Workflow:
     """An OSMO workflow file as one gang request per task group, each with `pools=[pool]` (OSMO takes the
     pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
     (the submission fills in the caller's default project)."""
@@ -156,6 +188,7 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     if document.get("version", 2) != 2:
         raise ConfigError(f"version: {document['version']!r}: only version 2 specs are supported", field="version")
     spec = _mapping(document["workflow"], "workflow", _WORKFLOW_KEYS)
+    _count_tasks(spec, ceilings)
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError("workflow.name: field is required", field="workflow.name")

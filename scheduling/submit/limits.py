@@ -60,6 +60,14 @@ def check_request(request, project, field: str = "") -> None:
     check("command_bytes", size, project, f"{prefix}command")
 
 
+def workflow_ceilings():
+    """The task ceilings of a workflow file (settings only: checked before the file names its project)."""
+    from scheduling.specs.formats import Ceilings
+
+    return Ceilings(tasks=getattr(settings, "OSMO_MAX_WORKFLOW_TASKS", 1000),
+                    tasks_per_group=getattr(settings, "OSMO_MAX_TASKS_PER_GROUP", 512))
+
+
 def check_live(user, project, adding: int = 1, counts: dict | None = None) -> None:
     """Refuse `adding` more workloads when the user or the project already has its limit of live ones (one
     query for both counts; none when `counts` ({"user": n, "project": n}) were read with the project)."""

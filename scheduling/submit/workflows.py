@@ -42,7 +42,7 @@ def join(access: Access, name: str) -> None:
     user's, whatever that one is called."""
     user = _owner(access)
     base, _, number = name.rpartition("-")
-    numbered = number.isdigit() and len(number) < 9
+    numbered = number.isascii() and number.isdigit() and len(number) < 9
     try:
         with transaction.atomic():
             Workflow.objects.get_or_create(submitter=user, name=name, defaults={

@@ -15,6 +15,7 @@ PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta
 PERIOD_CHOICES = (*PERIODS, "month", "range")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 MAX_TEXT = 64
+FIRST_YEAR, LAST_YEAR = 1970, 9998  # what a report may name: no usage before the epoch, and room for its arithmetic
 
 
 class ParamError(ValueError):
@@ -51,17 +52,25 @@ def _moment(name: str, text: str, *, end: bool) -> datetime:
         if len(text) == 10:
             day = date.fromisoformat(text)
             moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
-            return moment + timedelta(days=1) if end else moment
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        else:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            moment = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
     except ValueError:
         raise ParamError(name, "expected a date (2026-11-01) or an ISO time (2026-11-01T08:00:00Z)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:  # an offset that takes the time out of the calendar (0001-01-01T00:00:00+05:00)
+        moment = datetime.min.replace(tzinfo=UTC)
+    # Checked before any arithmetic: a report's end, its hours and its steps stay inside the calendar.
+    if not FIRST_YEAR <= moment.year <= LAST_YEAR:
+        raise ParamError(name, f"a time from {FIRST_YEAR} to {LAST_YEAR}")
+    return moment + timedelta(days=1) if end and len(text) == 10 else moment
 
 
 def month_bounds(text: str, field: str = "month") -> tuple[datetime, datetime]:
-    match = re.fullmatch(r"(\d{4})-(\d{2})", text)
-    if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1970:
+    match = re.fullmatch(r"(\d{4})-(\d{2})", text, re.ASCII)
+    if not match or not 1 <= int(match[2]) <= 12:
         raise ParamError(field, "expected a month as YYYY-MM")
+    if not FIRST_YEAR <= int(match[1]) <= LAST_YEAR:
+        raise ParamError(field, f"a month from {FIRST_YEAR} to {LAST_YEAR}")
     year, month = int(match[1]), int(match[2])
     start = datetime(year, month, 1, tzinfo=UTC)
     end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)

@@ -168,7 +168,7 @@ class Prometheus:
 
     def _read(self, answer, deadline: float) -> bytes:
         length = answer.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) > self.max_bytes:
+        if length and length.isascii() and length.isdigit() and int(length) > self.max_bytes:
             raise NotMeasured("too_large", f"Prometheus' answer is {length} bytes, over {self.max_bytes}")
         chunks, size = [], 0
         while True:

@@ -292,17 +292,27 @@ def test_the_cli_refuses_a_reversed_range_in_one_paragraph_naming_the_path(tmp_p
 
 
 @pytest.mark.django_db
-def test_a_stored_role_the_database_cannot_compile_makes_a_read_a_server_error_not_a_400(shared_node_pools, nobody,
-        client_as):
-    """Stored before the check existed (migration 0017 reports such roles): reading pools through it is the
-    server's fault, never answered as bad input."""
-    Role.objects.create(name="stored-broken", policies=[{"actions": [
-        {"base": "http", "path": "/api/pool/[b--]*", "method": "post"}]}])
+def test_a_stored_role_the_database_cannot_compile_is_left_out_with_a_warning_and_every_page_answers(
+        shared_node_pools, nobody, client_as, admin_client, caplog):
+    """Stored before the check existed (migration 0018 reports such roles): its holders get what they would without
+    it (the role is left out whole: a deny left out alone would widen it), the log names it, and the admin's role
+    page says so. Every page that filters pools through it answered 500 before (issue 42)."""
+    role = Role.objects.create(name="stored-broken", policies=[{"actions": [
+        {"base": "http", "path": "/api/pool/[b--]*", "method": "post"},
+        {"base": "http", "path": "/api/pool/*", "method": "post"}]}])
     give(nobody, "stored-broken")
     client = client_as("nobody")
     client.raise_request_exception = False
 
-    assert client.get("/api/pools/").status_code == 500
+    pools = client.get("/api/pools/")
+    assert pools.status_code == 200, pools.content[:300]
+    assert {pool["name"] for pool in pools.json()} <= {"default"}
+    for page in ("/", "/nodes/", "/workloads/"):
+        assert client.get(page).status_code == 200, page
+    assert "role stored-broken is left out for nobody: it holds the path '/api/pool/[b--]*'" in caplog.text
+
+    shown = admin_client.get(f"/admin/pools/role/{role.pk}/change/").content.decode()
+    assert "This role is left out for its holders" in shown and "/api/pool/[b--]*" in shown
 
 
 @pytest.mark.parametrize(("glob", "path", "matches"), [

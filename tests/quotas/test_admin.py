@@ -1,6 +1,8 @@
 """The admin for departments and projects: the form and its inlines are one document, checked and saved through
 the configuration write path (a numbered revision each), refused with the write path's message."""
 
+import html
+
 import pytest
 
 from pools.config import writes
@@ -163,3 +165,13 @@ def test_the_list_pages_answer(admin_client):
         page = admin_client.get(url)
         assert page.status_code == 200
         assert "research" in page.content.decode()
+
+
+@pytest.mark.parametrize("field, value", [("gpu_deserved", "\uff11"), ("gpu_deserved", "NaN"),
+                                          ("cpu_deserved", "\u0664"), ("memory_deserved", "\u0661Gi")])
+def test_a_quota_typed_in_other_digits_or_as_nan_is_refused_naming_it(admin_client, field, value):
+    """Decimal reads a fullwidth 1 as 1 and "NaN" as a number that no comparison takes (a 500 before)."""
+    response = admin_client.post("/admin/pools/project/add/", new_project_data(admin_client, **{field: value}))
+    assert response.status_code == 200
+    assert f"{value!r} is not" in html.unescape(response.content.decode())
+    assert not Project.objects.filter(name="robotics").exists()
