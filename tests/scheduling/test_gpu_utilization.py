@@ -49,9 +49,10 @@ def running(name: str, project: str, user, clock: Clock, *, replicas: int = 1, g
     pool = Pool.objects.get(name="training")
     now = clock.now()
     workload = Workload.objects.create(
-        name=name, project=Project.objects.get(name=project), project_name=project, submitter=user,
+        # The fields a submission writes (the kept names, project_name and pool_name, only a deletion writes).
+        name=name, project=Project.objects.get(name=project), submitter=user,
         submitter_name=user.username, request={}, gpu=gpu, replicas=replicas, pools=["training"], pool=pool,
-        pool_name="training", platform="h100", status=Status.RUNNING, job_name=f"{name}-a1", namespace=namespace,
+        platform="h100", status=Status.RUNNING, job_name=f"{name}-a1", namespace=namespace,
         submitted_at=now - timedelta(minutes=ran_minutes + 1), admitted_at=now - timedelta(minutes=ran_minutes + 1),
         dispatched_at=now - timedelta(minutes=ran_minutes + 1), started_at=now - timedelta(minutes=ran_minutes))
     ManagedJob.objects.create(backend_id=pool.backend_id, namespace=namespace, name=workload.job_name,

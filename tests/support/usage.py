@@ -4,8 +4,9 @@ tests and the browser test of /usage/ (a plain function, not a fixture: test mod
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
-from pools.models import Backend, ManagedJob, Node, Pod, Project
+from pools.models import Backend, ManagedJob, Node, Pod, Pool, Project
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.usage import observe, rollup
 
@@ -19,10 +20,14 @@ def at(minutes: float) -> datetime:
 
 
 def workload(name: str, project: str, user: str, priority: str = "normal", **fields) -> Workload:
-    row = Project.objects.get(name=project)
-    return Workload.objects.create(name=name, project=row, project_name=project, department_name="research",
-                                   submitter_name=user, priority=priority, request={}, pools=["training"],
-                                   pool_name="training", platform="h100", submitted_at=T0, **fields)
+    """A workload row as a submission leaves it: its project, submitter and pool as relations (the kept names,
+    project_name, department_name and pool_name, are written only when those are deleted). Its times are T0's,
+    which no door can date back: tests/usage/test_usage_journey.py builds its state through the doors."""
+    return Workload.objects.create(name=name, project=Project.objects.get(name=project),
+                                   submitter=get_user_model().objects.get(username=user), submitter_name=user,
+                                   priority=priority, request={}, pools=["training"],
+                                   pool=Pool.objects.get(name="training"), platform="h100", submitted_at=T0,
+                                   **fields)
 
 
 def picture(backend: Backend, when: datetime, pods: list[Pod], now: datetime | None = None) -> None:
