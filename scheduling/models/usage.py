@@ -54,6 +54,8 @@ class UsageInterval(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["backend", "pod_uid"], condition=Q(end__isnull=True), name="usage_open_by_pod"),
+            # Whether a pod already has an interval (observe: its first opens at the cluster's start time).
+            models.Index(fields=["backend", "pod_uid"], name="usage_interval_by_pod"),
             models.Index(fields=["start"], name="usage_interval_start"),
             models.Index(fields=["end"], name="usage_interval_end"),
         ]
