@@ -148,12 +148,13 @@ def _close(open_now: dict, live: dict, pods: dict, nodes: dict, lost: set, last:
     # Where the cluster says when the pod ended, that is its end (never before its start nor after the picture
     # that no longer lists it); else the last picture that listed it.
     ends = {uid: times[uid]["end"] for uid in ending if times.get(uid, {}).get("end")}
-    rows = list(others.only("id", "pod_uid", "start"))
-    for row in rows:
-        row.end = max(row.start, min(ends[row.pod_uid], seen)) if row.pod_uid in ends else max(row.start, last)
-        row.end_reason = EndReason.PREEMPTED if row.pk in preempted else EndReason.GONE
-        row.changed_at = now
-    UsageInterval.objects.bulk_update(rows, ["end", "end_reason", "changed_at"], batch_size=1000)
+    # One UPDATE per distinct (end, reason): the pods the cluster gave no end for share the last picture's.
+    groups: dict[tuple[datetime, str], list[int]] = {}
+    for pk, uid, start in others.values_list("id", "pod_uid", "start"):
+        end = max(start, min(ends[uid], seen)) if uid in ends else max(start, last)
+        groups.setdefault((end, EndReason.PREEMPTED if pk in preempted else EndReason.GONE), []).append(pk)
+    for (end, reason), pks in groups.items():
+        UsageInterval.objects.filter(id__in=pks).update(end=end, end_reason=reason, changed_at=now)
     return len(ending)
 
 
