@@ -184,8 +184,9 @@ class KubeStandin:
         # tests of other things need not create namespaces.
         self.strict_namespaces = strict_namespaces
         # Custom resources are served only for installed CRDs, and checked against their schemas and CEL rules
-        # (tests/kube_rules.py), as a real server does. `crds` names those installed now ("all" of the reference
-        # ones, or none); schemaless_custom_resources serves any kind unchecked, for a test that asks for it.
+        # (tests/kube_rules.py), as a real server does. `crds` names those installed now ("all" of the published
+        # ones in tests/crds, or none); schemaless_custom_resources serves any kind unchecked, for a test that asks
+        # for it.
         self.schemaless_custom_resources = schemaless_custom_resources
         self._crds: dict[tuple[str, str], kube_rules.CustomResource] = {}
         self.requests: list[LoggedRequest] = []
@@ -357,9 +358,9 @@ class KubeStandin:
         self.requests.clear()
 
     def install_crds(self, *names: str, directory: str | Path | None = None) -> list[str]:
-        """Installs CRDs from `directory` (KUBE_CRD_DIR, or shared/reference/crds beside the checkout): all of
-        them, or those `names` (`queues.scheduling.run.ai`, as `kubectl get crd` names them). Returns the names
-        installed; raises kube_rules.CRDsMissing when the directory holds none, KeyError for an unknown name."""
+        """Installs CRDs from `directory` (KUBE_CRD_DIR, or tests/crds, the published ones): all of them, or those
+        `names` (`queues.scheduling.run.ai`, as `kubectl get crd` names them). Returns the names installed; raises
+        kube_rules.CRDsMissing when the directory holds none, KeyError for an unknown name."""
         available = kube_rules.load_crds(Path(directory) if directory else None)
         by_name = {crd.name: crd for crd in available.values()}
         missing = [name for name in names if name not in by_name]
