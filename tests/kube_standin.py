@@ -51,6 +51,10 @@ from tests import kube_logs, kube_rules
 from tests.kube_patches import PatchError, merge_patch, strategic_merge_patch
 from tests.kube_selectors import SelectorError, field_selector, label_selector
 
+# How long a wait on the stand-in may last before it fails: the waits end on the event they wait for, and this
+# ceiling only turns a hang into a failure (a loaded machine must never reach it).
+HANG = 60
+
 REASONS = {
     400: "BadRequest",
     403: "Forbidden",
@@ -91,6 +95,13 @@ def status_body(code: int, message: str, reason: str | None = None, details: dic
     if details:
         body["details"] = details
     return body
+
+
+def _join(thread: threading.Thread) -> None:
+    """Waits for one of the stand-in's own threads to end (at once, in practice); one still running is a hang."""
+    thread.join(timeout=HANG)
+    if thread.is_alive():
+        raise TimeoutError(f"the stand-in's thread {thread.name} did not end within {HANG:.0f} s")
 
 
 def _now() -> str:
@@ -287,7 +298,7 @@ class KubeStandin:
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=5)
+        _join(self._thread)
         self._refusing.clear()
         self._refuser = threading.Thread(target=self._refuse, name="kube-standin-down", daemon=True)
         self._refuser.start()
@@ -310,7 +321,7 @@ class KubeStandin:
     def _stop_refusing(self) -> None:
         if self._refuser is not None:
             self._refusing.set()
-            self._refuser.join(timeout=5)
+            _join(self._refuser)
             self._refuser = None
 
     def start(self) -> None:
@@ -442,7 +453,7 @@ class KubeStandin:
             self._container_log(pod, namespace, container).ended = True
             self._cond.notify_all()
 
-    def wait_for_log_follows(self, count: int = 1, timeout: float = 5.0) -> None:
+    def wait_for_log_follows(self, count: int = 1, timeout: float = HANG) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: self.open_log_follows >= count, timeout):
                 raise TimeoutError(f"{self.open_log_follows} log follows open, wanted {count}")
@@ -648,7 +659,7 @@ class KubeStandin:
             self._end_generation += 1
             self._cond.notify_all()
 
-    def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> None:
+    def wait_for_watches(self, count: int = 1, timeout: float = HANG) -> None:
         """Blocks until at least `count` watch streams are open (so a test mutates after the client listens)."""
         deadline = time.monotonic() + timeout
         with self._cond:

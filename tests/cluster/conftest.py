@@ -3,6 +3,7 @@ from kubernetes import config as k8s_config
 
 from pools.cluster.kube import KubeCluster
 from pools.cluster.simulated import SimulatedCluster
+from tests.kube_standin import HANG
 from tests.support.clock import Clock
 
 # The simulated clusters' moment zero (a fixed instant: the simulated fleet moves with the clock).
@@ -30,11 +31,12 @@ def other(tmp_path, clock):
 
 @pytest.fixture
 def kube(standin, tmp_path):
-    # Short timeouts keep the stall and failure tests quick; production defaults are 5 s / 30 s / 15 s. The watch
-    # margin (how long past timeoutSeconds a quiet stream may take to end before it counts as stalled) is ten times
-    # the stand-in's 0.2 s wait step, so that a loaded machine never turns a normal end into a stall.
+    # Connect and read timeouts only turn a hang into a failure (production defaults are 5 s / 30 s / 15 s); a short
+    # watch margin keeps the stall tests quick. The margin (how long past timeoutSeconds a quiet stream may take to
+    # end before it counts as stalled) is ten times the stand-in's 0.2 s wait step, so that a loaded machine never
+    # turns a normal end into a stall.
     cluster = KubeCluster.from_kubeconfig(
-        standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=1.0, read_timeout=2.0, watch_margin=2.0
+        standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=30.0, read_timeout=HANG, watch_margin=2.0
     )
     yield cluster
     cluster.close()
