@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import traceback
 from datetime import timedelta
 from pathlib import Path
 
@@ -311,6 +312,16 @@ def test_a_broker_outage_during_dispatch_loses_no_workload_and_the_sweep_gives_e
 # Each row is the outbox: whatever a send loses, the sweep re-drives. So a failed send must neither fail the caller
 # nor undo its write.
 
+def attempt(call):
+    """(what `call` returned, None), or (None, the traceback of what it raised): a test asserts what was written
+    before it looks at the answer, and a failure still says why the call raised (the test client re-raises what the
+    view raised)."""
+    try:
+        return call(), None
+    except Exception:
+        return None, traceback.format_exc()
+
+
 @contextlib.contextmanager
 def no_broker(settings):
     """Sending on, to a broker that does not answer (nothing listens on its port); the per-process debounce of
@@ -324,11 +335,10 @@ def no_broker(settings):
 @pytest.mark.django_db(transaction=True)
 def test_a_submission_while_the_broker_is_down_answers_created(world, researcher_api, settings):
     with no_broker(settings):
-        answer = None
-        with contextlib.suppress(Exception):  # the test client re-raises what the view raised
-            answer = researcher_api.post("/api/workloads/", body(), format="json")
+        answer, raised = attempt(lambda: researcher_api.post("/api/workloads/", body(), format="json"))
     assert Workload.objects.filter(name="train-resnet", status=Status.PENDING).count() == 1  # it was saved
-    assert answer is not None and answer.status_code == 201  # and the user must be told so
+    assert raised is None, raised
+    assert answer.status_code == 201, answer.content  # and the user must be told so
 
 
 @pytest.mark.postgres
@@ -337,11 +347,10 @@ def test_an_admission_cycle_while_the_broker_is_down_returns_and_keeps_the_rows_
                                                                                          settings):
     created = researcher_api.post("/api/workloads/", body(), format="json").json()  # sending still off
     with no_broker(settings):
-        result = None
-        with contextlib.suppress(Exception):
-            result = run_cycle()
+        result, raised = attempt(run_cycle)
     assert Workload.objects.get(pk=created["id"]).status == Status.ADMITTED
-    assert result is not None and [item["id"] for item in result.admitted] == [created["id"]]
+    assert raised is None, raised
+    assert [item["id"] for item in result.admitted] == [created["id"]]
 
 
 @pytest.mark.postgres
@@ -349,11 +358,11 @@ def test_an_admission_cycle_while_the_broker_is_down_returns_and_keeps_the_rows_
 def test_a_cancel_while_the_broker_is_down_is_kept(world, researcher_api, settings):
     created = researcher_api.post("/api/workloads/", body(), format="json").json()  # PENDING, sending still off
     with no_broker(settings):
-        answer = None
-        with contextlib.suppress(Exception):  # the test client re-raises what the view raised
-            answer = researcher_api.post(f"/api/workloads/{created['id']}/cancel/", {}, format="json")
+        answer, raised = attempt(lambda: researcher_api.post(f"/api/workloads/{created['id']}/cancel/", {},
+                                                             format="json"))
     assert Workload.objects.get(pk=created["id"]).status == Status.FAILED_CANCELED
-    assert answer is not None and answer.status_code == 200
+    assert raised is None, raised
+    assert answer.status_code == 200, answer.content
 
 
 @pytest.mark.django_db
@@ -370,9 +379,8 @@ def test_a_job_that_completes_while_the_broker_is_down_completes_its_workload(st
     jobs = list_all(lambda **kw: kube.list_jobs(managed_jobs.selector(), **kw)).items
     managed_jobs.reconcile(workload.pool.backend, jobs, list_all(kube.list_pods).items)  # the sync's list
     with no_broker(settings):
-        moved = None
-        with contextlib.suppress(Exception):
-            moved = follow.observe()  # as the sync's signal and every sweep do
+        moved, raised = attempt(follow.observe)  # as the sync's signal and every sweep do
     workload.refresh_from_db()
     assert workload.status == Status.COMPLETED
+    assert raised is None, raised
     assert moved == {Status.COMPLETED: 1}
