@@ -4,22 +4,12 @@ from kubernetes import config as k8s_config
 from pools.cluster.kube import KubeCluster
 from pools.cluster.simulated import SimulatedCluster
 from tests.kube_standin import HANG
-from tests.support.clock import Clock
-
-# The simulated clusters' moment zero (a fixed instant: the simulated fleet moves with the clock).
-T0 = 1_760_000_000.0
-
-
-@pytest.fixture
-def clock():
-    """The simulated clusters' clock, at T0 until the test moves it."""
-    return Clock(T0)
 
 
 @pytest.fixture
 def cluster(tmp_path, clock):
-    """The simulated cluster of the demo's `default` fleet, its state under tmp_path, on `clock` (its sleeps only
-    move that clock)."""
+    """The simulated cluster of the demo's `default` fleet, its state under tmp_path, on `clock` (tests/conftest.py;
+    the simulated fleet moves with it, and its sleeps only move it)."""
     return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 
