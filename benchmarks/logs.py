@@ -17,7 +17,6 @@ Measured:
 """
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -26,7 +25,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("KUBE_CRD_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "reference" / "crds"))
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config

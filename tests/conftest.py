@@ -4,10 +4,13 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests.support.clock import EPOCH, T0, Clock
+
 ROOT = Path(__file__).resolve().parents[1]
 # Fixtures that modules in several folders use, so that no test module imports one from another.
 pytest_plugins = ["tests.support.workloads", "tests.support.inventory", "tests.support.fleet",
-                  "tests.support.fleet_with_history", "tests.support.clients", "tests.support.simulated"]
+                  "tests.support.fleet_with_history", "tests.support.clients", "tests.support.simulated",
+                  "tests.support.usage", "tests.support.long_names"]
 SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 
 
@@ -31,6 +34,14 @@ MISSING = pytest.StashKey[list]()
 def pytest_runtest_setup(item):
     if missing := item.stash.get(MISSING, None):
         pytest.fail(f"needs {' and '.join(missing)}, which REQUIRE_SERVICES=1 requires", pytrace=False)
+
+
+@pytest.fixture
+def clock():
+    """The tests' one injected clock, at T0 (tests/support/clock.py) until the test moves it: `clock()` reads the
+    seconds since the Unix epoch, `clock.now()` the same instant as an aware datetime. A test hands it to the code
+    it tests (a `clock=` argument, or the module's `clock` replaced with `clock.now`)."""
+    return Clock(T0, start=EPOCH)
 
 
 @pytest.fixture

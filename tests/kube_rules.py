@@ -468,9 +468,9 @@ def _without_directives(template: Any) -> Any:
 # Custom resources: the CRDs
 
 def crd_directory() -> Path:
-    """KUBE_CRD_DIR, or shared/reference/crds beside the checkout."""
+    """KUBE_CRD_DIR, or the published CRDs kept in the repository (tests/crds, README.md there)."""
     configured = os.environ.get("KUBE_CRD_DIR")
-    return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "reference" / "crds"
+    return Path(configured) if configured else Path(__file__).resolve().parent / "crds"
 
 
 class CRDsMissing(FileNotFoundError):
@@ -537,8 +537,8 @@ def _load(directory: str) -> dict[tuple[str, str], CustomResource]:
     if not found:
         raise CRDsMissing(
             f"no CustomResourceDefinitions under {directory}: the stand-in API server validates custom objects "
-            "against the published CRDs of KAI and Kueue (shared/reference/crds beside the checkout). Set "
-            "KUBE_CRD_DIR to their directory.")
+            "against the published CRDs of KAI and Kueue (kept in tests/crds). Set KUBE_CRD_DIR to their "
+            "directory, or unset it.")
     return found
 
 

@@ -51,6 +51,10 @@ from tests import kube_logs, kube_rules
 from tests.kube_patches import PatchError, merge_patch, strategic_merge_patch
 from tests.kube_selectors import SelectorError, field_selector, label_selector
 
+# How long a wait on the stand-in may last before it fails: the waits end on the event they wait for, and this
+# ceiling only turns a hang into a failure (a loaded machine must never reach it).
+HANG = 60
+
 REASONS = {
     400: "BadRequest",
     403: "Forbidden",
@@ -91,6 +95,13 @@ def status_body(code: int, message: str, reason: str | None = None, details: dic
     if details:
         body["details"] = details
     return body
+
+
+def _join(thread: threading.Thread) -> None:
+    """Waits for one of the stand-in's own threads to end (at once, in practice); one still running is a hang."""
+    thread.join(timeout=HANG)
+    if thread.is_alive():
+        raise TimeoutError(f"the stand-in's thread {thread.name} did not end within {HANG:.0f} s")
 
 
 def _now() -> str:
@@ -184,8 +195,9 @@ class KubeStandin:
         # tests of other things need not create namespaces.
         self.strict_namespaces = strict_namespaces
         # Custom resources are served only for installed CRDs, and checked against their schemas and CEL rules
-        # (tests/kube_rules.py), as a real server does. `crds` names those installed now ("all" of the reference
-        # ones, or none); schemaless_custom_resources serves any kind unchecked, for a test that asks for it.
+        # (tests/kube_rules.py), as a real server does. `crds` names those installed now ("all" of the published
+        # ones in tests/crds, or none); schemaless_custom_resources serves any kind unchecked, for a test that asks
+        # for it.
         self.schemaless_custom_resources = schemaless_custom_resources
         self._crds: dict[tuple[str, str], kube_rules.CustomResource] = {}
         self.requests: list[LoggedRequest] = []
@@ -286,7 +298,7 @@ class KubeStandin:
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=5)
+        _join(self._thread)
         self._refusing.clear()
         self._refuser = threading.Thread(target=self._refuse, name="kube-standin-down", daemon=True)
         self._refuser.start()
@@ -309,7 +321,7 @@ class KubeStandin:
     def _stop_refusing(self) -> None:
         if self._refuser is not None:
             self._refusing.set()
-            self._refuser.join(timeout=5)
+            _join(self._refuser)
             self._refuser = None
 
     def start(self) -> None:
@@ -357,9 +369,9 @@ class KubeStandin:
         self.requests.clear()
 
     def install_crds(self, *names: str, directory: str | Path | None = None) -> list[str]:
-        """Installs CRDs from `directory` (KUBE_CRD_DIR, or shared/reference/crds beside the checkout): all of
-        them, or those `names` (`queues.scheduling.run.ai`, as `kubectl get crd` names them). Returns the names
-        installed; raises kube_rules.CRDsMissing when the directory holds none, KeyError for an unknown name."""
+        """Installs CRDs from `directory` (KUBE_CRD_DIR, or tests/crds, the published ones): all of them, or those
+        `names` (`queues.scheduling.run.ai`, as `kubectl get crd` names them). Returns the names installed; raises
+        kube_rules.CRDsMissing when the directory holds none, KeyError for an unknown name."""
         available = kube_rules.load_crds(Path(directory) if directory else None)
         by_name = {crd.name: crd for crd in available.values()}
         missing = [name for name in names if name not in by_name]
@@ -444,7 +456,7 @@ class KubeStandin:
             self._container_log(pod, namespace, container).ended = True
             self._cond.notify_all()
 
-    def wait_for_log_follows(self, count: int = 1, timeout: float = 5.0) -> None:
+    def wait_for_log_follows(self, count: int = 1, timeout: float = HANG) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: self.open_log_follows >= count, timeout):
                 raise TimeoutError(f"{self.open_log_follows} log follows open, wanted {count}")
@@ -650,7 +662,7 @@ class KubeStandin:
             self._end_generation += 1
             self._cond.notify_all()
 
-    def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> None:
+    def wait_for_watches(self, count: int = 1, timeout: float = HANG) -> None:
         """Blocks until at least `count` watch streams are open (so a test mutates after the client listens)."""
         deadline = time.monotonic() + timeout
         with self._cond:

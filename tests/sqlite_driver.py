@@ -80,8 +80,9 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
-def writer(stop: threading.Event, outcome: Outcome, commits: list[int]) -> None:
-    """Like a sync batch: read some rows, then write them, in one transaction, every 100 ms."""
+def writer(stop: threading.Event, outcome: Outcome, commits: list[int], committed: threading.Event) -> None:
+    """Like a sync batch: read some rows, then write them, in one transaction, every 100 ms. `committed` is set at
+    its first commit (or when it ends without one)."""
     from pools.models import Backend, Node
 
     backend = Backend.objects.get(name="default")
@@ -99,10 +100,12 @@ def writer(stop: threading.Event, outcome: Outcome, commits: list[int]) -> None:
                     Node.objects.filter(id__in=[row[0] for row in rows]).update(last_seen=now)
                     Backend.objects.filter(pk=backend.pk).update(last_sync_at=now)
                 commits[0] += 1
+                committed.set()
             except Exception as exc:
                 outcome.record("writer", _error(exc))
             stop.wait(max(0.0, WRITER_PERIOD - (time.monotonic() - started)))
     finally:
+        committed.set()
         connection.close()
 
 
@@ -166,13 +169,12 @@ def stress() -> dict:
     stop = threading.Event()
     commits = [0]
     started = time.monotonic()
-    writer_thread = threading.Thread(target=writer, args=(stop, outcome, commits))
+    committed = threading.Event()
+    writer_thread = threading.Thread(target=writer, args=(stop, outcome, commits, committed))
     writer_thread.start()
     # The writer's first commit lands before any worker starts, so that every worker meets a writer that is
     # already committing (the count of its commits then depends on how long the workers take, not on luck).
-    deadline = time.monotonic() + 60
-    while commits[0] == 0 and writer_thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    committed.wait(120)  # a ceiling against a hang only: the test fails on writer_commits_before_workers == 0
     commits_before = commits[0]
     workers = []
     # PBKDF2 with a million rounds would make the admin saves measure the CPU, not the database.
@@ -213,7 +215,7 @@ def hold_write_lock(seconds: float) -> threading.Event:
         held.released.set()
 
     threading.Thread(target=hold, daemon=True).start()
-    held.wait(10)
+    held.wait(120)
     return held
 
 
@@ -269,7 +271,7 @@ def sync_writes() -> dict:
         result["task"] = sync_backend(backend.pk, seconds=0)
     except Exception as exc:
         result["task"] = {"outcome": "raised", "error": _error(exc)}
-    held.released.wait(10)
+    held.released.wait(120)
     result["warnings"] = warnings
     return result
 
@@ -320,7 +322,7 @@ def api_not_recorded() -> dict:
     held = hold_write_lock(5.0)
     answer = client.post(f"/api/nodes/{name}/labels", {"labels": {"runwhere.ai/api": "unrecorded"}},
                          content_type="application/json")
-    held.released.wait(10)
+    held.released.wait(120)
     return {"node": name, "status": answer.status_code, "body": answer.json()}
 
 

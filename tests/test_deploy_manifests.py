@@ -29,6 +29,7 @@ from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from scheduling.run.stopping import stop
 from tests.kube_objects import make_node
+from tests.kube_standin import HANG
 from tests.scheduling.conftest import body
 from tests.support.lifecycle import put_pod
 from tests.support.syncing import watch_round
@@ -338,7 +339,7 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
     standin.append_log("reader", "epoch 1")
     standin.end_log("reader")
     assert kube.read_pod_log("default", "reader") == b"epoch 1\n"
-    assert b"".join(kube.follow_pod_log("default", "reader", timeout_seconds=5)) == b"epoch 1\n"
+    assert b"".join(kube.follow_pod_log("default", "reader", timeout_seconds=HANG)) == b"epoch 1\n"
 
     sent = {authorized(request.method, request.path, request.watch) for request in standin.requests}
     assert sent - granted() == set(), "sent but not granted"

@@ -9,7 +9,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,6 +19,7 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from tests.support.children import database_url
 from tests.support.ports import free_port
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 # The documented production environment, less the database and broker of the deployment.
@@ -158,15 +158,13 @@ def test_behind_a_tls_proxy_with_debug_off_pages_are_hardened_and_static_files_c
                               stderr=subprocess.STDOUT, start_new_session=True)
     tls = {"X-Forwarded-Proto": "https"}  # what the proxy adds to every request it forwards
     try:
-        for _ in range(600):
-            if server.poll() is not None:
-                break
+        def answers() -> bool:
             try:
-                if fetch(f"{base}/healthz", **tls)[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
+                return fetch(f"{base}/healthz", **tls)[0] == 200
+            except OSError:  # not listening yet
+                return False
+
+        until(lambda: server.poll() is not None or answers(), "gunicorn to answer /healthz", seconds=120)
         log.seek(0)
         assert server.poll() is None and fetch(f"{base}/healthz", **tls)[0] == 200, log.read()
 

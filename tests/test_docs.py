@@ -10,9 +10,6 @@ SKIPPED_DIRS = {".git", ".venv", ".data", ".site", "node_modules", "__pycache__"
 TEXT_SUFFIXES = {".py", ".md", ".html", ".txt", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".json", ".js", ".css"}
 # Spelled in parts so that this file matches neither itself nor a grep for the same words.
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", r"\bshared" + "/(reference|seeds)", "DESIGN" + r"\.md"]))
-# Test fixtures may read the engines' published CRDs from the workspace beside the checkout (KUBE_CRD_DIR).
-CRDS = "shared" + "/reference/crds"
-ALLOWED = {("tests/kube_rules.py", CRDS), ("tests/kube_standin.py", CRDS)}
 
 
 def project_files():
@@ -34,9 +31,37 @@ def test_no_file_refers_to_the_workspace_outside_the_repository():
     for name, path in project_files():
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             match = OUTSIDE.search(line)
-            if match and not any(name == allowed and fragment in line for allowed, fragment in ALLOWED):
+            if match:
                 found.append(f"{name}:{number}: {line.strip()}")
     assert not found, "refer to a page of docs/ instead:\n" + "\n".join(found)
+
+
+# A folder named from a file's own place: `Path(__file__).resolve().parents[1]` or `.parent.parent`.
+ANCESTOR = re.compile(r"__file__\)(?:\.resolve\(\))?(?:\.parents\[(\d+)\]|((?:\.parent\b)+))")
+
+
+def ancestors_outside(name: str, text: str) -> list[str]:
+    """The lines of `text` (the file at `name`, relative to the repository) that name a folder above the
+    repository: the code and the tests read nothing beside the checkout (a fresh clone has nothing there)."""
+    depth = name.count("/")  # tests/kube_rules.py: parents[0] is tests/, parents[1] the repository
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in ANCESTOR.finditer(line):
+            up = int(match[1]) if match[1] is not None else match[2].count(".parent") - 1
+            if up > depth:
+                found.append(f"{name}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_code_reads_a_folder_beside_the_repository():
+    found = [line for name, path in project_files() if name.endswith(".py")
+             for line in ancestors_outside(name, path.read_text(encoding="utf-8"))]
+    assert not found, "keep what the code or the tests read inside the repository:\n" + "\n".join(found)
+    here = "Path(" + "__file__).resolve()"  # spelled in parts, as above
+    outside = here + ".parents" + '[2] / "crds"'
+    assert ancestors_outside("tests/kube_rules.py", outside) and not ancestors_outside("tests/a/b.py", outside)
+    assert ancestors_outside("tests/x.py", here + ".parent" * 3)
+    assert not ancestors_outside("tests/x.py", here + ".parent" * 2)
 
 
 def test_the_check_finds_what_it_looks_for():

@@ -283,7 +283,6 @@ def test_the_readme_request_and_workflow_examples_run_against_the_demo(demo_data
         assert status in ("ADMITTED", "SCHEDULING", "RUNNING") and pool == "kai-training", (key, status, reasons)
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_stops_at_once_when_the_interpreter_is_too_old(tmp_path):
     old = tmp_path / "python-old"
     old.write_text('#!/bin/sh\n[ "$1" = --version ] && echo "Python 3.10.13" && exit 0\nexit 1\n')

@@ -13,6 +13,7 @@ from pools.inventory.pods import counts_on_node, pod_facts
 from pools.inventory.status import usage_from_pods
 from pools.models import Backend, Node, NodeMembership, Pod
 from tests.kube_objects import make_node, make_pod
+from tests.kube_standin import HANG
 
 pytestmark = pytest.mark.django_db
 
@@ -191,7 +192,7 @@ def test_a_relist_of_unchanged_pages_writes_nothing(standin, two_backends):
 def node_events(kube, since: str, count: int) -> list:
     """The next `count` watch events after `since`, as the sync's watch reads them (real HTTP)."""
     events = []
-    stream = kube.watch_nodes(since, timeout_seconds=2)
+    stream = kube.watch_nodes(since, timeout_seconds=HANG)
     try:
         for event in stream:
             if event.type != "BOOKMARK":

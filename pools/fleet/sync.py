@@ -35,7 +35,7 @@ from pools.fleet.placement import pool_selectors
 from pools.inventory import node_events
 from pools.inventory.membership import Membership, compile_selectors, node_membership
 from pools.inventory.nodes import NodeFacts, NodeResources, deploy_disabled, gpu_present, label_text, node_facts
-from pools.inventory.pods import TERMINAL_PHASES, PodFacts, counts_on_node, pod_facts
+from pools.inventory.pods import PodFacts, counts_on_node, pod_facts
 from pools.inventory.status import (
     NO_USAGE,
     UNKNOWN,
@@ -285,7 +285,8 @@ class Recompute:
         # process on SQLite need not load at start-up.
         from django.contrib.postgres.aggregates import ArrayAgg
 
-        sums = (pods.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES).order_by().values("node_name")
+        # Every stored pod counts on its node (bound, not terminal: the writers keep only those), so all are summed.
+        sums = (pods.order_by().values("node_name")
                 .annotate(gpu_used=Sum("gpu"), cpu=Sum("cpu"), memory=Sum("memory"), count=Count("id"),
                           components=ArrayAgg("component", distinct=True, filter=~Q(component=""), default=[]),
                           pools=ArrayAgg("pool", distinct=True, filter=~Q(pool=""), default=[])))

@@ -33,16 +33,18 @@ def one(**filters) -> AuditEvent:
 
 
 @pytest.fixture
-def staff_api(staff):
+def session_api(staff):
+    """Staff signed in by session (not force-authenticated, as `api` is), from 10.1.2.3: the address the audit rows
+    record."""
     client = APIClient(REMOTE_ADDR="10.1.2.3")
     client.force_login(staff)
     return client
 
 
-def test_a_configuration_write_and_its_rollback_leave_a_row_each_with_actor_and_address(defaults, staff_api):
+def test_a_configuration_write_and_its_rollback_leave_a_row_each_with_actor_and_address(defaults, session_api):
     before = AuditEvent.objects.count()
     document = {"pools": {"p9": {"backend": "default", "platforms": {"x": {}}, "description": "first"}}}
-    assert staff_api.put("/api/configs/pool/", document, format="json").status_code == 200
+    assert session_api.put("/api/configs/pool/", document, format="json").status_code == 200
 
     created = one(kind="config", object="POOL/p9", action="create")
     assert (created.actor, created.actor_kind, created.address) == ("ops", "user", "10.1.2.3")
@@ -50,20 +52,20 @@ def test_a_configuration_write_and_its_rollback_leave_a_row_each_with_actor_and_
     number = int(created.summary.split()[1].rstrip(":"))
 
     document["pools"]["p9"]["description"] = "second"
-    assert staff_api.put("/api/configs/pool/", document, format="json").status_code == 200
-    answer = staff_api.post("/api/configs/history/rollback/", {"type": "pool", "revision": number}, format="json")
+    assert session_api.put("/api/configs/pool/", document, format="json").status_code == 200
+    answer = session_api.post("/api/configs/history/rollback/", {"type": "pool", "revision": number}, format="json")
     assert answer.status_code == 200, answer.content
     assert one(kind="config", object="POOL/p9", action="update").actor == "ops"
     assert one(kind="config", object="POOL/p9", action="rollback").address == "10.1.2.3"
     assert AuditEvent.objects.count() == before + 3
 
 
-def test_a_refused_or_rolled_back_write_leaves_no_row(defaults, staff_api):
+def test_a_refused_or_rolled_back_write_leaves_no_row(defaults, session_api):
     before = AuditEvent.objects.count()
-    refused = staff_api.put("/api/configs/pool/", {"pools": {"p9": {"backend": "default", "platforms": 7}}},
+    refused = session_api.put("/api/configs/pool/", {"pools": {"p9": {"backend": "default", "platforms": 7}}},
                             format="json")
     assert refused.status_code == 400
-    dry = staff_api.put("/api/configs/pool/?dry_run=1", {"pools": {"p8": {"backend": "default"}}}, format="json")
+    dry = session_api.put("/api/configs/pool/?dry_run=1", {"pools": {"p8": {"backend": "default"}}}, format="json")
     assert dry.status_code == 200
     with pytest.raises(RuntimeError), transaction.atomic():
         writes.import_document(ConfigKind.POOL, {"pools": {"p7": {"backend": "default"}}}, author="tests")
@@ -71,15 +73,15 @@ def test_a_refused_or_rolled_back_write_leaves_no_row(defaults, staff_api):
     assert AuditEvent.objects.count() == before
 
 
-def test_role_grants_and_revokes_by_the_api_and_the_cli_leave_a_row_each(defaults, staff_api, django_user_model):
+def test_role_grants_and_revokes_by_the_api_and_the_cli_leave_a_row_each(defaults, session_api, django_user_model):
     user = django_user_model.objects.create_user("grace")
     Role.objects.create(name="osmo-ml")
-    assert staff_api.post("/api/auth/user/grace/roles", {"role_name": "osmo-ml"}, format="json").status_code in (
+    assert session_api.post("/api/auth/user/grace/roles", {"role_name": "osmo-ml"}, format="json").status_code in (
         200, 201)
     granted = one(kind="role", action="grant")
     assert (granted.object, granted.actor, granted.address) == ("role/osmo-ml", "ops", "10.1.2.3")
     assert "grace holds osmo-ml" in granted.summary
-    assert staff_api.delete("/api/auth/user/grace/roles/osmo-ml").status_code in (200, 204)
+    assert session_api.delete("/api/auth/user/grace/roles/osmo-ml").status_code in (200, 204)
     assert one(kind="role", action="revoke").summary == "grace no longer holds osmo-ml"
 
     run("user", "add-role", "grace", "osmo-ml")

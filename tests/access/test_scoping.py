@@ -102,7 +102,7 @@ def test_redact_keeps_the_names_of_visible_pools_and_their_platforms_in_their_or
     assert redact(["a", "a/x"], frozenset()) == []
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the COPY writer is PostgreSQL's")
+@pytest.mark.postgres  # the COPY writer is PostgreSQL's
 @pytest.mark.parametrize("platforms", [False, True])
 def test_redact_sql_keeps_exactly_what_redact_keeps(db, platforms):
     names = ["a", "b", "ab", "a/x", "b/y/z", "ab/x", "", "/x", "a/", "A", "a b", "a,b", "'a'"]

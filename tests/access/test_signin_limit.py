@@ -12,19 +12,16 @@ from rest_framework.test import APIClient
 
 from pools.access import signin_limit
 from pools.models import SignInFailure
-from tests.support.clock import Clock
+from tests.support.clock import T0_AT
 
 pytestmark = pytest.mark.django_db
 LOGIN = "/accounts/login/"
-T0 = timezone.now().replace(microsecond=0)
+T0 = T0_AT  # where the tests' `clock` starts: `clock.at(seconds)` sets it that many seconds later
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    """The limit's time: `clock.at(seconds)` sets it to T0 plus that many seconds."""
-    fake = Clock(start=T0)
-    monkeypatch.setattr(signin_limit, "clock", fake.now)
-    return fake
+@pytest.fixture(autouse=True)
+def the_limit_reads_the_clock(clock, monkeypatch):
+    monkeypatch.setattr(signin_limit, "clock", clock.now)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
+HANG_MS = 60_000
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
@@ -24,8 +25,11 @@ def browser():
     # Playwright's sync API runs an event loop in this thread; the tests still touch the database
     # synchronously between page actions, which is safe here.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # Every wait on a page ends on what it waits for; the ceiling (`expect`'s own default is 5 s) only turns a hang
+    # into a failure, so that no load reaches it.
+    expect.set_options(timeout=HANG_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS)
         yield browser
@@ -36,7 +40,7 @@ def browser():
 def page(browser):
     context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)  # Playwright's own is 30 s
     yield page
     context.close()
 

@@ -62,7 +62,7 @@ def test_the_api_docs_render_the_operations_within_the_policy(live_server, page,
 
     page.click("#docs-redoc")
     page.wait_for_url(f"{live_server.url}/api/docs/redoc/")
-    expect(page.locator("#redoc h2", has_text="api_root")).to_be_visible(timeout=30_000)  # a large bundle
+    expect(page.locator("#redoc h2", has_text="api_root")).to_be_visible()  # a large bundle
     assert page.locator("#redoc [role=menuitem]", has_text="pools").count() > 0
     page.wait_for_load_state("networkidle")
     page.screenshot(path=f"{SHOTS}/redoc-{width}.png")

@@ -32,7 +32,7 @@ def header_keys(page, table: str = "nodes") -> list[str]:
     return page.locator(f"#{table}-table thead th[data-col]").evaluate_all("cells => cells.map(c => c.dataset.col)")
 
 
-def rows_become(page, expected: list[str], table: str = "nodes", timeout: float = 10) -> list[str]:
+def rows_become(page, expected: list[str], table: str = "nodes", timeout: float = 60) -> list[str]:
     """The row keys once they equal `expected` (within `timeout` seconds, else the test fails saying what it saw)."""
     until(lambda: shown_keys(page, table) == expected, f"the {table} rows to become {expected}", seconds=timeout,
           detail=lambda: f"shown: {shown_keys(page, table)}")
@@ -237,7 +237,7 @@ def test_a_status_change_in_the_database_shows_in_the_open_page_without_a_reload
     newcomer = Node.objects.get(name="hgx-a100-06")  # a simulation node joins the training pool
     NodeMembership.objects.create(node=newcomer, pool=fleet_with_history["training"], platforms=["hgx-a100"])
 
-    expect(status).to_have_text("Not ready (Memory pressure)", timeout=15_000)
+    expect(status).to_have_text("Not ready (Memory pressure)")
     expect(status.locator(".status")).to_have_class(re.compile(r"status-bad"))
     expect(status.locator(".status")).to_have_attribute("title", "Memory pressure")
     after = pool_nodes("training", "-gpu_free")

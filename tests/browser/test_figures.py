@@ -70,7 +70,7 @@ def test_the_cards_and_the_pool_figures_follow_a_node_change_without_a_reload(li
     target = Node.objects.filter(status="Ready", memberships__pool__name="training").order_by("name").first()
     Node.objects.filter(pk=target.pk).update(status="Not ready (Memory pressure)", reasons=["Memory pressure"])
 
-    expect(not_ready).to_have_text(f"{before + 1} not ready", timeout=15_000)
+    expect(not_ready).to_have_text(f"{before + 1} not ready")
     assert page.evaluate("window.__samePage") is True
 
     page.goto(f"{live_server.url}/pools/training/")
@@ -79,5 +79,5 @@ def test_the_cards_and_the_pool_figures_follow_a_node_change_without_a_reload(li
     expect(figure).to_have_text(str(in_training))
     page.evaluate("window.__samePage = true")
     Node.objects.filter(pk=target.pk).update(status="Ready", reasons=[])
-    expect(figure).to_have_text(str(in_training - 1), timeout=15_000)
+    expect(figure).to_have_text(str(in_training - 1))
     assert page.evaluate("window.__samePage") is True

@@ -45,14 +45,14 @@ def read_the_log_panel(page, simulated, workload) -> None:
     simulated.at += 30  # the container writes on: six more lines
     newest = last_log_line(simulated, workload)
     assert newest.startswith("step"), newest
-    expect(panel.locator("#log-text")).to_contain_text(newest, timeout=15_000)
+    expect(panel.locator("#log-text")).to_contain_text(newest)
     assert panel.locator("#log-text").inner_text().count("starting on") == 1  # appended, not shown twice
 
 
 def read_the_dry_run(page, pool: str) -> None:
     """Waits until the panel beside the form says `pool` accepts, and opens its pod template."""
     verdict = page.locator(f'#dry-run .dry-run-pool[data-pool="{pool}"]')
-    expect(verdict).to_have_attribute("data-accepted", "yes", timeout=15_000)
+    expect(verdict).to_have_attribute("data-accepted", "yes")
     verdict.locator("summary").click()
     expect(verdict.locator("pre")).to_contain_text("nvcr.io/nvidia/pytorch:24.05-py3")
     expect(verdict.locator("pre")).to_contain_text('"python"')
@@ -105,7 +105,7 @@ def test_a_researcher_submits_from_the_form_follows_it_to_running_and_runs_it_ag
     until(running, f"{name} to run on the simulated cluster", seconds=60,
           detail=lambda: (workload.status, workload.reasons))
     # No reload: the page's live region picks it up.
-    expect(page.locator("#workload-status")).to_have_text("RUNNING", timeout=20_000)
+    expect(page.locator("#workload-status")).to_have_text("RUNNING")
     read_the_log_panel(page, simulated, workload)
     fits_the_width(page, width)
     screenshot(page, f"workload-log-{'phone' if width < 600 else 'laptop'}", full_page=True)

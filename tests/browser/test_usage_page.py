@@ -6,17 +6,11 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import sign_in
-from tests.support.usage import known_history
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def history(world, staff):
-    return known_history(world)
-
-
-def test_the_usage_page_at_desk_and_phone_width(live_server, page, history, screenshot):
+def test_the_usage_page_at_desk_and_phone_width(live_server, page, history, staff, screenshot):
     page.set_viewport_size({"width": 1440, "height": 900})
     sign_in(page, live_server, "/usage/?month=2026-11")
     table = page.locator("[data-testid=usage-table]")

@@ -85,5 +85,5 @@ def test_a_running_workloads_page_shows_its_job_and_follows_it_live_to_completed
     job_status(standin, workload, "Complete", "CompletionsReached")
     observe(kube, workload)
     # No reload: the page's live region (every 5 s) picks the change up.
-    expect(page.locator("#workload-status")).to_have_text("COMPLETED", timeout=20_000)
+    expect(page.locator("#workload-status")).to_have_text("COMPLETED")
     expect(page.locator("#workload-events")).to_contain_text("Every replica succeeded")

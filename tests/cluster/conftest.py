@@ -3,22 +3,13 @@ from kubernetes import config as k8s_config
 
 from pools.cluster.kube import KubeCluster
 from pools.cluster.simulated import SimulatedCluster
-from tests.support.clock import Clock
-
-# The simulated clusters' moment zero (a fixed instant: the simulated fleet moves with the clock).
-T0 = 1_760_000_000.0
-
-
-@pytest.fixture
-def clock():
-    """The simulated clusters' clock, at T0 until the test moves it."""
-    return Clock(T0)
+from tests.kube_standin import HANG
 
 
 @pytest.fixture
 def cluster(tmp_path, clock):
-    """The simulated cluster of the demo's `default` fleet, its state under tmp_path, on `clock` (its sleeps only
-    move that clock)."""
+    """The simulated cluster of the demo's `default` fleet, its state under tmp_path, on `clock` (tests/conftest.py;
+    the simulated fleet moves with it, and its sleeps only move it)."""
     return SimulatedCluster("default", tmp_path, clock=clock, sleep=lambda seconds: None)
 
 
@@ -30,11 +21,12 @@ def other(tmp_path, clock):
 
 @pytest.fixture
 def kube(standin, tmp_path):
-    # Short timeouts keep the stall and failure tests quick; production defaults are 5 s / 30 s / 15 s. The watch
-    # margin (how long past timeoutSeconds a quiet stream may take to end before it counts as stalled) is ten times
-    # the stand-in's 0.2 s wait step, so that a loaded machine never turns a normal end into a stall.
+    # Connect and read timeouts only turn a hang into a failure (production defaults are 5 s / 30 s / 15 s); a short
+    # watch margin keeps the stall tests quick. The margin (how long past timeoutSeconds a quiet stream may take to
+    # end before it counts as stalled) is ten times the stand-in's 0.2 s wait step, so that a loaded machine never
+    # turns a normal end into a stall.
     cluster = KubeCluster.from_kubeconfig(
-        standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=1.0, read_timeout=2.0, watch_margin=2.0
+        standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=30.0, read_timeout=HANG, watch_margin=2.0
     )
     yield cluster
     cluster.close()

@@ -7,6 +7,7 @@ import pytest
 from pools.cluster import ClusterError, Conflict, Expired, NotFound, ObjectKind, Unavailable
 from pools.cluster.kinds import ALL_KINDS, KAI_PODGROUP, KAI_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD
 from tests.cluster.test_kube_cluster import later, take
+from tests.kube_standin import HANG
 
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
 LOCAL_QUEUES = "/apis/kueue.x-k8s.io/v1beta2/localqueues"
@@ -217,7 +218,7 @@ def test_a_watch_sees_objects_added_modified_and_deleted(standin, kube):
     kube.create_object(KAI_QUEUE, queue("inference"))
     standin.modify_object(KAI_QUEUE, "training", {"status": {"allocated": {"gpu": 8}}})
     kube.delete_object(KAI_QUEUE, "inference")
-    events = take(kube.watch_objects(KAI_QUEUE, version, timeout_seconds=5), 3)
+    events = take(kube.watch_objects(KAI_QUEUE, version, timeout_seconds=HANG), 3)
 
     assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
         ("ADDED", "inference"), ("MODIFIED", "training"), ("DELETED", "inference")]
@@ -225,14 +226,14 @@ def test_a_watch_sees_objects_added_modified_and_deleted(standin, kube):
     assert int(events[-1].resource_version) > int(version)
     watch = standin.requests_to(QUEUES, watch=True)[0]
     assert watch.query == {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true",
-                           "timeoutSeconds": "5"}
+                           "timeoutSeconds": str(HANG)}
 
 
 def test_a_watch_of_every_namespace_follows_the_selected_objects_as_they_change(standin, kube):
     kube.create_object(KUEUE_LOCAL_QUEUE, local_queue("default"), namespace="team-a")
     version = kube.list_objects(KUEUE_LOCAL_QUEUE, label_selector="runwhere.ai/pool=training").resource_version
     events = kube.watch_objects(KUEUE_LOCAL_QUEUE, version, label_selector="runwhere.ai/pool=training",
-                                timeout_seconds=5)
+                                timeout_seconds=HANG)
 
     def change():
         standin.wait_for_watches()
@@ -251,7 +252,7 @@ def test_a_watch_of_one_namespace_sees_only_that_namespace(standin, kube):
     standin.add_object(KUEUE_LOCAL_QUEUE, local_queue("default"), namespace="team-b")
     standin.add_object(KUEUE_LOCAL_QUEUE, local_queue("default"), namespace="team-a")
 
-    (event,) = take(kube.watch_objects(KUEUE_LOCAL_QUEUE, version, namespace="team-a", timeout_seconds=5), 1)
+    (event,) = take(kube.watch_objects(KUEUE_LOCAL_QUEUE, version, namespace="team-a", timeout_seconds=HANG), 1)
 
     assert event.object["metadata"]["namespace"] == "team-a"
     assert standin.requests_to("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues", watch=True)
@@ -259,7 +260,7 @@ def test_a_watch_of_one_namespace_sees_only_that_namespace(standin, kube):
 
 def test_bookmarks_of_a_custom_kind_carry_its_kind_and_api_version(standin, kube):
     kube.create_object(KAI_QUEUE, queue("training"))
-    events = kube.watch_objects(KAI_QUEUE, standin.resource_version, timeout_seconds=5)
+    events = kube.watch_objects(KAI_QUEUE, standin.resource_version, timeout_seconds=HANG)
 
     def bookmark():
         standin.wait_for_watches()
@@ -279,7 +280,7 @@ def test_a_watch_from_a_compacted_version_raises_expired(standin, kube):
     standin.compact()
 
     with pytest.raises(Expired) as caught:
-        list(kube.watch_objects(KAI_QUEUE, version, timeout_seconds=2))
+        list(kube.watch_objects(KAI_QUEUE, version, timeout_seconds=HANG))
 
     assert caught.value.status == 410
     assert str(caught.value).startswith("watching queues.scheduling.run.ai: HTTP 410 too old resource version")
@@ -290,7 +291,7 @@ def test_an_in_stream_410_raises_expired(standin, kube):
     kube.create_object(KAI_QUEUE, queue("a"))
     kube.create_object(KAI_QUEUE, queue("b"))
     standin.error_next_watch(410, after=1, path_prefix=QUEUES)
-    events = kube.watch_objects(KAI_QUEUE, "0", timeout_seconds=5)
+    events = kube.watch_objects(KAI_QUEUE, "0", timeout_seconds=HANG)
 
     assert next(events).object["metadata"]["name"] == "a"
     with pytest.raises(Expired):
@@ -306,7 +307,7 @@ def test_an_in_stream_410_raises_expired(standin, kube):
     lambda kube: kube.create_object(KUEUE_LOCAL_QUEUE, local_queue("default"), namespace="team-a"),
     lambda kube: kube.patch_object(KUEUE_LOCAL_QUEUE, "default", {"spec": {}}, namespace="team-a"),
     lambda kube: kube.delete_object(KUEUE_LOCAL_QUEUE, "default", namespace="team-a"),
-    lambda kube: list(kube.watch_objects(KUEUE_LOCAL_QUEUE, "0", timeout_seconds=2)),
+    lambda kube: list(kube.watch_objects(KUEUE_LOCAL_QUEUE, "0", timeout_seconds=HANG)),
 ])
 def test_a_server_error_raises_unavailable(standin, kube, call):
     standin.fail_next(status=500, path_prefix="/apis/kueue.x-k8s.io/", message="etcdserver: request timed out")

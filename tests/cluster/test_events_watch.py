@@ -8,6 +8,7 @@ import pytest
 
 from pools.cluster.simulated import SimulatedCluster
 from tests.cluster.test_kube_cluster import take
+from tests.kube_standin import HANG
 
 SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
 
@@ -39,16 +40,16 @@ def test_a_watch_from_the_lists_version_sees_the_selected_events_only(events, ku
     events.add_event(event("job-c.1", "team-1", reason="SuccessfulCreate"))
     events.add_event(event("job-c.2", "team-1"))
 
-    (seen,) = take(kube.watch_events(SELECTOR, version, timeout_seconds=2), 1)
+    (seen,) = take(kube.watch_events(SELECTOR, version, timeout_seconds=HANG), 1)
 
     assert (seen.type, seen.object["metadata"]["name"]) == ("ADDED", "job-c.2")
 
 
 def test_one_namespaces_events_are_served_at_its_collection(events):
     url = f"{events.url}/api/v1/namespaces/team-0/events?fieldSelector=reason%3DFailedCreate"
-    with urllib.request.urlopen(url, timeout=10) as answer:
+    with urllib.request.urlopen(url, timeout=HANG) as answer:
         listed = json.load(answer)
-    with urllib.request.urlopen(f"{url}&watch=true&timeoutSeconds=1", timeout=10) as answer:
+    with urllib.request.urlopen(f"{url}&watch=true&timeoutSeconds=1", timeout=HANG) as answer:
         watched = [json.loads(line) for line in answer.read().splitlines() if line.strip()]
 
     assert listed["kind"] == "EventList" and [i["metadata"]["name"] for i in listed["items"]] == ["job-a.1", "pod-a.1"]

@@ -5,6 +5,7 @@ import pytest
 
 from pools.cluster import Expired, NotFound
 from tests.cluster.test_kube_cluster import take
+from tests.kube_standin import HANG
 
 OURS = "runwhere.ai/workload"
 
@@ -47,7 +48,7 @@ def test_a_watch_from_the_lists_version_sees_changes_of_the_selected_jobs_only(s
     jobs.delete_job("team-0", "wl-2")
     jobs.create_job("team-1", job("wl-9", "9"))
 
-    events = take(jobs.watch_jobs(OURS, version, timeout_seconds=2), 3)
+    events = take(jobs.watch_jobs(OURS, version, timeout_seconds=HANG), 3)
 
     assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
         ("MODIFIED", "wl-1"), ("DELETED", "wl-2"), ("ADDED", "wl-9")]
@@ -61,7 +62,7 @@ def test_a_watch_from_a_compacted_version_raises_expired(standin, jobs):
     standin.compact()
 
     with pytest.raises(Expired):
-        list(jobs.watch_jobs(OURS, version, timeout_seconds=2))
+        list(jobs.watch_jobs(OURS, version, timeout_seconds=HANG))
     # A new list is the way back: it holds the Job created before the compaction.
     assert "wl-7" in [item["metadata"]["name"] for item in jobs.list_jobs(OURS).items]
 

@@ -11,6 +11,7 @@ import urllib3
 from pools.cluster import ClusterError, Conflict, Expired, NotFound, Unavailable
 from pools.cluster.kube import KubeCluster
 from tests.kube_objects import make_node, make_pod
+from tests.kube_standin import HANG
 
 
 def take(events, count):
@@ -187,7 +188,7 @@ def test_a_watch_delivers_added_modified_and_deleted_events(standin, kube):
     standin.add_node(make_node("gpu-2"))
     standin.modify_node("gpu-1", {"metadata": {"labels": {"pool": "training"}}})
     standin.delete_node("gpu-2")
-    events = take(kube.watch_nodes(listed.resource_version, timeout_seconds=5), 3)
+    events = take(kube.watch_nodes(listed.resource_version, timeout_seconds=HANG), 3)
 
     assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
         ("ADDED", "gpu-2"),
@@ -201,14 +202,14 @@ def test_a_watch_delivers_added_modified_and_deleted_events(standin, kube):
         "watch": "true",
         "resourceVersion": "1",
         "allowWatchBookmarks": "true",
-        "timeoutSeconds": "5",
+        "timeoutSeconds": str(HANG),
     }
 
 
 def test_a_watch_streams_changes_made_while_it_is_open(standin, kube):
     standin.add_node(make_node("gpu-1"))
     listed = kube.list_pods()
-    events = kube.watch_pods(listed.resource_version, timeout_seconds=5)
+    events = kube.watch_pods(listed.resource_version, timeout_seconds=HANG)
 
     def schedule():
         standin.wait_for_watches()
@@ -226,7 +227,7 @@ def test_bookmarks_carry_the_current_resource_version(standin, kube):
     standin.add_node(make_node("gpu-1"))
     standin.add_pod(make_pod("p", "gpu-1"))
     standin.add_pod(make_pod("q", "gpu-1"))
-    events = kube.watch_nodes("1", timeout_seconds=5)
+    events = kube.watch_nodes("1", timeout_seconds=HANG)
 
     def bookmark():
         standin.wait_for_watches()
@@ -258,7 +259,7 @@ def test_a_watch_from_a_compacted_resource_version_raises_expired(standin, kube)
     standin.compact()
 
     with pytest.raises(Expired) as caught:
-        list(kube.watch_nodes("1", timeout_seconds=5))
+        list(kube.watch_nodes("1", timeout_seconds=HANG))
 
     assert caught.value.status == 410
     assert str(caught.value) == "watching nodes: HTTP 410 too old resource version: 1 (3)"
@@ -267,7 +268,7 @@ def test_a_watch_from_a_compacted_resource_version_raises_expired(standin, kube)
 def test_an_in_stream_410_error_event_raises_expired(standin, kube):
     standin.add_nodes(make_node(f"gpu-{i}") for i in range(3))
     standin.error_next_watch(410, after=1, message="too old resource version: 1 (3)")
-    events = kube.watch_nodes("1", timeout_seconds=5)
+    events = kube.watch_nodes("1", timeout_seconds=HANG)
 
     first = next(events)
     with pytest.raises(Expired) as caught:
@@ -282,7 +283,7 @@ def test_other_in_stream_error_events_raise_cluster_errors(standin, kube):
     standin.error_next_watch(403, message="pods is forbidden")
 
     with pytest.raises(ClusterError) as caught:
-        list(kube.watch_pods("0", timeout_seconds=5))
+        list(kube.watch_pods("0", timeout_seconds=HANG))
 
     assert type(caught.value) is ClusterError
     assert caught.value.status == 403
@@ -293,15 +294,15 @@ def test_a_server_error_on_a_watch_raises_unavailable(standin, kube):
     standin.fail_next(status=503, path_prefix="/api/v1/nodes")
 
     with pytest.raises(Unavailable, match=r"^watching nodes: HTTP 503 "):
-        list(kube.watch_nodes("1", timeout_seconds=5))
+        list(kube.watch_nodes("1", timeout_seconds=HANG))
 
 
 def test_a_stalled_watch_raises_unavailable_within_the_read_timeout(standin, tmp_path):
     standin.add_node(make_node("gpu-1"))
     standin.stall_next_watch()
     # A read timeout far from the watch's own, so that using the wrong one shows beyond any load.
-    kube = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=1.0,
-                                       read_timeout=30.0, watch_margin=0.5)
+    kube = KubeCluster.from_kubeconfig(standin.kubeconfig(tmp_path / "kubeconfig"), connect_timeout=30.0,
+                                       read_timeout=10 * HANG, watch_margin=0.5)
     try:
         started = time.monotonic()
         with pytest.raises(Unavailable) as caught:
@@ -309,9 +310,9 @@ def test_a_stalled_watch_raises_unavailable_within_the_read_timeout(standin, tmp
         elapsed = time.monotonic() - started
 
         # timeoutSeconds (1) plus the margin (0.5): silence beyond that is a dead stream, not a quiet one. The
-        # lower bound is the exact check; the upper one only has to tell 1.5 s from the 30 s read timeout, so it
+        # lower bound is the exact check; the upper one only has to tell 1.5 s from the 600 s read timeout, so it
         # is generous (a loaded machine must not break it).
-        assert 1.4 < elapsed < 15
+        assert 1.4 < elapsed < HANG
         assert str(caught.value).startswith("watching nodes: stream broken or stalled")
         assert kube.list_nodes().items[0]["metadata"]["name"] == "gpu-1"
     finally:
@@ -321,7 +322,7 @@ def test_a_stalled_watch_raises_unavailable_within_the_read_timeout(standin, tmp
 def test_events_split_across_chunks_or_packed_into_one_are_decoded(standin, kube):
     standin.add_nodes(make_node(f"gpu-{i:03d}") for i in range(150))
 
-    events = take(kube.watch_nodes("0", timeout_seconds=5), 150)
+    events = take(kube.watch_nodes("0", timeout_seconds=HANG), 150)
 
     assert [e.object["metadata"]["name"] for e in events] == [f"gpu-{i:03d}" for i in range(150)]
     assert {e.type for e in events} == {"ADDED"}
@@ -342,7 +343,7 @@ def test_it_merge_patches_labels_and_removes_those_set_to_none(standin, kube):
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert standin.node("gpu-1")["metadata"]["labels"] == labels
     assert node["metadata"]["resourceVersion"] == "2"
-    (event,) = take(kube.watch_nodes("1", timeout_seconds=5), 1)
+    (event,) = take(kube.watch_nodes("1", timeout_seconds=HANG), 1)
     assert (event.type, event.object["metadata"]["labels"]) == ("MODIFIED", labels)
 
 
@@ -417,14 +418,14 @@ def test_delete_sends_the_requested_propagation_policy(standin, kube):
 
 
 def test_end_watches_ends_open_streams_normally(standin, kube):
-    events = kube.watch_nodes("0", timeout_seconds=30)
+    events = kube.watch_nodes("0", timeout_seconds=10 * HANG)
     later(0, lambda: (standin.wait_for_watches(), standin.end_watches()))
 
     started = time.monotonic()
     assert list(events) == []
-    # Only end_watches can end the stream before its 30 s timeoutSeconds; nothing but time tells the two
-    # apart, so the bound is half of that, far above the few milliseconds it takes even on a loaded machine.
-    assert time.monotonic() - started < 15
+    # Only end_watches can end the stream before its 600 s timeoutSeconds; nothing but time tells the two
+    # apart, so the bound is a tenth of that, far above the few milliseconds it takes even on a loaded machine.
+    assert time.monotonic() - started < HANG
 
 
 def test_the_stand_in_can_send_bookmarks_periodically(tmp_path):
@@ -434,7 +435,7 @@ def test_the_stand_in_can_send_bookmarks_periodically(tmp_path):
         cluster = KubeCluster.from_kubeconfig(server.kubeconfig(tmp_path / "kubeconfig"))
         server.add_node(make_node("gpu-1"))
         try:
-            kinds = [e.type for e in take(cluster.watch_nodes("1", timeout_seconds=5), 2)]
+            kinds = [e.type for e in take(cluster.watch_nodes("1", timeout_seconds=HANG), 2)]
         finally:
             cluster.close()
 

@@ -9,8 +9,13 @@ import pytest
 from pools.cluster import Expired, Unavailable, WatchEvent
 from pools.cluster.reflector import Backoff, Follower, list_all
 from tests.kube_objects import make_node, make_pod
+from tests.kube_standin import HANG
 from tests.support.clock import Clock
 from tests.waiting import until
+
+# The watches below end on the events the tests wait for; their deadlines and timeouts (HANG) are ceilings that only
+# turn a hang into a failure, so that no load can end a watch (and add a request the tests count) before its events
+# came.
 
 
 class Sleeps:
@@ -268,10 +273,10 @@ def test_it_resumes_the_watch_without_relisting_after_a_normal_end(standin, kube
     standin.end_next_watch_after(2)
     for i in range(2, 5):
         standin.add_node(make_node(f"gpu-{i}"))
-    follower = Follower(kube.watch_nodes, listed.resource_version, timeout_seconds=5, backoff=instant_backoff())
+    follower = Follower(kube.watch_nodes, listed.resource_version, timeout_seconds=HANG, backoff=instant_backoff())
 
     seen = []
-    for item in follower.events(deadline=time.monotonic() + 5):
+    for item in follower.events(deadline=time.monotonic() + HANG):
         seen.append(item.object["metadata"]["name"])
         if len(seen) == 3:
             break
@@ -329,7 +334,7 @@ def test_a_server_error_on_resume_is_backed_off_and_the_watch_resumed(standin, k
     standin.fail_next(2, status=503, path_prefix="/api/v1/nodes")
     sleeps = Sleeps()
     follower = Follower(
-        kube.watch_nodes, listed.resource_version, timeout_seconds=5, backoff=instant_backoff(sleeps), name="nodes"
+        kube.watch_nodes, listed.resource_version, timeout_seconds=HANG, backoff=instant_backoff(sleeps), name="nodes"
     )
 
     def traffic():
@@ -338,7 +343,7 @@ def test_a_server_error_on_resume_is_backed_off_and_the_watch_resumed(standin, k
 
     seen = []
     with caplog.at_level(logging.WARNING, logger="pools.cluster.reflector"):
-        for item in follower.events(deadline=time.monotonic() + 5):
+        for item in follower.events(deadline=time.monotonic() + HANG):
             seen.append(item.object["metadata"]["name"])
             if len(seen) == 1:
                 schedule(traffic)
@@ -382,14 +387,14 @@ def test_an_expired_watch_reaches_the_caller_who_lists_again(standin, kube):
     listed = list_all(kube.list_nodes)
     standin.add_node(make_node("gpu-3"))
     standin.compact()
-    follower = Follower(kube.watch_nodes, listed.resource_version, timeout_seconds=5, backoff=instant_backoff())
+    follower = Follower(kube.watch_nodes, listed.resource_version, timeout_seconds=HANG, backoff=instant_backoff())
 
     with pytest.raises(Expired):
-        list(follower.events(deadline=time.monotonic() + 5))
+        list(follower.events(deadline=time.monotonic() + HANG))
     relisted = list_all(kube.list_nodes)
     follower.resource_version = relisted.resource_version
     standin.add_node(make_node("gpu-4"))
-    (added,) = _first(follower.events(deadline=time.monotonic() + 5), 1)
+    (added,) = _first(follower.events(deadline=time.monotonic() + HANG), 1)
 
     assert names(relisted.items) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     assert added.object["metadata"]["name"] == "gpu-4"
@@ -398,11 +403,11 @@ def test_an_expired_watch_reaches_the_caller_who_lists_again(standin, kube):
 def test_an_in_stream_expired_error_reaches_the_caller(standin, kube):
     standin.add_nodes(make_node(f"gpu-{i}") for i in range(3))
     standin.error_next_watch(410, after=2)
-    follower = Follower(kube.watch_nodes, "0", timeout_seconds=5, backoff=instant_backoff())
+    follower = Follower(kube.watch_nodes, "0", timeout_seconds=HANG, backoff=instant_backoff())
 
     seen = []
     with pytest.raises(Expired):
-        for item in follower.events(deadline=time.monotonic() + 5):
+        for item in follower.events(deadline=time.monotonic() + HANG):
             seen.append(item.object["metadata"]["name"])
 
     assert seen == ["gpu-0", "gpu-1"]
@@ -439,8 +444,8 @@ def test_list_then_watch_ends_with_the_state_of_a_fresh_list(standin, kube):
         standin.delete_pod("p-9", namespace="team-1")
 
     schedule(traffic)
-    follower = Follower(kube.watch_pods, listed.resource_version, timeout_seconds=5, backoff=instant_backoff())
-    for count, item in enumerate(follower.events(deadline=time.monotonic() + 5), start=1):
+    follower = Follower(kube.watch_pods, listed.resource_version, timeout_seconds=HANG, backoff=instant_backoff())
+    for count, item in enumerate(follower.events(deadline=time.monotonic() + HANG), start=1):
         key = (item.object["metadata"]["namespace"], item.object["metadata"]["name"])
         if item.type == "DELETED":
             state.pop(key)

@@ -9,12 +9,13 @@ import pytest
 
 from pools.cluster.interface import ClusterError
 from tests.kube_objects import make_node
+from tests.kube_standin import HANG
 
 
 def connection_fails(port: int) -> bool:
     """Refused or reset, as a client of a server that is gone sees it; never an answer."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        with socket.create_connection(("127.0.0.1", port), timeout=HANG) as connection:
             connection.sendall(b"GET /api/v1/nodes HTTP/1.1\r\nHost: x\r\n\r\n")
             return connection.recv(1) == b""
     except (ConnectionRefusedError, ConnectionResetError):
@@ -52,7 +53,7 @@ def test_a_stopped_server_keeps_its_port_and_serves_again_on_start(standin, kube
 def test_a_kept_alive_connection_that_escaped_the_cut_is_not_answered_while_down(standin):
     """A connection accepted while stop() ran registers after stop() looked at the open ones; as that one, this test's
     connection is taken out of the stand-in's list before stop(). Kept alive, it must not go on being answered."""
-    connection = http.client.HTTPConnection("127.0.0.1", standin.port, timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", standin.port, timeout=HANG)
     connection.request("GET", "/api/v1/nodes")
     first = connection.getresponse()
     assert first.status == 200 and b'"items"' in first.read()

@@ -14,6 +14,7 @@ from pools.cluster.kinds import KAI_QUEUE, KUEUE_LOCAL_QUEUE
 from tests.cluster.test_custom_objects import local_queue, queue
 from tests.cluster.test_kube_cluster import take
 from tests.kube_objects import make_node, make_pod
+from tests.kube_standin import HANG
 
 # The labels of the documentation's examples, on five nodes.
 LABELLED = {
@@ -93,7 +94,7 @@ def test_a_selective_list_of_the_product_refuses_a_malformed_selector_too(kube, 
         kube.list_jobs("a=b=c")
     assert caught.value.status == 400
     with pytest.raises(ClusterError) as caught:
-        list(kube.watch_jobs("a in b", "0", timeout_seconds=1))
+        list(kube.watch_jobs("a in b", "0", timeout_seconds=HANG))
     assert caught.value.status == 400
 
 
@@ -197,7 +198,7 @@ def test_a_selective_watch_sees_an_object_enter_as_added_and_leave_as_deleted(ku
     standin.modify_job("wl", {"metadata": {"labels": {ours: "2"}}}, namespace="team-a")  # enters again
     kube.delete_job("team-a", "wl")
 
-    events = take(kube.watch_jobs(ours, version, timeout_seconds=2), 5)
+    events = take(kube.watch_jobs(ours, version, timeout_seconds=HANG), 5)
 
     assert [e.type for e in events] == ["ADDED", "MODIFIED", "DELETED", "ADDED", "DELETED"]
     left = events[2].object

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -167,8 +166,13 @@ class Site:
                    "--workers", "1", "--threads", "4", "--timeout", "60")
         until(lambda: self.get("/healthz")[0] == 200, "the web server to answer", seconds=60, every=0.2)
 
-    def log(self, name: str) -> str:
-        return (self.directory / f"{name}.log").read_text()[-4000:]
+    def log(self, name: str, since: int = 0, tail: int | None = 4000) -> str:
+        """The process's log after its first `since` characters (the end of it, `tail` characters)."""
+        text = (self.directory / f"{name}.log").read_text()[since:]
+        return text[-tail:] if tail else text
+
+    def log_sizes(self) -> dict[str, int]:
+        return {name: len((self.directory / f"{name}.log").read_text()) for name in self.processes}
 
     def alive(self) -> None:
         for name, process in self.processes.items():
@@ -228,15 +232,25 @@ def readyz(site: Site) -> int:
     return site.get("/readyz")[0]
 
 
+# What each process writes when it meets the database down (and carries on): pools/management/commands/sync.py and
+# scheduling/management/commands/schedule.py. The web server's is /readyz answering 503.
+MET_THE_OUTAGE = {"sync": "the database: ", "schedule": "Cycle failed, retrying in "}
+
+
 def outage(site: Site, postgres: PrivatePostgres, while_down=None) -> None:
-    """Stops PostgreSQL (as a restart does: every session ended), sees /readyz answer 503, does `while_down`, and
-    starts it again."""
+    """Stops PostgreSQL (as a restart does: every session ended), sees /readyz answer 503, does `while_down`, waits
+    until every process has written that it met the outage, and starts it again."""
     assert readyz(site) == 200
+    before = site.log_sizes()
     postgres.stop()
     until(lambda: readyz(site) == 503, "/readyz to answer 503 while the database is down", every=0.2)
     if while_down:
         while_down()
-    time.sleep(2)  # the processes meet the outage
+    for name, met in MET_THE_OUTAGE.items():
+        if name in site.processes:
+            until(lambda name=name, met=met: met in site.log(name, since=before[name], tail=None),
+                  f"{name} to meet the outage (its log to say {met!r})", every=0.2,
+                  detail=lambda name=name: site.log(name))
     assert readyz(site) == 503
     postgres.start()
     until(lambda: readyz(site) == 200, "/readyz to answer 200 once the database is back", every=0.2)

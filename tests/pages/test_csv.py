@@ -10,7 +10,7 @@ from django.http import StreamingHttpResponse
 
 from pools.fleet import usage
 from pools.models import Node, TablePreference
-from pools.pages.csv import FORMULA_PREFIXES, csv_value, neutralise
+from pools.pages.csv import csv_value, neutralise
 from pools.pages.tables import NODES, POOLS, RowContext
 from tests.pages.conftest import body
 from tests.support.fleet import ALPHA, BRAVO, make_nodes
@@ -109,7 +109,9 @@ def test_it_neutralises_cells_that_a_spreadsheet_would_run_as_formulas(staff_cli
     assert ["'\rcr-0000", "'-1+2"] in [row[:2] for row in rows]
 
 
-@pytest.mark.parametrize("prefix", FORMULA_PREFIXES)
+# The characters that start a formula, as OWASP's "CSV Injection" lists them: equals, plus, minus, at, tab and
+# carriage return; written out here, so that dropping one from the product fails this test instead of shrinking it.
+@pytest.mark.parametrize("prefix", ["=", "+", "-", "@", "\t", "\r"])
 def test_every_dangerous_first_character_gets_an_apostrophe(prefix):
     assert neutralise(f"{prefix}x") == f"'{prefix}x"
 

@@ -50,14 +50,14 @@ def quota_world(defaults, member):
 
 
 @pytest.fixture
-def researcher_api(quota_world, member):
+def member_api(quota_world, member):
+    """The quota world's member (vision's), by the API."""
     client = APIClient()
     client.force_authenticate(member)
     return client
 
 
 @pytest.fixture
-def staff_api(quota_world, staff):
-    client = APIClient()
-    client.force_authenticate(staff)
-    return client
+def staff_api(quota_world, api):
+    """Staff (the suite's `api` client) on the quota world."""
+    return api

@@ -18,8 +18,8 @@ def by_unit(rows):
 
 # ---- projects ---------------------------------------------------------------------------------------------
 
-def test_a_researcher_lists_only_their_projects_and_only_pools_they_may_use(researcher_api):
-    response = researcher_api.get("/api/projects/")
+def test_a_researcher_lists_only_their_projects_and_only_pools_they_may_use(member_api):
+    response = member_api.get("/api/projects/")
     assert response.status_code == 200
     rows = {row["name"]: row for row in response.json()}
     assert set(rows) == {"default", "vision"}
@@ -37,13 +37,13 @@ def test_staff_list_every_project_with_every_pool_and_role(staff_api):
     assert rows["vision"]["members"]["roles"] == ["osmo-secret", "osmo-training"]
 
 
-def test_a_project_detail_outside_the_researcher_s_projects_is_not_found(researcher_api):
-    assert researcher_api.get("/api/projects/nlp/").status_code == 404
-    assert researcher_api.get("/api/projects/no-such-project/").status_code == 404
+def test_a_project_detail_outside_the_researcher_s_projects_is_not_found(member_api):
+    assert member_api.get("/api/projects/nlp/").status_code == 404
+    assert member_api.get("/api/projects/no-such-project/").status_code == 404
 
 
-def test_a_project_detail_carries_its_quota_rows_in_visible_pools(researcher_api, staff_api):
-    detail = researcher_api.get("/api/projects/vision/").json()
+def test_a_project_detail_carries_its_quota_rows_in_visible_pools(member_api, staff_api):
+    detail = member_api.get("/api/projects/vision/").json()
     assert [row["pool"] for row in detail["quotas"]] == ["training"]
     staff_detail = staff_api.get("/api/projects/vision/").json()
     assert [row["pool"] for row in staff_detail["quotas"]] == ["inference", "training"]
@@ -52,11 +52,11 @@ def test_a_project_detail_carries_its_quota_rows_in_visible_pools(researcher_api
 
 # ---- departments ------------------------------------------------------------------------------------------
 
-def test_a_researcher_sees_the_departments_of_their_projects_with_only_their_projects(researcher_api):
-    rows = researcher_api.get("/api/departments/").json()
+def test_a_researcher_sees_the_departments_of_their_projects_with_only_their_projects(member_api):
+    rows = member_api.get("/api/departments/").json()
     assert [(row["name"], row["projects"]) for row in rows] == [("default", ["default"]), ("research", ["vision"])]
-    assert researcher_api.get("/api/departments/product/").status_code == 404
-    assert researcher_api.get("/api/departments/research/").json()["projects"] == ["vision"]
+    assert member_api.get("/api/departments/product/").status_code == 404
+    assert member_api.get("/api/departments/research/").json()["projects"] == ["vision"]
 
 
 def test_staff_see_every_department(staff_api):
@@ -66,8 +66,8 @@ def test_staff_see_every_department(staff_api):
 
 # ---- the quota table --------------------------------------------------------------------------------------
 
-def test_a_researcher_sees_their_project_rows_with_the_fair_shares_staff_see(researcher_api, staff_api):
-    mine = researcher_api.get("/api/quotas/").json()
+def test_a_researcher_sees_their_project_rows_with_the_fair_shares_staff_see(member_api, staff_api):
+    mine = member_api.get("/api/quotas/").json()
     everyone = by_unit(staff_api.get("/api/quotas/").json())
     assert [(row["pool"], row["department"], row["project"]) for row in mine] == [("training", "research", "vision")]
     assert mine[0] == everyone[("training", "vision")]
@@ -94,8 +94,8 @@ def test_figures_are_in_api_units(staff_api):
 
 @pytest.mark.parametrize("query", ["pool=inference", "pool=no-such-pool", "project=nlp", "project=no-such-project",
                                    "department=product", "department=no-such-department"])
-def test_a_filter_naming_what_a_researcher_may_not_see_answers_like_a_missing_name(researcher_api, query):
-    response = researcher_api.get(f"/api/quotas/?{query}")
+def test_a_filter_naming_what_a_researcher_may_not_see_answers_like_a_missing_name(member_api, query):
+    response = member_api.get(f"/api/quotas/?{query}")
     assert response.status_code == 200
     assert response.json() == []
 
@@ -107,8 +107,8 @@ def test_staff_filter_by_pool_project_and_department(staff_api):
     assert [(row["department"], row["project"]) for row in rows] == [("research", None), ("research", "vision")]
 
 
-def test_a_researcher_s_filters_narrow_their_own_rows(researcher_api):
-    assert len(researcher_api.get("/api/quotas/?pool=training&project=vision&department=research").json()) == 1
+def test_a_researcher_s_filters_narrow_their_own_rows(member_api):
+    assert len(member_api.get("/api/quotas/?pool=training&project=vision&department=research").json()) == 1
 
 
 def test_anonymous_callers_are_refused(quota_world, client):
@@ -137,7 +137,7 @@ def _counts(client, urls):
     return counts
 
 
-@pytest.mark.parametrize("principal", ["researcher_api", "staff_api"])
+@pytest.mark.parametrize("principal", ["member_api", "staff_api"])
 def test_the_query_count_does_not_grow_with_projects_departments_pools_or_pods(request, principal):
     client = request.getfixturevalue(principal)
     urls = ["/api/projects/", "/api/departments/", "/api/quotas/", "/api/projects/vision/",

@@ -70,11 +70,11 @@ def test_an_unknown_name_is_refused_in_one_paragraph(quota_world, option, messag
     assert "\n" not in str(refused.value)
 
 
-def test_as_user_prints_exactly_what_that_researcher_s_api_answers(researcher_api, member, staff):
+def test_as_user_prints_exactly_what_that_researcher_s_api_answers(member_api, member, staff):
     for args, url in ((["quota", "list"], "/api/quotas/"), (["quota", "list", "--pool", "training"],
                                                              "/api/quotas/?pool=training")):
         printed = json.loads(run(*args, "--as-user", member.username, "--format", "json"))
-        assert printed == researcher_api.get(url).json()
+        assert printed == member_api.get(url).json()
     everything = json.loads(run("quota", "list", "--format", "json"))
     assert len(printed) < len(json.loads(run("quota", "list", "--pool", "training", "--format", "json")))
     assert json.loads(run("quota", "list", "--as-user", staff.username, "--format", "json")) == everything

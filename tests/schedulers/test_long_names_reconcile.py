@@ -5,29 +5,13 @@ annotations (the Kueue project's namespace too), and a second run writes nothing
 import pytest
 
 from pools.cluster.kinds import KAI_QUEUE, KAI_TOPOLOGY, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE
-from pools.config import writes
 from pools.engine import kube_names
-from pools.models import Backend, ConfigKind, Pool
+from pools.models import Backend
 from pools.quotas.documents import default_namespace
 from pools.schedulers.reconcile import reconcile
-from tests.scheduling.conftest import project, seed_pool
+from tests.support.long_names import DEPARTMENT, POOL, PREFIX, PROJECT, PROJECT_LABEL
 
 pytestmark = pytest.mark.django_db
-PREFIX = "runwhere.ai/"
-POOL = "Training_" + "X" * 110 + ".v2"
-PLATFORM = "h100_" + "P" * 120 + "9"
-DEPARTMENT = "Research." + "R" * 115 + "_1"
-PROJECT = "Vision_" + "Y" * 119 + "-7"
-
-
-@pytest.fixture
-def long_names(world):
-    pool = {**seed_pool(), "name": POOL, "default_platform": PLATFORM, "common_pod_template": ["default_user"],
-            "platforms": {PLATFORM: {"override_pod_template": ["h100"]}}}
-    writes.import_document(ConfigKind.POOL, {"pools": {POOL: pool}}, author="tests")
-    Pool.objects.filter(name=POOL).update(topology_keys=[{"key": "zone", "label": "topology.kubernetes.io/zone"}])
-    writes.import_document(ConfigKind.DEPARTMENT, {DEPARTMENT: {"name": DEPARTMENT}}, author="tests")
-    project(PROJECT, department=DEPARTMENT, pools={POOL: {"deserved": 4}})
 
 
 def full_names(obj: dict) -> dict[str, str]:
@@ -57,7 +41,7 @@ def test_the_engines_objects_of_the_longest_names_are_accepted_and_keep_the_full
                 if full_names(q).get("project") == PROJECT] == [namespace]
         metadata = standin.namespace(namespace)["metadata"]
         assert metadata["annotations"] == {f"{PREFIX}project": PROJECT}
-        assert metadata["labels"][f"{PREFIX}project"] == kube_names.label_value(PROJECT)
+        assert metadata["labels"][f"{PREFIX}project"] == PROJECT_LABEL
 
     again = reconcile(backend, kube)
     assert again.writes == 0 and again.unchanged == first.writes

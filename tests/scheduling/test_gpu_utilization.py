@@ -20,7 +20,7 @@ from scheduling.usage.utilization import NotMeasured, Prometheus, average_query,
 from tests.support.clock import Clock
 from tests.support.ports import free_port
 
-START = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+START = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)  # a whole hour, for the client tests that read no clock
 
 
 @pytest.fixture
@@ -31,11 +31,6 @@ def prometheus(prometheus, settings):
     settings.OSMO_IDLE_GPU_PERCENT = 5
     settings.OSMO_IDLE_GPU_MINUTES = 60
     return prometheus
-
-
-@pytest.fixture
-def clock():
-    return Clock(start=START)
 
 
 def minutes(at: datetime, n: int, value: float, every: int = 60):

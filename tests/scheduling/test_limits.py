@@ -1,11 +1,9 @@
 """Submission limits (scheduling.submit.limits, issue 25 point 7): each a setting with a default, each refusal a 400
 naming the limit and the field (the rate: a 429 with Retry-After), and a project's own limits set by staff in its
-document. The rate's clock is the module's `clock`, moved by the tests."""
+document. The rate's clock is the module's `clock`: the tests' `clock`, moved by the tests."""
 
-import datetime as dt
 
 import pytest
-from django.utils import timezone
 
 from pools.config import writes
 from pools.engine import ConfigError
@@ -16,17 +14,12 @@ from tests.scheduling.conftest import SHARED, body
 from tests.scheduling.test_osmo import submit_workflow
 
 pytestmark = pytest.mark.django_db
-T0 = timezone.now().replace(second=5, microsecond=0)
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    class Clock:
-        now = T0
-
-    fake = Clock()
-    monkeypatch.setattr(limits, "clock", lambda: fake.now)
-    return fake
+@pytest.fixture(autouse=True)
+def the_rate_reads_the_clock(clock, monkeypatch):
+    clock.at(45)  # five seconds into a minute (T0 is 08:53:20)
+    monkeypatch.setattr(limits, "clock", clock.now)
 
 
 def refused(response, field: str, setting: str) -> dict:
@@ -127,11 +120,11 @@ def test_submissions_per_minute_answer_429_with_retry_after(researcher_api, sett
                                    ).status_code in (200, 201, 400)
     response = researcher_api.post("/api/workloads/", body(name="w3"), format="json")
     assert response.status_code == 429
-    assert response["Retry-After"] == "55"  # the minute ends 55 s after T0
+    assert response["Retry-After"] == "55"  # the minute ends 55 s after the clock's 08:54:05
     assert response.json()["limit"] == "OSMO_SUBMISSIONS_PER_MINUTE"
     # The OSMO door shares the count.
     assert submit_workflow(researcher_api).status_code == 429
-    clock.now = T0 + dt.timedelta(seconds=55)
+    clock.advance(55)
     assert researcher_api.post("/api/workloads/", body(name="w3"), format="json").status_code == 201
     assert SubmissionCount.objects.count() == 1  # the past minute's row is gone
 

@@ -7,7 +7,7 @@ import pytest
 
 from pools.engine import kube_names
 from pools.fleet.sync import BackendSync
-from pools.models import Backend, ConfigKind, Pod
+from pools.models import Backend, Pod
 from pools.quotas.documents import default_namespace
 from scheduling.models import Status, Workload
 from scheduling.run import follow
@@ -15,24 +15,10 @@ from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.engine.test_kube_names import is_dns_label, is_label_value
 from tests.kube_objects import make_node, make_pod
-from tests.scheduling.conftest import add_nodes, body, project, seed_pool
+from tests.scheduling.conftest import body
+from tests.support.long_names import PLATFORM, POOL, PREFIX, PROJECT, PROJECT_LABEL
 
 pytestmark = pytest.mark.django_db
-PREFIX = "runwhere.ai/"
-POOL = "training_" + "X" * 100 + ".v2"  # begins with `training`: the researcher's role grants it
-PLATFORM = "h100_" + "P" * 90 + "9"
-PROJECT = "Vision_" + "Y" * 100 + "-7"
-
-
-@pytest.fixture
-def long_names(world):
-    from pools.config import writes
-
-    pool = {**seed_pool(), "name": POOL, "default_platform": PLATFORM, "common_pod_template": ["default_user"],
-            "platforms": {PLATFORM: {"override_pod_template": ["h100"]}}}
-    writes.import_document(ConfigKind.POOL, {"pools": {POOL: pool}}, author="tests")
-    project(PROJECT, pools={POOL: {"deserved": 4}}, users=["researcher"], default_pools=[POOL])
-    add_nodes(POOL, PLATFORM, 1, gpus=8, prefix="long")
 
 
 def test_a_workload_whose_names_are_too_long_for_kubernetes_is_dispatched_and_followed(standin, kube,
@@ -48,7 +34,7 @@ def test_a_workload_whose_names_are_too_long_for_kubernetes_is_dispatched_and_fo
     assert workload.namespace == default_namespace(PROJECT) and is_dns_label(workload.namespace)
     namespace = standin.namespace(workload.namespace)["metadata"]
     assert namespace["labels"] == {f"{PREFIX}managed-by": "osmo-pools",
-                                   f"{PREFIX}project": kube_names.label_value(PROJECT)}
+                                   f"{PREFIX}project": PROJECT_LABEL}
     assert namespace["annotations"] == {f"{PREFIX}project": PROJECT}
 
     (job,) = standin.jobs()

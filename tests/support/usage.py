@@ -1,8 +1,10 @@
 """A known usage history (issue 27), built through the real observer from crafted sync pictures, for the usage
-tests and the browser test of /usage/ (a plain function, not a fixture: test modules share no fixtures)."""
+tests and the browser test of /usage/: `known_history`, and the `history` fixture that builds it (a plugin of the
+whole suite, tests/conftest.py's pytest_plugins, so that no test module imports it from another)."""
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
@@ -37,6 +39,11 @@ def picture(backend: Backend, when: datetime, pods: list[Pod], now: datetime | N
     Backend.objects.filter(pk=backend.pk).update(last_sync_at=when)
     backend.refresh_from_db()
     observe.observe(now or when + timedelta(seconds=10))
+
+
+@pytest.fixture
+def history(world):
+    return known_history(world)
 
 
 def known_history(world) -> dict:

@@ -16,14 +16,9 @@ from scheduling.models import EndReason, UsageInterval
 from scheduling.usage import rollup
 from tests.scheduling.conftest import SHARED
 from tests.support.commands import run
-from tests.support.usage import T0, at, known_history
+from tests.support.usage import T0, at
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def history(world):
-    return known_history(world)
 
 
 def test_the_intervals_say_how_each_one_ended(history):
