@@ -75,6 +75,28 @@ ASKED_SECONDS = 1.0
 # within ASKED_SECONDS and releases its lease, instead of holding the shutdown up for the rest of its round or, if
 # killed meanwhile, leaving the lease to expire.
 STOPPING = threading.Event()
+# The same, across processes: a prefork worker's rounds run in its children, and only the parent hears the SIGTERM.
+# The parent makes it before it forks them (pools.tasks, at worker_init); a shared semaphore, so the children see
+# the parent set it.
+_SHARED_STOPPING: Any = None
+
+
+def share_stopping(event: Any) -> None:
+    """Use `event` (a multiprocessing Event made before the pool forks) as the stop flag this process's children
+    see too."""
+    global _SHARED_STOPPING
+    _SHARED_STOPPING = event
+
+
+def stop_rounds() -> None:
+    """Ask every sync round of this process, and of the children it forked, to end and release its lease."""
+    STOPPING.set()
+    if _SHARED_STOPPING is not None:
+        _SHARED_STOPPING.set()
+
+
+def stopping() -> bool:
+    return STOPPING.is_set() or (_SHARED_STOPPING is not None and _SHARED_STOPPING.is_set())
 
 POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool",
                "preemptible")
@@ -409,7 +431,7 @@ class BackendSync:
                 end = self.clock() + seconds
                 while True:
                     self.follow(min(end, self.clock() + self.check_seconds))
-                    if self.clock() >= end or STOPPING.is_set():
+                    if self.clock() >= end or stopping():
                         break
                     if self.must_list_again():
                         self.list_everything()
@@ -737,7 +759,7 @@ class BackendSync:
                 raise ClusterError(f"backend {self.backend.name}: lost the sync lease")
             if time.monotonic() >= next_look:
                 next_look = time.monotonic() + ASKED_SECONDS
-                if STOPPING.is_set():
+                if stopping():
                     stopped.set()
                     return
                 if Backend.objects.filter(pk=self.backend.pk, listed_at__isnull=True).exists():
