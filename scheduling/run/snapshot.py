@@ -13,6 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
+from pools.fleet.clusters import owners
 from pools.fleet.labels import gpu_type_key
 from pools.fleet.usage import backend_online
 from pools.models import Backend, Department, ManagedJob, NodeMembership, Pool, Project, Quota
@@ -115,6 +116,7 @@ def load(now=None) -> Loaded:
                 tuple(int(amounts[r]) for r in RESOURCES), guaranteed)
 
     holders = []
+    owner = owners()  # backends sharing a cluster share its node rows, those of the first (pools.fleet.clusters)
     rows = list(Workload.objects.filter(status__in=RESERVING, pool__isnull=False).values(
         "id", "project_id", "pool_id", "pool__backend_id", "priority", "replicas", "gpu", "cpu", "memory",
         "placement", "submitted_at", "status", "job_name"))
@@ -128,13 +130,13 @@ def load(now=None) -> Loaded:
         reserved = _unsettled(row["placement"] or {}, on_nodes, row["replicas"])
         placement = {}
         for node_name, n in reserved.items():
-            key = f"{row['pool__backend_id']}/{node_name}"
+            key = f"{owner.get(row['pool__backend_id'], row['pool__backend_id'])}/{node_name}"
             placement[key] = n
             node = by_key.get(key)
             if node is not None:
                 node.free = pure.sub(node.free, pure.times(per, n))
         for node_name, n in on_nodes.items():
-            key = f"{row['pool__backend_id']}/{node_name}"
+            key = f"{owner.get(row['pool__backend_id'], row['pool__backend_id'])}/{node_name}"
             placement[key] = placement.get(key, 0) + n
         preemptible = row["priority"] == "low"
         reserving = pure.times(per, sum(reserved.values()))
