@@ -9,6 +9,7 @@ logs through the API; KAI's Queues and Topology and Kueue's ResourceFlavor, Clus
 by two engine backends sharing the cluster and accepted; a kube-apiserver killed while a Job is being dispatched
 and started again, the workload still COMPLETED. Figures are printed (`-s`)."""
 
+import json
 import os
 import subprocess
 import threading
@@ -43,7 +44,7 @@ REALKUBE_DIR = Path(os.environ.get("REALKUBE_DIR") or Path.home() / ".realkube")
 ADMIN = os.environ.get("REAL_ADMIN_KUBECONFIG") or str(REALKUBE_DIR / "kubeconfigs" / "admin.kubeconfig")
 KIT = Path(os.environ.get("REALKUBE_KIT") or Path(__file__).resolve().parents[3] / "shared" / "realkube")
 H100 = "NVIDIA-H100-80GB-HBM3"
-CEILING = 240  # seconds a journey step may take: only against a hang (the fake kubelet runs pods in seconds)
+CEILING = 120  # seconds a journey step may take: only against a hang (the fake kubelet runs pods in seconds)
 ENDED = {Status.COMPLETED, Status.FAILED, Status.FAILED_BACKEND_ERROR, Status.FAILED_CANCELED}
 
 
@@ -60,6 +61,7 @@ def pool(backend: str, **fields) -> dict:
 @pytest.fixture
 def real(defaults, staff):
     assert KUBECONFIG and Path(KUBECONFIG).is_file(), "REAL_KUBECONFIG names no file"
+    gpu_operator()
     run("backend", "add", "real", "--kubeconfig", KUBECONFIG)
     writes.import_document(ConfigKind.POD_TEMPLATE, {"real_h100": {"spec": {"nodeSelector": {
         "nvidia.com/gpu.product": H100}}}}, author="journey")
@@ -71,6 +73,25 @@ def real(defaults, staff):
     backend = Backend.objects.get(name="real")
     sync(backend)
     return backend
+
+
+def kubectl(*args: str, stdin: str = "") -> str:
+    return subprocess.run([str(REALKUBE_DIR / "bin" / "kubectl"), "--kubeconfig", ADMIN, *args], input=stdin,
+                          capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+def gpu_operator() -> None:
+    """What the GPU operator runs on every GPU node and a node's status looks for (the container toolkit and the
+    DCGM exporter): bare pods, which the fake kubelet keeps Running. The kit has no operator of its own."""
+    nodes = json.loads(kubectl("get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "json"))["items"]
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"{app}-{node['metadata']['name']}", "namespace": "gpu-operator",
+                          "labels": {"app": app}},
+             "spec": {"nodeName": node["metadata"]["name"], "containers": [{"name": "main", "image": "busybox"}],
+                      "tolerations": [{"operator": "Exists"}]}}
+            for node in nodes for app in ("nvidia-container-toolkit-daemonset", "nvidia-dcgm-exporter")]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}, *pods]}))
 
 
 def sync(backend: Backend) -> None:
@@ -89,7 +110,8 @@ def drive(backend: Backend, ids: list[str], *, until: set[str] = ENDED) -> dict[
         statuses = dict(Workload.objects.filter(pk__in=ids).values_list("name", "status"))
         if all(status in until for status in statuses.values()):
             return statuses
-        assert time.monotonic() < deadline, f"still {statuses} after {CEILING} s"
+        assert time.monotonic() < deadline, (f"still {statuses} after {CEILING} s", list(
+            Workload.objects.filter(pk__in=ids).exclude(status__in=until).values_list("name", "reasons")))
         time.sleep(1)
 
 
@@ -101,6 +123,7 @@ def body(name: str, **fields) -> dict:
 
 def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
     admin = KubeCluster.from_kubeconfig(ADMIN)
+    assert api.patch("/api/profile/", {"default_project": "vision"}, format="json").status_code == 200
     started = time.monotonic()
 
     # 1. Sync: one row per node the API server lists, with its allocatable GPUs.
@@ -109,12 +132,14 @@ def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
     assert set(rows) == set(listed)
     for name, item in listed.items():
         assert rows[name].gpu_allocatable == int(item["status"]["allocatable"].get("nvidia.com/gpu", 0)), name
-    log(f"sync: {len(rows)} nodes, {sum(r.gpu_allocatable for r in rows.values())} GPUs allocatable")
+    log(f"sync: {len(rows)} nodes, {sum(r.gpu_allocatable for r in rows.values())} GPUs allocatable; "
+        f"{sorted((r.name, r.status, r.platform_names) for r in rows.values())}")
 
     # 2. A submission through each door, each to COMPLETED.
     ids = [api.post("/api/workloads/", body("door-api"), format="json").json()["id"]]
     answer = api.post("/api/pool/real/workflow", {"file": (
-        "workflow:\n  name: door-osmo\n  resources:\n    default: {cpu: 1, gpu: 1, memory: 1Gi, storage: 1Gi}\n"
+        "workflow:\n  name: door-osmo\n  project: vision\n  resources:\n"
+        "    default: {cpu: 1, gpu: 1, memory: 1Gi, storage: 1Gi}\n"
         "  tasks:\n  - name: hello\n    image: busybox\n    command: [echo, hello from osmo]\n")}, format="json")
     assert answer.status_code == 200, answer.json()
     ids += [str(pk) for pk in Workload.objects.filter(workflow=answer.json()["name"]).values_list("pk", flat=True)]
@@ -212,8 +237,7 @@ def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
     log(f"restart: dispatch during the outage answered {outcome}")
     events = list(Workload.objects.get(pk=restart).events.values_list("reason", "message"))
     assert drive(real, [restart]) == {"across-restart": Status.COMPLETED}, events
-    reasons = Workload.objects.get(pk=restart).events.values_list("reason", flat=True)
-    log(f"restart: events {list(reasons)}")
+    log(f"restart: events {list(Workload.objects.get(pk=restart).events.values_list('reason', 'message'))}")
     log(f"journey: {time.monotonic() - started:.1f} s")
     admin.close()
 
