@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test lint docs bench clean
+.PHONY: install demo serve test test-real lint docs bench clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
@@ -58,6 +58,12 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(MKDOCS)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(XDIST) --durations=20 $(PYTEST_ARGS)
+
+# The journey against a real control plane (tests/real/; docs/development/real-cluster.md): outside CI. REAL_KUBECONFIG
+# is the kubeconfig of deploy/base's ServiceAccount on it; REALKUBE_DIR and REALKUBE_KIT locate the realkube kit's.
+test-real: $(STAMP)
+	@test -n "$(REAL_KUBECONFIG)" || { echo "make test-real needs REAL_KUBECONFIG (see docs/development/real-cluster.md)"; exit 2; }
+	REAL_KUBECONFIG=$(REAL_KUBECONFIG) $(PY) -m pytest tests/real -s -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,24 +1,31 @@
 """Celery tasks: beat starts `sync_backends`, which queues one `sync_backend` per connected backend."""
 
+import multiprocessing
+
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_init, worker_shutting_down
 from django.conf import settings
 from django.db import OperationalError
 
 from pools.cluster import ClusterError
 from pools.cluster.connect import is_connected
 from pools.fleet import node_history, snapshots
-from pools.fleet.sync import STOPPING, BackendSync, SyncBusy, cluster_for, mark_stale_backends
+from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends, share_stopping, stop_rounds
 from pools.models import Backend
 from pools.models.dbwrites import is_locked
 
 
+@worker_init.connect
+def share_the_stop(**_kwargs) -> None:
+    """Before a worker starts its pool: the stop flag its prefork children will share (forked, they inherit it)."""
+    share_stopping(multiprocessing.get_context("fork").Event())
+
+
 @worker_shutting_down.connect
 def end_sync_rounds(**_kwargs) -> None:
-    """A warm shutdown waits for the tasks running: a sync round in this process (solo or threads pool) ends within
-    a second, its lease released. In a prefork pool's child the round ends when it would have, within the stop's
-    grace (the Deployment's 60 s)."""
-    STOPPING.set()
+    """A warm shutdown waits for the tasks running: a sync round ends within a second (ASKED_SECONDS) and releases
+    its lease, in this process (solo, threads) and in the prefork children, which see the shared flag set."""
+    stop_rounds()
 
 
 @shared_task(time_limit=60, soft_time_limit=50)

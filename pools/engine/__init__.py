@@ -6,7 +6,7 @@ from .exit_actions import EXIT_ACTIONS, check_exit_actions, exit_code_ranges
 from .jsonread import TooLarge, check_tree, read_json, read_yaml, read_yaml_all
 from .jsonread import read_json as parse_json
 from .merge import merge, merge_all
-from .names import NAME_PATTERN, ConfigError, check_name
+from .names import NAME_MAX_LENGTH, NAME_PATTERN, ConfigError, check_name
 from .quantity import is_quantity, parse_quantity
 from .render import check_syntax, referenced_variables, render
 from .rules import (
@@ -24,6 +24,7 @@ from .timeouts import parse_timeout
 
 __all__ = [
     "EXIT_ACTIONS",
+    "NAME_MAX_LENGTH",
     "NAME_PATTERN",
     "NODE_TOKENS",
     "OPERATORS",

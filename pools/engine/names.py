@@ -8,6 +8,7 @@ from typing import Any
 # a trailing newline, so names are checked with `fullmatch`: `training\n` is not `training`.
 NAME_PATTERN = r"^[a-zA-Z]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$"
 _NAME_RE = re.compile(NAME_PATTERN)
+NAME_MAX_LENGTH = 128  # every name column (pools.models.names.name_field); checked here, before the database
 
 
 class ConfigError(ValueError):
@@ -22,11 +23,14 @@ class ConfigError(ValueError):
         return self.message
 
 
-def check_name(name: Any, what: str) -> str:
+def check_name(name: Any, what: str, field: str = "name") -> str:
+    if isinstance(name, str) and len(name) > NAME_MAX_LENGTH:
+        raise ConfigError(f"{what} name {name[:40]!r}... is {len(name)} characters long; at most {NAME_MAX_LENGTH}",
+                          field=field)
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ConfigError(
             f"{what} name {name!r} is invalid: names start with a letter, end with a letter or digit, "
             "and use only letters, digits, '_', '.' and '-'",
-            field="name",
+            field=field,
         )
     return name

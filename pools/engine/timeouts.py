@@ -32,9 +32,15 @@ def _build(value: str, parts: dict[str, str | None]) -> timedelta:
         raise TimeoutFormatError(f"timeout {value!r} is too large") from exc
 
 
+TIMEOUT_MAX_LENGTH = 64  # the timeout columns' length: checked here, before the database
+
+
 def parse_timeout(value: Any) -> timedelta:
     if not isinstance(value, str):
         raise TimeoutFormatError(f"invalid timeout {value!r}: {_HELP}")
+    if len(value) > TIMEOUT_MAX_LENGTH:
+        raise TimeoutFormatError(f"timeout {value[:20]!r}... is {len(value)} characters long; at most "
+                                 f"{TIMEOUT_MAX_LENGTH}")
     text = value.strip()
     short = _SHORT.fullmatch(text)
     if text and short is not None:

@@ -15,12 +15,13 @@ from pools.inventory.membership import PlatformSelector, PoolSelector
 from pools.models import Pool
 
 
-def pool_selectors(backend_id: int) -> list[PoolSelector]:
-    """The pools of one backend, and the default pool (which collects the nodes of every backend), in name
-    order, with their platforms' effective selectors. The default pool's platforms say which of its nodes
-    they can place work on, as any pool's do."""
+def pool_selectors(backend_ids: int | list[int]) -> list[PoolSelector]:
+    """The pools of the backends `backend_ids` (every backend of one cluster: they share its nodes), and the
+    default pool (which collects the nodes of every backend), in name order, with their platforms' effective
+    selectors. The default pool's platforms say which of its nodes they can place work on, as any pool's do."""
+    ids = [backend_ids] if isinstance(backend_ids, int) else list(backend_ids)
     names = list(
-        Pool.objects.filter(Q(backend_id=backend_id) | Q(name=Pool.DEFAULT_NAME)).values_list("name", flat=True)
+        Pool.objects.filter(Q(backend_id__in=ids) | Q(name=Pool.DEFAULT_NAME)).values_list("name", flat=True)
     )
     documents = {name: PoolDoc.model_validate(doc) for name, doc in pool_documents_from_db(names).items()}
     catalog: Catalog = catalog_for(documents)

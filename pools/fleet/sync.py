@@ -31,6 +31,7 @@ from pools.cluster import Cluster, ClusterError, Expired, ListPage, NotFound, Un
 from pools.cluster.connect import connect
 from pools.cluster.reflector import Backoff, Follower, fold_pages, list_all
 from pools.fleet import managed_jobs, node_history
+from pools.fleet.clusters import cluster_ids, owner_id
 from pools.fleet.placement import pool_selectors
 from pools.inventory import node_events
 from pools.inventory.membership import Membership, compile_selectors, node_membership
@@ -75,6 +76,28 @@ ASKED_SECONDS = 1.0
 # within ASKED_SECONDS and releases its lease, instead of holding the shutdown up for the rest of its round or, if
 # killed meanwhile, leaving the lease to expire.
 STOPPING = threading.Event()
+# The same, across processes: a prefork worker's rounds run in its children, and only the parent hears the SIGTERM.
+# The parent makes it before it forks them (pools.tasks, at worker_init); a shared semaphore, so the children see
+# the parent set it.
+_SHARED_STOPPING: Any = None
+
+
+def share_stopping(event: Any) -> None:
+    """Use `event` (a multiprocessing Event made before the pool forks) as the stop flag this process's children
+    see too."""
+    global _SHARED_STOPPING
+    _SHARED_STOPPING = event
+
+
+def stop_rounds() -> None:
+    """Ask every sync round of this process, and of the children it forked, to end and release its lease."""
+    STOPPING.set()
+    if _SHARED_STOPPING is not None:
+        _SHARED_STOPPING.set()
+
+
+def stopping() -> bool:
+    return STOPPING.is_set() or (_SHARED_STOPPING is not None and _SHARED_STOPPING.is_set())
 
 POD_COLUMNS = ("namespace", "name", "node_name", "phase", "gpu", "cpu", "memory", "component", "pool",
                "preemptible")
@@ -223,7 +246,8 @@ class Recompute:
         self.backend = backend
         self.options = StatusOptions(toolkit_on_host=backend.toolkit_on_host,
                                      condition_rules=backend.node_condition_rules or {})
-        self.selectors = compile_selectors(pool_selectors(backend.pk))
+        # The pools of every backend sharing the cluster: its nodes are one set of rows (pools.fleet.clusters).
+        self.selectors = compile_selectors(pool_selectors(cluster_ids(backend.pk)))
         self.pool_ids = dict(Pool.objects.values_list("name", "id"))
 
     def nodes(self, names: Iterable[str], facts: dict[str, NodeFacts], *, deleted: Iterable[str] = (),
@@ -383,8 +407,11 @@ class BackendSync:
         # KAI's PodGroups or Kueue's Workloads too on an engine backend: why the engine holds our Jobs back.
         self.engine = managed_jobs.engine_of(backend)
         # And the Job controller's FailedCreate Events: why a Job of ours has no pods.
-        self.kinds = ("nodes", "pods", "jobs", "events", "engine") if self.engine else ("nodes", "pods", "jobs",
-                                                                                         "events")
+        # A backend sharing its cluster with one registered before it reads that one's nodes and pods (one row per
+        # physical node, pools.fleet.clusters): it watches pods only for its own Jobs'.
+        self.owns_nodes = owner_id(backend) == backend.pk
+        self.kinds = tuple(kind for kind in ("nodes", "pods", "jobs", "events", "engine")
+                           if (kind != "engine" or self.engine) and (kind != "nodes" or self.owns_nodes))
 
     @property
     def recompute(self) -> Recompute:
@@ -410,7 +437,7 @@ class BackendSync:
                 end = self.clock() + seconds
                 while True:
                     self.follow(min(end, self.clock() + self.check_seconds))
-                    if self.clock() >= end or STOPPING.is_set():
+                    if self.clock() >= end or stopping():
                         break
                     if self.must_list_again():
                         self.list_everything()
@@ -489,7 +516,7 @@ class BackendSync:
         lists completed."""
         with gc_paused():
             # Page by page, keeping only facts: the decoded pods of a large cluster are gigabytes.
-            nodes, nodes_version = self._list_node_facts()
+            nodes, nodes_version = self._list_node_facts() if self.owns_nodes else ({}, None)
             pods, pods_version = self._list_pod_facts()
             jobs = list_all(self._list_jobs)
             events = list_all(self._list_events)
@@ -499,8 +526,12 @@ class BackendSync:
 
             def write() -> None:
                 with transaction.atomic():
-                    self._replace_pods(pods.facts)
-                    self._reconcile_node_facts(nodes, usage=usage)
+                    if self.owns_nodes:
+                        self._replace_pods(pods.facts)
+                        self._reconcile_node_facts(nodes, usage=usage)
+                    else:  # rows it wrote before it shared the cluster: the owner's are the cluster's
+                        Pod.objects.filter(backend=self.backend).delete()
+                        Node.objects.filter(backend=self.backend).delete()
                     managed_jobs.reconcile(self.backend, jobs.items, pods.ours,
                                            engine.items if engine else None, self.engine, events.items)
                     self._save_versions(nodes_version, pods_version, jobs.resource_version,
@@ -552,7 +583,7 @@ class BackendSync:
             kind = managed_jobs.ENGINE_KINDS[self.engine]
             self.stats.errors.append(f"backend {self.backend.name} is scheduled by {self.engine} but the cluster does "
                                      f"not serve {kind.plural}.{kind.group}: is the engine installed?")
-            self.kinds = ("nodes", "pods", "jobs", "events")
+            self.kinds = tuple(kind for kind in self.kinds if kind != "engine")
             return None
 
     def _list_engine(self, **kwargs) -> ListPage:
@@ -586,8 +617,8 @@ class BackendSync:
                     managed_jobs.reconcile(self.backend, None, None, events=listed)
                     self._save_versions(events=version)
                 else:
-                    touched = self._replace_pods(listed.facts)
-                    self._recompute_nodes(touched, {})
+                    if self.owns_nodes:
+                        self._recompute_nodes(self._replace_pods(listed.facts), {})
                     managed_jobs.reconcile(self.backend, None, listed.ours)
                     self._save_versions(pods=version)
 
@@ -738,7 +769,7 @@ class BackendSync:
                 raise ClusterError(f"backend {self.backend.name}: lost the sync lease")
             if time.monotonic() >= next_look:
                 next_look = time.monotonic() + ASKED_SECONDS
-                if STOPPING.is_set():
+                if stopping():
                     stopped.set()
                     return
                 if Backend.objects.filter(pk=self.backend.pk, listed_at__isnull=True).exists():
@@ -812,7 +843,7 @@ class BackendSync:
         self.stats.batches += 1
         with transaction.atomic():
             touched: set[str] = set()
-            if pod_events:
+            if pod_events and self.owns_nodes:
                 latest: dict[str, tuple[str, PodFacts]] = {}
                 for event in pod_events:
                     pod = pod_facts(event.object, pool_label=self.label)

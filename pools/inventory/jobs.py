@@ -208,6 +208,9 @@ def create_failure_job(event: Mapping[str, Any]) -> tuple[str, str] | None:
     return str(namespace), str(involved["name"])
 
 
+COMBINED_PREFIX = "(combined from similar events): "  # client-go's EventCorrelator, when it aggregates
+
+
 def create_failure_facts(event: Mapping[str, Any], *, seen_at: str, before: Mapping[str, Any] | None = None
                          ) -> dict[str, Any]:
     """The API server's message and since when it has been refusing (the Event's first time, else `seen_at`;
@@ -216,5 +219,7 @@ def create_failure_facts(event: Mapping[str, Any], *, seen_at: str, before: Mapp
     first = str(event.get("firstTimestamp") or event.get("eventTime") or metadata.get("creationTimestamp") or seen_at)
     last = str(event.get("lastTimestamp") or event.get("eventTime") or first)
     since = min(first, str((before or {}).get("since") or first))
-    # Anyone allowed to write Events in the namespace can write this one: its message is kept short.
-    return {"message": str(event.get("message") or "FailedCreate")[:MESSAGE_MAX], "since": since, "at": last}
+    # Anyone allowed to write Events in the namespace can write this one: its message is kept short. The event
+    # recorder prefixes what it merged from similar Events ("(combined from similar events): "): not the server's.
+    message = str(event.get("message") or "FailedCreate").removeprefix(COMBINED_PREFIX) or "FailedCreate"
+    return {"message": message[:MESSAGE_MAX], "since": since, "at": last}

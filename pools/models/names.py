@@ -3,7 +3,7 @@
 from django.core.validators import RegexValidator
 from django.db import models
 
-from pools.engine import NAME_PATTERN
+from pools.engine import NAME_MAX_LENGTH, NAME_PATTERN
 
 name_validator = RegexValidator(
     NAME_PATTERN,
@@ -12,4 +12,4 @@ name_validator = RegexValidator(
 
 
 def name_field(**kwargs) -> models.CharField:
-    return models.CharField(max_length=128, validators=[name_validator], **kwargs)
+    return models.CharField(max_length=NAME_MAX_LENGTH, validators=[name_validator], **kwargs)

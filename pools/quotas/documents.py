@@ -166,6 +166,9 @@ def _names(value: Any, field: str, what: str) -> list[str]:
     return list(value)
 
 
+MEMBER_MAX_LENGTH = 150  # a user name (Django's) or a role name: ProjectMember.name
+
+
 def _members(value: Any, name: str, what: str) -> dict[str, list[str]]:
     if value is None:
         return {"users": [], "roles": []}
@@ -176,6 +179,10 @@ def _members(value: Any, name: str, what: str) -> dict[str, list[str]]:
         items = value.get(key, [])
         if not isinstance(items, list) or not all(isinstance(item, str) and item.strip() for item in items):
             raise ConfigError(f"{what}: members.{key} must be a list of names", field=f"{name}.members.{key}")
+        long = next((item for item in items if len(item) > MEMBER_MAX_LENGTH), None)
+        if long is not None:
+            raise ConfigError(f"{what}: members.{key}: {long[:40]!r}... is {len(long)} characters long; at most "
+                              f"{MEMBER_MAX_LENGTH}", field=f"{name}.members.{key}")
         members[key] = sorted(set(items))
     return members
 

@@ -62,6 +62,9 @@ class WorkloadSubmit(_Shape):
     privileged: bool = False
     host_network: bool = False
     mounts: list[str] = Field([], description="Host paths (SRC or SRC:DST) the platform's allowed_mounts allow.")
+    gpu_type: str = Field("", description="Only nodes of this GPU type: nvidia.com/gpu.product or its model word "
+                                          "(H100), or the gpuctl pool file's gpu-type label; 400 when no node of "
+                                          "the candidate pools has it.")
 
 
 class CancelRequest(_Shape):

@@ -24,6 +24,7 @@ ZERO: Amounts = (0, 0, 0)
 UNSET = (None, None, None)
 NAMES = ("GPUs", "CPU", "memory")
 NO_LIMIT = -1
+GPU_TYPE_FIELD = "gpu_type"  # the request's field, as messages name it (`hints.for_door` words it per door)
 
 
 class Code(StrEnum):
@@ -71,6 +72,12 @@ def short_product(product: str) -> str:
     return product
 
 
+def gpu_names(product: str, label: str = "") -> frozenset[str]:
+    """The GPU types a node answers to, lower-cased: its product (nvidia.com/gpu.product, "NVIDIA-H100-80GB-HBM3"),
+    that product's model word ("h100"), and the value of the gpuctl pool file's `<prefix>gpu-type` label."""
+    return frozenset(name.lower() for name in (product, short_product(product) if product else "", label) if name)
+
+
 def gpu_type(products: Mapping[str, int] | Iterable[str]) -> str:
     """The GPU type a platform's nodes carry, as the messages name it ("H100"): the model word of each product
     (nvidia.com/gpu.product), the most common first, "/" between several ("H100/A100"); "" for none."""
@@ -109,6 +116,7 @@ class Node:
     key: str  # unique across backends, e.g. "backend/node"
     name: str
     free: Amounts
+    gpu_names: frozenset[str] = frozenset()  # the GPU types it answers to (`gpu_names`)
 
 
 @dataclass(slots=True)
@@ -149,6 +157,7 @@ class Workload:
     rank: int  # priority: higher first
     submitted: float
     candidates: list[tuple[str, str]]  # (pool, platform), tried in order
+    gpu_type: str = ""  # only nodes answering to this GPU type (`gpu_names`); "" any
 
     @property
     def total(self) -> Amounts:
@@ -327,14 +336,23 @@ def _place(nodes: list[Node], per: Amounts, replicas: int, spread: bool) -> dict
     return placed
 
 
-def _capacity_reason(pool: Pool, platform: str, workload: Workload, placed: int) -> Reason:
+def nodes_for(pool: Pool, platform: str, workload: Workload) -> list[Node]:
+    """The platform's nodes the workload may go to: those of its GPU type, when it names one."""
     nodes = pool.platforms.get(platform, [])
+    wanted = workload.gpu_type.lower()
+    return [node for node in nodes if wanted in node.gpu_names] if wanted else nodes
+
+
+def _capacity_reason(pool: Pool, platform: str, workload: Workload, placed: int) -> Reason:
+    nodes = nodes_for(pool, platform, workload)
     per = workload.per_replica
     gpus = _what(pool, platform, 0)
     ask = " and ".join(f"{show(i, per[i])} {'free ' if i == 0 else ''}{gpus if i == 0 else NAMES[i]}"
                        for i in range(3) if per[i] > 0) or "room"
     if not nodes:
-        return Reason(pool.name, Code.CAPACITY, f"Platform {pool.name}/{platform} has no Ready, schedulable node.",
+        kind = f" of GPU type {workload.gpu_type}" if workload.gpu_type else ""
+        return Reason(pool.name, Code.CAPACITY,
+                      f"Platform {pool.name}/{platform} has no Ready, schedulable node{kind}.",
                       {"platform": platform, "nodes": 0})
     most = max(nodes, key=lambda node: node.free)
     details = {"platform": platform, "nodes": len(nodes), "per_replica": list(per), "replicas": workload.replicas,
@@ -362,7 +380,7 @@ def _idle_gpus(pool: Pool) -> int:
 def _reclaim(snapshot: Snapshot, pool: Pool, platform: str, workload: Workload) -> list[Holder] | None:
     """The fewest preemptible holders of projects above their fair share in `pool` whose capacity lets
     `workload` fit, those already PREEMPTING counted first; None when even all of them would not do."""
-    nodes = pool.platforms.get(platform, [])
+    nodes = nodes_for(pool, platform, workload)
     keys = {node.key for node in nodes}
     candidates = [h for h in snapshot.holders
                   if h.pool == pool.name and h.preemptible and any(k in keys for k in h.placement)]
@@ -373,7 +391,7 @@ def _reclaim(snapshot: Snapshot, pool: Pool, platform: str, workload: Workload) 
             freed[key] = add(freed.get(key, ZERO), times(holder.per_replica, n * sign))
 
     def fits_now() -> bool:
-        room = [Node(n.key, n.name, add(n.free, freed.get(n.key, ZERO))) for n in nodes]
+        room = [Node(n.key, n.name, add(n.free, freed.get(n.key, ZERO)), n.gpu_names) for n in nodes]
         return sum(_place(room, workload.per_replica, workload.replicas, pool.spread).values()) == workload.replicas
 
     for holder in candidates:
@@ -477,7 +495,8 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
             if quota_reason is not None:
                 reasons.append(quota_reason)
                 continue
-            placement = _place(pool.platforms.get(platform, []), workload.per_replica, workload.replicas, pool.spread)
+            placement = _place(nodes_for(pool, platform, workload), workload.per_replica, workload.replicas,
+                               pool.spread)
             placed = sum(placement.values())
             if placed == workload.replicas:
                 for key, n in placement.items():

@@ -13,6 +13,12 @@ LOW_PRIORITY = {
 }
 
 
+# The request's GPU type as each door writes it (scheduling.decisions.admission.GPU_TYPE_FIELD in the messages).
+GPU_TYPE_FIELD = "(gpu_type)"
+GPU_TYPE = {"gpuctl": "(resources.gpu-type)", "cli": "(gpu_type in the request file)"}
+
+
 def for_door(message: str, source: str) -> str:
-    """`message` with the low-priority hint in the syntax of `source` (a Source value)."""
-    return message.replace(ADMISSION_WORDS, LOW_PRIORITY.get(source, ADMISSION_WORDS))
+    """`message` with the low-priority hint and the GPU type's field in the syntax of `source` (a Source value)."""
+    return message.replace(ADMISSION_WORDS, LOW_PRIORITY.get(source, ADMISSION_WORDS)).replace(
+        GPU_TYPE_FIELD, GPU_TYPE.get(source, GPU_TYPE_FIELD))

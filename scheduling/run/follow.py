@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from pools.fleet.clusters import owners
 from pools.inventory.status import READY
 from pools.models import ManagedJob, Node
 from scheduling.decisions import lifecycle
@@ -38,17 +39,19 @@ def _lost_nodes(workloads: list[Workload]) -> dict[tuple[int, str], str]:
     wanted = {(w.pool.backend_id, name) for w in workloads if w.status == Status.SCHEDULING for name in w.placement}
     if not wanted:
         return {}
+    owner = owners()  # the nodes of backends sharing a cluster are the rows of the first (pools.fleet.clusters)
     found = {(backend, name): (status, cordoned) for backend, name, status, cordoned in Node.objects.filter(
-        backend_id__in={b for b, _ in wanted}, name__in={n for _, n in wanted}).values_list(
+        backend_id__in={owner.get(b, b) for b, _ in wanted}, name__in={n for _, n in wanted}).values_list(
         "backend_id", "name", "status", "unschedulable")}
     lost = {}
     for key in wanted:
-        if key not in found:
+        node = (owner.get(key[0], key[0]), key[1])
+        if node not in found:
             lost[key] = "deleted"
-        elif found[key][1]:
+        elif found[node][1]:
             lost[key] = "cordoned"
-        elif found[key][0] != READY:
-            lost[key] = found[key][0]
+        elif found[node][0] != READY:
+            lost[key] = found[node][0]
     return lost
 
 

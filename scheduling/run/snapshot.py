@@ -10,8 +10,11 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import JSONField
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
+from pools.fleet.clusters import owners
+from pools.fleet.labels import gpu_type_key
 from pools.fleet.usage import backend_online
 from pools.models import Backend, Department, ManagedJob, NodeMembership, Pool, Project, Quota
 from pools.quotas.fairshare import Department as FairDepartment
@@ -71,14 +74,16 @@ def load(now=None) -> Loaded:
     nodes: dict[int, pure.Node] = {}
     products: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))  # (pool, platform)
     for (pool_id, platforms, node_id, backend_id, name, gpu_free, cpu_a, cpu_r, mem_a, mem_r,
-         product) in NodeMembership.objects.filter(node__status="Ready", node__unschedulable=False).values_list(
+         product, gpu_label) in NodeMembership.objects.filter(node__status="Ready", node__unschedulable=False).annotate(
+            gpu_label=KeyTextTransform(gpu_type_key(), "node__labels")).values_list(
             "pool_id", "platforms", "node_id", "node__backend_id", "node__name", "node__gpu_free",
             "node__cpu_allocatable", "node__cpu_requested", "node__memory_allocatable", "node__memory_requested",
-            "node__gpu_product").iterator(chunk_size=5000):
+            "node__gpu_product", "gpu_label").iterator(chunk_size=5000):
         node = nodes.get(node_id)
         if node is None:
             node = nodes[node_id] = pure.Node(f"{backend_id}/{name}", name,
-                                              (gpu_free * 100, max(0, cpu_a - cpu_r), max(0, mem_a - mem_r)))
+                                              (gpu_free * 100, max(0, cpu_a - cpu_r), max(0, mem_a - mem_r)),
+                                              pure.gpu_names(product, gpu_label or ""))
         state = states[names[pool_id]]
         for platform in platforms:
             state.platforms.setdefault(platform, []).append(node)
@@ -111,6 +116,7 @@ def load(now=None) -> Loaded:
                 tuple(int(amounts[r]) for r in RESOURCES), guaranteed)
 
     holders = []
+    owner = owners()  # backends sharing a cluster share its node rows, those of the first (pools.fleet.clusters)
     rows = list(Workload.objects.filter(status__in=RESERVING, pool__isnull=False).values(
         "id", "project_id", "pool_id", "pool__backend_id", "priority", "replicas", "gpu", "cpu", "memory",
         "placement", "submitted_at", "status", "job_name"))
@@ -124,13 +130,13 @@ def load(now=None) -> Loaded:
         reserved = _unsettled(row["placement"] or {}, on_nodes, row["replicas"])
         placement = {}
         for node_name, n in reserved.items():
-            key = f"{row['pool__backend_id']}/{node_name}"
+            key = f"{owner.get(row['pool__backend_id'], row['pool__backend_id'])}/{node_name}"
             placement[key] = n
             node = by_key.get(key)
             if node is not None:
                 node.free = pure.sub(node.free, pure.times(per, n))
         for node_name, n in on_nodes.items():
-            key = f"{row['pool__backend_id']}/{node_name}"
+            key = f"{owner.get(row['pool__backend_id'], row['pool__backend_id'])}/{node_name}"
             placement[key] = placement.get(key, 0) + n
         preemptible = row["priority"] == "low"
         reserving = pure.times(per, sum(reserved.values()))
@@ -266,17 +272,18 @@ def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
         # Only each template's platform travels and is decoded, not the whole pod templates.
         rows = rows.annotate(platforms=RawSQL(_PLATFORMS, (), output_field=JSONField()))
         platforms = "platforms"
+    rows = rows.annotate(gpu_type=KeyTextTransform("gpu_type", "request"))
     for (pk, name, project_id, priority, replicas, gpu, cpu, memory, submitted_at, pools, templates, reasons,
-         positions) in rows.values_list(
+         positions, gpu_type) in rows.values_list(
             "id", "name", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools",
-            platforms, "reasons", "positions").iterator(chunk_size=5000):
+            platforms, "reasons", "positions", "gpu_type").iterator(chunk_size=5000):
         key = str(pk)
         templates = templates or {}
         states = loaded.snapshot.pools
         candidates = [(pool, templates[pool]["platform"]) for pool in pools if pool in templates and pool in states]
         result.append(pure.Workload(
             key, names[project_id], departments[project_id], (gpu * 100, cpu, memory), replicas, priority == "low",
-            rank.get(priority, 1), submitted_at.timestamp(), candidates))
+            rank.get(priority, 1), submitted_at.timestamp(), candidates, gpu_type or ""))
         stored[key] = {"name": name, "reasons": reasons, "positions": positions}
     return result, stored
 

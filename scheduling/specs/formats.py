@@ -325,7 +325,8 @@ _DROPPED = " (gpuctl would silently drop it)"
 
 def gpuctl_request(text: str) -> WorkloadRequest:
     """A gpuctl job file (`kind: training`) as a request; `resources.pool` is its one candidate pool (none: the
-    project's default pools), `gpuType` (or `gpu-type`, as gpuctl's docs write it) becomes variable GPU_TYPE."""
+    project's default pools), `gpuType` (or `gpu-type`, as gpuctl's docs write it) becomes the request's `gpu_type`
+    (a node requirement) and variable GPU_TYPE."""
     document = _yaml(text, "job file")
     if not isinstance(document, dict):
         raise ConfigError("job file: expected a mapping with kind, job, environment and resources", field="kind")
@@ -360,6 +361,7 @@ def gpuctl_request(text: str) -> WorkloadRequest:
         "resources": {key: resources[key] for key in ("gpu", "cpu", "memory") if resources.get(key) is not None},
         "priority": priority_of(job.get("priority", "medium"), "job.priority").value,
         "variables": {"GPU_TYPE": str(gpu_type)} if gpu_type else {}, "mounts": mounts,
+        **({"gpu_type": str(gpu_type)} if gpu_type else {}),
     }
     if not body["name"]:
         raise ConfigError("job.name: field is required", field="job.name")
@@ -368,7 +370,8 @@ def gpuctl_request(text: str) -> WorkloadRequest:
     except ConfigError as exc:
         place = {"name": "job.name", "image": "environment.image", "env": "environment.env",
                  "command": "environment.command", "args": "environment.args", "pools": "resources.pool",
-                 "mounts": "storage.workdirs"}
+                 "mounts": "storage.workdirs",
+                 "gpu_type": "resources.gpuType" if "gpuType" in resources else "resources.gpu-type"}
         root = exc.field.split(".", 1)[0] if exc.field else ""
         field_name = place.get(root, root) + exc.field[len(root):] if root else ""
         raise ConfigError(f"{field_name}: {exc.message.split(': ', 1)[-1]}" if field_name else exc.message,

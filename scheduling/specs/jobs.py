@@ -109,6 +109,20 @@ def pin_to_nodes(spec: dict[str, Any], nodes: tuple[str, ...] | list[str]) -> No
         for node in sorted(set(nodes)) for term in terms]
 
 
+def require_any(spec: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
+    """Require the pod `spec` (changed in place) to run on a node meeting one of `alternatives` (node selector
+    requirements) as well as what its node affinity asked: each term of the template's, once per alternative,
+    with that requirement ANDed in (terms are ORed)."""
+    if not alternatives:
+        return
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchExpressions": [*(term.get("matchExpressions") or []), requirement]}
+        for requirement in alternatives for term in terms]
+
+
 def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
                  priority_classes: dict[str, str] | None = None) -> dict[str, Any]:
     ours, names = labelled(attempt, prefix)

@@ -162,6 +162,9 @@ class WorkloadRequest(BaseModel):
     privileged: StrictBool = False
     host_network: StrictBool = False
     mounts: list[StrictStr] = Field(default_factory=list)
+    # Only nodes of this GPU type: their nvidia.com/gpu.product or its model word ("H100"), or the gpuctl pool
+    # file's `<prefix>gpu-type` label; any case.
+    gpu_type: StrictStr = ""
     workflow: StrictStr = ""  # the OSMO workflow this task group belongs to, if any
     group: StrictStr = ""
 
@@ -179,6 +182,14 @@ class WorkloadRequest(BaseModel):
         if value and not _WORKFLOW.fullmatch(value):
             raise ValueError(f"{value[:100]!r} is not a valid name: up to 128 letters, digits, '-', '_' or '.', "
                              "starting and ending with a letter or digit")
+        return value
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _gpu_type(cls, value: str) -> str:
+        if value and not _NAME.fullmatch(value):
+            raise ValueError(f"{value[:100]!r} is not a GPU type: a label value such as H100 or "
+                             "NVIDIA-H100-80GB-HBM3 (up to 63 letters, digits, '-', '_' or '.')")
         return value
 
     @field_validator("image")

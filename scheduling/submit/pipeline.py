@@ -11,15 +11,17 @@ from pools.config.effective import effective_platform
 from pools.config.writes import pools_with_documents, templates_and_validations
 from pools.engine import EngineError, NodeResources, evaluate_rules, parse_quantity, parse_timeout, render
 from pools.engine.pod_rules import pod_errors
+from pools.fleet.labels import gpu_type_key
 from pools.models import Pool, Project, Quota
 from pools.models.visibility import Access
 from scheduling.decisions import admission as pure
 from scheduling.specs import podenv
-from scheduling.specs.jobs import USER_CONTAINER
+from scheduling.specs.jobs import USER_CONTAINER, require_any
 from scheduling.specs.requests import WorkloadRequest
 from scheduling.submit import reads
 
 STEPS = ("access", "resources", "templates", "platform", "schedule")
+PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Shape(NamedTuple):
     memory: int
     storage: int
     gpu_product: str = ""  # nvidia.com/gpu.product, named in the messages
+    gpu_label: str = ""  # the gpuctl pool file's `<prefix>gpu-type` label
 
 
 @dataclass
@@ -80,12 +83,19 @@ class Context:
         nodes has a handful of shapes. One query per pool and submission."""
         if pool.name not in self.shapes:
             by_platform: dict[str, list[Shape]] = {}
-            for platforms, millicores, gpu, memory, storage, product, name in reads.node_shapes(pool.pk):
+            for platforms, millicores, gpu, memory, storage, product, name, label in reads.node_shapes(
+                    pool.pk, gpu_type_key()):
                 for platform_name in platforms:
                     by_platform.setdefault(platform_name, []).append(
-                        Shape(name, millicores, gpu, memory, storage, product))
+                        Shape(name, millicores, gpu, memory, storage, product, label))
             self.shapes[pool.name] = by_platform
         return self.shapes[pool.name].get(platform, [])
+
+    def typed_nodes(self, pool: Pool, platform: str, gpu_type: str) -> list["Shape"]:
+        """`nodes`, only those of `gpu_type` when it names one (`pure.gpu_names`)."""
+        shapes = self.nodes(pool, platform)
+        wanted = gpu_type.lower()
+        return [s for s in shapes if wanted in pure.gpu_names(s.gpu_product, s.gpu_label)] if wanted else shapes
 
 
 def load_context(access: Access, project: Project, pool_names: list[str]) -> Context:
@@ -108,6 +118,7 @@ def run(context: Context, request: WorkloadRequest, pool_name: str) -> Verdict:
         verdict.variables = variables
         _resource_check(context, pool, document, platform, effective, variables, request, verdict)
         verdict.pod_template = _pod_template(document, platform, effective, variables, request, context)
+        _require_gpu_type(context, pool, platform, request, verdict.pod_template)
         verdict.per_replica = _per_replica(verdict.pod_template, request)
         _schedule(context, pool, platform, request, verdict.per_replica)
     except Refusal as refusal:
@@ -178,6 +189,32 @@ def _resource_check(context: Context, pool: Pool, document: PoolDoc, platform: s
         if pool.backend.scheduler != "kai":
             raise Refusal("resources", "TOPOLOGY", f"Pool {pool.name}'s backend does not run the KAI scheduler, "
                                                    "which topology requirements need.")
+
+
+def _gpu_type_refusal(context: Context, pool: Pool, platform: str, request: WorkloadRequest) -> Refusal:
+    types = sorted({pure.short_product(s.gpu_product) for s in context.nodes(pool, platform) if s.gpu_product}
+                   | {s.gpu_label for s in context.nodes(pool, platform) if s.gpu_label})
+    return Refusal("resources", "GPU_TYPE", f"No node of platform {pool.name}/{platform} has GPU type "
+                                            f"{request.gpu_type} ({pure.GPU_TYPE_FIELD}); its nodes have: "
+                                            f"{', '.join(types) or 'no GPU type'}.")
+
+
+def _require_gpu_type(context: Context, pool: Pool, platform: str, request: WorkloadRequest,
+                      template: dict) -> None:
+    """A request naming a GPU type: the pod must go to a node of that type. The platform's nodes of the type are
+    required by the label that says so (nvidia.com/gpu.product In [their products], or the pool file's gpu-type
+    label), ANDed into every node selector term of the template; refused when the platform has none."""
+    if not request.gpu_type:
+        return
+    shapes = context.typed_nodes(pool, platform, request.gpu_type)
+    if not shapes:
+        raise _gpu_type_refusal(context, pool, platform, request)
+    wanted = request.gpu_type.lower()
+    products = sorted({s.gpu_product for s in shapes if wanted in pure.gpu_names(s.gpu_product)})
+    labels = sorted({s.gpu_label for s in shapes if s.gpu_label.lower() == wanted})
+    require_any(template.setdefault("spec", {}), [
+        *([{"key": PRODUCT_LABEL, "operator": "In", "values": products}] if products else []),
+        *([{"key": gpu_type_key(), "operator": "In", "values": labels}] if labels else [])])
 
 
 def _timeout(name: str, value: str | None, maximum: str | None, pool: str) -> str:
@@ -304,7 +341,9 @@ def _schedule(context: Context, pool: Pool, platform: str, request: WorkloadRequ
               per: tuple[int, int, int, int]) -> None:
     """Refuse what could never be admitted here: a replica larger than every node of the platform, or
     non-preemptible work above the deserved quota."""
-    shapes = context.nodes(pool, platform)
+    shapes = context.typed_nodes(pool, platform, request.gpu_type)
+    if not shapes and request.gpu_type:
+        raise _gpu_type_refusal(context, pool, platform, request)
     allocatable = [(node.gpu * 100, node.millicores, node.memory) for node in shapes]
     project = context.project
     # One query: the department's row and every row of its projects (their sum when the department has none).

@@ -69,16 +69,20 @@ def _json(model, field: str, value):
     return model._meta.get_field(field).from_db_value(value, None, connection)
 
 
-def node_shapes(pool_id: int) -> list[tuple[list[str], int, int, int, int, str, str]]:
-    """The pool's nodes grouped by (platforms, allocatable CPU, GPU, memory, storage, GPU product), each group
-    named by its first node: (platforms, millicores, gpu, memory, storage, gpu product, name), by name."""
+def node_shapes(pool_id: int, gpu_label: str) -> list[tuple[list[str], int, int, int, int, str, str, str]]:
+    """The pool's nodes grouped by (platforms, allocatable CPU, GPU, memory, storage, GPU product, value of label
+    `gpu_label`), each group named by its first node: (platforms, millicores, gpu, memory, storage, gpu product,
+    name, label value or ""), by name."""
+    label = "n.labels ->> %s" if connection.vendor == "postgresql" else "json_extract(n.labels, %s)"
+    key = gpu_label if connection.vendor == "postgresql" else '$."' + gpu_label.replace('"', '') + '"'
     sql = (f"SELECT nm.platforms, n.cpu_allocatable, n.gpu_allocatable, n.memory_allocatable, "
-           f"n.storage_allocatable, n.gpu_product, MIN(n.name) FROM {_table(NodeMembership)} nm "
-           f"JOIN {_table(Node)} n ON n.id = nm.node_id WHERE nm.pool_id = %s GROUP BY 1, 2, 3, 4, 5, 6")
+           f"n.storage_allocatable, n.gpu_product, {label}, MIN(n.name) FROM {_table(NodeMembership)} nm "
+           f"JOIN {_table(Node)} n ON n.id = nm.node_id WHERE nm.pool_id = %s GROUP BY 1, 2, 3, 4, 5, 6, 7")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [pool_id])
+        cursor.execute(sql, [key, pool_id])
         rows = cursor.fetchall()
-    return sorted(((_json(NodeMembership, "platforms", row[0]), *row[1:]) for row in rows), key=lambda row: row[6])
+    return sorted(((_json(NodeMembership, "platforms", row[0]), *row[1:6], row[7], row[6] or "") for row in rows),
+                  key=lambda row: row[6])
 
 
 QUOTA_COLUMNS = ("id", "department_id", "project_id", "pool_id", "gpu_deserved", "cpu_deserved", "memory_deserved")

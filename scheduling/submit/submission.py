@@ -132,7 +132,9 @@ def refusal(access: Access, request: WorkloadRequest, verdicts: list[pipeline.Ve
             ) -> SubmissionRefused:
     verdicts = shown_verdicts(access, request, verdicts)
     lines = "; ".join(f"{v.pool}: {v.message}" for v in verdicts)
-    return SubmissionRefused(f"{prefix}No candidate pool can take this workload. {lines}", verdicts)
+    # No candidate has a node of the GPU type asked for: the field to fix is that one, not the pools.
+    field = "gpu_type" if verdicts and all(v.code == "GPU_TYPE" for v in verdicts) else "pools"
+    return SubmissionRefused(f"{prefix}No candidate pool can take this workload. {lines}", verdicts, field)
 
 
 def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False, field: str = "") -> Submitted:
@@ -227,7 +229,7 @@ def preview(submitted: Submitted) -> dict[str, Any]:
     workload = pure.Workload("dry-run", submitted.project.name, submitted.project.department.name,
                              (gpu * 100, cpu, memory), request.replicas, request.priority.preemptible,
                              request.priority.rank, timezone.now().timestamp(),
-                             [(v.pool, v.platform) for v in submitted.accepted])
+                             [(v.pool, v.platform) for v in submitted.accepted], request.gpu_type)
     snapshot.add_fair_shares(loaded, [workload])
     decision = pure.decide(loaded.snapshot, [workload])
     admitted = decision.admitted.get("dry-run")

@@ -31,6 +31,7 @@ from django.db.models import Sum
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from pools.fleet.clusters import cluster_ids, owners
 from pools.fleet.usage import stale_after
 from pools.inventory.status import READY, UNKNOWN
 from pools.models import Backend, ManagedJob, Node, NodeMembership, Pod, Pool, Project
@@ -52,7 +53,10 @@ POD_FIELDS = ("uid", "namespace", "name", "node_name", "gpu", "cpu", "memory", "
 def observe(now: datetime | None = None) -> dict:
     now = now or timezone.now()
     summary = {"opened": 0, "closed": 0}
+    owner = owners()
     for backend in Backend.objects.all():
+        if owner.get(backend.pk, backend.pk) != backend.pk:
+            continue  # its cluster's pods are the rows of the backend that owns them, observed with its Jobs
         opened, closed = observe_backend(backend, now)
         summary["opened"] += opened
         summary["closed"] += closed
@@ -110,7 +114,7 @@ def cluster_times(backend: Backend, since: datetime | None) -> dict[str, dict]:
     """{pod uid: {"namespace", "name", "node", "start", "end"}} for the pods of our Jobs that the cluster gave a
     start for, from the ManagedJob rows changed since `since` (all of them at the first observation); `end` is the
     last container's finish, else when the sync saw the pod deleted, else None (still running)."""
-    rows = ManagedJob.objects.filter(backend=backend)
+    rows = ManagedJob.objects.filter(backend_id__in=cluster_ids(backend.pk))  # the Jobs of every backend sharing it
     if since is not None:
         rows = rows.filter(updated_at__gte=since - LOOKBACK)
     found = {}
@@ -200,7 +204,7 @@ def _between(backend: Backend, times: dict, counted: set[str], nodes: dict, seen
 def _requests(backend: Backend, pods: list[dict]) -> None:
     """A pod no picture listed has no Pod row: its requests are its workload's, per replica (one query)."""
     jobs = {(ns, name): workload for ns, workload, job_pods in ManagedJob.objects.filter(
-        backend=backend, namespace__in={pod["namespace"] for pod in pods}).values_list(
+        backend_id__in=cluster_ids(backend.pk), namespace__in={pod["namespace"] for pod in pods}).values_list(
         "namespace", "workload", "pods") for name in (job_pods or {})}
     requests = {str(pk): (gpu, cpu, memory, priority) for pk, gpu, cpu, memory, priority in Workload.objects.filter(
         id__in=set(jobs.values())).values_list("id", "gpu", "cpu", "memory", "priority")}
@@ -213,7 +217,7 @@ def attribution(backend: Backend, pods: list[dict]) -> list[dict]:
     """The accounting facts of each pod: see the module's docstring. Three queries whatever the number of pods."""
     by_pod = {}
     namespaces = {pod["namespace"] for pod in pods}
-    jobs = ManagedJob.objects.filter(backend=backend, namespace__in=namespaces).values_list(
+    jobs = ManagedJob.objects.filter(backend_id__in=cluster_ids(backend.pk), namespace__in=namespaces).values_list(
         "namespace", "workload", "attempt", "pods")
     for namespace, workload, attempt, job_pods in jobs:
         for name in job_pods or {}:
@@ -274,12 +278,13 @@ def observe_capacity(now: datetime) -> int:
     changed = 0
     with transaction.atomic():
         marks = dict(UsageWatermark.objects.values_list("backend_id", "observed_at"))
+        owner = owners()
         gpus = dict(NodeMembership.objects.filter(node__status=READY).values("pool_id")
                     .annotate(gpus=Sum("node__gpu_total")).values_list("pool_id", "gpus"))
         opened = {row.pool: row for row in CapacityInterval.objects.select_for_update().filter(end__isnull=True)}
         for pool in Pool.objects.select_related("backend"):
             seen, current = pool.backend.last_sync_at, opened.get(pool.name)
-            mark = marks.get(pool.backend_id)
+            mark = marks.get(owner.get(pool.backend_id, pool.backend_id))  # observed with its cluster's owner
             if seen is None or mark is None:
                 continue
             if now - seen > stale_after():

@@ -20,15 +20,18 @@ pytestmark = pytest.mark.django_db
 FORBIDDEN = 'pods "{job}-0-x7k2p" is forbidden: no PriorityClass with name build was found'
 
 
-def failed_create(standin, workload: Workload, *, at, count: int = 1, job: str | None = None) -> str:
-    """What the Job controller records when the API server refuses its pod."""
+def failed_create(standin, workload: Workload, *, at, count: int = 1, job: str | None = None,
+                  combined: bool = False) -> str:
+    """What the Job controller records when the API server refuses its pod (`combined`: as its event recorder
+    writes it once it aggregates similar Events)."""
     job = job or workload.job_name
     message = FORBIDDEN.format(job=job)
     stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     standin.add_event({
         "metadata": {"name": f"{job}.187a3c", "namespace": workload.namespace},
         "involvedObject": {"kind": "Job", "apiVersion": "batch/v1", "namespace": workload.namespace, "name": job},
-        "reason": "FailedCreate", "type": "Warning", "message": f"Error creating: {message}", "count": count,
+        "reason": "FailedCreate", "type": "Warning", "count": count,
+        "message": f"{'(combined from similar events): ' if combined else ''}Error creating: {message}",
         "firstTimestamp": stamp, "lastTimestamp": stamp, "source": {"component": "job-controller"}})
     return message
 
@@ -77,6 +80,19 @@ def test_after_the_limit_with_no_pod_the_attempt_fails_backend_error_with_that_m
     assert message in workload.attempts[-1]["message"] and "5 min" in workload.attempts[-1]["message"]
     (deletion,) = standin.job_deletions  # the Job goes, so that it creates nothing later
     assert deletion.name == workload.attempts[-1]["job"]
+
+
+def test_the_recorders_combined_prefix_is_not_shown(standin, kube, researcher_api):
+    """client-go's event recorder prefixes an aggregated Event's message with "(combined from similar events): "
+    (a real control plane showed it, issue 39): the reason shows the server's words only."""
+    workload = admit_and_dispatch(researcher_api, kube)
+    now = timezone.now()
+    message = failed_create(standin, workload, at=now, combined=True)
+
+    (reason,) = researcher_api.get(f"/api/workloads/{synced(kube, workload, now).pk}/").json()["reasons"]
+
+    assert reason["code"] == "CREATE_FAILED" and "combined" not in reason["message"]
+    assert f"Error creating: {message}" in reason["message"]
 
 
 def test_a_refusal_that_ends_with_pods_created_is_forgotten(standin, kube, researcher_api, settings):

@@ -133,8 +133,11 @@ class Command(CliCommand):
         backend.toolkit_on_host = options["toolkit_on_host"]
         try:
             backend.full_clean()
-        except Exception as exc:
-            messages = getattr(exc, "messages", [str(exc)])
+        except ValidationError as exc:  # lengths and choices, each named by its option
+            options_of = {"kubeconfig_path": "--kubeconfig", "kube_context": "--context",
+                          "description": "--description"}
+            messages = [f"{options_of[key]}: {' '.join(texts)}" if key in options_of else " ".join(texts)
+                        for key, texts in exc.message_dict.items()]
             raise ConfigError(f"backend {name}: {'; '.join(messages)}") from None
         uid, why = cluster_uid(backend)
         same_as = options["same_cluster_as"] or backend.same_cluster_as  # an update keeps a split made before
