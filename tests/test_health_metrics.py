@@ -210,7 +210,8 @@ def test_metrics_show_every_family_with_the_rows_values(client, metrics_rows):
     # GPUs per pool, as `pool list` counts them.
     assert metrics["osmo_pool_gpu_capacity"][labels(pool="training")] == 16
     assert metrics["osmo_pool_gpu_used"][labels(pool="training")] == 3
-    assert metrics["osmo_pool_gpu_free"][labels(pool="training")] == 13
+    # Free means usable: the not-ready node's 5 free GPUs are not among the free (8 on the Ready node).
+    assert metrics["osmo_pool_gpu_free"][labels(pool="training")] == 8
     assert metrics["osmo_pool_gpu_capacity"][labels(pool=SHARED)] == 16
     for row in usage.pool_rows():
         assert metrics["osmo_pool_nodes"][labels(pool=row["name"])] == row["node_count"]

@@ -62,7 +62,7 @@ def test_it_filters_by_gpu_type_and_free_text(api, nodes):
     assert api_names(api, "gpu=NVIDIA-A100-SXM4-80GB") == ["alpha-0000", "alpha-0002", "bravo-0000", "bravo-0002",
                                                             "shared-0000"]
     assert api_names(api, "q=team%3Dvision") == ["bravo-0001"]
-    assert api_names(api, "q=scheduling") == ["alpha-0002"]
+    assert api_names(api, "q=cordoned") == ["alpha-0002"]
     assert api_names(api, f"q={ALPHA}&status=Ready") == ["alpha-0001", "alpha-0003"]
 
 

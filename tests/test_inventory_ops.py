@@ -119,10 +119,10 @@ def test_create_f_makes_a_label_bound_pool_from_seed_003(gpu_backend, standin, t
 
     listing = run("pool", "list")
     assert listing.splitlines()[0].split() == ["POOL", "NAME", "STATUS", "GPU", "TOTAL", "GPU", "USED", "GPU",
-                                               "FREE", "FREE", "READY", "NODE", "COUNT"]
-    assert ["training-pool", "ONLINE", "16", "6", "10", "10", "2"] in [line.split() for line in listing.splitlines()]
+                                               "FREE", "FREE", "NOT", "READY", "NODE", "COUNT"]
+    assert ["training-pool", "ONLINE", "16", "6", "10", "0", "2"] in [line.split() for line in listing.splitlines()]
     # The default pool holds nodes of every backend; it is ONLINE while those backends sync.
-    assert ["default", "ONLINE", "4", "0", "4", "4", "2"] in [line.split() for line in listing.splitlines()]
+    assert ["default", "ONLINE", "4", "0", "4", "0", "2"] in [line.split() for line in listing.splitlines()]
 
 
 def test_a_cpu_pool_with_an_empty_gpu_type_labels_only_the_pool(gpu_backend, standin, tmp_path):

@@ -88,7 +88,9 @@ def test_a_staff_user_signs_in_through_the_login_form_and_sees_every_pool(live_s
         row = page.locator(f"#pools-table tr[data-key='{pool.name}']")
         expect(row.locator("[data-col=node_count]")).to_have_text(str(members.count()))
         expect(row.locator("[data-col=gpu_total]")).to_have_text(str(sum(n.gpu_total for n in members)))
-        expect(row.locator("[data-col=gpu_free]")).to_have_text(str(sum(n.gpu_free for n in members)))
+        # Free means usable: only Ready, uncordoned nodes' free GPUs.
+        expect(row.locator("[data-col=gpu_free]")).to_have_text(
+            str(sum(n.gpu_free for n in members if n.status == "Ready" and not n.unschedulable)))
         expect(row.locator("[data-col=status]")).to_have_text("ONLINE")
     nodes = Node.objects.all()
     expect(page.locator("[data-testid=card-nodes] .figure")).to_have_text(str(nodes.count()))
