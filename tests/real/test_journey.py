@@ -45,7 +45,7 @@ ADMIN = os.environ.get("REAL_ADMIN_KUBECONFIG") or str(REALKUBE_DIR / "kubeconfi
 # The kit's scripts (start.sh starts kube-apiserver again after the restart step): named by the environment, since
 # nothing outside the repository is read by default.
 KIT = Path(os.environ.get("REALKUBE_KIT") or "realkube-kit-not-set")
-assert (KIT / "start.sh").exists(), "set REALKUBE_KIT to the realkube kit's directory (docs/development/real-cluster.md)"
+assert (KIT / "start.sh").exists(), "set REALKUBE_KIT to the realkube kit (docs/development/real-cluster.md)"
 H100 = "NVIDIA-H100-80GB-HBM3"
 CEILING = 120  # seconds a journey step may take: only against a hang (the fake kubelet runs pods in seconds)
 ENDED = {Status.COMPLETED, Status.FAILED, Status.FAILED_BACKEND_ERROR, Status.FAILED_CANCELED}
