@@ -117,10 +117,17 @@ def expected_pods(standin, kube) -> set[tuple]:
 
 @pytest.fixture
 def two_backends(standin, tmp_path, defaults):
-    path = standin.kubeconfig(tmp_path / "kubeconfig")
-    call_command("backend", "add", "paged", "--kubeconfig", path)
-    call_command("backend", "add", "whole", "--kubeconfig", path, "--same-cluster-as", "paged")  # one cluster, twice
-    return Backend.objects.get(name="paged"), Backend.objects.get(name="whole")
+    """`paged` on the stand-in, and `whole`, the reference, on a second API server that serves the same objects
+    under a kube-system of its own: to the product another cluster (two backends registered as one cluster share one
+    set of node and pod rows), so that each stores what its own list says. Both only list."""
+    from tests.kube_standin import KubeStandin
+
+    mirror = KubeStandin()
+    mirror._collections = standin._collections  # the same nodes, pods, Jobs and Events
+    call_command("backend", "add", "paged", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"))
+    call_command("backend", "add", "whole", "--kubeconfig", mirror.kubeconfig(tmp_path / "mirror-kubeconfig"))
+    yield Backend.objects.get(name="paged"), Backend.objects.get(name="whole")
+    mirror.close()
 
 
 def sync_both(standin, paged, whole):
