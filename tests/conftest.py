@@ -144,3 +144,16 @@ def standin():
     yield server
     server.close()
     assert not server.server_errors, server.server_errors[0]
+
+
+@pytest.fixture
+def shared_clients():
+    """The per-process clients of `shared_cluster_for` (`backend reconcile`, the engine pages), closed after the test
+    (their servers go with it)."""
+    from pools.fleet import sync
+
+    yield
+    for key in list(sync._SHARED):
+        close = getattr(sync._SHARED.pop(key), "close", None)
+        if close is not None:
+            close()

@@ -11,7 +11,6 @@ from django.test import Client
 from django.utils import timezone
 
 from pools.cluster.kinds import KAI_QUEUE
-from pools.fleet import sync
 from pools.models import Backend, ConfigKind, ConfigRevision, Node, Pool
 from pools.schedulers import reconcile
 from tests.scheduling.conftest import SHARED
@@ -20,16 +19,6 @@ from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db
 RACK = {"key": "rack", "label": "example.com/rack"}
-
-
-@pytest.fixture
-def shared_clients():
-    """The per-process clients of `shared_cluster_for`, closed after the test (their servers go with it)."""
-    yield
-    for key in list(sync._SHARED):
-        close = getattr(sync._SHARED.pop(key), "close", None)
-        if close is not None:
-            close()
 
 
 @pytest.fixture

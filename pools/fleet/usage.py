@@ -50,11 +50,9 @@ FREE_FIGURES = ("gpu_free", "gpu_free_not_ready")
 def free_sums(path: str = "node__", where: Q | None = None) -> dict[str, Sum]:
     """`FREE_FIGURES` as aggregates over rows that reach a node through `path` ("" on Node itself)."""
     usable = Q(**{f"{path}status": "Ready", f"{path}unschedulable": False})
-    if where is not None:
-        return {"gpu_free": Sum(f"{path}gpu_free", filter=where & usable),
-                "gpu_free_not_ready": Sum(f"{path}gpu_free", filter=where & ~usable)}
-    return {"gpu_free": Sum(f"{path}gpu_free", filter=usable), "gpu_free_not_ready": Sum(f"{path}gpu_free",
-                                                                                       filter=~usable)}
+    where = where if where is not None else Q()
+    return {"gpu_free": Sum(f"{path}gpu_free", filter=where & usable),
+            "gpu_free_not_ready": Sum(f"{path}gpu_free", filter=where & ~usable)}
 
 
 def stale_after() -> timedelta:

@@ -165,3 +165,15 @@ class OsmoClient:
 
     def version(self):
         return self.request("GET", "api/version", version_header=False)
+
+
+# A plain one-task workflow file, as OSMO's tutorials write one.
+PLAIN = """workflow:
+  name: plain-train
+  resources:
+    default: {gpu: 1, cpu: 2, memory: 4Gi}
+  tasks:
+  - name: trainer
+    image: nvcr.io/nvidia/pytorch:24.05-py3
+    command: [python, train.py]
+"""

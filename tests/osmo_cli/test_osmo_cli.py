@@ -10,20 +10,11 @@ import yaml
 
 from pools.models import Pool, Profile
 from scheduling.models import Workload
-from tests.osmo_cli.client import OsmoClient, OsmoError, claims
+from tests.osmo_cli.client import PLAIN, OsmoClient, OsmoError, claims
 from tests.scheduling.conftest import SHARED
 from tests.support.commands import run
 
 OSMO_TIME = "%Y-%m-%dT%H:%M:%S.%f"
-PLAIN = """workflow:
-  name: plain-train
-  resources:
-    default: {gpu: 1, cpu: 2, memory: 4Gi}
-  tasks:
-  - name: trainer
-    image: nvcr.io/nvidia/pytorch:24.05-py3
-    command: [python, train.py]
-"""
 TEMPLATED = """workflow:
   name: "{{ name }}"
   resources:

@@ -8,21 +8,12 @@ import sys
 
 import requests
 
-from tests.osmo_cli.client import OsmoClient
+from tests.osmo_cli.client import PLAIN, OsmoClient
 from tests.sqlite_driver import ADMIN
 from tests.support.ports import free_port
 from tests.test_sqlite_writes import ROOT, driver, manage, site_env
 from tests.waiting import until
 
-PLAIN = """workflow:
-  name: plain-train
-  resources:
-    default: {gpu: 1, cpu: 2, memory: 4Gi}
-  tasks:
-  - name: trainer
-    image: nvcr.io/nvidia/pytorch:24.05-py3
-    command: [python, train.py]
-"""
 USAGE_FIELDS = {"quota_used", "quota_free", "quota_limit", "total_usage", "total_capacity", "total_free"}
 
 

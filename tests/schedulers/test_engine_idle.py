@@ -8,7 +8,6 @@ import pytest
 from django.utils.html import escape
 
 from pools.cluster.kinds import KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE
-from pools.fleet import sync
 from pools.models import Backend, Pool
 from pools.schedulers.reconcile import run
 from tests.support import commands
@@ -17,16 +16,6 @@ pytestmark = pytest.mark.django_db
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 NO_POOL = ("No pool uses this backend yet, so nothing is written to Kueue: its objects are made from the backend's "
            "pools (set a pool's backend to it).")
-
-
-@pytest.fixture
-def shared_clients():
-    """The per-process clients of `shared_cluster_for` (`backend reconcile`), closed after the test."""
-    yield
-    for key in list(sync._SHARED):
-        close = getattr(sync._SHARED.pop(key), "close", None)
-        if close is not None:
-            close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the end of its 300-second window. Through the API, with a token made through the
 API server (the log stays silent after its first lines: the check must not wait for a line to come)."""
 
 import datetime as dt
-import threading
 
 import pytest
 from django.utils import timezone
@@ -13,6 +12,7 @@ from rest_framework.test import APIClient
 from pools.models import AccessToken
 from scheduling.run import logs
 from tests.scheduling.test_workload_logs import logs_url, running, wired  # noqa: F401 (a fixture)
+from tests.support.streams import read_in_background
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the stream is read on another thread
@@ -29,14 +29,7 @@ def follow_with_a_token(researcher_api, kube, wired, settings):  # noqa: F811
     wired.append_log(pod, "epoch 1 loss 2.31", namespace=workload.namespace)
     followed = bearer.get(logs_url(workload, follow=1))
     assert followed.status_code == 200 and followed.streaming
-    received, done = [], threading.Event()
-
-    def read():
-        for chunk in followed.streaming_content:
-            received.append(chunk)
-        done.set()
-
-    threading.Thread(target=read, daemon=True).start()
+    received, done = read_in_background(followed)
     until(lambda: b"".join(received).endswith(b"loss 2.31\n"), "the log so far")
     wired.append_log(pod, "epoch 2 loss 1.87", namespace=workload.namespace)
     until(lambda: b"".join(received).endswith(b"loss 1.87\n"), "a line written after the first window")

@@ -18,6 +18,7 @@ from scheduling.run.dispatch import dispatch
 from tests.scheduling.test_lifecycle import admit_and_dispatch, job_status, observe
 from tests.support.commands import run
 from tests.support.lifecycle import put_pod
+from tests.support.streams import read_in_background
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
@@ -90,14 +91,7 @@ def test_a_running_replicas_log_is_read_live_and_followed_as_lines_are_written(w
 
     followed = researcher_api.get(logs_url(workload, follow=1))
     assert followed.streaming and followed["X-Log-Source"] == "live"
-    received, done = [], threading.Event()
-
-    def read():
-        for chunk in followed.streaming_content:
-            received.append(chunk)
-        done.set()
-
-    threading.Thread(target=read, daemon=True).start()
+    received, done = read_in_background(followed)
     until(lambda: b"".join(received).endswith(b"loss 1.87\n"), "the log so far")
     wired.append_log(pod, "epoch 3 loss 1.52", namespace=workload.namespace)
     until(lambda: b"".join(received).endswith(b"epoch 3 loss 1.52\n"), "the line written after the follow began")
