@@ -12,6 +12,7 @@ import jinja2
 
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
+from scheduling.specs import osmo_tokens
 from scheduling.specs.requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
@@ -178,8 +179,11 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
     (the submission fills in the caller's default project)."""
     chosen = priority_of(priority)
-    variables = {**_defaults(text), **_variables(set_variables)}
-    rendered = _render(text, variables)
+    given = _variables(set_variables)
+    osmo_tokens.check_not_set(given, "set_variables")
+    variables = {**_defaults(text), **given}
+    protected, tokens = osmo_tokens.protect(text)  # OSMO's special tokens pass through the render as written
+    rendered = _render(protected, {**variables, **tokens})
     document = _yaml(rendered, "file")
     if not isinstance(document, dict) or "workflow" not in document:
         raise ConfigError("file: expected a workflow spec: {version: 2, workflow: {name, tasks or groups, ...}}",
@@ -250,6 +254,8 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         raise ConfigError(f"{where}.tasks: a group needs at least one task", field=f"{where}.tasks")
     task_where = (lambda i: where) if single else (lambda i: f"{where}.tasks[{i}]")
     tasks = [_task_mapping(t, task_where(i)) for i, t in enumerate(tasks)]
+    names = [str(t.get("name")) for t in tasks]
+    tasks = [osmo_tokens.resolve(t, task_where(i), names) for i, t in enumerate(tasks)]
     for i, task in enumerate(tasks):
         for key in ("name", "image"):
             if not task.get(key):
@@ -299,7 +305,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         "topology": topology, "privileged": bool(first.get("privileged", False)),
         "host_network": bool(first.get("hostNetwork", False)),
         "mounts": _strings(first.get("volumeMounts"), f"{task_where(0)}.volumeMounts"),
-        "variables": {str(k): str(v) for k, v in variables.items()},
+        "variables": {str(k): str(v) for k, v in variables.items()}, "tasks": names,
     }
     prefix = task_where(0)
     try:

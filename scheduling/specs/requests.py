@@ -167,6 +167,8 @@ class WorkloadRequest(BaseModel):
     gpu_type: StrictStr = ""
     workflow: StrictStr = ""  # the OSMO workflow this task group belongs to, if any
     group: StrictStr = ""
+    # An OSMO group's task names in the order of its replicas (completion indexes): what `{{host:TASK}}` resolves.
+    tasks: list[StrictStr] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -263,6 +265,12 @@ class WorkloadRequest(BaseModel):
     @model_validator(mode="after")
     def _secrets(self) -> "WorkloadRequest":
         podenv.check_env_from_secret(self.env_from_secret, self.env)
+        return self
+
+    @model_validator(mode="after")
+    def _tasks(self) -> "WorkloadRequest":
+        if self.tasks and len(self.tasks) != self.replicas:
+            raise ValueError(f"tasks names {len(self.tasks)} tasks for {self.replicas} replicas")
         return self
 
     @model_validator(mode="after")
