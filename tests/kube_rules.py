@@ -99,6 +99,20 @@ def qualified_name(value: str) -> list[str]:
     return errors
 
 
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL = re.compile(DNS1035_LABEL_FMT)
+
+
+def dns1035_label(value: str) -> list[str]:
+    """A Service's name (validation.IsDNS1035Label): a lowercase letter first."""
+    errors = [_max_len(63)] if len(value) > 63 else []
+    if not _DNS1035_LABEL.fullmatch(value):
+        errors.append(_regex_error("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                                   "start with an alphabetic character, and end with an alphanumeric character",
+                                   DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errors
+
+
 def label_value(value: str) -> list[str]:
     errors = [_max_len(63)] if len(value) > 63 else []
     if not _LABEL_VALUE.fullmatch(value):
@@ -256,8 +270,10 @@ def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[F
 # Built-in kinds
 
 NAME_RULES = {"Namespace": dns1123_label, "Node": dns1123_subdomain, "Pod": dns1123_subdomain,
-              "Job": dns1123_subdomain, "Event": dns1123_subdomain}
-NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True}
+              "Job": dns1123_subdomain, "Event": dns1123_subdomain, "Service": dns1035_label,
+              "ConfigMap": dns1123_subdomain}
+NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True, "Service": True,
+              "ConfigMap": True}
 
 
 def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
@@ -267,6 +283,106 @@ def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
         errors += _job_spec(obj)
     elif kind == "Pod":
         errors += _pod_spec(obj.get("spec"), "spec", restart=("Always", "OnFailure", "Never"))
+    elif kind == "Service":
+        errors += _service_spec(obj.get("spec"))
+    elif kind == "ConfigMap":
+        errors += _config_map(obj)
+    return errors
+
+
+# Service (core validation's ValidateService, the parts a ClusterIP or headless Service meets)
+
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+_IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
+
+
+def _port_number(value: Any, where: str) -> list[FieldError]:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        return [invalid(where, value, "must be between 1 and 65535, inclusive")]
+    return []
+
+
+def _service_spec(spec: Any) -> list[FieldError]:
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    errors = []
+    kind = spec.get("type", "ClusterIP")
+    if kind not in SERVICE_TYPES:
+        supported = ", ".join(f'"{value}"' for value in SERVICE_TYPES)
+        errors.append(FieldError("NotSupported", "spec.type", kind, f"supported values: {supported}"))
+    headless = spec.get("clusterIP") == "None"
+    if headless and kind != "ClusterIP":
+        errors.append(invalid("spec.clusterIPs[0]", "None", f"may not be set to 'None' for {kind} services"))
+    ips = spec.get("clusterIPs")
+    if ips is not None and spec.get("clusterIP") is not None and (not ips or ips[0] != spec["clusterIP"]):
+        errors.append(invalid("spec.clusterIPs", ips, "must be empty or the first value must match spec.clusterIP"))
+    ports = spec.get("ports") or []
+    if not ports and not headless and kind != "ExternalName":
+        errors.append(required("spec.ports"))
+    names, pairs = set(), set()
+    for index, port in enumerate(ports):
+        where = f"spec.ports[{index}]"
+        if not isinstance(port, dict):
+            errors.append(invalid(where, port, "must be an object"))
+            continue
+        name = port.get("name") or ""
+        if len(ports) > 1 and not name:
+            errors.append(required(f"{where}.name"))
+        elif name:
+            errors += [invalid(f"{where}.name", name, message) for message in dns1123_label(name)]
+            if name in names:
+                errors.append(FieldError("Duplicate", f"{where}.name", name))
+            names.add(name)
+        errors += _port_number(port.get("port"), f"{where}.port")
+        protocol = port.get("protocol", "TCP")
+        if protocol not in PROTOCOLS:
+            errors.append(FieldError("NotSupported", f"{where}.protocol", protocol,
+                                     'supported values: "SCTP", "TCP", "UDP"'))
+        if (port.get("port"), protocol) in pairs:
+            errors.append(FieldError("Duplicate", where, {"port": port.get("port"), "protocol": protocol}))
+        pairs.add((port.get("port"), protocol))
+        target = port.get("targetPort")
+        if isinstance(target, str):
+            if not _IANA_SVC_NAME.fullmatch(target) or "--" in target or not re.search("[a-z]", target):
+                errors.append(invalid(f"{where}.targetPort", target, "must contain only lowercase alphanumerics "
+                                                                     "and '-', at most 15 characters and a letter"))
+        elif target is not None:
+            errors += _port_number(target, f"{where}.targetPort")
+    selector = spec.get("selector")
+    if selector is not None:
+        errors += validate_labels(selector, "spec.selector")
+    affinity = spec.get("sessionAffinity", "None")
+    if affinity not in ("None", "ClientIP"):
+        errors.append(FieldError("NotSupported", "spec.sessionAffinity", affinity,
+                                 'supported values: "ClientIP", "None"'))
+    if not isinstance(spec.get("publishNotReadyAddresses", False), bool):
+        errors.append(invalid("spec.publishNotReadyAddresses", spec["publishNotReadyAddresses"], "must be a boolean"))
+    return errors
+
+
+# ConfigMap (ValidateConfigMap): keys as a Secret's, at most 1 MiB of data in all
+
+CONFIG_MAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CONFIG_MAP_BYTES = 1024 * 1024
+
+
+def _config_map(obj: dict[str, Any]) -> list[FieldError]:
+    errors, size = [], 0
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    for part, values in (("data", data), ("binaryData", binary)):
+        for key, value in values.items():
+            where = f"{part}[{key}]"
+            if len(key) > 253:
+                errors.append(invalid(where, key, _max_len(253)))
+            if not CONFIG_MAP_KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
+                errors.append(invalid(where, key, "a valid config key must consist of alphanumeric characters, "
+                                                  "'-', '_' or '.'"))
+            if part == "binaryData" and key in data:
+                errors.append(invalid(where, key, "duplicate of key present in data"))
+            size += len(value.encode() if isinstance(value, str) else value or b"")
+    if size > MAX_CONFIG_MAP_BYTES:
+        errors.append(FieldError("TooLong", "", "", f"must have at most {MAX_CONFIG_MAP_BYTES} bytes"))
     return errors
 
 
