@@ -124,8 +124,8 @@ def label_value(value: str) -> list[str]:
 
 # Field errors, as k8s.io/apimachinery/pkg/util/validation/field reports them.
 
-_TYPE_WORDS = {"Invalid": "Invalid value", "TypeInvalid": "Invalid value", "Required": "Required value",
-               "NotSupported": "Unsupported value", "Forbidden": "Forbidden", "TooLong": "Too long",
+_TYPE_WORDS = {"NotFound": "Not found", "Invalid": "Invalid value", "TypeInvalid": "Invalid value",
+               "Required": "Required value", "NotSupported": "Unsupported value", "Forbidden": "Forbidden", "TooLong": "Too long",
                "TooMany": "Too many", "Duplicate": "Duplicate value"}
 _OMITTED = object()
 
@@ -408,6 +408,17 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
     containers = spec.get("containers")
     if not containers:
         errors.append(required(f"{path}.containers"))
+    volumes: set[str] = set()
+    for index, volume in enumerate(spec.get("volumes") or []):
+        where, name = f"{path}.volumes[{index}]", volume.get("name") or ""
+        errors += [invalid(f"{where}.name", name, message) for message in dns1123_label(name)]
+        if name in volumes:
+            errors.append(FieldError("Duplicate", f"{where}.name", name))
+        volumes.add(name)
+        mode = (volume.get("configMap") or {}).get("defaultMode")
+        if mode is not None and not (isinstance(mode, int) and 0 <= mode <= 0o777):
+            errors.append(invalid(f"{where}.configMap.defaultMode", mode,
+                                  "must be a number between 0 and 0777 (octal), both inclusive"))
     for group in ("initContainers", "containers"):
         seen = set()
         for index, container in enumerate(spec.get(group) or []):
@@ -422,10 +433,31 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
                 seen.add(name)
             if not container.get("image"):
                 errors.append(required(f"{where}.image"))
+            errors += _volume_mounts(container.get("volumeMounts") or [], volumes, f"{where}.volumeMounts")
     errors += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
     if node_affinity is not None:
         errors += _node_affinity(node_affinity, f"{path}.affinity.nodeAffinity")
+    return errors
+
+
+def _volume_mounts(mounts: list[dict[str, Any]], volumes: set[str], path: str) -> list[FieldError]:
+    """ValidateVolumeMounts: a mount names a volume of the pod, its path is unique in the container, its subPath
+    relative and without '..'."""
+    errors, paths = [], set()
+    for index, mount in enumerate(mounts):
+        where = f"{path}[{index}]"
+        if mount.get("name") not in volumes:
+            errors.append(FieldError("NotFound", f"{where}.name", mount.get("name")))
+        target = mount.get("mountPath") or ""
+        if not target:
+            errors.append(required(f"{where}.mountPath"))
+        elif target in paths:
+            errors.append(invalid(f"{where}.mountPath", target, "must be unique"))
+        paths.add(target)
+        sub = mount.get("subPath") or ""
+        if sub.startswith("/") or ".." in sub.split("/"):
+            errors.append(invalid(f"{where}.subPath", sub, "must be a relative path without '..'"))
     return errors
 
 
@@ -539,6 +571,18 @@ def _job_spec(job: dict[str, Any]) -> list[FieldError]:
     if mode is not None and mode not in ("NonIndexed", "Indexed"):
         errors.append(FieldError("NotSupported", "spec.completionMode", mode,
                                  'supported values: "NonIndexed", "Indexed"'))
+    success = spec.get("successPolicy")
+    if success is not None:
+        rules = success.get("rules") if isinstance(success, dict) else None
+        if mode != "Indexed":
+            errors.append(invalid("spec.successPolicy", success, "requires indexed completion mode"))
+        if not rules or len(rules) > 20:
+            errors.append(required("spec.successPolicy.rules") if not rules else
+                          FieldError("TooMany", "spec.successPolicy.rules", len(rules), "must have at most 20 items"))
+        for index, rule in enumerate(rules or []):
+            if not rule.get("succeededIndexes") and rule.get("succeededCount") is None:
+                errors.append(required(f"spec.successPolicy.rules[{index}]",
+                                       "at least one of succeededCount or succeededIndexes must be specified"))
     completions = spec.get("completions")
     if mode == "Indexed":
         if completions is None:

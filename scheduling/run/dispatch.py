@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
 from pools.cluster.interface import ObjectKind
-from pools.cluster.kinds import KAI_PODGROUP, SERVICE
+from pools.cluster.kinds import CONFIG_MAP, KAI_PODGROUP, SERVICE
 from pools.cluster.retries import Retries
 from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
@@ -34,6 +34,7 @@ from scheduling.specs.jobs import (
     MANAGED_VALUE,
     Attempt,
     Engine,
+    files_manifest,
     has_peers,
     job_manifest,
     owned_by,
@@ -70,7 +71,8 @@ def attempt_of(workload: Workload) -> Attempt:
                    _seconds(workload.exec_timeout), engine,
                    nodes=tuple(sorted(workload.placement or {})) if engine is None else (),
                    backend=workload.pool.backend.name, workflow=workload.workflow,
-                   tasks=tuple((workload.request or {}).get("tasks") or ()))
+                   tasks=tuple((workload.request or {}).get("tasks") or ()),
+                   files=tuple((workload.request or {}).get("files") or ()))
 
 
 def retries_for(cluster: Cluster) -> Retries:
@@ -149,6 +151,8 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
         # Cluster errors propagate: the next try finds them all.
         owned = [(SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS")] \
             if has_peers(attempt) else []
+        if attempt.files:
+            owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
         if attempt.engine is not None and attempt.engine.kind == "kai":
             owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
         for kind, body, code in owned:

@@ -12,21 +12,18 @@ import jinja2
 
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
-from scheduling.specs import osmo_tokens
+from scheduling.specs import osmo_groups, osmo_tokens
 from scheduling.specs.requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
 _TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_from_secret", "exitActions", "privileged",
-              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
-# Task fields OSMO runs and we do not: data passed between tasks, secrets, files, checkpoints.
+              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "files"}
+# Task fields OSMO runs and we do not: data passed between tasks, secrets, checkpoints.
 _NOT_RUN = {"inputs": "data from other tasks", "outputs": "data for other tasks", "credentials": "credentials",
-            "files": "files written into the task", "checkpoint": "checkpointing"}
+            "checkpoint": "checkpointing"}
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
-# The fields each replica of a gang must share: a group runs as one indexed Job of identical replicas.
-_SAME_IN_GROUP = ("image", "command", "args", "environment", "env_from_secret", "resource", "exitActions",
-                  "privileged", "hostNetwork", "volumeMounts")
 
 
 @dataclass(frozen=True)
@@ -107,6 +104,7 @@ class Ceilings:
 
     tasks: int = 1000
     tasks_per_group: int = 512
+    file_bytes: int = 256 * 1024  # a group's `files`, every task's together (OSMO_MAX_GROUP_FILE_BYTES)
 
 
 class CeilingExceeded(ConfigError):
@@ -227,7 +225,7 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
         tasks[str(group.get("name"))] = [str(task.get("name")) for task in group.get("tasks") or []
                                          if isinstance(task, dict)]
         requests.append(GroupRequest(str(group.get("name")), _group_request(
-            name, group, where, resources, timeout, pool, chosen.value, variables, project)))
+            name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings)))
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -245,7 +243,8 @@ def _task_mapping(task: Any, where: str) -> dict:
 
 
 def _group_request(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str, priority: str,
-                   variables: Mapping[str, Any], project: str | None = None) -> WorkloadRequest:
+                   variables: Mapping[str, Any], project: str | None = None,
+                   ceilings: Ceilings = Ceilings()) -> WorkloadRequest:
     single = group.pop("_single", False)
     if not group.get("name"):
         raise ConfigError(f"{where}.name: field is required", field=f"{where}.name")
@@ -260,16 +259,14 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         for key in ("name", "image"):
             if not task.get(key):
                 raise ConfigError(f"{task_where(i)}.{key}: field is required", field=f"{task_where(i)}.{key}")
-    first = tasks[0]
-    for i, task in enumerate(tasks[1:], 1):
-        for key in _SAME_IN_GROUP:
-            if task.get(key) != first.get(key):
-                raise ConfigError(
-                    f"{task_where(i)}.{key}: differs from task {first['name']}'s; a group runs as one gang of "
-                    "identical replicas, so its tasks must share image, command, args, environment and resource "
-                    "(put different work in its own group)", field=f"{task_where(i)}.{key}")
-    if sum(1 for t in tasks if t.get("lead")) > 1:
-        raise ConfigError(f"{where}.tasks: more than one lead task", field=f"{where}.tasks")
+    planned = osmo_groups.plan(tasks, task_where, group, where)
+    size = sum(len(item["contents"].encode()) for item in planned.files)
+    if size > ceilings.file_bytes:
+        raise CeilingExceeded(f"{where}.tasks: the files of this group take {size:,} bytes, over the limit of "
+                              f"{ceilings.file_bytes:,} (OSMO_MAX_GROUP_FILE_BYTES)", f"{where}.tasks",
+                              "OSMO_MAX_GROUP_FILE_BYTES")
+    first = planned.tasks[0]
+    task_where = (lambda i: where) if single else (lambda i: f"{where}.tasks[{planned.order[i]}]")
     resource_name = first.get("resource", "default")
     if resource_name not in resources:
         raise ConfigError(f"{task_where(0)}.resource: {resource_name!r} is not one of workflow.resources "
@@ -284,10 +281,6 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         item = _mapping(item, f"{resource_where}.topology[{i}]", _TOPOLOGY_KEYS)
         topology.append({"key": item.get("key"), "requirement": item.get("requirementType", "required"),
                          "group": item.get("group", "default")})
-    environment = first.get("environment") or {}
-    if not isinstance(environment, dict):
-        raise ConfigError(f"{task_where(0)}.environment: expected a mapping of names to values",
-                          field=f"{task_where(0)}.environment")
     from_secret = first.get("env_from_secret") or {}
     if not isinstance(from_secret, dict):
         raise ConfigError(f"{task_where(0)}.env_from_secret: expected a mapping of names to \"secret/key\"",
@@ -295,9 +288,8 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
     body = {
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
-        "command": _strings(first.get("command"), f"{task_where(0)}.command"),
-        "args": _strings(first.get("args"), f"{task_where(0)}.args"),
-        "env": {str(k): str(v) for k, v in environment.items()}, "replicas": len(tasks),
+        "command": planned.command, "args": planned.args, "env": planned.env, "replicas": len(tasks),
+        "files": planned.files,
         "env_from_secret": {str(k): str(v) for k, v in from_secret.items()},
         "resources": {key: spec[key] for key in ("gpu", "cpu", "memory", "storage") if spec.get(key) is not None},
         "priority": priority, "exec_timeout": timeout.get("exec_timeout"),
@@ -305,7 +297,8 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         "topology": topology, "privileged": bool(first.get("privileged", False)),
         "host_network": bool(first.get("hostNetwork", False)),
         "mounts": _strings(first.get("volumeMounts"), f"{task_where(0)}.volumeMounts"),
-        "variables": {str(k): str(v) for k, v in variables.items()}, "tasks": names,
+        "variables": {str(k): str(v) for k, v in variables.items()},
+        "tasks": [str(t["name"]) for t in planned.tasks],
     }
     prefix = task_where(0)
     try:

@@ -74,6 +74,7 @@ class Attempt:
     backend: str = ""  # the backend that writes the Job: its objects carry it, and only its sync reads them
     workflow: str = ""  # the OSMO workflow ID: fills `{{workflow_id}}`
     tasks: tuple[str, ...] = ()  # an OSMO group's task names by completion index: fill `{{host:TASK}}`
+    files: tuple[dict[str, str], ...] = ()  # {path, contents} written into every replica (a ConfigMap)
 
 
 def job_name(workload_id: str, attempt: int) -> str:
@@ -91,12 +92,30 @@ def has_peers(attempt: Attempt) -> bool:
     return attempt.replicas > 1
 
 
-def _filled(template: dict[str, Any], attempt: Attempt, name: str) -> dict[str, Any]:
-    """OSMO's tokens left for the Job (`scheduling.specs.osmo_tokens`): the workflow ID and the tasks' hosts."""
+def _filled(value: Any, attempt: Attempt, name: str) -> Any:
+    """`value` with OSMO's tokens left for the Job (`scheduling.specs.osmo_tokens`) filled: the workflow ID and the
+    tasks' hosts."""
     values = {osmo_tokens.host_token(task): host_of(name, index) for index, task in enumerate(attempt.tasks)}
     if attempt.workflow:
         values[osmo_tokens.WORKFLOW_ID] = attempt.workflow
-    return osmo_tokens.fill(template, values) if values else template
+    return osmo_tokens.fill(value, values) if values else value
+
+
+FILES_VOLUME, DATA_VOLUME = "osmo-files", "osmo-data"
+
+
+def _osmo_volumes(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
+    """An OSMO task's pod: its data directory (`{{output}}`, `{{input:N}}`: an emptyDir at /osmo/data) and its
+    `files`, each mounted at its path from the ConfigMap of the Job's name (`files_manifest`), in every container."""
+    volumes = spec.setdefault("volumes", [])
+    volumes.append({"name": DATA_VOLUME, "emptyDir": {}})
+    mounts = [{"name": DATA_VOLUME, "mountPath": osmo_tokens.DATA_DIR}]
+    if attempt.files:
+        volumes.append({"name": FILES_VOLUME, "configMap": {"name": name, "defaultMode": 0o755}})
+        mounts += [{"name": FILES_VOLUME, "mountPath": item["path"], "subPath": f"file-{index}", "readOnly": True}
+                   for index, item in enumerate(attempt.files)]
+    for container in spec.get("containers") or []:
+        container["volumeMounts"] = [*(container.get("volumeMounts") or []), *mounts]
 
 
 def _rendezvous(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
@@ -179,6 +198,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
     if has_peers(attempt):
         spec["subdomain"] = name  # the headless Service (`service_manifest`)
         _rendezvous(spec, attempt, name)
+    if attempt.tasks:
+        _osmo_volumes(spec, attempt, name)
     if attempt.nodes and engine is None:
         pin_to_nodes(spec, attempt.nodes)
     priority_class = (engine.priority_class if engine is not None else "") or \
@@ -197,6 +218,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
         "parallelism": attempt.replicas, "completions": attempt.replicas, "completionMode": "Indexed",
         "backoffLimit": 0, "ttlSecondsAfterFinished": ttl_seconds, "template": template,
     }
+    if len(attempt.tasks) > 1:  # an OSMO group: its lead (replica 0) decides its end; the others are then stopped
+        job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     if engine is not None and engine.kind == "kueue":
         job_spec["suspend"] = True
     if attempt.exec_timeout_seconds:
@@ -249,6 +272,18 @@ def service_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> d
             "metadata": {"name": name, "namespace": attempt.namespace, "labels": ours,
                          **({"annotations": names} if names else {}), **({"ownerReferences": owner} if owner else {})},
             "spec": {"clusterIP": "None", "selector": {JOB_NAME_LABEL: name}, "publishNotReadyAddresses": True}}
+
+
+def files_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> dict[str, Any]:
+    """The ConfigMap of an OSMO group's `files` (`file-<n>`, tokens filled as in the pods), owned by the Job."""
+    name = job_name(attempt.workload_id, attempt.attempt)
+    ours, names = labelled(attempt, prefix)
+    owner = _owner(job)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": attempt.namespace, "labels": ours,
+                         **({"annotations": names} if names else {}), **({"ownerReferences": owner} if owner else {})},
+            "data": {f"file-{index}": _filled(item["contents"], attempt, name)
+                     for index, item in enumerate(attempt.files)}}
 
 
 def owned_by(job: dict[str, Any], workload_id: str, prefix: str) -> bool:

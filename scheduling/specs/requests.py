@@ -33,6 +33,10 @@ _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 # A workflow ID (`<name>-<n>`) or task group: the same characters, up to the column's 128.
 _WORKFLOW = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,126}[A-Za-z0-9])?$")
 MAX_REPLICAS = 1000
+# Files written into the pods (one ConfigMap, which Kubernetes caps at 1 MiB with its keys): a ceiling under it;
+# the OSMO door's own limit (OSMO_MAX_GROUP_FILE_BYTES) is lower.
+MAX_FILE_BYTES = 768 * 1024
+MAX_FILES = 256
 
 
 def name_problem(value: str) -> str:
@@ -169,6 +173,8 @@ class WorkloadRequest(BaseModel):
     group: StrictStr = ""
     # An OSMO group's task names in the order of its replicas (completion indexes): what `{{host:TASK}}` resolves.
     tasks: list[StrictStr] = Field(default_factory=list)
+    # Files written into every replica: [{"path": absolute path, "contents": text}] (an OSMO group's `files`).
+    files: list[dict[StrictStr, StrictStr]] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -266,6 +272,25 @@ class WorkloadRequest(BaseModel):
     def _secrets(self) -> "WorkloadRequest":
         podenv.check_env_from_secret(self.env_from_secret, self.env)
         return self
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, value: list[dict[str, str]]) -> list[dict[str, str]]:
+        if len(value) > MAX_FILES:
+            raise ValueError(f"{len(value)} files are more than {MAX_FILES}")
+        paths = set()
+        for index, item in enumerate(value):
+            path = item.get("path", "")
+            if set(item) != {"path", "contents"} or not path.startswith("/") or ".." in path.split("/"):
+                raise ConfigError(f"files[{index}]: expected {{\"path\": an absolute path, \"contents\": text}}",
+                                  field=f"files[{index}]")
+            if path in paths:
+                raise ConfigError(f"files[{index}].path: {path} is written twice", field=f"files[{index}].path")
+            paths.add(path)
+        size = sum(len(item["contents"].encode()) for item in value)
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{size:,} bytes of files are over {MAX_FILE_BYTES:,}")
+        return value
 
     @model_validator(mode="after")
     def _tasks(self) -> "WorkloadRequest":

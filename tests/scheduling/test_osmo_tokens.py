@@ -19,11 +19,11 @@ workflow:
       image: busybox
       lead: true
       command: [sh, -c]
-      args: &run ["echo {{workflow_id}} > {{output}}/id.txt; nc {{host:server}} 24831 > {{output}}/got.txt"]
+      args: ["echo {{workflow_id}} > {{output}}/id.txt"]
     - name: client
       image: busybox
       command: [sh, -c]
-      args: *run
+      args: ["nc {{host:server}} 24831 > {{output}}/got.txt"]
 default-values:
   name: talk
 """
@@ -41,26 +41,27 @@ def test_tokens_pass_the_render_and_are_filled_per_task():
     assert request.tasks == ["server", "client"]
     # The output directory is OSMO's path; the workflow ID and the host wait for the Job.
     assert "{{workflow_id}}" in workflow.rendered and "{{host:server}}" in workflow.rendered
-    assert request.args == ["echo {{workflow_id}} > /osmo/data/output/id.txt; nc {{host:server}} 24831 > "
-                            "/osmo/data/output/got.txt"]
+    script = request.command[2]  # the group's tasks differ: one launcher picks each by its index
+    assert "0) exec sh -c 'echo {{workflow_id}} > /osmo/data/output/id.txt'" in script
+    assert "1) sh -c 'nc {{host:server}} 24831 > /osmo/data/output/got.txt'" in script
     assert osmo_tokens.OUTPUT_DIR == "/osmo/data/output" and osmo_tokens.input_dir(1) == "/osmo/data/input/1"
 
 
 def test_host_of_a_task_outside_the_group_is_refused_with_its_place():
     error = refusal(GROUP.replace("{{host:server}}", "{{host:nobody}}"))
-    assert error.field == "workflow.groups[0].tasks[0].args[0]"
+    assert error.field == "workflow.groups[0].tasks[1].args[0]"
     assert "names no task of this group" in error.message and "server, client" in error.message
 
 
 def test_input_out_of_range_is_refused_with_its_place():
     error = refusal(GROUP.replace("{{output}}/got.txt", "{{input:0}}/got.txt"))
-    assert error.field == "workflow.groups[0].tasks[0].args[0]"
+    assert error.field == "workflow.groups[0].tasks[1].args[0]"
     assert "{{input:0}} is out of range: the task has 0 inputs" in error.message
 
 
 def test_input_of_an_unnamed_task_is_refused():
     error = refusal(GROUP.replace("{{output}}/got.txt", "{{input:prep}}/got.txt"))
-    assert error.field == "workflow.groups[0].tasks[0].args[0]" and "names no input of this task" in error.message
+    assert error.field == "workflow.groups[0].tasks[1].args[0]" and "names no input of this task" in error.message
 
 
 def test_set_cannot_override_a_token():
