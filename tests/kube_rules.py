@@ -125,8 +125,8 @@ def label_value(value: str) -> list[str]:
 # Field errors, as k8s.io/apimachinery/pkg/util/validation/field reports them.
 
 _TYPE_WORDS = {"NotFound": "Not found", "Invalid": "Invalid value", "TypeInvalid": "Invalid value",
-               "Required": "Required value", "NotSupported": "Unsupported value", "Forbidden": "Forbidden", "TooLong": "Too long",
-               "TooMany": "Too many", "Duplicate": "Duplicate value"}
+               "Required": "Required value", "NotSupported": "Unsupported value", "Forbidden": "Forbidden",
+               "TooLong": "Too long", "TooMany": "Too many", "Duplicate": "Duplicate value"}
 _OMITTED = object()
 
 
