@@ -172,7 +172,7 @@ def _defaults(text: str) -> dict[str, Any]:
 
 
 def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = (),
-                      project: str | None = None, ceilings: Ceilings = Ceilings()) -> Workflow:
+                      project: str | None = None, ceilings: Ceilings = Ceilings(), dry_run: bool = False) -> Workflow:
     """An OSMO workflow file as one gang request per task group, each with `pools=[pool]` (OSMO takes the
     pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
     (the submission fills in the caller's default project)."""
@@ -225,11 +225,14 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
         tasks[str(group.get("name"))] = [str(task.get("name")) for task in group.get("tasks") or []
                                          if isinstance(task, dict)]
         requests.append(GroupRequest(str(group.get("name")), _group_request(
-            name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings)))
+            name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings, dry_run)))
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise ConfigError(f"workflow: two groups are named {duplicate}", field="workflow.groups")
+    if dry_run and "localpath:" in rendered:
+        warnings.append("files given by localpath are read as empty here: OSMO's CLI sends their contents when it "
+                        "submits.")
     return Workflow(name, requests, warnings, rendered, tasks)
 
 
@@ -244,7 +247,7 @@ def _task_mapping(task: Any, where: str) -> dict:
 
 def _group_request(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str, priority: str,
                    variables: Mapping[str, Any], project: str | None = None,
-                   ceilings: Ceilings = Ceilings()) -> WorkloadRequest:
+                   ceilings: Ceilings = Ceilings(), dry_run: bool = False) -> WorkloadRequest:
     single = group.pop("_single", False)
     if not group.get("name"):
         raise ConfigError(f"{where}.name: field is required", field=f"{where}.name")
@@ -259,7 +262,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         for key in ("name", "image"):
             if not task.get(key):
                 raise ConfigError(f"{task_where(i)}.{key}: field is required", field=f"{task_where(i)}.{key}")
-    planned = osmo_groups.plan(tasks, task_where, group, where)
+    planned = osmo_groups.plan(tasks, task_where, group, where, dry_run=dry_run)
     size = sum(len(item["contents"].encode()) for item in planned.files)
     if size > ceilings.file_bytes:
         raise CeilingExceeded(f"{where}.tasks: the files of this group take {size:,} bytes, over the limit of "

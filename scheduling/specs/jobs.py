@@ -26,7 +26,7 @@ from typing import Any
 from pools.engine import kube_names
 from pools.inventory.jobs import MANAGED_LABEL as MANAGED
 from pools.inventory.jobs import MANAGED_VALUE
-from scheduling.specs import osmo_tokens
+from scheduling.specs import osmo_groups, osmo_tokens
 
 # The user container's name in every pod template (`USER_CONTAINER_NAME` unless a pool's variables rename it).
 USER_CONTAINER = "user"
@@ -112,8 +112,10 @@ def _osmo_volumes(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
     mounts = [{"name": DATA_VOLUME, "mountPath": osmo_tokens.DATA_DIR}]
     if attempt.files:
         volumes.append({"name": FILES_VOLUME, "configMap": {"name": name, "defaultMode": 0o755}})
-        mounts += [{"name": FILES_VOLUME, "mountPath": item["path"], "subPath": f"file-{index}", "readOnly": True}
-                   for index, item in enumerate(attempt.files)]
+        mounts += [{"name": FILES_VOLUME, "mountPath": item["path"], "subPath": osmo_groups.file_key(index),
+                    "readOnly": True} for index, item in enumerate(attempt.files) if "task" not in item]
+        if any("task" in item for item in attempt.files):  # a task's own files, copied by its launcher
+            mounts.append({"name": FILES_VOLUME, "mountPath": osmo_groups.FILES_DIR, "readOnly": True})
     for container in spec.get("containers") or []:
         container["volumeMounts"] = [*(container.get("volumeMounts") or []), *mounts]
 
@@ -282,7 +284,7 @@ def files_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> dic
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": attempt.namespace, "labels": ours,
                          **({"annotations": names} if names else {}), **({"ownerReferences": owner} if owner else {})},
-            "data": {f"file-{index}": _filled(item["contents"], attempt, name)
+            "data": {osmo_groups.file_key(index): _filled(item["contents"], attempt, name)
                      for index, item in enumerate(attempt.files)}}
 
 

@@ -12,9 +12,12 @@ container runs: command, args, environment and files.
   task by `JOB_COMPLETION_INDEX`, exports its own environment and runs its command; with `ignoreNonleadStatus`
   (OSMO's default) a task that is not the lead ends successfully whatever its command returned, so only the lead's
   failure fails the group.
-- `files` are written into the pod from one ConfigMap per workload, each file mounted at its path (`subPath`);
-  every pod of the group has every task's files, so two tasks may write one path only with the same contents.
-  `localpath` is resolved by OSMO's CLI, which sends the file's contents instead.
+- `files` are written into the pod from one ConfigMap per workload (key `file-<n>`, the n-th of the request's
+  `files`): a file every task that writes its path writes alike is mounted at its path (`subPath`) in every pod; a
+  path the tasks write differently (each its own `/tmp/entry.sh`) is the task's own (`task`: its index), copied
+  there by the launcher from the ConfigMap mounted at /osmo/files before its command starts.
+  `localpath` is resolved by OSMO's CLI, which sends the file's contents instead when it submits; its dry run
+  (which a templated file gets first) still carries `localpath`, so a dry run accepts it (as an empty file).
 """
 
 import posixpath
@@ -29,6 +32,11 @@ from scheduling.specs import podenv
 SHARED = ("image", "resource", "privileged", "hostNetwork", "volumeMounts", "env_from_secret", "exitActions")
 FILE_KEYS = {"path", "contents", "localpath", "base64"}
 SHELL = "/bin/sh"
+FILES_DIR = "/osmo/files"  # the ConfigMap of a group's files, whole, where the launcher copies a task's own from
+
+
+def file_key(index: int) -> str:
+    return f"file-{index}"
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,8 @@ def _environment(task: dict, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in environment.items()}
 
 
-def files_of(task: dict, where: str) -> list[dict[str, str]]:
-    """A task's `files` as {path, contents}: absolute, normalized paths; `localpath` refused (the CLI's)."""
+def files_of(task: dict, where: str, dry_run: bool = False) -> list[dict[str, str]]:
+    """A task's `files` as {path, contents}: absolute, normalized paths; `localpath` (the CLI's) only in a dry run."""
     found = []
     for index, item in enumerate(task.get("files") or []):
         place = f"{where}.files[{index}]"
@@ -78,7 +86,9 @@ def files_of(task: dict, where: str) -> list[dict[str, str]]:
         if unknown:
             raise ConfigError(f"{place}.{unknown[0]}: unknown field; use path and contents",
                               field=f"{place}.{unknown[0]}")
-        if "localpath" in item:
+        if "localpath" in item and "contents" in item:
+            raise ConfigError(f"{place}: give contents or localpath, not both", field=f"{place}.localpath")
+        if "localpath" in item and not dry_run:
             raise ConfigError(f"{place}.localpath: a local file is read by OSMO's CLI, which sends its contents in "
                               "`contents` instead (osmo workflow submit does); send the contents",
                               field=f"{place}.localpath")
@@ -97,8 +107,15 @@ def files_of(task: dict, where: str) -> list[dict[str, str]]:
     return found
 
 
+def _copies(files: list[dict[str, str]], index: int) -> str:
+    """Shell that writes task `index`'s own files to their paths."""
+    own = [(key, item["path"]) for key, item in enumerate(files) if item.get("task") == str(index)]
+    return "".join(f"mkdir -p {shlex.quote(posixpath.dirname(path))} && cp {FILES_DIR}/{file_key(key)} "
+                   f"{shlex.quote(path)} && " for key, path in own)
+
+
 def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str, str]], common: dict[str, str],
-              ignore_nonlead: bool) -> str:
+              ignore_nonlead: bool, files: list[dict[str, str]]) -> str:
     """The `sh -c` script choosing the task by completion index. Arguments are single-quoted (no shell expansion);
     `$(VAR)` in them is still the kubelet's, as it is in a container's own args."""
     lines = ['case "$JOB_COMPLETION_INDEX" in']
@@ -106,6 +123,7 @@ def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str,
         exports = "".join(f"export {name}={shlex.quote(value)}; " for name, value in env.items()
                           if common.get(name) != value)
         run = " ".join(shlex.quote(part) for part in command) or "true"
+        exports += _copies(files, index)
         if index == 0 or not ignore_nonlead:
             body = f"{exports}exec {run}"
         else:  # a task that is not the lead: its end does not decide the group's
@@ -115,7 +133,7 @@ def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str,
     return "\n".join(lines)
 
 
-def plan(tasks: list[dict], where, group: dict, group_where: str) -> Group:
+def plan(tasks: list[dict], where, group: dict, group_where: str, *, dry_run: bool = False) -> Group:
     """The group's tasks as one container (`where(i)`: task i's place in the file, as written)."""
     leads = [i for i, task in enumerate(tasks) if task.get("lead")]
     if len(leads) > 1:
@@ -134,16 +152,19 @@ def plan(tasks: list[dict], where, group: dict, group_where: str) -> Group:
     commands = [_strings(tasks[i].get("command"), f"{where(i)}.command")
                 + _strings(tasks[i].get("args"), f"{where(i)}.args") for i in order]
     envs = [_environment(tasks[i], where(i)) for i in order]
-    files: dict[str, dict[str, str]] = {}
-    for i in order:
-        for index, item in enumerate(files_of(tasks[i], where(i))):
-            seen = files.get(item["path"])
-            if seen is not None and seen["contents"] != item["contents"]:
-                place = f"{where(i)}.files[{index}].path"
-                raise ConfigError(f"{place}: another task of the group writes {item['path']} with other contents; "
-                                  "every pod of a group has every task's files, so give them different paths",
-                                  field=place)
-            files[item["path"]] = item
+    written = [files_of(tasks[i], where(i), dry_run) for i in order]
+    contents: dict[str, set[str]] = {}
+    for items in written:
+        for item in items:
+            contents.setdefault(item["path"], set()).add(item["contents"])
+    files, shared = [], set()
+    for position, items in enumerate(written):
+        for item in items:
+            if len(contents[item["path"]]) > 1 and len(tasks) > 1:  # the tasks write it differently: each its own
+                files.append({**item, "task": str(position)})
+            elif item["path"] not in shared:
+                shared.add(item["path"])
+                files.append(item)
     ignore = group.get("ignoreNonleadStatus", True)
     if not isinstance(ignore, bool):
         raise ConfigError(f"{group_where}.ignoreNonleadStatus: expected true or false",
@@ -151,7 +172,7 @@ def plan(tasks: list[dict], where, group: dict, group_where: str) -> Group:
     if len(tasks) == 1:
         task = tasks[0]
         return Group(ordered, order, _strings(task.get("command"), f"{where(0)}.command"),
-                     _strings(task.get("args"), f"{where(0)}.args"), envs[0], list(files.values()))
+                     _strings(task.get("args"), f"{where(0)}.args"), envs[0], files)
     common = {k: v for k, v in envs[0].items() if all(env.get(k) == v for env in envs[1:])}
-    script = _launcher(ordered, commands, envs, common, ignore)
-    return Group(ordered, order, [SHELL, "-c", script], [], common, list(files.values()))
+    script = _launcher(ordered, commands, envs, common, ignore, files)
+    return Group(ordered, order, [SHELL, "-c", script], [], common, files)

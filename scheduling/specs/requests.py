@@ -173,7 +173,8 @@ class WorkloadRequest(BaseModel):
     group: StrictStr = ""
     # An OSMO group's task names in the order of its replicas (completion indexes): what `{{host:TASK}}` resolves.
     tasks: list[StrictStr] = Field(default_factory=list)
-    # Files written into every replica: [{"path": absolute path, "contents": text}] (an OSMO group's `files`).
+    # Files written into the replicas: [{"path": absolute path, "contents": text}] in every one, and with "task":
+    # an index, copied by an OSMO group's launcher into that replica only (`scheduling.specs.osmo_groups`).
     files: list[dict[StrictStr, StrictStr]] = Field(default_factory=list)
 
     @field_validator("name")
@@ -281,12 +282,13 @@ class WorkloadRequest(BaseModel):
         paths = set()
         for index, item in enumerate(value):
             path = item.get("path", "")
-            if set(item) != {"path", "contents"} or not path.startswith("/") or ".." in path.split("/"):
+            if set(item) - {"task"} != {"path", "contents"} or not path.startswith("/") or ".." in path.split("/") \
+                    or not item.get("task", "0").isdigit():
                 raise ConfigError(f"files[{index}]: expected {{\"path\": an absolute path, \"contents\": text}}",
                                   field=f"files[{index}]")
-            if path in paths:
+            if (path, item.get("task")) in paths or (path, None) in paths:
                 raise ConfigError(f"files[{index}].path: {path} is written twice", field=f"files[{index}].path")
-            paths.add(path)
+            paths.add((path, item.get("task")))
         size = sum(len(item["contents"].encode()) for item in value)
         if size > MAX_FILE_BYTES:
             raise ValueError(f"{size:,} bytes of files are over {MAX_FILE_BYTES:,}")

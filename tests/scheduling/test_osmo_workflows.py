@@ -154,3 +154,27 @@ def test_a_torchrun_group_of_two_eight_gpu_tasks_is_one_gang_bound_together_or_n
     (config,) = standin.core_objects("configmaps")
     assert sum(f"--master_addr {name}-0.{name} --master_port 29400" in text for text in config["data"].values()) == 2
     assert complete(standin, kube, workload).status == Status.COMPLETED
+
+
+def test_tasks_with_their_own_file_at_one_path_each_get_theirs(standin, kube, researcher_api):
+    text = (FILES / "own_entrypoints.yaml").read_text()
+    # As OSMO's CLI does: its dry run still carries `localpath`; the submission sends the file's contents.
+    dry = researcher_api.post("/api/pool/training/workflow?dry_run=true", {"file": text}, format="json")
+    assert dry.status_code == 200 and "localpath" in " ".join(dry.json()["warnings"])
+    refused = researcher_api.post("/api/pool/training/workflow", {"file": text}, format="json").json()
+    assert refused["field"] == "workflow.groups[0].tasks[1].files[1].localpath"
+    sent = text.replace("      - localpath: helper.py\n", "      - contents: print('help')\n")
+    assert researcher_api.post("/api/pool/training/workflow", {"file": sent}, format="json").status_code == 200
+    (workload,) = dispatched(kube, "talker-listener-1")
+    job = standin.job(workload.job_name, namespace=workload.namespace)
+    name = workload.job_name
+    (config,) = standin.core_objects("configmaps")
+    assert config["data"] == {"file-0": f"echo talking to {name}-1.{name}\n", "file-1": "echo listening\n",
+                              "file-2": "print('help')"}
+    mounts = {m["mountPath"]: m.get("subPath") for m in user_container(job)["volumeMounts"]
+              if m["name"] == "osmo-files"}
+    assert mounts == {"/tmp/helper.py": "file-2", "/osmo/files": None}  # /tmp/entry.sh: each task its own
+    script = user_container(job)["command"][2]
+    assert "0) mkdir -p /tmp && cp /osmo/files/file-0 /tmp/entry.sh && exec bash /tmp/entry.sh ;;" in script
+    assert "1) mkdir -p /tmp && cp /osmo/files/file-1 /tmp/entry.sh && bash /tmp/entry.sh; " in script
+    assert complete(standin, kube, workload).status == Status.COMPLETED
