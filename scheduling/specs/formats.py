@@ -21,7 +21,14 @@ _TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_fr
               "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "files"}
 # Task fields OSMO runs and we do not: data passed between tasks, secrets, checkpoints.
 _NOT_RUN = {"inputs": "data from other tasks", "outputs": "data for other tasks", "credentials": "credentials",
-            "checkpoint": "checkpointing"}
+            "checkpoint": "checkpointing", "resources": "a task's own resources", "backend": "a task's backend"}
+# What to do instead of an OSMO feature we do not run (docs/api/compatibility.md, "Workflow fields").
+_INSTEAD = {
+    "checkpoint": "save checkpoints under {{output}} from your command and copy them out in it; the task's "
+                  "periodic upload by OSMO does not run here",
+    "resources": "write the amounts under workflow.resources and name them with the task's resource: field",
+    "backend": "choose the pool (the URL's) whose backend should run it; a pool's backend is its configuration's",
+}
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
 
@@ -240,7 +247,8 @@ def _task_mapping(task: Any, where: str) -> dict:
     if isinstance(task, dict):
         for key in task:
             if key in _NOT_RUN:
-                raise ConfigError(f"{where}.{key}: {_NOT_RUN[key]} ({key}) is not something we run; remove it",
+                instead = _INSTEAD.get(key, "remove it")
+                raise ConfigError(f"{where}.{key}: {_NOT_RUN[key]} ({key}) is not something we run; {instead}",
                                   field=f"{where}.{key}")
     return _mapping(task, where, _TASK_KEYS)
 

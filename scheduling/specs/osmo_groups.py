@@ -93,7 +93,8 @@ def files_of(task: dict, where: str, dry_run: bool = False) -> list[dict[str, st
                               "`contents` instead (osmo workflow submit does); send the contents",
                               field=f"{place}.localpath")
         if item.get("base64"):
-            raise ConfigError(f"{place}.base64: encoded files are not written yet; give the text in contents",
+            raise ConfigError(f"{place}.base64: OSMO's base64-encoded files are not written here; give the file as "
+                              "text in contents (or decode it from a text file in your command)",
                               field=f"{place}.base64")
         path, contents = item.get("path"), item.get("contents", "")
         if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
@@ -101,6 +102,9 @@ def files_of(task: dict, where: str, dry_run: bool = False) -> list[dict[str, st
         normal = posixpath.normpath(path)
         if normal == "/" or ".." in path.split("/"):
             raise ConfigError(f"{place}.path: {path!r} is not a file's path", field=f"{place}.path")
+        if (normal + "/").startswith("/osmo/") and not normal.startswith("/osmo/data/output/"):
+            raise ConfigError(f"{place}.path: /osmo is the service's (as in OSMO): write files elsewhere, or under "
+                              "{{output}}/", field=f"{place}.path")
         if not isinstance(contents, str):
             raise ConfigError(f"{place}.contents: expected text", field=f"{place}.contents")
         found.append({"path": normal, "contents": contents})
