@@ -14,7 +14,8 @@ it submits (`osmo workflow submit` does a dry run first when the file is templat
 h100, 4 nodes of 8 H100s, a project that deserves every GPU: benchmarks/submit.py's world), with the `--set`
 variables the cookbook's READMEs tell their users to give (by default `storage_url=s3://my-bucket/osmo-data`;
 `--set` replaces the list, `--set` alone sends none). Files that are not workflows (a Helm values file, a dataset
-manifest) are counted apart. Database: a scratch PostgreSQL database as benchmarks/submit.py makes it (dropped at the end unless --keep).
+manifest) are counted apart. Database: a scratch PostgreSQL database as benchmarks/submit.py makes it (dropped at
+the end unless --keep).
 """
 
 import argparse
