@@ -8,10 +8,11 @@ container runs: command, args, environment and files.
 
 - The lead task is replica 0 (`MASTER_ADDR`, and `{{host:TASK}}` follows the new order); the Job succeeds when it
   does (`successPolicy`: the others are then stopped), so the lead decides the group's end.
-- A group of several tasks starts each through `/bin/sh -c` (the image must have a shell): the script picks the
+- A group whose tasks differ starts each through `/bin/sh -c` (the image must have a shell): the script picks the
   task by `JOB_COMPLETION_INDEX`, exports its own environment and runs its command; with `ignoreNonleadStatus`
   (OSMO's default) a task that is not the lead ends successfully whatever its command returned, so only the lead's
-  failure fails the group.
+  failure fails the group. A group of identical tasks runs them as written (no shell needed), and any one's
+  failure fails the gang, unless it says `ignoreNonleadStatus: true`.
 - `files` are written into the pod from one ConfigMap per workload (key `file-<n>`, the n-th of the request's
   `files`): a file every task that writes its path writes alike is mounted at its path (`subPath`) in every pod; a
   path the tasks write differently (each its own `/tmp/entry.sh`) is the task's own (`task`: its index), copied
@@ -173,8 +174,10 @@ def plan(tasks: list[dict], where, group: dict, group_where: str, *, dry_run: bo
     if not isinstance(ignore, bool):
         raise ConfigError(f"{group_where}.ignoreNonleadStatus: expected true or false",
                           field=f"{group_where}.ignoreNonleadStatus")
-    if len(tasks) == 1:
-        task = tasks[0]
+    alike = all(command == commands[0] for command in commands) and all(env == envs[0] for env in envs) \
+        and not any("task" in item for item in files)
+    if len(tasks) == 1 or (alike and group.get("ignoreNonleadStatus") is not True):
+        task = tasks[first]  # identical replicas run as written, and any one's failure fails the gang
         return Group(ordered, order, _strings(task.get("command"), f"{where(0)}.command"),
                      _strings(task.get("args"), f"{where(0)}.args"), envs[0], files)
     common = {k: v for k, v in envs[0].items() if all(env.get(k) == v for env in envs[1:])}

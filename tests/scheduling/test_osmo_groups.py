@@ -69,3 +69,12 @@ def test_a_groups_files_are_bounded():
     error = refusal(GROUP, ceilings=Ceilings(file_bytes=5))
     assert error.field == "workflow.groups[0].tasks" and "OSMO_MAX_GROUP_FILE_BYTES" in error.message
     assert error.extra == {"limit": "OSMO_MAX_GROUP_FILE_BYTES"}
+
+
+def test_identical_tasks_run_as_written_unless_non_lead_failures_are_to_be_ignored():
+    same = GROUP.replace('      command: [bash, -c, "echo b"]\n      environment: {MODE: "b\'s"}\n',
+                         '      command: [bash, -c, "echo a"]\n')
+    request = workflow_requests(same, pool="p").groups[0].request
+    assert request.command == ["bash", "-c", "echo a"] and request.tasks == ["b", "a"]
+    ignoring = same.replace("  - name: g\n", "  - name: g\n    ignoreNonleadStatus: true\n")
+    assert workflow_requests(ignoring, pool="p").groups[0].request.command[:2] == ["/bin/sh", "-c"]
