@@ -105,11 +105,13 @@ FILES_VOLUME, DATA_VOLUME = "osmo-files", "osmo-data"
 
 
 def _osmo_volumes(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
-    """An OSMO task's pod: its data directory (`{{output}}`, `{{input:N}}`: an emptyDir at /osmo/data) and its
+    """An OSMO task's data directory (`{{output}}`, `{{input:N}}`: an emptyDir at /osmo/data) and a request's
     `files`, each mounted at its path from the ConfigMap of the Job's name (`files_manifest`), in every container."""
     volumes = spec.setdefault("volumes", [])
-    volumes.append({"name": DATA_VOLUME, "emptyDir": {}})
-    mounts = [{"name": DATA_VOLUME, "mountPath": osmo_tokens.DATA_DIR}]
+    mounts = []
+    if attempt.tasks:
+        volumes.append({"name": DATA_VOLUME, "emptyDir": {}})
+        mounts.append({"name": DATA_VOLUME, "mountPath": osmo_tokens.DATA_DIR})
     if attempt.files:
         volumes.append({"name": FILES_VOLUME, "configMap": {"name": name, "defaultMode": 0o755}})
         mounts += [{"name": FILES_VOLUME, "mountPath": item["path"], "subPath": osmo_groups.file_key(index),
@@ -200,7 +202,7 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
     if has_peers(attempt):
         spec["subdomain"] = name  # the headless Service (`service_manifest`)
         _rendezvous(spec, attempt, name)
-    if attempt.tasks:
+    if attempt.tasks or attempt.files:
         _osmo_volumes(spec, attempt, name)
     if attempt.nodes and engine is None:
         pin_to_nodes(spec, attempt.nodes)

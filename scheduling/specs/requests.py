@@ -39,6 +39,10 @@ MAX_FILE_BYTES = 768 * 1024
 MAX_FILES = 256
 
 
+def _index(value: str) -> bool:
+    return value.isascii() and value.isdigit() and len(value) < 5
+
+
 def name_problem(value: str) -> str:
     """Why `value` is not a valid workload or workflow name ("" if it is)."""
     if _NAME.fullmatch(value):
@@ -283,7 +287,7 @@ class WorkloadRequest(BaseModel):
         for index, item in enumerate(value):
             path = item.get("path", "")
             if set(item) - {"task"} != {"path", "contents"} or not path.startswith("/") or ".." in path.split("/") \
-                    or not item.get("task", "0").isdigit():
+                    or "\0" in path or len(path) > 4096 or not _index(item.get("task", "0")):
                 raise ConfigError(f"files[{index}]: expected {{\"path\": an absolute path, \"contents\": text}}",
                                   field=f"files[{index}]")
             if (path, item.get("task")) in paths or (path, None) in paths:

@@ -72,3 +72,17 @@ def test_the_standin_refuses_a_service_a_real_server_refuses(standin, kube):
         kube.create_object(SERVICE, {"metadata": {"name": "1svc"}, "spec": {"clusterIP": "None"}},
                            namespace="default")
     assert caught.value.status == 422 and "DNS-1035" in caught.value.message
+
+
+def test_a_native_request_carries_files_written_from_a_configmap_the_job_owns(standin, kube, researcher_api):
+    refused = researcher_api.post("/api/workloads/", body(files=[{"path": "relative.sh", "contents": "x"}]),
+                                  format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "files[0]"
+    workload = admitted(researcher_api, files=[{"path": "/opt/run.sh", "contents": "echo hi"}])
+    assert dispatch(workload.pk, clusters=lambda backend: kube) == "created"
+    (job,) = standin.jobs()
+    (config,) = standin.core_objects("configmaps")
+    assert config["data"] == {"file-0": "echo hi"}
+    assert config["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    mounts = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "osmo-files", "mountPath": "/opt/run.sh", "subPath": "file-0", "readOnly": True} in mounts
