@@ -45,7 +45,7 @@ class Workflow:
     groups: list[GroupRequest]
     warnings: list[str] = field(default_factory=list)
     rendered: str = ""  # the file with its variables filled in: what a dry run shows and `spec` prints
-    tasks: dict[str, list[str]] = field(default_factory=dict)  # each group's task names, in order (its replicas)
+    tasks: dict[str, list[str]] = field(default_factory=dict)  # each group's task names by replica (lead first)
 
 
 def _yaml(text: str, what: str) -> Any:
@@ -227,12 +227,11 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
         groups.append((where, {"name": f"{task.get('name')}-group", "tasks": [task], "_single": True}))
     if not groups:
         raise ConfigError("workflow: no tasks or groups to run", field="workflow.tasks")
-    requests, tasks = [], {}
+    requests = []
     for where, group in groups:
-        tasks[str(group.get("name"))] = [str(task.get("name")) for task in group.get("tasks") or []
-                                         if isinstance(task, dict)]
         requests.append(GroupRequest(str(group.get("name")), _group_request(
             name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings, dry_run)))
+    tasks = {g.group: list(g.request.tasks) for g in requests}  # by replica: the lead first
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:

@@ -178,3 +178,41 @@ def test_tasks_with_their_own_file_at_one_path_each_get_theirs(standin, kube, re
     assert "0) mkdir -p /tmp && cp /osmo/files/file-0 /tmp/entry.sh && exec bash /tmp/entry.sh ;;" in script
     assert "1) mkdir -p /tmp && cp /osmo/files/file-1 /tmp/entry.sh && bash /tmp/entry.sh; " in script
     assert complete(standin, kube, workload).status == Status.COMPLETED
+
+
+@pytest.mark.parametrize("scheduler", ["kai", "kueue"])
+def test_a_group_of_differing_tasks_is_one_gang_on_the_engines_too(standin, kube, researcher_api, scheduler):
+    from pools.cluster.kinds import KAI_PODGROUP
+    from pools.models import Backend
+
+    Backend.objects.filter(name="default").update(scheduler=scheduler)
+    standin.strict_namespaces = True
+    workflow = submit(researcher_api, "group_communication.yaml")["name"]
+    (workload,) = dispatched(kube, workflow)  # every object accepted by the stand-in with the engines' CRDs
+    (job,) = standin.jobs()
+    assert job["spec"]["completions"] == 2 and job["spec"]["successPolicy"]
+    assert len(standin.core_objects("services")) == len(standin.core_objects("configmaps")) == 1
+    if scheduler == "kai":  # one PodGroup: KAI binds both pods or neither
+        (group,) = standin.objects(KAI_PODGROUP)
+        assert group["spec"]["minMember"] == 2 and group["metadata"]["name"] == workload.job_name
+    else:  # one suspended Job: Kueue admits all its pods as one workload
+        assert job["spec"]["suspend"] is True and "kueue.x-k8s.io/queue-name" in job["metadata"]["labels"]
+
+
+def test_the_standin_refuses_a_configmap_a_real_server_refuses(standin, kube):
+    from pools.cluster import ClusterError
+    from pools.cluster.kinds import CONFIG_MAP
+
+    for data, field in [({"bad/key": "x"}, "data[bad/key]"), ({"..x": "y"}, "data[..x]"),
+                        ({"a": "x" * (1024 * 1024), "b": "y"}, "must have at most 1048576 bytes")]:
+        with pytest.raises(ClusterError) as caught:
+            kube.create_object(CONFIG_MAP, {"metadata": {"name": "files"}, "data": data}, namespace="default")
+        assert caught.value.status == 422 and field in caught.value.message
+
+
+def test_the_workflow_query_names_each_replica_by_its_task_the_lead_first(researcher_api):
+    text = (FILES / "group_tasks.yaml").read_text().replace("      lead: true\n", "")
+    text = text.replace("    - name: helper-b\n", "    - name: helper-b\n      lead: true\n")
+    name = researcher_api.post("/api/pool/training/workflow", {"file": text}, format="json").json()["name"]
+    (group,) = researcher_api.get(f"/api/workflow/{name}").json()["groups"]
+    assert [task["name"] for task in group["tasks"]] == ["helper-b", "coordinator", "helper-a"]
