@@ -184,8 +184,9 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
     (the submission fills in the caller's default project)."""
     chosen = priority_of(priority)
+    set_variables = list(set_variables)
+    osmo_tokens.check_not_set([pair.partition("=")[0] for pair in set_variables], "set_variables")
     given = _variables(set_variables)
-    osmo_tokens.check_not_set(given, "set_variables")
     variables = {**_defaults(text), **given}
     protected, tokens = osmo_tokens.protect(text)  # OSMO's special tokens pass through the render as written
     rendered = _render(protected, {**variables, **tokens})
@@ -269,6 +270,10 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         for key in ("name", "image"):
             if not task.get(key):
                 raise ConfigError(f"{task_where(i)}.{key}: field is required", field=f"{task_where(i)}.{key}")
+        problem = name_problem(str(task["name"])) or ("another task of the group has this name"
+                                                     if str(task["name"]) in names[:i] else "")
+        if problem:
+            raise ConfigError(f"{task_where(i)}.name: {problem}", field=f"{task_where(i)}.name")
     planned = osmo_groups.plan(tasks, task_where, group, where, dry_run=dry_run)
     size = sum(len(item["contents"].encode()) for item in planned.files)
     if size > ceilings.file_bytes:

@@ -132,7 +132,8 @@ def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str,
         if index == 0 or not ignore_nonlead:
             body = f"{exports}exec {run}"
         else:  # a task that is not the lead: its end does not decide the group's
-            body = f"{exports}{run}; echo \"task {task['name']} ended with $?; the lead decides the group\"; exit 0"
+            said = shlex.quote(f"task {task['name']} ended with")
+            body = f"{exports}{run}; echo {said} $? '; the lead decides the group'; exit 0"
         lines.append(f"  {index}) {body} ;;")
     lines += ['  *) echo "no task for index $JOB_COMPLETION_INDEX"; exit 1 ;;', "esac"]
     return "\n".join(lines)

@@ -302,6 +302,11 @@ class WorkloadRequest(BaseModel):
     def _tasks(self) -> "WorkloadRequest":
         if self.tasks and len(self.tasks) != self.replicas:
             raise ValueError(f"tasks names {len(self.tasks)} tasks for {self.replicas} replicas")
+        for index, task in enumerate(self.tasks):
+            if name_problem(task):
+                raise ConfigError(f"tasks[{index}]: {name_problem(task)}", field=f"tasks[{index}]")
+            if task in self.tasks[:index]:
+                raise ConfigError(f"tasks[{index}]: two tasks are named {task}", field=f"tasks[{index}]")
         return self
 
     @model_validator(mode="after")

@@ -39,7 +39,7 @@ def test_the_lead_is_replica_zero_and_each_task_keeps_its_own_command_and_enviro
     script = request.command[2]
     assert "0) export MODE='b'\"'\"'s'; exec bash -c 'echo b' ;;" in script
     # `a` is not the lead: with ignoreNonleadStatus (OSMO's default) its end does not decide the group's.
-    assert "1) bash -c 'echo a'; echo \"task a ended with $?; the lead decides the group\"; exit 0 ;;" in script
+    assert "1) bash -c 'echo a'; echo 'task a ended with' $? '; the lead decides the group'; exit 0 ;;" in script
     strict = workflow_requests(GROUP.replace("  - name: g\n", "  - name: g\n    ignoreNonleadStatus: false\n"),
                                pool="p").groups[0].request
     assert "1) exec bash -c 'echo a' ;;" in strict.command[2]
@@ -78,3 +78,10 @@ def test_identical_tasks_run_as_written_unless_non_lead_failures_are_to_be_ignor
     assert request.command == ["bash", "-c", "echo a"] and request.tasks == ["b", "a"]
     ignoring = same.replace("  - name: g\n", "  - name: g\n    ignoreNonleadStatus: true\n")
     assert workflow_requests(ignoring, pool="p").groups[0].request.command[:2] == ["/bin/sh", "-c"]
+
+
+@pytest.mark.parametrize(("name", "words"), [("a", "another task of the group has this name"),
+                                              ("$(reboot)", "is not a valid name")])
+def test_task_names_are_names_and_unique_in_their_group(name, words):
+    error = refusal(GROUP.replace("    - name: b\n", f"    - name: '{name}'\n"))
+    assert error.field == "workflow.groups[0].tasks[1].name" and words in error.message
