@@ -301,7 +301,8 @@ class WorkloadRequest(BaseModel):
     @model_validator(mode="after")
     def _tasks(self) -> "WorkloadRequest":
         if self.tasks and len(self.tasks) != self.replicas:
-            raise ValueError(f"tasks names {len(self.tasks)} tasks for {self.replicas} replicas")
+            raise ConfigError(f"tasks: {len(self.tasks)} task names for {self.replicas} replicas; name one task "
+                              "per replica", field="tasks")
         for index, task in enumerate(self.tasks):
             if name_problem(task):
                 raise ConfigError(f"tasks[{index}]: {name_problem(task)}", field=f"tasks[{index}]")
