@@ -77,6 +77,10 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 _ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
+_CORE_KINDS = {"services": "Service", "configmaps": "ConfigMap"}
+_NAMESPACED_BUILT_IN = ("pods", "jobs", "events", *_CORE_KINDS)
+
+
 def _dumps(obj: Any) -> bytes:
     return _ENCODER.encode(obj).encode()
 
@@ -208,7 +212,9 @@ class KubeStandin:
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
                              "namespaces": _Collection("Namespace", "NamespaceList"),
-                             "events": _Collection("Event", "EventList")}
+                             "events": _Collection("Event", "EventList"),
+                             "services": _Collection("Service", "ServiceList"),
+                             "configmaps": _Collection("ConfigMap", "ConfigMapList")}
 
         # kube-system's uid names the cluster (`backend add`); served on GET only, out of the stored namespaces.
         self.kube_system_uid = str(uuid.uuid4())
@@ -471,6 +477,12 @@ class KubeStandin:
     def pod_count(self) -> int:
         return len(self._collections["pods"].objects)
 
+    def core_objects(self, plural: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The stored Services or ConfigMaps (`plural`: "services", "configmaps"), of one namespace if given."""
+        with self._cond:
+            found = [json.loads(data) for data in self._collections[plural].objects.values()]
+        return [obj for obj in found if namespace is None or obj["metadata"].get("namespace") == namespace]
+
     def job(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
         return json.loads(self._collections["jobs"].objects[f"{namespace}/{name}"])
 
@@ -730,14 +742,14 @@ class KubeStandin:
     @staticmethod
     def _key(collection: str, obj: dict[str, Any]) -> str:
         metadata = obj["metadata"]
-        if collection in ("pods", "jobs", "events"):
+        if collection in _NAMESPACED_BUILT_IN:
             return f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
         return metadata["name"]
 
     def _prepare(self, collection: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # Copy the top level and metadata only: the caller's nested dicts are read, never written.
         metadata = dict(obj.get("metadata") or {})
-        if collection in ("pods", "jobs", "events"):
+        if collection in _NAMESPACED_BUILT_IN:
             metadata.setdefault("namespace", "default")
         if "uid" not in metadata:
             metadata["uid"] = str(uuid.uuid4())
@@ -746,6 +758,16 @@ class KubeStandin:
         prepared = {**obj, "metadata": metadata}
         _check_metadata(collection, prepared)
         return self._key(collection, prepared), prepared
+
+    def _collect_owned(self, namespace: str, uid: str) -> None:
+        """Delete the Services and ConfigMaps of `namespace` that `uid` owns. Call with the lock held."""
+        for plural in _CORE_KINDS:
+            collection = self._collections[plural]
+            for key, data in list(collection.objects.items()):
+                obj = json.loads(data)
+                owners = obj["metadata"].get("ownerReferences") or []
+                if obj["metadata"].get("namespace") == namespace and any(o.get("uid") == uid for o in owners):
+                    self._record(collection, b"DELETED", key, obj)
 
     def _record(self, collection: _Collection, kind: bytes, key: str, obj: dict[str, Any]) -> bytes:
         """Bumps the resourceVersion, stores `obj` under it and appends the event. Call with the lock held."""
@@ -982,6 +1004,9 @@ class _Handler(BaseHTTPRequestHandler):
         if segments[:3] == ["api", "v1", "namespaces"] and len(segments) == 6 and segments[4] == "pods":
             self._get_pod(method, segments[3], segments[5])
             return
+        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (5, 6) and segments[4] in _CORE_KINDS:
+            self._core_object(method, segments[4], segments[3], segments[5] if len(segments) == 6 else None, body)
+            return
         if segments[:4] == ["apis", "batch", "v1", "namespaces"] and len(segments) in (6, 7) and segments[5] == "jobs":
             namespace = segments[4]
             if len(segments) == 6:
@@ -1201,12 +1226,70 @@ class _Handler(BaseHTTPRequestHandler):
                 state.job_deletions.append(JobDeletion(namespace, name, policy))
                 job = json.loads(data)
                 state._record(jobs, b"DELETED", key, job)
+                if policy != "Orphan":  # the garbage collector: what the Job owned goes with it
+                    state._collect_owned(namespace, job["metadata"]["uid"])
                 state._cond.notify_all()
                 payload = _dumps({**status_body(200, "", ""), "details": {**details, "uid": job["metadata"]["uid"]}})
             else:
                 self._send_status(405, f"{method} is not supported here")
                 return
         self._send_json(200, payload)
+
+    # Services and ConfigMaps: created, read and deleted, checked as kube-apiserver checks them
+
+    def _core_object(self, method: str, plural: str, namespace: str, name: str | None, body: bytes) -> None:
+        state = self.server_state
+        kind = _CORE_KINDS[plural]
+        collection = state._collections[plural]
+        if name is None:
+            if method != "POST":
+                self._send_status(405, f"{method} is not supported here")
+                return
+            try:
+                obj = json.loads(body)
+                name = obj["metadata"]["name"]
+            except (ValueError, KeyError, TypeError):
+                self._send_status(422, f"{kind} is invalid: metadata.name: Required value: name is required")
+                return
+            if obj.get("apiVersion") != "v1" or obj.get("kind") != kind:
+                self._send_status(400, f"the API version in the data ({obj.get('apiVersion')}) or its kind "
+                                       f"({obj.get('kind')}) does not match the expected v1 {kind}")
+                return
+            if obj["metadata"].get("namespace") not in (None, "", namespace):
+                self._send_status(400, "the namespace of the provided object does not match the namespace sent "
+                                       "on the request")
+                return
+            if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
+                self._send_status(404, f'namespaces "{namespace}" not found',
+                                  details={"name": namespace, "kind": "namespaces"})
+                return
+            obj["metadata"]["namespace"] = namespace
+            if self._refused(kind, "", name, kube_rules.validate_create(kind, obj)):
+                return
+            key = f"{namespace}/{name}"
+            with state._cond:
+                if key in collection.objects:
+                    self._send_status(409, f'{plural} "{name}" already exists', "AlreadyExists",
+                                      {"name": name, "kind": plural})
+                    return
+                obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now())
+                data = state._record(collection, b"ADDED", key, obj)
+                state._cond.notify_all()
+            self._send_json(201, data)
+            return
+        key = f"{namespace}/{name}"
+        with state._cond:
+            data = collection.objects.get(key)
+            if data is None:
+                self._send_status(404, f'{plural} "{name}" not found', details={"name": name, "kind": plural})
+                return
+            if method == "DELETE":
+                data = state._record(collection, b"DELETED", key, json.loads(data))
+                state._cond.notify_all()
+            elif method != "GET":
+                self._send_status(405, f"{method} is not supported here")
+                return
+        self._send_json(200, data)
 
     # Custom resources
 

@@ -16,5 +16,9 @@ KUEUE_COHORT = ObjectKind("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort")
 KUEUE_LOCAL_QUEUE = ObjectKind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", namespaced=True)
 KUEUE_WORKLOAD = ObjectKind("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 
+# Core kinds our workloads write next to their Jobs (owned by them): a gang's headless Service, a task's files.
+SERVICE = ObjectKind("", "v1", "services", "Service", namespaced=True)
+CONFIG_MAP = ObjectKind("", "v1", "configmaps", "ConfigMap", namespaced=True)
+
 ALL_KINDS = (KAI_QUEUE, KAI_TOPOLOGY, KAI_PODGROUP, KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_COHORT,
              KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD)
