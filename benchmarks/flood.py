@@ -333,6 +333,14 @@ def admin_every_second(url: str, cookie: str, seconds: int, latencies: list[floa
         latencies.append(time.perf_counter() - began)
 
 
+def training_log(standin, pod: str, namespace: str, stop: threading.Event) -> None:
+    """The followed workload writes a line a second, as a training job does."""
+    step = 0
+    while not stop.wait(1.0):
+        step += 1
+        standin.append_log(pod, f"step {step} loss {2.31 / step:.4f}", namespace=namespace)
+
+
 def attacks(args) -> None:
     os.chdir(BASE_DIR)
     sys.path.insert(0, str(BASE_DIR))
@@ -373,8 +381,14 @@ def attacks(args) -> None:
             admin_every_second(f"{base}/", cookie, args.baseline, idle, idle_codes)
             attack = Attacks(base, args.port, token, str(workload.pk))
             attack.start()
+            writing = threading.Thread(target=training_log, args=(standin, pod, workload.namespace, attack.stop),
+                                       daemon=True)
+            writing.start()
             busy, busy_codes = [], []
             admin_every_second(f"{base}/", cookie, args.seconds, busy, busy_codes)
+            attack.stop.set()
+            writing.join()
+            standin.end_log(pod, namespace=workload.namespace)  # the container ends: so do the follows
             attack.end()
             text = log_path.read_text()
             killed = text.count("WORKER TIMEOUT")
