@@ -21,7 +21,7 @@ from functools import partial
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-MAX_HEAD = 64 * 1024  # gunicorn's own request-line and header limits are far below this in practice
+MAX_HEAD = 32 * 1024  # as nginx's default header buffers; gunicorn's own limits apply within it
 CHUNK = 64 * 1024
 
 
@@ -30,27 +30,22 @@ def _setting(name: str, default: int) -> int:
     return int(value) if value.isascii() and value.isdigit() else default
 
 
-def missing(data: bytes, most_body: int) -> int | None:
-    """How many bytes the first request in `data` still lacks before a thread should take it: None while its head
-    is incomplete, 0 when the head (and a body of at most `most_body` bytes with a Content-Length) is here, else
-    the body bytes still to come."""
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return None
-    length = None
-    for line in data[:end].split(b"\r\n")[1:]:
+def body_to_buffer(head: bytes, most: int) -> int:
+    """The body bytes to read before a thread takes the request whose head (without its blank line) is `head`: its
+    Content-Length when that is at most `most`, else 0 (no body, a chunked one, a larger one, or a bad length that
+    gunicorn answers)."""
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
         name = name.strip().lower()
         if name == b"transfer-encoding":
-            return 0  # chunked: the thread reads it
+            return 0
         if name == b"content-length":
             value = value.strip()
             if not (value.isdigit() and len(value) <= 18):
-                return 0  # gunicorn answers the bad length
+                return 0
             length = int(value)
-    if not length or length > most_body:
-        return 0
-    return max(0, length - (len(data) - end - 4))
+    return length if length <= most else 0
 
 
 class HeadFirstWorker(ThreadWorker):
@@ -60,7 +55,7 @@ class HeadFirstWorker(ThreadWorker):
         super().__init__(*args, **kwargs)
         self.header_timeout = _setting("WEB_HEADER_TIMEOUT", 10)
         self.body_timeout = _setting("WEB_BODY_TIMEOUT", 30)
-        self.buffer_bytes = _setting("WEB_BUFFER_BYTES", 1024 * 1024)
+        self.buffer_bytes = _setting("WEB_BUFFER_BYTES", 64 * 1024)
         self._deadlines: list = []  # (deadline, n, conn) of the connections being read
         self._count = itertools.count()
 
@@ -93,7 +88,9 @@ class HeadFirstWorker(ThreadWorker):
         return None
 
     def _read_request(self, conn):
-        conn.pending = bytearray()
+        # What gunicorn's parser already holds of a kept-alive connection (a pipelined request) comes first.
+        held = conn.parser.unreader.buf.getvalue() if conn.parser is not None else b""
+        conn.pending, conn.held, conn.scanned, conn.needed = bytearray(held), len(held), 0, None
         conn.in_body = False
         self._until(conn, self.header_timeout)
         with self._lock:
@@ -116,13 +113,15 @@ class HeadFirstWorker(ThreadWorker):
             self._drop(conn)  # the client went away
             return
         conn.pending += data
-        before = conn.parser.unreader.buf.getvalue() if conn.parser is not None else b""
-        lacking = missing(before + bytes(conn.pending), self.buffer_bytes)
-        if lacking is None:
-            if len(conn.pending) > MAX_HEAD:
-                self._drop(conn)
-            return
-        if lacking:
+        if conn.needed is None:  # the head: searched once per byte, however it is split
+            end = conn.pending.find(b"\r\n\r\n", max(0, conn.scanned - 3))
+            if end < 0:
+                conn.scanned = len(conn.pending)
+                if len(conn.pending) > MAX_HEAD:
+                    self._drop(conn)
+                return
+            conn.needed = end + 4 + body_to_buffer(bytes(conn.pending[:end]), self.buffer_bytes)
+        if len(conn.pending) < conn.needed:
             if not conn.in_body:
                 conn.in_body = True
                 self._until(conn, self.body_timeout)
@@ -130,7 +129,8 @@ class HeadFirstWorker(ThreadWorker):
         self._hand_on(conn)
 
     def _stop_reading(self, conn) -> bytes:
-        data, conn.pending = bytes(conn.pending), None
+        """What was read here and is not in gunicorn's parser yet."""
+        data, conn.pending = bytes(conn.pending[conn.held:]), None
         with self._lock, contextlib.suppress(KeyError, ValueError, OSError):
             self.poller.unregister(conn.sock)
         return data
