@@ -3,7 +3,7 @@ admission state, submission counts), `notifications` (what users are told, and t
 (log archives of ended attempts), `utilization` (GPU utilization from DCGM) and `usage` (usage intervals and
 their hourly rollups)."""
 
-from .logs import LogArchive
+from .logs import FollowLease, LogArchive
 from .notifications import Channel, Notification, NotificationPreference, Transition
 from .usage import (
     CapacityInterval,
@@ -43,6 +43,7 @@ __all__ = [
     "CapacityInterval",
     "Channel",
     "EndReason",
+    "FollowLease",
     "Grain",
     "LogArchive",
     "Notification",
