@@ -223,8 +223,6 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{DATA_DIR / 'broker.sqlite3'}")
 if CELERY_BROKER_URL.startswith("sqlite:"):
     CELERY_BROKER_TRANSPORT = "osmo_site.sqlite_broker:Transport"
-    # SQLite waits up to 30 s for another process's transaction before it fails (kombu then reconnects).
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
 elif CELERY_BROKER_URL.startswith("redis://"):
     # Kombu's Redis transport with a guard that keeps the worker alive through a broker outage (osmo_site/broker.py).
     CELERY_BROKER_TRANSPORT = "osmo_site.broker:Transport"

@@ -63,7 +63,8 @@ def test_the_trickle_submits_as_the_demo_researchers_and_leaves_new_projects_alo
     assert len(workloads) >= 12
     members = set(ProjectMember.objects.filter(kind=ProjectMember.Kind.USER).values_list("project__name", "name"))
     assert {(w.project.name, w.submitter.username) for w in workloads} <= members
-    assert not any(w.submitter.is_staff or w.submitter.is_superuser or w.submitter.has_usable_password() for w in workloads)
+    submitters = {w.submitter for w in workloads}
+    assert not any(user.is_staff or user.is_superuser or user.has_usable_password() for user in submitters)
     assert "vision" not in {w.project.name for w in workloads}
     assert not AuditEvent.objects.filter(actor="admin", action="submit").exists()
     assert AuditEvent.objects.filter(action="submit").exclude(

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -126,6 +127,10 @@ class Command(BaseCommand):
         supervisor = Supervisor(commands, lambda argv, **kw: subprocess.Popen(
             argv, cwd=settings.BASE_DIR, env=env, start_new_session=True, **kw), self.write_line)
         port_file = settings.DATA_DIR / PORT_FILE
+        # The broker's queue declared (the demo's SQLite broker: its tables made here, before the processes that
+        # share it start at once and race to make them).
+        with current_app.connection_for_write() as connection:
+            connection.SimpleQueue(current_app.conf.task_default_queue).close()
         try:
             supervisor.start_all()
             port_file.write_text(f"{port}\n")
