@@ -69,12 +69,10 @@ document.addEventListener("htmx:beforeSwap", function (event) {
   document.addEventListener("htmx:sendError", function (event) {
     say(event, "This part could not be updated: the server did not answer. It will be tried again.");
   });
-  document.addEventListener("htmx:afterRequest", function (event) {
+  document.addEventListener("htmx:beforeSwap", function (event) {
     const target = event.detail.target;
-    if (!event.detail.successful || !target) return;
-    const stale = noticeFor(target) || (target.id && document.querySelector(
-      ".fragment-error + #" + CSS.escape(target.id)) && noticeFor(document.getElementById(target.id)));
-    if (stale) stale.remove();
+    const notice = target && event.detail.shouldSwap && !event.detail.isError ? noticeFor(target) : null;
+    if (notice) notice.remove();
   });
 })();
 

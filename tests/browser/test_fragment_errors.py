@@ -70,3 +70,30 @@ def test_changes_before_name_keep_the_page_and_show_the_refusal_in_the_pane(live
     expect(page.locator("#dry-run .dry-run-pool").first).to_be_visible()
     expect(page.locator("header.osmo-header nav.osmo-nav")).to_be_visible()
     assert refused == []
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["debug", "nodebug"])
+def test_a_fragment_answered_with_an_error_says_so_in_place_and_the_page_stays(live_server, page, simulated, staff,
+                                                                            settings, debug):
+    """Any fragment's error, not only the dry run's: a quota cell posted with a cell key the server cannot read
+    (a page older than the server, a hand-edited form) answers 400; one line before the cell says so, the page
+    stays, and the next good answer for that cell takes the line away."""
+    settings.DEBUG = debug
+    sign_in(page, live_server, "/quotas/")
+    cell = page.locator("form.quota-cell").first
+    box = cell.locator("input[name=value]")
+    cell.locator("input[name=cell]").evaluate("input => { input.dataset.key = input.value; input.value = 'bogus'; }")
+    with page.expect_response(lambda response: response.url.endswith("/quotas/edit/")) as answer:
+        box.fill("3")
+        box.press("Tab")
+    assert answer.value.status == 400
+    notice = page.locator(".fragment-error")
+    expect(notice).to_contain_text("the server answered 400")
+    expect(page.locator("header.osmo-header nav.osmo-nav")).to_be_visible()
+    assert page.url == f"{live_server.url}/quotas/"
+    cell.locator("input[name=cell]").evaluate("input => { input.value = input.dataset.key; }")
+    with page.expect_response(lambda response: response.url.endswith("/quotas/edit/")) as answer:
+        box.fill("2")
+        box.press("Tab")
+    assert answer.value.status == 200
+    expect(notice).to_have_count(0)
