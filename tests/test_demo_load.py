@@ -25,12 +25,12 @@ from scheduling.submit import submission
 from tests.celery_app import broker_at
 from tests.processes import running
 from tests.support.ports import free_port
-from tests.test_signals import make_demo, served_pids
+from tests.test_signals import Command, make_demo, served_pids
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-ROUNDS = 12
+ROUNDS = 6
 SENDERS = 4
 FAST = {"OSMO_DEMO_TRICKLE": "1", "OSMO_ADMISSION_INTERVAL": "1", "OSMO_LIFECYCLE_INTERVAL": "1",
         "OSMO_SYNC_INTERVAL": "6"}
@@ -42,16 +42,21 @@ def finished(output: str, task_id: str) -> int:
 
 
 def test_the_demo_under_load_loses_no_message_and_restarts_a_killed_worker(tmp_path):
-    demo = make_demo(tmp_path, free_port(), **FAST)
+    port = free_port()
+    demo = make_demo(tmp_path, port, **FAST)
     pids: list[int] = []
+    again = None
     try:
         until(lambda: demo.process.poll() is not None or "Admin login:" in demo.output(), "the demo's login line",
               seconds=600, detail=lambda: demo.output()[-3000:])
         assert demo.process.poll() is None, demo.output()[-3000:]
         pids = served_pids(demo.output())
         # The login comes last, below every banner: the workers' "ready." lines are above it.
-        head, _, _ = demo.output().partition("Admin login:")
+        head, _, tail = demo.output().partition("Admin login:")
         assert head.count(" ready.") == 3, head[-3000:]
+        assert tail.split("\n")[0].split("(")[1].startswith(f"http://127.0.0.1:{port}/admin/;"), tail[:300]
+        # `demo --no-serve` in another terminal, meanwhile: the login again, with the port the demo serves on.
+        again = Command(tmp_path, "demo", "--no-serve")
 
         sent: list[str] = []
         lock = threading.Lock()
@@ -63,10 +68,10 @@ def test_the_demo_under_load_loses_no_message_and_restarts_a_killed_worker(tmp_p
                     with lock:
                         sent.append(result.id)
 
-            burst = cycle([(tasks.demo_trickle, []), (tasks.admission_cycle, []), (tasks.lifecycle_sweep, []),
-                           (tasks.admission_cycle, []), (tasks.demo_trickle, [])])
+            burst = cycle([(tasks.admission_cycle, []), (tasks.demo_trickle, []), (tasks.admission_cycle, []),
+                           (tasks.lifecycle_sweep, [])])
             for _ in range(ROUNDS):
-                calls = [next(burst) for _ in range(3 * SENDERS)] + [(pool_tasks.sync_backends, [])]
+                calls = [next(burst) for _ in range(2 * SENDERS)] + [(pool_tasks.sync_backends, [])]
                 # Cancels as a researcher's would come: the stop of each alive workload sent with the rest.
                 alive = list(Workload.objects.filter(status__in=ALIVE, stop_status="").order_by("?")[:3])
                 for workload in alive:
@@ -78,7 +83,7 @@ def test_the_demo_under_load_loses_no_message_and_restarts_a_killed_worker(tmp_p
                     thread.start()
                 for thread in threads:
                     thread.join()
-            assert len(sent) >= ROUNDS * 3 * SENDERS
+            assert len(sent) >= ROUNDS * 2 * SENDERS
             until(lambda: all(finished(demo.output(), task_id) for task_id in sent),
                   f"the {len(sent)} tasks sent to finish", seconds=600,
                   detail=lambda: [task_id for task_id in sent if not finished(demo.output(), task_id)][:10])
@@ -89,6 +94,8 @@ def test_the_demo_under_load_loses_no_message_and_restarts_a_killed_worker(tmp_p
         assert " exited with status " not in output, output[-3000:]
         assert demo.process.poll() is None
         assert Workload.objects.exclude(submitter__username="admin").exists()
+        assert again.wait() == 0, again.output()[-3000:]
+        assert f"(http://127.0.0.1:{port}/admin/;" in again.output().splitlines()[-1], again.output()[-3000:]
 
         # A worker killed: the demo says so, starts it again, and the new one takes work.
         names = ["web", "worker-sync", "worker-admission", "worker-lifecycle", "beat"]
@@ -99,12 +106,14 @@ def test_the_demo_under_load_loses_no_message_and_restarts_a_killed_worker(tmp_p
                      "the restart line", detail=lambda: demo.output()[-3000:])
         pids.append(int(line.group(1)))
         with broker_at(broker, TRANSPORT):
-            again = tasks.admission_cycle.apply_async().id
-        until(lambda: f"[{again}] succeeded" in demo.output(),
+            cycle_id = tasks.admission_cycle.apply_async().id
+        until(lambda: f"[{cycle_id}] succeeded" in demo.output(),
               "a cycle in the restarted worker", seconds=300, detail=lambda: demo.output()[-3000:])
         assert demo.process.poll() is None and running(pids[-1])
         demo.process.send_signal(signal.SIGTERM)
         demo.wait()
     finally:
         demo.kill(set(pids))
+        if again is not None:
+            again.kill()
     assert "Stopped." in demo.output()
