@@ -12,7 +12,6 @@ none. They answer GET and HEAD only, so CSRF does not apply.
 import hmac
 import ipaddress
 import logging
-from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
@@ -21,7 +20,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from kombu import Connection
 from prometheus_client import CONTENT_TYPE_LATEST
+from sqlalchemy import text
 
+from osmo_site import sqlite_broker
 from scheduling.run.metrics import exposition
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,13 @@ def check_database(alias: str = "default", timeout: float | None = None) -> None
 
 def check_broker(url: str | None = None, timeout: float | None = None) -> None:
     """Raises unless the Celery broker accepts a connection within `timeout` seconds (one attempt, no
-    retries). The demo's filesystem broker answers when its queue directory exists."""
+    retries). The demo's SQLite broker answers when its file answers a query."""
     url = settings.CELERY_BROKER_URL if url is None else url
     timeout = settings.OSMO_READY_TIMEOUT if timeout is None else timeout
-    if url.startswith("filesystem://"):
-        folder = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}).get("data_folder_in")
-        if not folder or not Path(folder).is_dir():
-            raise FileNotFoundError(f"the filesystem broker's folder {folder!r} does not exist")
+    if url.startswith("sqlite:"):
+        with Connection(url, transport=sqlite_broker.Transport,
+                        transport_options={"connect_args": {"timeout": timeout}}) as connection:
+            connection.default_channel.session.execute(text("SELECT 1"))
         return
     options = {"socket_connect_timeout": timeout, "socket_timeout": timeout, "max_retries": 0}
     with Connection(url, connect_timeout=timeout, transport_options=options) as connection:

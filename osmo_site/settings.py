@@ -216,21 +216,13 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pools.api.schema.osmo_paths"],
 }
 
-# Celery: a broker that needs no server by default (kombu's filesystem transport under .data/);
-# production points CELERY_BROKER_URL at Redis. The host names no server (the transport reads the folders below); it is
-# given so that kombu does not warn on every command that sends a message that it defaulted to one.
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://localhost/")
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _queue = DATA_DIR / "broker"
-    for _sub in ("in", "processed", "control"):
-        (_queue / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue / "in"),
-        "data_folder_out": str(_queue / "in"),
-        "processed_folder": str(_queue / "processed"),
-        "control_folder": str(_queue / "control"),  # kombu's default is ./control, beside manage.py
-        "store_processed": False,
-    }
+# Celery: a broker that needs no server by default, kombu's SQLAlchemy transport on a SQLite file of its own under
+# .data/ (osmo_site/sqlite_broker.py: one reader at a time takes a message whole); production points
+# CELERY_BROKER_URL at Redis. (A `sqlite:` URL names that transport here; kombu's own `sqla+sqlite:` would
+# bypass it.)
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{DATA_DIR / 'broker.sqlite3'}")
+if CELERY_BROKER_URL.startswith("sqlite:"):
+    CELERY_BROKER_TRANSPORT = "osmo_site.sqlite_broker:Transport"
 elif CELERY_BROKER_URL.startswith("redis://"):
     # Kombu's Redis transport with a guard that keeps the worker alive through a broker outage (osmo_site/broker.py).
     CELERY_BROKER_TRANSPORT = "osmo_site.broker:Transport"

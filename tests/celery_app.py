@@ -11,10 +11,11 @@ def every_queue() -> list[str]:
 
 
 @contextlib.contextmanager
-def broker_at(url: str):
-    """The app sends to `url`: its connection and producer pools are dropped, so that none keeps the broker an
-    earlier test used, and the per-process debounce of `request_cycle` is cleared, so that the first ask for a
-    cycle really sends (an earlier test may have asked within the last second)."""
+def broker_at(url: str, transport: str | None = None):
+    """The app sends to `url` (through kombu's `transport`, a class path, when given): its connection and producer
+    pools are dropped, so that none keeps the broker an earlier test used, and the per-process debounce of
+    `request_cycle` is cleared, so that the first ask for a cycle really sends (an earlier test may have asked
+    within the last second)."""
     from django.core.cache import cache
 
     from osmo_site.celery import app
@@ -24,11 +25,11 @@ def broker_at(url: str):
         app.amqp._producer_pool = None
         cache.delete("osmo:admission-requested")
 
-    saved = app.conf.broker_url
-    app.conf.update(broker_url=url)
+    saved = {"broker_url": app.conf.broker_url, "broker_transport": app.conf.broker_transport}
+    app.conf.update(broker_url=url, broker_transport=transport)
     reset()
     try:
         yield app
     finally:
-        app.conf.update(broker_url=saved)
+        app.conf.update(**saved)
         reset()

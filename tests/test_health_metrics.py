@@ -41,14 +41,14 @@ def test_healthz_answers_without_the_database(client):
 # ---- /readyz ---------------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def filesystem_broker(settings, tmp_path):
-    settings.CELERY_BROKER_URL = "filesystem://"
-    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(tmp_path)}
+def sqlite_broker(settings, tmp_path):
+    """The demo's broker (osmo_site/sqlite_broker.py) on a file of this test's."""
+    settings.CELERY_BROKER_URL = f"sqlite:///{tmp_path / 'broker.sqlite3'}"
     return tmp_path
 
 
 @pytest.mark.django_db
-def test_readyz_answers_when_the_database_and_the_filesystem_broker_do(client, filesystem_broker):
+def test_readyz_answers_when_the_database_and_the_sqlite_broker_do(client, sqlite_broker):
     response = client.get("/readyz")
     assert response.status_code == 200, response.content
     assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
@@ -95,14 +95,14 @@ def test_readyz_names_the_broker_when_it_does_not_answer_after_one_attempt(clien
 
 
 @pytest.mark.django_db
-def test_readyz_names_the_filesystem_broker_when_its_folder_is_gone(client, filesystem_broker, settings):
-    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(filesystem_broker / "gone")}
+def test_readyz_names_the_sqlite_broker_when_its_file_cannot_be_opened(client, sqlite_broker, settings):
+    settings.CELERY_BROKER_URL = f"sqlite:///{sqlite_broker / 'gone' / 'broker.sqlite3'}"
     response = client.get("/readyz")
     assert response.status_code == 503 and response.json()["failed"] == ["broker"]
 
 
 @pytest.mark.django_db
-def test_readyz_names_the_database_when_it_does_not_answer(client, filesystem_broker, monkeypatch, tmp_path):
+def test_readyz_names_the_database_when_it_does_not_answer(client, sqlite_broker, monkeypatch, tmp_path):
     """A real failure: the check connects afresh, here to a port nothing listens on (PostgreSQL) or to a file in
     a folder that does not exist (SQLite)."""
     if connection.vendor == "postgresql":

@@ -182,14 +182,14 @@ def served_pids(output: str) -> list[int]:
     return [int(part.split(")")[0]) for part in line.split("pid ")[1:]]
 
 
-def make_demo(tmp_path, port: int) -> Command:
+def make_demo(tmp_path, port: int, **env: str) -> Command:
     """`make demo` as the README runs it, less the install step (`-o install`: this interpreter's environment is
     the one installed), on a free port. Beat's first sync round comes one OSMO_SYNC_INTERVAL after the start and
     lasts that less 5 s: 12 s instead of the default 30 brings the round the test stops in 18 s sooner, and it still
-    lasts 7 s, ample to signal the demo in the middle of it."""
+    lasts 7 s, ample to signal the demo in the middle of it. `env` overrides."""
     venv = Path(sys.executable).parent.parent
     return Command(tmp_path, argv=["make", "-o", "install", "demo", f"VENV={venv}", f"PORT={port}"],
-                   OSMO_DEMO_TRICKLE="0", OSMO_SYNC_INTERVAL="12")
+                   **{"OSMO_DEMO_TRICKLE": "0", "OSMO_SYNC_INTERVAL": "12", **env})
 
 
 @pytest.mark.parametrize("how", ["kill make", "close the terminal"])

@@ -41,6 +41,41 @@ document.addEventListener("htmx:beforeSwap", function (event) {
   }
 });
 
+// Any other fragment's error (a poll of a workload since deleted, a server error, the network down) leaves the page
+// and the fragment's last content as they are, with one line before the fragment saying what failed; the next
+// successful answer for that fragment takes the line away. Never the whole document (the page keeps its navigation).
+(function () {
+  function noticeFor(target) {
+    const prev = target.previousElementSibling;
+    return prev && prev.classList.contains("fragment-error") ? prev : null;
+  }
+  function say(event, text) {
+    const target = event.detail.target;
+    if (!target || !target.parentNode || target === document.body) return;
+    let notice = noticeFor(target);
+    if (!notice) {
+      notice = document.createElement("p");
+      notice.className = "form-alert fragment-error";
+      notice.setAttribute("role", "status");
+      target.parentNode.insertBefore(notice, target);
+    }
+    notice.textContent = text;
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    const xhr = event.detail.xhr;
+    say(event, "This part could not be updated: the server answered " + xhr.status
+      + (xhr.statusText ? " " + xhr.statusText : "") + ". Reload the page to try again.");
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    say(event, "This part could not be updated: the server did not answer. It will be tried again.");
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const target = event.detail.target;
+    const notice = target && event.detail.shouldSwap && !event.detail.isError ? noticeFor(target) : null;
+    if (notice) notice.remove();
+  });
+})();
+
 // Polls (hx-trigger "every Ns") run only while the tab is visible, and not while the focus is inside an element
 // matching the polling element's data-poll-paused-within (a refresh would replace what is being typed). htmx's
 // trigger filters ("every 5s [...]") would say the same, but htmx runs them as code (eval), which the content

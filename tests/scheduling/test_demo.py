@@ -11,9 +11,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from pools.cluster.simulated import SimulatedCluster
+from pools.config import writes
 from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync
-from pools.models import Backend
+from pools.models import AuditEvent, Backend, ConfigKind, ProjectMember
+from pools.quotas.writes import project_docs
 from scheduling import demo
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
@@ -42,6 +44,31 @@ def test_a_round_submits_from_the_demo_projects_and_the_cycle_admits_some(demo_s
     statuses = set(Workload.objects.values_list("status", flat=True))
     assert Status.ADMITTED in statuses
 
+
+
+def test_the_trickle_submits_as_the_demo_researchers_and_leaves_new_projects_alone(demo_site):
+    """Each submission is by a user member of its project (accounts the trickle makes, with no password), never
+    by the admin an operator signs in with; a project created after the demo, with a quota in a demo pool, gets
+    none of its work."""
+    document = project_docs(["serving"])["serving"]
+    document.update(name="vision", description="made by an admin after the demo", namespace="proj-vision",
+                    members={"users": [], "roles": []}, default_node_pools=["training"],
+                    resources=[{"node_pool": "training", "gpu": {"deserved": 0, "limit": -1,
+                                                                 "over_quota_weight": "Medium"}}])
+    writes.import_document(ConfigKind.PROJECT, {"vision": document}, author="admin")
+    rng = random.Random(3)
+    for _ in range(4):
+        demo.trickle(rng, count=6)
+    workloads = list(Workload.objects.select_related("project", "submitter"))
+    assert len(workloads) >= 12
+    members = set(ProjectMember.objects.filter(kind=ProjectMember.Kind.USER).values_list("project__name", "name"))
+    assert {(w.project.name, w.submitter.username) for w in workloads} <= members
+    submitters = {w.submitter for w in workloads}
+    assert not any(user.is_staff or user.is_superuser or user.has_usable_password() for user in submitters)
+    assert "vision" not in {w.project.name for w in workloads}
+    assert not AuditEvent.objects.filter(actor="admin", action="submit").exists()
+    assert AuditEvent.objects.filter(action="submit").exclude(
+        actor__in=[name for _, name in members]).count() == 0
 
 OSMO_WORKFLOW = """
 workflow:

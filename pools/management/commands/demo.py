@@ -13,8 +13,10 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 import time
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -26,12 +28,17 @@ from pools.config.kinds import WriteResult
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for
 from pools.management.cli import clear_errors
 from pools.management.stopping import interrupt_on_stop_signals, stop_children
+from pools.management.supervise import Supervisor
 from pools.management.workers import worker_commands
 from pools.models import Backend, ConfigKind, Department, Pool, Project, Quota
 from pools.quotas.writes import department_docs, project_docs
 from pools.schedulers import reconcile
 
 ADMIN_USERNAME = "admin"
+DEFAULT_PORT = 8000
+PASSWORD_FILE = "admin-password"  # in settings.DATA_DIR
+PORT_FILE = "demo-port"  # in settings.DATA_DIR, while the demo serves
+READY_WAIT_S = 120  # the login is printed once every process is up, or after this long
 KAI_BACKEND = "kai-cluster"
 KAI_POOL = "kai-training"
 KAI_POOL_DOCUMENT = {
@@ -65,8 +72,11 @@ class Command(BaseCommand):
     help = "Serve the demo at http://127.0.0.1:8000 with the Celery workers and beat; Ctrl-C stops them all."
 
     def add_arguments(self, parser):
-        parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--no-serve", action="store_true", help="Only create the admin login and exit.")
+        parser.add_argument("--port", type=int, default=None,
+                            help=f"The site's port ({DEFAULT_PORT}); with --no-serve, the port the login line names "
+                                 "(by default the port of the demo serving now).")
+        parser.add_argument("--no-serve", action="store_true",
+                            help="Only load the demo and create the admin login, print it and exit.")
 
     @clear_errors
     def handle(self, *args, port, no_serve, **options):
@@ -79,14 +89,26 @@ class Command(BaseCommand):
                     # The demo serves simulated DCGM figures (below): its week of history is measured the same way.
                     settings.OSMO_PROMETHEUS_URL = settings.OSMO_PROMETHEUS_URL or SIMULATED_DCGM
                 self.load_demo()
-                self.stdout.write(self.style.SUCCESS(
-                    f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/)"))
-                if not no_serve:
-                    self.serve(port)
+                if no_serve:
+                    # The port of the demo serving now (kept in .data/ while it serves), else the one asked for.
+                    self.say_login(password, port or serving_port() or DEFAULT_PORT)
+                else:
+                    self.serve(port or DEFAULT_PORT, password)
             except KeyboardInterrupt:
                 self.stdout.write("Stopped.")
 
-    def serve(self, port: int) -> None:
+    def say_login(self, password: str, port: int) -> None:
+        self.stdout.write(self.style.SUCCESS(
+            f"Admin login: {ADMIN_USERNAME} / {password}   (http://127.0.0.1:{port}/admin/; the password is kept in "
+            f"{settings.DATA_DIR / PASSWORD_FILE})"))
+        self.stdout.flush()
+
+    def write_line(self, line: str) -> None:
+        with self.output_lock:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+    def serve(self, port: int, password: str) -> None:
         celery = [sys.executable, "-m", "celery", "-A", "osmo_site"]
         commands = {
             "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
@@ -100,24 +122,37 @@ class Command(BaseCommand):
         # (scheduling.usage.simulated) with a short idle window so the idle list fills within minutes, unless set
         # otherwise.
         env = {"OSMO_DEMO_TRICKLE": "15", "OSMO_PROMETHEUS_URL": SIMULATED_DCGM, "OSMO_IDLE_GPU_MINUTES": "3",
-               **os.environ}
-        processes = {}
+               **os.environ, "PYTHONUNBUFFERED": "1"}
+        self.output_lock = threading.Lock()
+        supervisor = Supervisor(commands, lambda argv, **kw: subprocess.Popen(
+            argv, cwd=settings.BASE_DIR, env=env, start_new_session=True, **kw), self.write_line)
+        port_file = settings.DATA_DIR / PORT_FILE
+        # The broker's queue declared (the demo's SQLite broker: its tables made here, before the processes that
+        # share it start at once and race to make them).
+        with current_app.connection_for_write() as connection:
+            connection.SimpleQueue(current_app.conf.task_default_queue).close()
         try:
-            for name, cmd in commands.items():
-                processes[name] = subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
-            self.stdout.write(f"Serving: {', '.join(f'{name} (pid {p.pid})' for name, p in processes.items())}")
-            self.stdout.flush()
-            while all(process.poll() is None for process in processes.values()):
+            supervisor.start_all()
+            port_file.write_text(f"{port}\n")
+            pids = ", ".join(f"{name} (pid {process.pid})" for name, process in supervisor.processes.items())
+            self.write_line(f"Serving: {pids}")
+            # The login last, below the banners of the site, the workers and beat (once each says it is up).
+            late = supervisor.wait_up(READY_WAIT_S)
+            if late:
+                self.write_line(f"Not up yet after {READY_WAIT_S} s: {', '.join(late)}")
+            with self.output_lock:
+                self.say_login(password, port)
+            # A child that exits is started again (a line says so); one that keeps exiting at once stops the demo.
+            while supervisor.check():
                 time.sleep(0.5)
-            dead = [name for name, process in processes.items() if process.poll() is not None]
-            self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest.")
+            self.stderr.write(f"{', '.join(supervisor.given_up)} kept stopping; stopping the rest.")
         except KeyboardInterrupt:
-            self.stdout.write("Stopping...")
-            self.stdout.flush()
+            self.write_line("Stopping...")
             raise
         finally:
+            port_file.unlink(missing_ok=True)
             # TERM to each leader lets Celery stop its own pool children (a warm shutdown).
-            stop_children(processes, 15, self.stderr.write)
+            stop_children(supervisor.processes, 15, self.stderr.write)
 
     def load_demo(self) -> None:
         for result in init_demo():
@@ -142,7 +177,7 @@ class Command(BaseCommand):
 
     def ensure_admin(self) -> str:
         """One admin whose password is kept in .data/, so every `make demo` prints the same login."""
-        secret_file = settings.DATA_DIR / "admin-password"
+        secret_file = settings.DATA_DIR / PASSWORD_FILE
         if not secret_file.exists():
             secret_file.write_text(secrets.token_urlsafe(12))
             secret_file.chmod(0o600)
@@ -152,6 +187,14 @@ class Command(BaseCommand):
         user.set_password(password)
         user.save()
         return password
+
+
+def serving_port() -> int | None:
+    """The port of the demo serving from this data directory now, if one is."""
+    try:
+        return int((settings.DATA_DIR / PORT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def kai_backend() -> Backend | None:
