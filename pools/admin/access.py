@@ -15,7 +15,6 @@ from pools.admin.base import ReadOnlyAdmin, VersionedAdmin, validated
 from pools.admin.forms import JSONDocumentField, NameListField
 from pools.models import AccessToken, AuditEvent, ConfigKind, Pool, Role, RoleAssignment
 
-
 NO_GROUP = "none"
 
 
