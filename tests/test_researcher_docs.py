@@ -42,6 +42,18 @@ def bash(command: str, env: dict, cwd: Path) -> str:
     return done.stdout
 
 
+def run_until_running(simulated, workload) -> None:
+    """The demo's workers: the cycle admits, dispatch creates the Job, the sync sees it run."""
+    assert workload.submitter_name == "newcomer" and workload.project.name == "perception"
+
+    def running() -> bool:
+        run_cycle(SIMULATED_NOW)
+        simulated.step(5, SIMULATED_NOW)
+        workload.refresh_from_db()
+        return workload.status == Status.RUNNING
+    until(running, "the example's workload to run", seconds=60, detail=lambda: (workload.status, workload.reasons))
+
+
 def test_the_researcher_examples_run_as_a_researcher_onboarded_in_one_step(live_server, simulated, staff, tmp_path,
                                                                           settings):
     settings.OSMO_LOG_FOLLOW_SECONDS = 2  # the follow example ends on its own soon
@@ -51,7 +63,8 @@ def test_the_researcher_examples_run_as_a_researcher_onboarded_in_one_step(live_
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OSMO": live_server.url}
     expires = (timezone.now() + dt.timedelta(days=30)).date().isoformat()
     made = json.loads(bash(f'curl -s -u "newcomer:{onboarded["password"]}" -X POST -H "Content-Type: application/json"'
-                           f' -d \'{{"expires_at": "{expires}"}}\' "$OSMO/api/auth/access_token/laptop"', env, tmp_path))
+                           f' -d \'{{"expires_at": "{expires}"}}\' "$OSMO/api/auth/access_token/laptop"', env,
+                           tmp_path))
     env["TOKEN"] = made["token"]
     profile = json.loads(bash(curl_examples("getting-started.md")[0], env, tmp_path))
     assert (profile["id"], profile["is_staff"], profile["default_project"]) == ("newcomer", False, "perception")
@@ -65,15 +78,6 @@ def test_the_researcher_examples_run_as_a_researcher_onboarded_in_one_step(live_
             ran += 1
             if command.rstrip().endswith("$OSMO/api/workloads/") and "-X POST" in command:
                 env["ID"] = json.loads(answer)["id"]
-                workload = Workload.objects.get(pk=env["ID"])
-                assert workload.submitter_name == "newcomer" and workload.project.name == "perception"
-
-                def running() -> bool:
-                    run_cycle(SIMULATED_NOW)
-                    simulated.step(5, SIMULATED_NOW)
-                    workload.refresh_from_db()
-                    return workload.status == Status.RUNNING
-                until(running, "the example's workload to run", seconds=60,
-                      detail=lambda: (workload.status, workload.reasons))
+                run_until_running(simulated, Workload.objects.get(pk=env["ID"]))
     assert ran >= 10, ran
     assert Workload.objects.get(pk=env["ID"]).stop_status == Status.FAILED_CANCELED  # the cancel example ran
