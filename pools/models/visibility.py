@@ -70,14 +70,15 @@ class Access:
         if not restricted:
             named |= Q(kind="user", name=self.user.get_username())
         members = apps.get_model("pools", "ProjectMember").objects.filter(named)
-        rows = roles.annotate(kind=Value("role"), detail=Cast("policies", TextField())).values_list(
+        # No ORDER BY in the parts: SQLite refuses one in a compound statement's subqueries.
+        rows = roles.order_by().annotate(kind=Value("role"), detail=Cast("policies", TextField())).values_list(
             "kind", "name", "detail")
         rows = rows.union(apps.get_model("pools", "Project").objects.filter(
-            Exists(members.filter(project=OuterRef("pk")))).annotate(kind=Value("project"), detail=Value(""))
+            Exists(members.filter(project=OuterRef("pk")))).order_by().annotate(kind=Value("project"), detail=Value(""))
             .values_list("kind", "name", "detail"), all=True)
         if settings.OSMO_PROJECT_MEMBERS_USE_POOLS:
             rows = rows.union(apps.get_model("pools", "Quota").objects.filter(project__isnull=False).filter(
-                Exists(members.filter(project=OuterRef("project_id")))).annotate(
+                Exists(members.filter(project=OuterRef("project_id")))).order_by().annotate(
                 kind=Value("pool"), detail=F("project__name")).values_list("kind", "pool__name", "detail"), all=True)
         rules, projects, pools = [], [], {}
         for kind, name, detail in rows:
