@@ -128,6 +128,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # Access control (docs/admin/access.md).
 ACCESS_DEFAULT_POOL_OPEN = env_bool("ACCESS_DEFAULT_POOL_OPEN", True)
 OSMO_DEFAULT_PROJECT_OPEN = env_bool("OSMO_DEFAULT_PROJECT_OPEN", True)
+# A project's members (by name or role) may use the pools where it has a quota; off: pools only by role.
+OSMO_PROJECT_MEMBERS_USE_POOLS = env_bool("OSMO_PROJECT_MEMBERS_USE_POOLS", True)
 ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 365)
 # The login tokens (JWTs) POST /api/auth/jwt/access_token exchanges a personal token for (OSMO's CLI login).
 ACCESS_LOGIN_TOKEN_SECONDS = env_int("ACCESS_LOGIN_TOKEN_SECONDS", 300)

@@ -17,6 +17,7 @@ from pools.config import writes
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.models import AccessToken, ConfigKind, Pool, Profile, Project, Role, RoleAssignment
+from pools.models.quotas import default_project_name
 from pools.models.visibility import access_for
 
 
@@ -291,7 +292,7 @@ def profile(request) -> dict:
         "roles": access.role_names,
         "pools": [{"name": name, "grants": [grant.as_dict() for grant in access.pool_grants(name)]}
                   for name in pools],
-        "default_project": (chosen and chosen[0]) or Project.DEFAULT_NAME,
+        "default_project": (chosen and chosen[0]) or default_project_name(access, chosen=False),
         "default_pool": chosen[1] if chosen and chosen[1] in pools else None,
     }
 

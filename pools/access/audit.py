@@ -4,11 +4,15 @@ AuditMiddleware (after authentication) makes the request being served the actor 
 is: its user or token, its client's address (from a trusted proxy, the forwarded one) and its request id.
 Sign-ins leave a row each: success (a session began: password, proxy header or OpenID Connect), failure, and a
 refusal by the sign-in limit (`lockout`: once while it lasts, not once per refused try). Bearer tokens prove who
-someone is on every request and leave no row; creating and revoking them does (pools.access.tokens)."""
+someone is on every request and leave no row; creating and revoking them does (pools.access.tokens). Accounts leave
+a row when they are created, deactivated, activated again or deleted, through whichever door (the admin, the API,
+`project add-member`, a first sign-in through the identity provider): the model's signals, not each door."""
 
 import datetime as dt
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.db.models.signals import post_delete, post_init, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -50,3 +54,27 @@ def _failed(sender, credentials, request=None, **kwargs):
             audit.record("signin", f"user/{username}", "lockout", refused.message)
     else:
         audit.record("signin", f"user/{username}", "failure", "wrong user name or password")
+
+
+# ---- accounts: created, deactivated or activated, deleted ------------------------------------------------
+
+@receiver(post_init, sender=get_user_model(), dispatch_uid="pools.access.audit.loaded")
+def _loaded(sender, instance, **kwargs):
+    instance._osmo_was_active = instance.is_active if instance.pk else None
+
+
+@receiver(post_save, sender=get_user_model(), dispatch_uid="pools.access.audit.saved")
+def _saved(sender, instance, created, update_fields=None, **kwargs):
+    name = f"user/{instance.get_username()}"
+    if created:
+        audit.record("user", name, "create", "account created" + (" (staff)" if instance.is_staff else "")
+                     + ("" if instance.is_active else ", inactive"))
+    elif instance._osmo_was_active is not None and instance._osmo_was_active != instance.is_active:
+        audit.record("user", name, "activate" if instance.is_active else "deactivate",
+                     "account activated" if instance.is_active else "account deactivated: it can no longer sign in")
+    instance._osmo_was_active = instance.is_active
+
+
+@receiver(post_delete, sender=get_user_model(), dispatch_uid="pools.access.audit.deleted")
+def _deleted(sender, instance, **kwargs):
+    audit.record("user", f"user/{instance.get_username()}", "delete", "account deleted")

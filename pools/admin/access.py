@@ -12,15 +12,26 @@ from django.utils.html import format_html, format_html_join
 from pools.access import assignments
 from pools.access.documents import ROLE_FIELDS, role_to_document, split_pool_actions, with_pool_actions
 from pools.admin.base import ReadOnlyAdmin, VersionedAdmin, validated
-from pools.admin.forms import JSONDocumentField
+from pools.admin.forms import JSONDocumentField, NameListField
 from pools.models import AccessToken, AuditEvent, ConfigKind, Pool, Role, RoleAssignment
 
+NO_GROUP = "none"
 
-class NullableJSONField(JSONDocumentField):
-    """Blank is None (shown blank, not as `null`)."""
+
+class GroupListField(NameListField):
+    """The identity-provider groups that map to a role, one per line or comma separated: blank is None (the group
+    named like the role), `none` alone is no group at all (an empty list)."""
 
     def prepare_value(self, value):
-        return "" if value is None else super().prepare_value(value)
+        if value is None:
+            return ""
+        return NO_GROUP if value == [] else super().prepare_value(value)
+
+    def to_python(self, value):
+        names = super().to_python(value)
+        if not names:
+            return None
+        return [] if [name.lower() for name in names] == [NO_GROUP] else names
 
 
 class RoleForm(forms.ModelForm):
@@ -33,8 +44,11 @@ class RoleForm(forms.ModelForm):
                                  help_text='[{"actions": [{"base": "http", "path": "/api/pool/team*", '
                                            '"method": "post"}]}]; a path starting with ! denies. The ticked '
                                            "pools above are added to these rules when saved.")
-    external_roles = NullableJSONField(required=False, help_text='Identity-provider groups, e.g. ["vision"]; '
-                                                                 "leave empty for the group named like the role.")
+    external_roles = GroupListField(label="Identity-provider groups",
+                                    help_text="Groups whose members hold this role when they sign in through the "
+                                              "identity provider, one per line or comma separated (vision-team, "
+                                              f"ml-admins); empty: the group named like the role; {NO_GROUP}: no "
+                                              "group.")
 
     class Meta:
         model = Role
@@ -100,9 +114,9 @@ class RoleAdmin(VersionedAdmin):
     readonly_fields = ["grants", "revisions"]
     inlines = [AssignmentInline]
     fieldsets = [
-        (None, {"fields": ["name", "description", "pools", "grants"]}),
-        ("Policy JSON, identity-provider groups and flags (advanced)",
-         {"classes": ["collapse"], "fields": ["policies", "external_roles", "sync_mode", "immutable"]}),
+        (None, {"fields": ["name", "description", "pools", "grants", "external_roles", "sync_mode"]}),
+        ("Policy JSON and flags (advanced)",
+         {"classes": ["collapse"], "fields": ["policies", "immutable"]}),
         ("History", {"fields": ["revisions"]}),
     ]
 

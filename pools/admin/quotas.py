@@ -20,6 +20,7 @@ from pools.admin.base import VersionedAdmin, validated
 from pools.admin.forms import NameListField
 from pools.engine import QuantityError, parse_quantity
 from pools.models import ConfigKind, Department, Project, ProjectMember, Quota
+from pools.models.quotas import MEDIUM
 from pools.quotas.documents import RESOURCES, weight_name
 
 WEIGHT_CHOICES = [("", "None"), ("0", "Lowest"), ("1", "Low"), ("2", "Medium"), ("3", "High")]
@@ -78,7 +79,9 @@ class AmountField(forms.CharField):
 
 
 def _weight_field(label: str) -> forms.TypedChoiceField:
+    # A new row starts at Medium: what a missing quota row means (pools.models.quotas), not None (never borrow).
     return forms.TypedChoiceField(choices=WEIGHT_CHOICES, coerce=int, empty_value=None, required=False, label=label,
+                                  initial=str(MEDIUM),
                                   help_text="Share of idle capacity above deserved; None: never above deserved, "
                                             "Lowest: may borrow, no over-quota share")
 
@@ -169,6 +172,11 @@ class MemberInline(admin.TabularInline):
     fields = ["kind", "name"]
     extra = 0
     verbose_name_plural = "Members (a user by user name, or a role whose holders are members)"
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "kind":  # a new row names a user unless told otherwise (and has no blank choice)
+            kwargs["initial"] = ProjectMember.Kind.USER
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
 
 class UnitAdmin(VersionedAdmin):

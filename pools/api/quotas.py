@@ -14,13 +14,15 @@ from decimal import Decimal
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.access.scoping import Rule
 from pools.access.serializers import named
+from pools.engine import ConfigError
 from pools.models import Department, Pool, Project
 from pools.models.visibility import access_for
-from pools.quotas import listing
+from pools.quotas import listing, onboarding
 from pools.quotas.documents import WEIGHTS
 
 from .pagination import OptionalLimitOffsetPagination
@@ -99,6 +101,21 @@ class ProjectDetailSerializer(ProjectSerializer):
     quotas = QuotaRowSerializer(many=True, help_text="The project's rows of the quota table, pool by pool.")
 
 
+class MemberAddBody(serializers.Serializer):
+    user = serializers.CharField(max_length=onboarding.WHO_MAX_LENGTH,
+                                 help_text="A user name or an e-mail address; the account is created if none has it.")
+
+
+class MemberAddedSerializer(serializers.Serializer):
+    project = serializers.CharField()
+    user = serializers.CharField(help_text="The account's user name.")
+    created = serializers.BooleanField(help_text="A new account was created.")
+    added = serializers.BooleanField(help_text="False: already a member by name (nothing changed).")
+    pools = serializers.ListField(child=serializers.CharField(), help_text="Where the project has a quota.")
+    password = serializers.CharField(allow_null=True, help_text="A new account's password, answered this once.")
+    summary = serializers.CharField()
+
+
 class DepartmentSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
@@ -146,6 +163,19 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _ScopedVi
         pools = list(Pool.objects.visible_to(request).order_by("name"))
         row = {**listing.project_row(project, viewer), "quotas": listing.quota_rows(pools, [project])}
         return Response(ProjectDetailSerializer(row).data)
+
+    @extend_schema(request=MemberAddBody, responses={201: MemberAddedSerializer, 200: MemberAddedSerializer},
+                   parameters=[PROJECT_NAME])
+    @action(detail=True, methods=["post"], url_path="members")
+    def members(self, request, name=None):
+        """Onboard a person in one step (staff, or a role allowing this path): their account (created if none has
+        that user name or e-mail address), their membership by name, and with it the project's pools."""
+        data = request.data if isinstance(request.data, dict) else {}
+        who = data.get("user")
+        if not isinstance(who, str):
+            raise ConfigError("user: give a user name or an e-mail address", field="user")
+        done = onboarding.onboard(name, who, author=request.user, door="API")
+        return Response(done.as_dict(), status=201 if done.added or done.created else 200)
 
 
 class DepartmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _ScopedViewSet):

@@ -278,13 +278,20 @@ class RoleRules:
                 anchored(glob_regex(a.glob) for a in posts if a.deny))
 
 
+def project_grant(pool: str, project: str) -> Grant:
+    return Grant(None, "project member",
+                 f"You are a member of project {project}, which has a quota in pool {pool}.")
+
+
 def pool_grants(pool: str, roles: Iterable[RoleRules], *, staff: bool, default_open: bool,
-                default_pool: str = "default") -> list[Grant]:
-    """Every reason the user may use `pool`; empty when they may not."""
+                default_pool: str = "default", projects: Iterable[str] = ()) -> list[Grant]:
+    """Every reason the user may use `pool`; empty when they may not. `projects`: the projects the user is a
+    member of (by name or role) that have a quota in `pool`."""
     grants = [STAFF_GRANT] if staff else []
     if default_open and pool == default_pool:
         grants.append(DEFAULT_GRANT)
     grants += [grant for role in roles if (grant := role.pool_grant(pool)) is not None]
+    grants += [project_grant(pool, project) for project in projects]
     return grants
 
 

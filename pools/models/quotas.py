@@ -13,6 +13,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from .config import Pool
 from .names import name_field
+from .preferences import Profile
 from .visibility import access_for
 
 RESOURCES = ("gpu", "cpu", "memory")
@@ -38,6 +39,21 @@ def may_see_project(access, name: str, *, member: bool, own_pool: str | None) ->
             or (settings.OSMO_DEFAULT_PROJECT_OPEN and name == Project.DEFAULT_NAME))
 
 
+def default_project_name(access, *, chosen: bool = True) -> str:
+    """The project a submission that names none goes to: the one the user chose (their profile; `chosen` False:
+    the caller read it and there is none), else the only project they are a member of by name or role (when
+    there is exactly one), else `default`."""
+    if not access.signed_in:
+        return Project.DEFAULT_NAME
+    if chosen:
+        name = Profile.objects.filter(user=access.user, default_project__isnull=False).values_list(
+            "default_project__name", flat=True).first()
+        if name:
+            return name
+    named = access.member_projects
+    return named[0] if len(named) == 1 else Project.DEFAULT_NAME
+
+
 class ProjectQuerySet(models.QuerySet):
     def visible_to(self, user) -> "ProjectQuerySet":
         """The projects `user` belongs to (all of them for staff): named as a member, holding a member role,
@@ -48,10 +64,7 @@ class ProjectQuerySet(models.QuerySet):
             return self
         if not access.signed_in:
             return self.none()
-        members = ProjectMember.objects.filter(project=OuterRef("pk")).filter(
-            Q(kind=ProjectMember.Kind.USER, name=access.user.get_username())
-            | Q(kind=ProjectMember.Kind.ROLE, name__in=access.role_names))
-        condition = Exists(members) | Q(pool__in=Pool.objects.visible_to(user))
+        condition = Q(name__in=access.member_projects) | Q(pool__in=Pool.objects.visible_to(user))
         if settings.OSMO_DEFAULT_PROJECT_OPEN:
             condition |= Q(name=Project.DEFAULT_NAME)
         return self.filter(condition)

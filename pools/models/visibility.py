@@ -13,6 +13,7 @@ the pages, their fragments and both CSV writers (`pools.pages`). The viewer's po
 `Access.visible_pool_names`: one query per request, none for staff.
 """
 
+import json
 import logging
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -22,8 +23,8 @@ from operator import or_
 
 from django.apps import apps
 from django.conf import settings
-from django.db.models import CharField, Q, Value
-from django.db.models.functions import Concat
+from django.db.models import CharField, Exists, F, OuterRef, Q, TextField, Value
+from django.db.models.functions import Cast, Concat
 
 from pools.engine.policies import POOL_PATH, STAFF_GRANT, Grant, RoleRules, pool_grants, request_grant
 
@@ -54,20 +55,62 @@ class Access:
         return settings.ACCESS_DEFAULT_POOL_OPEN
 
     @cached_property
-    def roles(self) -> tuple[RoleRules, ...]:
+    def _held(self) -> tuple[tuple[RoleRules, ...], dict[str, tuple[str, ...]], tuple[str, ...]]:
+        """The roles this credential acts with, the projects that name it as a member (by user name, or one of
+        those roles) and, unless OSMO_PROJECT_MEMBERS_USE_POOLS is off, the pools where one of those projects
+        has a quota: one query for all three (a UNION), read once per request."""
         if not self.signed_in:
-            return ()
+            return (), {}, ()
+        restricted = self.token is not None and not self.token.all_roles
         roles = Role.objects.filter(assignments__user=self.user)
-        if self.token is not None and not self.token.all_roles:
+        if restricted:
             roles = roles.filter(tokens=self.token)
-        rules = [RoleRules.from_policies(name, policies)
-                 for name, policies in roles.order_by("name").values_list("name", "policies")]
+        # A token restricted to some roles acts with those roles only: memberships by name do not come with it.
+        named = Q(kind="role", name__in=roles.values("name"))
+        if not restricted:
+            named |= Q(kind="user", name=self.user.get_username())
+        members = apps.get_model("pools", "ProjectMember").objects.filter(named)
+        # No ORDER BY in the parts: SQLite refuses one in a compound statement's subqueries.
+        rows = roles.order_by().annotate(kind=Value("role"), detail=Cast("policies", TextField())).values_list(
+            "kind", "name", "detail")
+        rows = rows.union(apps.get_model("pools", "Project").objects.filter(
+            Exists(members.filter(project=OuterRef("pk")))).order_by().annotate(kind=Value("project"), detail=Value(""))
+            .values_list("kind", "name", "detail"), all=True)
+        if settings.OSMO_PROJECT_MEMBERS_USE_POOLS:
+            rows = rows.union(apps.get_model("pools", "Quota").objects.filter(project__isnull=False).filter(
+                Exists(members.filter(project=OuterRef("project_id")))).order_by().annotate(
+                kind=Value("pool"), detail=F("project__name")).values_list("kind", "pool__name", "detail"), all=True)
+        rules, projects, pools = [], [], {}
+        for kind, name, detail in rows:
+            if kind == "role":
+                rules.append(RoleRules.from_policies(name, json.loads(detail) if isinstance(detail, str) else detail))
+            elif kind == "project":
+                projects.append(name)
+            else:
+                pools.setdefault(name, []).append(detail)
+        rules.sort(key=lambda role: role.name)
         for role in rules:
             for path, problem in role.unusable:
                 log.warning("role %s is left out for %s: it holds the path %r, which no rule can use (%s); "
                             "fix it with `config update ROLE %s`", role.name, self.user.get_username(), path,
                             problem, role.name)
-        return tuple(role for role in rules if not role.unusable)
+        return (tuple(role for role in rules if not role.unusable),
+                {pool: tuple(sorted(set(names))) for pool, names in pools.items()}, tuple(sorted(projects)))
+
+    @property
+    def roles(self) -> tuple[RoleRules, ...]:
+        return self._held[0]
+
+    @property
+    def project_pools(self) -> dict[str, tuple[str, ...]]:
+        """{pool: the member projects with a quota in it}: the pools a project's members may use."""
+        return self._held[1]
+
+    @property
+    def member_projects(self) -> tuple[str, ...]:
+        """The projects that name this credential's user as a member, or one of its roles (not the open `default`
+        project, nor a pool's own project through the pool)."""
+        return self._held[2]
 
     @property
     def role_names(self) -> list[str]:
@@ -77,7 +120,7 @@ class Access:
         if not self.signed_in:
             return []
         return pool_grants(pool, self.roles, staff=self.is_staff, default_open=self.default_pool_open,
-                           default_pool=DEFAULT_POOL)
+                           default_pool=DEFAULT_POOL, projects=self.project_pools.get(pool, ()))
 
     def may_use_pool(self, pool: str) -> bool:
         return self.is_staff or bool(self.pool_grants(pool))
@@ -90,6 +133,8 @@ class Access:
     def pool_filter(self) -> Q | None:
         """The WHERE clause of visible pools (over `name` and the `access_path` alias); None: nothing."""
         terms = [Q(name=DEFAULT_POOL)] if self.default_pool_open else []
+        if self.project_pools:
+            terms.append(Q(name__in=sorted(self.project_pools)))
         for role in self.roles:
             allow_path, allow_name, deny_path = role.pool_regexes()
             allowed = [q for q in (allow_path and Q(access_path__regex=allow_path),

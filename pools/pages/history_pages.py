@@ -1,4 +1,6 @@
-"""`/config/history/`: the revision list, a side-by-side diff of any two revisions, and rollback.
+"""`/config/history/`: the revision list, a side-by-side diff of any two revisions, and rollback: each revision can be
+undone ("Undo this change": the object returns to the state before it) or restored ("Restore this version": the
+object returns to the state it made), each shown as a diff from now before it is confirmed.
 
 Who sees what: staff see every revision; holders of an admin role that may read `/api/configs/history/`
 see the revisions of the kinds (or objects) the config API lets them read, as the API shows them;
@@ -63,10 +65,15 @@ def rollback_url(kind: str, number: int, *, before: bool = False) -> str:
     return f"{reverse('pages:rollback')}?{urlencode(params)}"
 
 
+UNDO, RESTORE = "Undo this change…", "Restore this version…"
+
+
 def _row_actions(row, staff: bool) -> list[tuple[str, str]]:
+    """Diff; for staff, undo the revision (back to the state before it) and restore it (back to the state it made)."""
     actions = [("Diff", diff_url(row["kind"], row["number"]))]
     if staff:
-        actions.append(("Roll back…", rollback_url(row["kind"], row["number"])))
+        actions += [(UNDO, rollback_url(row["kind"], row["number"], before=True)),
+                    (RESTORE, rollback_url(row["kind"], row["number"]))]
     return actions
 
 
@@ -138,7 +145,8 @@ def diff(request):
                "changes_url": f"{request.path}?{urlencode(params)}",
                "staff": access_for(request).is_staff,
                "rollback_older": rollback_url(kind, older.number) if older else "",
-               "rollback_newer": rollback_url(kind, newer.number)}
+               "rollback_newer": rollback_url(kind, newer.number),
+               "undo_newer": rollback_url(kind, newer.number, before=True)}
     return render(request, "pages/diff.html", context)
 
 
@@ -166,8 +174,8 @@ def rollback(request):
                "description": request.POST.get("description", ""), "error": "", "before": before, "goal": goal,
                "deletes": before and goal is None and current is not None
                           and current.action != ConfigRevision.Action.DELETE,
-               "undo_creation_url": rollback_url(kind, number, before=True)
-                                    if target.action == ConfigRevision.Action.CREATE and not before else ""}
+               # The other of the two: undo (the state before the revision) or restore (the state it made).
+               "other_url": rollback_url(kind, number, before=not before)}
     if request.method != "POST":
         try:  # what it would do to the fleet, or why it would be refused, before anyone confirms
             context["preview"] = writes.preview_rollback(kind, number, before=before)
@@ -175,7 +183,7 @@ def rollback(request):
             context["error"] = exc.message
     if request.method == "POST":
         if request.POST.get("confirm") != "yes":
-            context["error"] = "Tick the confirmation box to roll back."
+            context["error"] = "Tick the confirmation box first."
             return render(request, "pages/rollback.html", context, status=400)
         try:
             result = writes.rollback(kind, number, before=before, author=request.user,

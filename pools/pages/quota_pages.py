@@ -31,7 +31,7 @@ from pools.engine import ConfigError
 from pools.engine.kube_names import dns_label
 from pools.models import Backend, ConfigKind, Department, NodeMembership, Pod, Pool, Project, ProjectMember, Quota
 from pools.models.visibility import access_for
-from pools.quotas import edits
+from pools.quotas import edits, onboarding
 from pools.quotas.fairshare import Resource
 from pools.quotas.figures import RESOURCES, PoolTable, gpu_guarantees, quota_tables
 from pools.quotas.projects import default_pools, memberships
@@ -499,9 +499,29 @@ def project_pools(request, project: Project):
         | Q(Exists(NodeMembership.objects.filter(Exists(hosting), pool=OuterRef("pk"))))).order_by("name")
 
 
-@access_required()
+class AddMemberForm(forms.Form):
+    user = forms.CharField(label="User name or e-mail", max_length=onboarding.WHO_MAX_LENGTH,
+                           help_text="The account is created if nobody has it; the person then may use the "
+                                     "project's pools.")
+
+
+@access_required(write=Rule.ADMIN)
 def project_detail(request, name: str):
+    """The project's page; staff POST `user` to onboard a person (pools.quotas.onboarding) and see the result here,
+    the new account's password once."""
     project = get_object_or_404(Project.objects.visible_to(request).select_related("department", "pool"), name=name)
+    onboarded, add_form, status = None, AddMemberForm(), 200
+    if request.method == "POST":
+        add_form = AddMemberForm(request.POST)
+        if add_form.is_valid():
+            try:
+                onboarded = onboarding.onboard(project.name, add_form.cleaned_data["user"], author=request.user,
+                                               door="project page")
+                add_form = AddMemberForm()
+            except ConfigError as exc:
+                add_form.add_error("user", exc.message)
+        if onboarded is None:
+            status = 400
     ctx = row_context(request)
     members = [{"kind": m.kind, "name": m.name, "how": m.how} for m in memberships(project)]
     if wants_csv(request) and request.GET.get("table") == "members":
@@ -532,5 +552,9 @@ def project_detail(request, name: str):
         "quota_totals_partial": shared,
         "members": member_listing, "defaults": defaults, "default_pool_names": shown_defaults,
         "hidden_defaults": len(defaults.pools) - len(shown_defaults),
+        "add_form": add_form if access_for(request).is_staff and project.pool_id is None else None,
+        "onboarded": onboarded,
     }
-    return respond(request, "pages/project.html", context, {"project-quotas": "pages/_project_quotas.html"})
+    response = respond(request, "pages/project.html", context, {"project-quotas": "pages/_project_quotas.html"})
+    response.status_code = status
+    return response

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 Amounts = tuple[int, int, int]
@@ -241,7 +241,23 @@ def _over(used: Amounts, need: Amounts, bound: Sequence[int | None], skip_negati
     return None
 
 
+DEFAULT_PROJECT = "default"
+# The end of a quota refusal in the default project; scheduling.decisions.hints words it for each door.
+OTHER_PROJECT_WORDS = "name another project"
+
+
+def in_default_project(reason: Reason | None, workload: Workload) -> Reason | None:
+    """A quota refusal in the `default` project (everyone's) says how to choose another one."""
+    if reason is None or workload.project != DEFAULT_PROJECT:
+        return reason
+    return replace(reason, message=f"{reason.message.rstrip('.')}; or {OTHER_PROJECT_WORDS}.")
+
+
 def _quota_reason(pool: Pool, platform: str, workload: Workload, idle_gpus: int) -> Reason | None:
+    return in_default_project(_project_quota_reason(pool, platform, workload, idle_gpus), workload)
+
+
+def _project_quota_reason(pool: Pool, platform: str, workload: Workload, idle_gpus: int) -> Reason | None:
     need = workload.total
     units = (("Project", workload.project, pool.projects.get(workload.project) or Quota()),
              ("Department", workload.department, pool.departments.get(workload.department) or Quota(UNSET)))
@@ -294,6 +310,10 @@ def never_within_deserved(pools: dict[str, Pool], workload: Workload, pool_name:
                           platform: str = "") -> Reason | None:
     """A non-preemptible request larger than the project's (or department's) deserved quota in a pool, as
     a reason: it could never be admitted there, whatever else runs."""
+    return in_default_project(_never_within(pools, workload, pool_name, platform), workload)
+
+
+def _never_within(pools: dict[str, Pool], workload: Workload, pool_name: str, platform: str) -> Reason | None:
     pool = pools[pool_name]
     need = workload.total
     for kind, name, quota in (("Project", workload.project, pool.projects.get(workload.project) or Quota()),

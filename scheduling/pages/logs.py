@@ -21,6 +21,7 @@ from scheduling.models import ALIVE, Workload
 from scheduling.run import logs
 
 LOG_POLL_SECONDS = 2
+LOG_WAIT_SECONDS = 5  # a panel with no log yet asks again this often while the workload lives
 DEFAULT_TAIL = 200
 
 
@@ -60,6 +61,10 @@ def workload_logs(request, pk):
         if params.since:  # a poll: say nothing new, ask again while the workload lives
             context.update(text="", poll=_poll(base, picked, params.since, workload))
             return render(request, "workloads/_log_more.html", context)
+        if workload.status in ALIVE and _template(request).endswith("_log_panel.html"):
+            # No pod yet (or not there yet): the panel loads itself again, so the log shows once the workload runs.
+            context.update(wait=f"{base}?{urlencode({**picked, 'tail': tail if tail is not None else ''})}",
+                           wait_seconds=LOG_WAIT_SECONDS)
         return render(request, _template(request), context)
     context.update(text=found.text.decode("utf-8", "replace"), source=found.source.kind,
                    pod=found.source.replica.pod, node=found.source.replica.node, container=found.source.container,

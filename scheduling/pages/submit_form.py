@@ -164,7 +164,8 @@ def _requests(form: SubmitForm):
         return document
     if mode == "gpuctl":
         request = formats.gpuctl_request(_pasted(form))
-        return request.model_copy(update={"project": data["project"], "pools": request.pools or pools or None})
+        return request.model_copy(update={"project": request.project or data["project"],
+                                          "pools": request.pools or pools or None})
     first = (pools or form.defaults or ["default"])[0]
     workflow = formats.workflow_requests(_pasted(form), pool=first, priority=data["priority"],
                                          project=data["project"], ceilings=limits.workflow_ceilings())

@@ -331,15 +331,16 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
 # ---- gpuctl --------------------------------------------------------------------------------------------
 
 _GPUCTL_KEYS = {"kind", "version", "job", "environment", "resources", "storage"}
-_JOB_KEYS = {"name", "priority", "description"}
+_JOB_KEYS = {"name", "priority", "description", "project"}
 _ENV_KEYS = {"image", "imagePullSecret", "command", "args", "env"}
 _GPUCTL_RESOURCE_KEYS = {"pool", "gpu", "gpuType", "gpu-type", "cpu", "memory", "gpuShare"}
 _DROPPED = " (gpuctl would silently drop it)"
 
 
-def gpuctl_request(text: str) -> WorkloadRequest:
-    """A gpuctl job file (`kind: training`) as a request; `resources.pool` is its one candidate pool (none: the
-    project's default pools), `gpuType` (or `gpu-type`, as gpuctl's docs write it) becomes the request's `gpu_type`
+def gpuctl_request(text: str, project: str | None = None) -> WorkloadRequest:
+    """A gpuctl job file (`kind: training`) as a request; `job.project` its project (`project`, the command line's
+    `--project`, wins; neither: the submitter's default project), `resources.pool` is its one candidate pool (none:
+    the project's default pools), `gpuType` (or `gpu-type`, as gpuctl's docs write it) becomes the request's `gpu_type`
     (a node requirement) and variable GPU_TYPE."""
     document = _yaml(text, "job file")
     if not isinstance(document, dict):
@@ -369,6 +370,7 @@ def gpuctl_request(text: str) -> WorkloadRequest:
     gpu_type = resources.get("gpuType", resources.get("gpu-type"))
     body = {
         "name": job.get("name"), "image": environment.get("image"),
+        **({"project": project or job.get("project")} if project or job.get("project") is not None else {}),
         "command": _strings(environment.get("command"), "environment.command"),
         "args": _strings(environment.get("args"), "environment.args"), "env": env,
         "pools": [resources["pool"]] if resources.get("pool") else None,
@@ -382,7 +384,7 @@ def gpuctl_request(text: str) -> WorkloadRequest:
     try:
         return WorkloadRequest.parse(body)
     except ConfigError as exc:
-        place = {"name": "job.name", "image": "environment.image", "env": "environment.env",
+        place = {"name": "job.name", "project": "job.project", "image": "environment.image", "env": "environment.env",
                  "command": "environment.command", "args": "environment.args", "pools": "resources.pool",
                  "mounts": "storage.workdirs",
                  "gpu_type": "resources.gpuType" if "gpuType" in resources else "resources.gpu-type"}

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from pools.engine import ConfigError
 from pools.models import Profile, Project, audit
+from pools.models.quotas import default_project_name
 from pools.models.visibility import Access, access_for
 from scheduling.decisions import admission as pure
 from scheduling.decisions import hints
@@ -87,11 +88,7 @@ def check_stored_size(submitted: Submitted, prefix: str = "") -> None:
 
 
 def default_project(access: Access) -> str:
-    profile = Profile.objects.filter(user=access.user).select_related("default_project").first() \
-        if access.signed_in else None
-    if profile is not None and profile.default_project is not None:
-        return profile.default_project.name
-    return Project.DEFAULT_NAME
+    return default_project_name(access)
 
 
 def _project(access: Access, name: str | None) -> Project:

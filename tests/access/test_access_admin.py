@@ -113,6 +113,21 @@ def test_the_role_page_shows_ticked_pools_and_what_the_role_grants_but_no_raw_nu
     assert "<strong>training</strong>" in html and "<strong>training-b</strong>" not in html
 
 
+def test_identity_provider_groups_are_a_list_typed_in_the_form_not_json(admin_client):
+    role = role_with_pools(admin_client, "vision", "training", external_roles="vision-team, ml-admins\nextra")
+    assert role.external_roles == ["vision-team", "ml-admins", "extra"]
+    page = admin_client.get(f"/admin/pools/role/{role.pk}/change/").content.decode()
+    assert "Identity-provider groups" in page and "vision-team, ml-admins, extra" in page
+    assert page.index("Identity-provider groups") < page.index("Policy JSON")  # not among the advanced fields
+
+    save(admin_client, f"/admin/pools/role/{role.pk}/change/", external_roles="none")
+    role.refresh_from_db()
+    assert role.external_roles == []
+    save(admin_client, f"/admin/pools/role/{role.pk}/change/", external_roles="")
+    role.refresh_from_db()
+    assert role.external_roles is None
+
+
 def test_unticking_a_pool_takes_it_away_and_keeps_the_other_rules(admin_client):
     writes.import_document(ConfigKind.ROLE, {"name": "mixed", "actions": [
         {"base": "http", "path": "/api/configs/*", "method": "get"}, pool_action("training"),

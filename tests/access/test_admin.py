@@ -15,7 +15,7 @@ def test_a_role_added_in_the_admin_is_a_numbered_revision(admin_client):
     data = form_data(admin_client.get("/admin/pools/role/add/"))
     data.update({"name": "osmo-vision", "description": "made in the admin", "sync_mode": "force",
                  "policies": json.dumps([{"actions": [{"base": "http", "path": "/api/pool/v*", "method": "post"}]}]),
-                 "external_roles": '["vision"]'})
+                 "external_roles": "vision"})
 
     response = admin_client.post("/admin/pools/role/add/", data)
 

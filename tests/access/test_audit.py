@@ -208,7 +208,9 @@ def test_the_api_page_and_cli_filter_and_scope_the_rows(client, staff, member, d
     staff_client = APIClient()
     staff_client.force_authenticate(staff)  # a session sign-in would be a row of its own
     everything = staff_client.get("/api/audit/").json()
-    assert everything["count"] == 3 and everything["results"][0]["object"] == "node/h100-001"
+    # The three accounts' creation rows (kind user), then these three.
+    assert everything["count"] == 6 and everything["results"][0]["object"] == "node/h100-001"
+    assert staff_client.get("/api/audit/?kind=user").json()["count"] == 3
     assert staff_client.get("/api/audit/?kind=token&user=other").json()["results"][0]["object"] == "token/other/b"
     assert staff_client.get("/api/audit/?object=h100").json()["count"] == 1
     assert staff_client.get("/api/audit/?kind=nope").json()["field"] == "kind"

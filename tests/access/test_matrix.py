@@ -57,6 +57,13 @@ from tests.access.conftest import (
 )
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def pools_by_role_only(settings):
+    """The world's projects have quotas in pools their members may not use, which only a site that grants pools by
+    role alone has: that is what the redaction probes need. Project members' pools: tests/access/test_onboarding.py."""
+    settings.OSMO_PROJECT_MEMBERS_USE_POOLS = False
 TEAM_WORKLOAD = "0a0a0a0a-0000-4000-8000-00000000000a"
 SECRET_WORKLOAD = "0b0b0b0b-0000-4000-8000-00000000000b"
 # In `default`, which every user belongs to: everyone sees it, only staff its request (issue 25 point 3).
@@ -441,6 +448,10 @@ MATRIX: dict[str, list[Probe]] = {
               check=shows_only_visible_projects),
         Probe("csv", "get", "/projects/secret-project/?export=csv&table=members", project_only_for("secret-project"),
               check=shows_only_visible_projects),
+        # Onboarding a member (pools.quotas.onboarding): staff only; a bad name is refused on the page (400).
+        Probe("write", "post", "/projects/team-project/",
+              {"anonymous": 302, "nobody": 403, "teammate": 403, "policy_user": 403, "staff": 400},
+              body={"user": "not a name"}, form=True),
     ],
     # ---- inventory: every signed-in user, scoped to their pools -----------------------------------------------
     "api-pool-list": [Probe("list", "get", "/api/pools/", SIGNED_IN, check=lists_exactly_visible_pools),
@@ -487,6 +498,8 @@ MATRIX: dict[str, list[Probe]] = {
     "api-docs": [Probe("page", "get", "/api/docs/", PAGE, check=names_nothing_of_the_fleet)],
     "api-docs-redoc": [Probe("page", "get", "/api/docs/redoc/", PAGE, check=names_nothing_of_the_fleet)],
     # ---- departments, projects and quotas: every signed-in user, scoped to their projects and pools ----------
+    "api-project-members": [Probe("write", "post", "/api/projects/team-project/members/", ok_as(ADMIN, 201),
+                                  body={"user": "probe-member"})],
     "api-project-list": [Probe("list", "get", "/api/projects/", SIGNED_IN, check=lists_exactly_visible_projects)],
     "api-project-detail": [
         Probe("detail", "get", "/api/projects/team-project/", only_for_project("team-project"),

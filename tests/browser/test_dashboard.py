@@ -283,11 +283,11 @@ def test_a_pool_leads_to_its_nodes_its_revisions_a_diff_and_a_confirmed_rollback
 
     page.click("#rollback-older")
     page.wait_for_url(re.compile(rf"/config/history/rollback/\?type=pool&revision={older.number}$"))
-    expect(page.locator("h1")).to_have_text(f"Roll back pool training to revision {older.number}?")
+    expect(page.locator("h1")).to_have_text(f"Restore pool training to revision {older.number}?")
     expect(page.locator("#rollback-confirm")).not_to_be_checked()
     screenshot(page, "rollback")
     page.click("#rollback-submit")  # not ticked: the browser holds the form back
-    expect(page.locator("h1")).to_have_text(f"Roll back pool training to revision {older.number}?")
+    expect(page.locator("h1")).to_have_text(f"Restore pool training to revision {older.number}?")
     assert page.locator("#rollback-confirm").evaluate("box => box.validity.valueMissing") is True
     assert ConfigRevision.objects.filter(kind=ConfigKind.POOL, name="training").count() == 2
     assert Pool.objects.get(name="training").max_exec_timeout == "7d"

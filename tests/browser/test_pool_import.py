@@ -74,11 +74,11 @@ def test_an_admin_rolls_a_pasted_pool_back_to_before_its_creation(live_server, p
 
     row = page.locator(f'tr[data-key="POOL-{created.number}"]')
     expect(row.locator('[data-col="number"]')).to_have_text(re.compile(rf"^pool r{created.number}(More)?\s*$"))
-    row.get_by_role("link", name="Roll back…").click()
-    expect(page.locator(".empty-state")).to_contain_text("rolling back writes nothing")
-    page.locator("#rollback-undo-creation").click()
+    row.get_by_role("link", name="Restore this version…").click()
+    expect(page.locator(".empty-state")).to_contain_text("restoring it writes nothing")
+    page.locator("#rollback-other").click()
 
-    expect(page.locator("h1")).to_contain_text(f"to before revision {created.number}?")
+    expect(page.locator("h1")).to_have_text(f"Undo revision {created.number} of pool {SEED_POOL}?")
     submit = page.locator("#rollback-submit")
     expect(submit).to_have_text(f"Delete {SEED_POOL}")
     moved = Node.objects.filter(pool_names__contains=[SEED_POOL]).count()

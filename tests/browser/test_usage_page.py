@@ -2,6 +2,8 @@
 chart drawn inline, regrouping by user from the form without a reload, and nothing wider than a phone outside
 the scrolling table."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -23,6 +25,21 @@ def test_the_usage_page_at_desk_and_phone_width(live_server, page, history, staf
     page.select_option("#id_group_by", "user")
     expect(table.locator("tbody tr")).to_have_count(3)
     assert "group_by=user" in page.url
+    # Each change is in the address at once (issue 44: it lagged one change behind), and a reload shows the same.
+    page.select_option("#id_group_by", "department")
+    expect(page).to_have_url(re.compile(r"group_by=department"))
+    page.select_option("#id_group_by", "project")
+    expect(page).to_have_url(re.compile(r"group_by=project"))
+    expect(table.locator("tbody tr")).to_have_count(2)
+    page.select_option("#id_period", "30d")
+    expect(page).to_have_url(re.compile(r"period=30d"))
+    page.select_option("#id_period", "month")  # two changes at once: the first's answer must not come last
+    page.fill("#id_month", "2026-10")
+    page.press("#id_month", "Tab")
+    expect(page).to_have_url(re.compile(r"period=month.*month=2026-10|month=2026-10.*period=month"))
+    page.reload()
+    expect(page.locator("#id_group_by")).to_have_value("project")
+    expect(page.locator("#id_month")).to_have_value("2026-10")
 
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/usage/?month=2026-11")

@@ -32,11 +32,14 @@ def test_the_history_lists_revisions_newest_first_with_diff_links(staff_client, 
     assert f"POOL-{first.number}" in keys
     assert all(key.startswith("POOL-") for key in keys)
     assert f'href="/config/history/diff/?type=pool&amp;revision={second.number}">Diff</a>' in text
-    assert f'href="/config/history/rollback/?type=pool&amp;revision={first.number}">Roll back…</a>' in text
+    assert f'href="/config/history/rollback/?type=pool&amp;revision={first.number}">Restore this version…</a>' in text
+    undo = f"/config/history/rollback/?type=pool&amp;revision={first.number}&amp;before=1"
+    assert f'href="{undo}">Undo this change…</a>' in text
 
 
 def test_members_get_no_rollback_links(member_client, two_revisions):
-    assert "Roll back" not in body(member_client.get("/config/history/"))
+    text = body(member_client.get("/config/history/"))
+    assert "Undo this change" not in text and "Restore this version" not in text
 
 
 def test_the_history_filters_by_name(staff_client, two_revisions):

@@ -40,15 +40,15 @@ def test_a_refused_rollback_says_why_before_anyone_confirms(staff_client, fleet)
 def test_the_rollback_page_of_a_creation_offers_to_delete_the_object(staff_client, pasted):
     text = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={pasted.number}"))
 
-    assert "rolling back writes nothing" in text
+    assert "restoring it writes nothing" in text
     link = f"/config/history/rollback/?type=pool&amp;revision={pasted.number}&amp;before=1"
-    assert f'<a id="rollback-undo-creation" href="{link}">Undo its creation instead: delete {NEW}</a>' in text
+    assert f'<a id="rollback-other" href="{link}">Undo this change instead: {NEW} as it was before revision' in text
 
 
 def test_rolling_back_to_before_a_creation_asks_then_deletes_it_as_a_delete_revision(staff_client, staff, pasted):
     asked = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={pasted.number}&before=1"))
 
-    assert f"to before revision {pasted.number}?" in asked and "rolling back deletes it" in asked
+    assert f"Undo revision {pasted.number} of pool {NEW}?" in asked and f"undoing it deletes {NEW}" in asked
     assert f">Delete {NEW}</button>" in asked and 'name="before" value="1"' in asked
     assert "Pasted by mistake" in asked  # the document it removes, in the diff
     assert Pool.objects.filter(name=NEW).exists()
@@ -144,3 +144,25 @@ def test_the_admin_action_rolls_back_to_before_a_creation(staff_client, pasted):
 
     assert response.status_code == 302
     assert not Pool.objects.filter(name=NEW).exists() and latest(NEW).action == "delete"
+
+
+def test_each_revision_offers_undo_and_restore_and_undo_returns_to_the_state_before_it(staff_client, pasted):
+    """Undo this change: the state before the revision (here, the description before the edit), never "already
+    matches" on the newest revision; Restore this version: the state it made."""
+    document = writes.export(ConfigKind.POOL, NEW)["pools"][NEW]
+    writes.import_document(ConfigKind.POOL, {"pools": {NEW: {**document, "description": "Edited"}}}, author="tests")
+    edit = latest(NEW)
+    listing = body(staff_client.get(f"/config/history/?type=pool&name={NEW}"))
+    undo = f"/config/history/rollback/?type=pool&amp;revision={edit.number}&amp;before=1"
+    assert f'href="{undo}">Undo this change…</a>' in listing
+    assert f'href="/config/history/rollback/?type=pool&amp;revision={edit.number}">Restore this version…</a>' in listing
+
+    asked = body(staff_client.get(undo.replace("&amp;", "&")))
+    assert f"returns to the state before revision {edit.number}, as it was at revision {pasted.number}" in asked
+    assert ">Undo this change</button>" in asked and "Edited" in asked and "already matches" not in asked
+    restore = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={edit.number}"))
+    assert "already matches revision" in restore and ">Restore this version</button>" in restore
+
+    staff_client.post("/config/history/rollback/", {"type": "pool", "revision": edit.number, "before": "1",
+                                                    "confirm": "yes"})
+    assert Pool.objects.get(name=NEW).description == "Pasted by mistake"

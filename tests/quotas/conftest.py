@@ -1,6 +1,6 @@
 """A small world for the quota API, CLI and admin: pools training and inference, departments research and
 product, projects vision (research; the researcher is a member) and nlp (product), a role that lets the
-researcher use training only."""
+researcher use training only (pools by role only: OSMO_PROJECT_MEMBERS_USE_POOLS off)."""
 
 import pytest
 from rest_framework.test import APIClient
@@ -23,7 +23,9 @@ def running_pods(namespace, node, pool, count=1, gpu=1, cpu=500, memory=2**30):
 
 
 @pytest.fixture
-def quota_world(defaults, member):
+def quota_world(defaults, member, settings):
+    # vision has a quota in inference, which its member may not use: a site that grants pools by role only.
+    settings.OSMO_PROJECT_MEMBERS_USE_POOLS = False
     writes.import_document(ConfigKind.POOL, {"pools": {
         "training": {"backend": "default", "platforms": {"h100": {}}},
         "inference": {"backend": "default", "platforms": {"h100": {}}}}}, author="tests")

@@ -175,3 +175,13 @@ def test_a_quota_typed_in_other_digits_or_as_nan_is_refused_naming_it(admin_clie
     assert response.status_code == 200
     assert f"{value!r} is not" in html.unescape(response.content.decode())
     assert not Project.objects.filter(name="robotics").exists()
+
+
+def test_a_new_quota_row_starts_at_the_weight_a_missing_row_means_and_a_member_row_at_user(admin_client):
+    """A missing quota row means weight Medium (pools.models.quotas): the inline's new row says the same, not None
+    (never borrow); a new member row names a user, with no blank kind to pick."""
+    page = admin_client.get("/admin/pools/project/add/").content.decode()
+    template = page[page.index('id="quotas-empty"'):]
+    assert '<option value="2" selected>Medium</option>' in template[:template.index('id="members-group"')]
+    members = page[page.index('id="members-empty"'):]
+    assert '<option value="user" selected>' in members and '<option value="" ' not in members.split("</select>")[0]

@@ -23,6 +23,7 @@ from .workloads import pod_ip, qos_class
 
 DURATION_ANNOTATION = "sim.runwhere.ai/duration-seconds"
 OUTCOME_ANNOTATION = "sim.runwhere.ai/outcome"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 KAI_SCHEDULER = "kai-scheduler"
 GPU = "nvidia.com/gpu"
 
@@ -475,6 +476,11 @@ class JobController:
             "labels": (template.get("metadata") or {}).get("labels") or {},
             "annotations": (template.get("metadata") or {}).get("annotations") or {},
         }
+        if job["spec"].get("completionMode") == "Indexed":
+            # As the Job controller marks each pod of an Indexed Job: which replica it is.
+            index = {COMPLETION_INDEX: str(number)}
+            metadata["labels"] = {**metadata["labels"], **index}
+            metadata["annotations"] = {**metadata["annotations"], **index}
         if not orphan:
             metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": record["name"],
                                             "uid": record["uid"], "controller": True, "blockOwnerDeletion": True}]

@@ -47,19 +47,23 @@ class Command(CliCommand):
         parser.add_argument("--author")
         parser.add_argument("--as-user", metavar="USER", help="The job's submitter (default: the user named like "
                                                               "this account, else admin).")
+        parser.add_argument("--project", help="The job's project (else the file's job.project, else the submitter's "
+                                              "default project).")
 
     @clear_errors
-    def handle(self, *args, file, backend, overwrite, as_user, **options):
+    def handle(self, *args, file, backend, overwrite, as_user, project, **options):
         text = read_file(file)
         if kind_of(text) in JOB_KINDS:
-            self.create_job(text, as_user)
+            self.create_job(text, as_user, project)
             return
+        if project:
+            raise ConfigError("--project names a job's project; a pool file has none")
         for spec in poolfiles.parse_pool_file(text):
             outcome = poolfiles.create_pool(spec, author=author(options), backend=backend, overwrite=overwrite)
             self.stdout.write(f"pool/{outcome.pool} {outcome.action} ({len(outcome.nodes)} nodes labeled)")
 
-    def create_job(self, text: str, as_user: str | None) -> None:
-        request = gpuctl_request(text)
+    def create_job(self, text: str, as_user: str | None, project: str | None = None) -> None:
+        request = gpuctl_request(text, project)
         try:
             result = submission.submit(find_user(as_user), request, source=Source.GPUCTL)
         except submission.SubmissionRefused as exc:
