@@ -48,7 +48,7 @@ class ObjectKind:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
+        return f"{self.group}/{self.version}" if self.group else self.version  # the core group: "v1"
 
     def scope(self, namespace: str | None, *, listing: bool = False) -> str | None:
         """`namespace` checked against the kind's scope: one object of a namespaced kind needs one (a list may

@@ -27,8 +27,8 @@ from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 from pools.schedulers import kai, kueue
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import attempts
-from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
+from scheduling.run import attempts, links, workload_objects
+from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, owned_by, podgroup_manifest
 
 
 def _seconds(timeout: str) -> int | None:
@@ -101,26 +101,28 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
         if workload is None or workload.pool is None:
             return "skipped"
         attempt = attempt_of(workload)
-        manifest = job_manifest(attempt, prefix=prefix, ttl_seconds=settings.OSMO_JOB_TTL_SECONDS,
-                                priority_classes=settings.OSMO_PRIORITY_CLASSES)
+        main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
+        word, manifest = main.word, main.manifest
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
         retries = retries or retries_for(cluster)
         try:
             retries.call(lambda: cluster.ensure_namespace(namespace, *kube_names.labelled(
                 prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project})))
-            job = retries.call(lambda: cluster.create_job(namespace, manifest))
-            outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
+            job = retries.call(lambda: workload_objects.create(cluster, main, namespace))
+            outcome, message = "created", f"{word} {namespace}/{name} created on backend {backend.name}."
         except Conflict:
-            existing = job = retries.call(lambda: cluster.get_job(namespace, name))
+            existing = job = retries.call(lambda: workload_objects.read(cluster, main, namespace))
             if not owned_by(existing, attempt.workload_id, prefix):
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
-                                f"A Job {namespace}/{name} exists on backend {backend.name} and is not this "
+                                f"A {word} {namespace}/{name} exists on backend {backend.name} and is not this "
                                 f"workload's (its {prefix}workload label is "
                                 f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
                 return "failed"
-            outcome, message = "found", (f"Job {namespace}/{name} found on backend {backend.name}, created by an "
-                                         "earlier try.")
+            job = retries.call(lambda: workload_objects.roll(cluster, main, namespace))
+            outcome, message = "found", (f"{word} {namespace}/{name} found on backend {backend.name}, created by an "
+                                         "earlier try" + (" (rolled to the request)" if main.kind is not None
+                                                          and word == "Deployment" else "") + ".")
         except ClusterError as exc:
             if retries.transient(exc):  # the row stays ADMITTED, for another try later
                 WorkloadEvent.objects.create(
@@ -133,7 +135,15 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
                             f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
                             + (f" {retries.summary()}" if retries.retried else ""), now=now)
             return "failed"
-        if attempt.engine is not None and attempt.engine.kind == "kai":
+        made, not_ours = workload_objects.companions(cluster, workload, attempt, job, retries,
+                                                     template=links.template_for)
+        if not_ours:  # the Service or Ingress name is somebody else's: take ours back, then fail
+            cluster.delete_object(main.kind, name, namespace=namespace)
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "OBJECT_NOT_OURS", not_ours, now=now)
+            return "failed"
+        if made:
+            message += f" With {made}."
+        if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
             # Cluster errors propagate: the next try finds both.
             not_ours = _podgroup(cluster, attempt, job, prefix, retries)
             if not_ours:  # our Job would join somebody else's gang: take it back, then fail
@@ -141,7 +151,7 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "PODGROUP_NOT_OURS", not_ours, now=now)
                 return "failed"
             message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
-        elif attempt.engine is not None:
+        elif main.kind is None and attempt.engine is not None:
             message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
         if retries.retried:
             message += f" {retries.summary()}"
