@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from django.conf import settings
 
-from pools.models.visibility import access_for
+from pools.models.visibility import Access
 from scheduling.models import Workload
 from scheduling.run.workload_objects import port_of, workload_values
 from scheduling.specs import deployments, ingress
@@ -29,17 +29,17 @@ def template_for(workload: Workload) -> ingress.LinkTemplate | None:
     return ingress.for_workload(templates(), workload.pool.name, workload.pool.backend.name)
 
 
-def may_see(viewer, workload: Workload) -> bool:
+def may_see(access: Access, workload: Workload) -> bool:
     """Its submitter and staff: a teammate sees the workload, never its address."""
-    access = access_for(viewer)
-    return access.is_staff or (access.signed_in and workload.submitter_id == access.user.pk)
+    return access.is_staff or (access.signed_in and workload.submitter_id is not None
+                               and workload.submitter_id == access.user.pk)
 
 
-def link_for(viewer, workload: Workload) -> dict | None:
-    """{"url" (the Ingress's, or ""), "port_forward" (kubectl's line)} of a dispatched notebook or inference for
-    `viewer`; None when it has no port, is not dispatched, or the viewer may not see it."""
+def link_for(access: Access, workload: Workload) -> dict | None:
+    """{"url" (the Ingress's, or ""), "port_forward" (kubectl's line)} of a dispatched notebook or inference, for
+    a viewer (`access`) who may see it; None when it has no port, is not dispatched, or the viewer may not."""
     port = port_of(workload)
-    if port is None or not workload.job_name or not may_see(viewer, workload):
+    if port is None or not workload.job_name or not workload.alive or not may_see(access, workload):
         return None
     found = {"url": "", "port_forward": deployments.port_forward_line(workload.namespace, workload.job_name, port)}
     template = template_for(workload)
