@@ -10,7 +10,7 @@ import pytest
 from pools.cluster.kinds import STATEFULSET
 from pools.models import AuditEvent
 from scheduling.decisions.idle import NotebookRule, notebook_verdict, parse_rules
-from scheduling.models import Notification, Status, Workload
+from scheduling.models import Notification, Status
 from scheduling.run import idle_notebooks, stopping, utilization
 from tests.scheduling.test_gpu_utilization import minutes
 from tests.scheduling.test_kinds import controller_pod, dispatched
