@@ -3,6 +3,9 @@ kube-apiserver's for Deployments, StatefulSets, Services and Ingresses): each ki
 notebook RUNNING once its pod is Ready, an inference AVAILABLE and rolled to a new image on resubmission with its
 quota use replicas x request all the while, and scaled down."""
 
+import io
+from datetime import timedelta
+
 import pytest
 
 from pools.cluster.kinds import DEPLOYMENT, INGRESS, SERVICE, STATEFULSET
@@ -47,8 +50,9 @@ def controller_pod(standin, workload: Workload, owner: dict, index: int, *, read
     container = template["spec"]["containers"][0]
     obj = {"metadata": {"name": name, "namespace": workload.namespace, "ownerReferences": owners,
                         "labels": {**template["metadata"]["labels"], **extra}},
-           "spec": {"nodeName": node, "containers": [{"name": container["name"], "image": container["image"]}]},
+           "spec": {**template["spec"], "nodeName": node},
            "status": {"phase": "Running",
+                      "startTime": "2026-12-06T00:00:00Z",
                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                       "containerStatuses": [{"name": container["name"],
                                              "state": {"running": {"startedAt": "2026-12-06T06:00:00Z"}}}]}}
@@ -177,3 +181,68 @@ def test_a_kind_the_request_cannot_be_is_a_400_naming_the_field(researcher_api, 
     answer = researcher_api.post("/api/workloads/", body(**fields), format="json")
     assert answer.status_code == 400 and answer.json()["field"] == field, answer.json()
     assert not Workload.objects.exists()
+
+
+def test_usage_reports_split_by_kind(standin, kube, researcher_api, staff):
+    """A notebook's and a training's pods, stored by the sync's pod watch, observed and rolled up as beat does:
+    the usage report grouped by kind has a row for each, with its GPUs (and the pods count against the quota)."""
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from pools.cluster.interface import WatchEvent
+    from pools.cluster.reflector import list_all
+    from pools.fleet.sync import BackendSync
+    from pools.models import Backend, Node, Pod
+    from scheduling.usage import observe as usage_observe
+    from scheduling.usage import rollup
+
+    notebook = dispatched(researcher_api, kube, name="explore", kind="notebook")
+    training = dispatched(researcher_api, kube, name="train", resources={"gpu": 2, "cpu": "4", "memory": "16Gi"})
+    (statefulset,) = standin.objects(STATEFULSET)
+    controller_pod(standin, notebook, statefulset, 0, ready=True, node=next(iter(notebook.placement)))
+    job = standin.job(training.job_name, namespace=training.namespace)
+    template = job["spec"]["template"]
+    standin.add_pod({"metadata": {"name": f"{training.job_name}-0-abcde", "namespace": training.namespace,
+                                  "labels": {**template["metadata"]["labels"],
+                                             "batch.kubernetes.io/job-name": training.job_name}},
+                     "spec": {**template["spec"], "nodeName": next(iter(training.placement))},
+                     "status": {"phase": "Running", "startTime": "2026-12-06T00:00:00Z"}})
+    ours = list_all(kube.list_pods).items
+    BackendSync(Backend.objects.get(name="default"), kube).apply([], [WatchEvent("ADDED", item) for item in ours])
+    assert Pod.objects.count() == 2
+    now = timezone.now()
+    # The world's nodes are rows without the Ready condition a real node reports (as test_usage_by_priority).
+    Node.objects.filter(name__in=[*notebook.placement, *training.placement]).update(status="Ready", reasons=[])
+    assert usage_observe.observe(now)["opened"] == 2
+    rollup.run(now + timedelta(minutes=30))
+    ops = APIClient()
+    ops.force_authenticate(staff)
+    answer = ops.get("/api/usage/", {"group_by": "kind", "period": "24h"})
+    assert answer.status_code == 200, answer.json()
+    groups = {row["group"] for row in answer.json()["rows"]}
+    assert groups == {"notebook", "training"}, answer.json()
+
+
+def test_the_form_the_cli_and_the_lists_offer_the_kinds(researcher_client, researcher_api, staff):
+    from django.core.management import call_command
+    from rest_framework.test import APIClient
+
+    from tests.scheduling.test_submit_form import error_of, form
+
+    answer = researcher_client.post("/workloads/new/", form(name="serve-form", kind="inference", port="9000", exec_timeout=""))
+    assert answer.status_code == 302, answer.content.decode()[:1000]
+    served = Workload.objects.get(name="serve-form")
+    assert (served.kind, served.request["port"]) == ("inference", 9000)
+    refused = researcher_client.post("/workloads/new/", form(name="nb", kind="notebook", replicas="2", exec_timeout=""))
+    assert refused.status_code == 400 and "a notebook is one pod" in error_of(refused.content.decode(), "replicas")
+    submit(researcher_api, name="train-one")
+    assert [row["name"] for row in researcher_api.get("/api/workloads/", {"kind": "inference"}).json()] == \
+        ["serve-form"]
+    page = researcher_client.get("/workloads/", {"kind": "training"}).content.decode()
+    assert "train-one" in page and "serve-form" not in page
+    out = io.StringIO()
+    call_command("workload", "list", "--kind", "inference", stdout=out)
+    assert "serve-form" in out.getvalue() and "train-one" not in out.getvalue()
+    ops = APIClient()
+    ops.force_authenticate(staff)
+    assert ops.get("/api/workloads/", {"kind": "batch"}).status_code == 400
