@@ -229,7 +229,8 @@ def test_the_form_the_cli_and_the_lists_offer_the_kinds(researcher_client, resea
 
     from tests.scheduling.test_submit_form import error_of, form
 
-    answer = researcher_client.post("/workloads/new/", form(name="serve-form", kind="inference", port="9000", exec_timeout=""))
+    answer = researcher_client.post("/workloads/new/", form(
+        name="serve-form", kind="inference", port="9000", exec_timeout=""))
     assert answer.status_code == 302, answer.content.decode()[:1000]
     served = Workload.objects.get(name="serve-form")
     assert (served.kind, served.request["port"]) == ("inference", 9000)
