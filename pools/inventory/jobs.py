@@ -120,6 +120,15 @@ def job_name_of(pod: Mapping[str, Any]) -> str:
     return ""
 
 
+def controller_of(pod: Mapping[str, Any]) -> str:
+    """"Deployment" or "StatefulSet" for a pod of a long-running workload's (issue 43), "" for a Job's."""
+    for owner in _mapping(pod.get("metadata")).get("ownerReferences") or []:
+        kind = _mapping(owner).get("kind")
+        if kind in ("ReplicaSet", "StatefulSet"):
+            return "Deployment" if kind == "ReplicaSet" else "StatefulSet"
+    return ""
+
+
 def _number(value: Any) -> Any:
     return value if isinstance(value, (int, float, str)) else None
 

@@ -198,6 +198,9 @@ class JobPod(_Shape):
 
 class Job(_Shape):
     name: str
+    kind: Literal["Job", "Deployment", "StatefulSet"] = Field(
+        description="What dispatch wrote: a training's Job, a notebook's StatefulSet, an inference's or compute's "
+                    "Deployment.")
     namespace: str
     dispatched_at: datetime | None
     seen: bool = Field(description="Whether the sync has seen the Job yet.")

@@ -120,7 +120,9 @@ def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
         pods.append({"name": name, "node": pod.get("node") or None, "ip": pod.get("ip") or None,
                      "phase": "Deleted" if pod.get("deleted") else pod.get("phase"), "exit_code": pod.get("exit_code"),
                      "reason": pod.get("waiting") or pod.get("reason") or pod.get("disrupted") or None})
-    return {"name": workload.job_name, "namespace": workload.namespace, "dispatched_at": workload.dispatched_at,
+    kind = "Job" if workload.kind == Kind.TRAINING else {"notebook": "StatefulSet"}.get(workload.kind, "Deployment")
+    return {"name": workload.job_name, "kind": kind, "namespace": workload.namespace,
+            "dispatched_at": workload.dispatched_at,
             "seen": run is not None, "finished": (run.job.get("finished") or None) if run else None,
             "gone": run.gone if run else False, "pods": pods}
 

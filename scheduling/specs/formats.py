@@ -317,7 +317,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
 # ---- gpuctl --------------------------------------------------------------------------------------------
 
 _GPUCTL_KEYS = {"kind", "version", "job", "environment", "resources", "storage", "service"}
-# gpuctl's workload kinds (shared/reference/scheduling.md, section 2); `service` holds a long-running kind's
+# gpuctl's workload kinds (docs/researcher/kinds.md); `service` holds a long-running kind's
 # `replicas` and (notebook, inference) `port`.
 GPUCTL_KINDS = ("training", "notebook", "inference", "compute")
 _SERVICE_KEYS = {"port", "replicas"}
