@@ -1,6 +1,7 @@
 """The objects of a long-running workload (pure: no Django; issue 43, docs/researcher/kinds.md): a notebook is a
 StatefulSet of one pod behind a headless Service, an inference a Deployment of N replicas behind a ClusterIP
-Service, a compute a Deployment without a port (gpuctl writes the same kinds). A training stays the Indexed Job of `scheduling.specs.jobs`.
+Service, a compute a Deployment without a port (gpuctl writes the same kinds). A training stays the Indexed Job
+of `scheduling.specs.jobs`.
 
 Everything a Job carries carries over: our labels on the object and its pods, the planned nodes as a required node
 affinity (the admission's plan binds on the default scheduler), the priority class, the engine's queue. What
