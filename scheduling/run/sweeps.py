@@ -17,7 +17,7 @@ from pools.cluster import Cluster, ClusterError
 from pools.engine import parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob, Pool
-from scheduling.models import LogArchive, Status, Workload
+from scheduling.models import Kind, LogArchive, Status, Workload
 from scheduling.run import attempts, follow, idle_notebooks, log_archive
 from scheduling.run.dispatch import dispatch
 from scheduling.run.outbox import dispatch_on_commit, stop_on_commit
@@ -105,11 +105,13 @@ def timeouts(now=None) -> list[str]:
     defaults = {name: (_seconds(queue), _seconds(exec_)) for name, queue, exec_ in
                 Pool.objects.values_list("name", "default_queue_timeout", "default_exec_timeout")}
     due = []
-    for pk, status, queue, exec_, pools, pool, queued_at, submitted_at, started_at in (
+    for pk, status, queue, exec_, pools, pool, queued_at, submitted_at, started_at, kind in (
             Workload.objects.filter(status__in=(*QUEUED, Status.RUNNING), stop_status="").values_list(
                 "id", "status", "request__queue_timeout", "request__exec_timeout", "pools", "pool__name",
-                "queued_at", "submitted_at", "started_at").iterator(chunk_size=5000)):
+                "queued_at", "submitted_at", "started_at", "kind").iterator(chunk_size=5000)):
         where = pool or (pools[0] if pools else "")
+        if status == Status.RUNNING and kind != Kind.TRAINING:
+            continue  # a notebook, inference or compute runs until stopped (its lifetime: an idle rule's)
         if status == Status.RUNNING:
             limit, since, code = _seconds(exec_ or "") or defaults.get(where, (None, None))[1], started_at, "EXEC"
         else:

@@ -16,6 +16,7 @@ from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
 from tests.support.lifecycle import observe, put_pod
+from tests.support.lifecycle import pod as job_pod
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -247,3 +248,18 @@ def test_the_form_the_cli_and_the_lists_offer_the_kinds(researcher_client, resea
     ops = APIClient()
     ops.force_authenticate(staff)
     assert ops.get("/api/workloads/", {"kind": "batch"}).status_code == 400
+
+
+def test_a_long_running_kind_is_not_ended_by_its_pools_exec_timeout(standin, kube, researcher_api, clock):
+    from pools.models import Pool
+    from scheduling.run.sweeps import timeouts
+
+    Pool.objects.filter(name="training").update(default_exec_timeout="1h")
+    notebook = dispatched(researcher_api, kube, name="explore", kind="notebook")
+    training = dispatched(researcher_api, kube, name="train")
+    (statefulset,) = standin.objects(STATEFULSET)
+    controller_pod(standin, notebook, statefulset, 0, ready=True)
+    job_pod(standin, training, 0, "Running")
+    assert observe(kube, notebook, now=clock.now()).status == Status.RUNNING
+    assert Workload.objects.get(pk=training.pk).status == Status.RUNNING
+    assert timeouts(clock.now() + timedelta(hours=2)) == [str(training.pk)]
