@@ -5,6 +5,13 @@ Usage, from the project root (about 2 minutes on 2 cores with the defaults):
 
     .venv/bin/python benchmarks/dispatch.py [--workloads 1000] [--workers 2] [--pool prefork] [--submissions 60]
         [--gap 1.1] [--changes 40] [--nodes 32] [--warmup 10] [--redis-url URL] [--keep]
+        [--kind training|notebook|inference|compute] [--throughput-only]
+
+`--kind` (issue 43) dispatches workloads of that kind in 1: a notebook writes a StatefulSet, a headless Service
+and an Ingress (a link template for the pool is set, OSMO_LINK_TEMPLATES, here and in the workers), an inference
+a Deployment, a Service and an Ingress, a compute a Deployment; the baseline loop creates the same objects (the
+Service and Ingress owned by the object created before them, as dispatch makes them). `--throughput-only` runs 1
+alone.
 
 Database: PostgreSQL, a scratch database `osmo_bench_dispatch` on the server of DATABASE_URL if set (else
 postgres://postgres@127.0.0.1:5432), dropped and recreated at start and dropped at the end (--keep leaves it).
@@ -64,6 +71,7 @@ window (pools.fleet.sync.BATCH_WAIT, 0.2 s: a batch waits that long for more eve
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -335,7 +343,7 @@ def api_client(user):
 
 # ---- 1. dispatch throughput --------------------------------------------------------------------------------
 
-def admitted_rows(user, count: int, nodes: list[str], tag: str) -> list[str]:
+def admitted_rows(user, count: int, nodes: list[str], tag: str, kind: str = "training") -> list[str]:
     """`count` ADMITTED clones of one workload submitted through the API (with no cycle asked for)."""
     from django.test import override_settings
     from django.utils import timezone
@@ -344,7 +352,8 @@ def admitted_rows(user, count: int, nodes: list[str], tag: str) -> list[str]:
     from scheduling.models import Status, Workload
 
     with override_settings(OSMO_ADMISSION_ON_COMMIT=False):
-        response = api_client(user).post("/api/workloads/", {**REQUEST, "name": "template"}, format="json")
+        response = api_client(user).post("/api/workloads/", {**REQUEST, "name": "template", "kind": kind},
+                                         format="json")
     if response.status_code != 201:
         raise SystemExit(f"the template submission answered {response.status_code}: {response.content[:300]!r}")
     template = Workload.objects.get(pk=response.json()["id"])
@@ -363,25 +372,72 @@ def admitted_rows(user, count: int, nodes: list[str], tag: str) -> list[str]:
     return [str(row.id) for row in rows]
 
 
-def manifests(tag: str) -> list[tuple[str, dict]]:
+def manifests(tag: str) -> list[tuple[str, "Made"]]:
+    """Per workload, what dispatch writes for it (`workload_objects`): the main object (a Job, Deployment or
+    StatefulSet) and, for a kind with a port, a function making its Service and Ingress once the main object's
+    uid is known."""
     from django.conf import settings
 
+    from pools.cluster.kinds import INGRESS, SERVICE
     from scheduling.models import Workload
+    from scheduling.run import links, workload_objects
     from scheduling.run.dispatch import attempt_of
-    from scheduling.specs.jobs import job_manifest
+    from scheduling.specs import deployments, ingress
 
     made = []
-    for workload in Workload.objects.filter(workflow=tag).select_related("pool", "project").order_by("name"):
+    prefix = settings.OSMO_LABEL_PREFIX
+    for workload in Workload.objects.filter(workflow=tag).select_related("pool__backend", "project").order_by("name"):
         attempt = attempt_of(workload)
-        made.append((attempt.namespace, job_manifest(attempt, prefix=settings.OSMO_LABEL_PREFIX,
-                                                     ttl_seconds=settings.OSMO_JOB_TTL_SECONDS,
-                                                     priority_classes=settings.OSMO_PRIORITY_CLASSES)))
+        main = workload_objects.main_of(workload, attempt)
+        port, template = workload_objects.port_of(workload), links.template_for(workload)
+
+        def companions(owner, attempt=attempt, workload=workload, port=port, template=template):
+            if port is None:
+                return []
+            service = deployments.service_manifest(attempt, workload.kind, prefix=prefix, port=port, owner=owner)
+            found = [(SERVICE, service)]
+            if template is not None:
+                found.append((INGRESS, ingress.ingress_manifest(
+                    template, ingress.Target.of(workload_objects.workload_values(workload), service, port),
+                    labels=service["metadata"]["labels"], owner=owner)))
+            return found
+
+        made.append((attempt.namespace, Made(main, companions)))
     return made
 
 
+class Made:
+    def __init__(self, main, companions):
+        self.main, self.companions = main, companions
+
+
+def create_objects(cluster, namespace: str, made: "Made") -> int:
+    """The objects of one workload, as dispatch creates them; returns how many."""
+    from scheduling.run import workload_objects
+
+    owner = workload_objects.create(cluster, made.main, namespace)
+    extra = made.companions(owner)
+    for kind, body in extra:
+        cluster.create_object(kind, body, namespace=namespace)
+    return 1 + len(extra)
+
+
 def delete_jobs(kube, standin) -> None:
+    """Everything the baselines or the workers created: Jobs and the long-running kinds' objects."""
+    from pools.cluster.kinds import WORKLOAD_KINDS
+
     for job in standin.jobs():
         kube.delete_job(job["metadata"]["namespace"], job["metadata"]["name"])
+    for kind in WORKLOAD_KINDS.values():
+        for obj in standin.objects(kind):
+            kube.delete_object(kind, obj["metadata"]["name"], namespace=obj["metadata"]["namespace"])
+
+
+def main_objects(standin, kind: str) -> list[dict]:
+    from pools.cluster.kinds import WORKLOAD_KINDS
+    from scheduling.specs.deployments import MAIN_KIND
+
+    return standin.jobs() if kind == "training" else standin.objects(WORKLOAD_KINDS[MAIN_KIND[kind]])
 
 
 def connect_each_time(made: list[tuple[str, dict]]) -> float:
@@ -397,10 +453,10 @@ def connect_each_time(made: list[tuple[str, dict]]) -> float:
     prefix = settings.OSMO_LABEL_PREFIX
     labels = {f"{prefix}{MANAGED}": MANAGED_VALUE, f"{prefix}project": REQUEST["project"]}
     started = time.perf_counter()
-    for namespace, manifest in made:
+    for namespace, objects in made:
         cluster = cluster_for(backend)
         cluster.ensure_namespace(namespace, labels)
-        cluster.create_job(namespace, manifest)
+        create_objects(cluster, namespace, objects)
     return time.perf_counter() - started
 
 
@@ -430,19 +486,26 @@ def statuses(tag: str) -> dict:
     return dict(Workload.objects.filter(workflow=tag).values_list("status").annotate(n=Count("id")))
 
 
+def objects_named(standin) -> str:
+    from pools.cluster.kinds import WORKLOAD_KINDS
+
+    counts = {"Job": len(standin.jobs()), **{name: len(standin.objects(kind)) for name, kind in WORKLOAD_KINDS.items()}}
+    return ", ".join(name for name, n in counts.items() if n)
+
+
 def bench_throughput(args, user, kube, standin, children: Children, nodes: list[str]) -> None:
     print(f"\n1. Dispatch throughput: {args.workloads:,} ADMITTED workloads, {args.workers} workers "
           f"(--pool {args.pool}, concurrency 1)")
-    warm = admitted_rows(user, args.warmup, nodes, f"{TAG}-warmup") if args.warmup else []
-    ids = admitted_rows(user, args.workloads, nodes, TAG)
+    warm = admitted_rows(user, args.warmup, nodes, f"{TAG}-warmup", args.kind) if args.warmup else []
+    ids = admitted_rows(user, args.workloads, nodes, TAG, args.kind)
     made = manifests(TAG)
 
     started = time.perf_counter()
-    for namespace, manifest in made:
-        kube.create_job(namespace, manifest)
+    count = sum(create_objects(kube, namespace, objects) for namespace, objects in made)
     base = time.perf_counter() - started
-    if len(standin.jobs()) != len(made):
-        raise SystemExit(f"the baseline left {len(standin.jobs())} Jobs for {len(made)} creates")
+    if len(main_objects(standin, args.kind)) != len(made):
+        raise SystemExit(f"the baseline left {len(main_objects(standin, args.kind))} objects for {len(made)} "
+                         "workloads")
     delete_jobs(kube, standin)
     connecting = connect_each_time(made)
     delete_jobs(kube, standin)
@@ -460,17 +523,20 @@ def bench_throughput(args, user, kube, standin, children: Children, nodes: list[
             raise SystemExit(f"{done} of {len(ids)} dispatched before the deadline; statuses {statuses(TAG)}")
         time.sleep(0.02)
     wall = time.perf_counter() - started
-    created = sum(1 for job in standin.jobs() if job["metadata"]["labels"].get("runwhere.ai/workload") in set(ids))
+    wanted = set(ids)
+    created = sum(1 for obj in main_objects(standin, args.kind)
+                  if obj["metadata"]["labels"].get("runwhere.ai/workload") in wanted)
     if created != len(ids):
-        raise SystemExit(f"{created} Jobs in the stand-in for {len(ids)} workloads SCHEDULING")
-    print(f"workers: {len(ids):,} Jobs in {wall:.2f} s, {len(ids) / wall:,.1f} Jobs/s "
+        raise SystemExit(f"{created} main objects in the stand-in for {len(ids)} workloads SCHEDULING")
+    what = f"{args.kind} workloads ({count // len(made)} objects each: {objects_named(standin)})"
+    print(f"workers: {len(ids):,} {what} in {wall:.2f} s, {len(ids) / wall:,.1f} workloads/s "
           f"(sending the {len(ids):,} messages took {sending:.2f} s of it)")
-    print(f"baseline (the same {len(made):,} manifests, one loop calling KubeCluster.create_job on one client): "
-          f"{base:.2f} s, {len(made) / base:,.1f} Jobs/s")
+    print(f"baseline (the same {count:,} objects, one loop creating them on one client): "
+          f"{base:.2f} s, {len(made) / base:,.1f} workloads/s")
     print(f"ratio workers / baseline: {base / wall:.2f} (the baseline is {wall / base:.1f}x faster)")
-    print(f"(for information: the same loop doing the cluster half of each dispatch, a client per Job from "
-          f"`cluster_for`, `ensure_namespace` and `create_job`: {connecting:.2f} s, {len(made) / connecting:,.1f} "
-          "Jobs/s)")
+    print(f"(for information: the same loop doing the cluster half of each dispatch, a client per workload from "
+          f"`cluster_for`, `ensure_namespace` and the creates: {connecting:.2f} s, {len(made) / connecting:,.1f} "
+          "workloads/s)")
 
     # Free the capacity for 2: the Jobs and rows of 1 go.
     from scheduling.models import Workload
@@ -645,7 +711,13 @@ def main() -> None:
     parser.add_argument("--redis-url", default="", help="an empty scratch Redis database instead of a private "
                                                         "redis-server (flushed at the end)")
     parser.add_argument("--keep", action="store_true", help="leave the scratch database")
+    parser.add_argument("--kind", choices=("training", "notebook", "inference", "compute"), default="training",
+                        help="the kind of the workloads of 1 (issue 43)")
+    parser.add_argument("--throughput-only", action="store_true", help="run 1 alone")
     args = parser.parse_args()
+    if args.kind in ("notebook", "inference"):  # their link: an Ingress per workload, here and in the workers
+        CHILD_ENV["OSMO_LINK_TEMPLATES"] = json.dumps({f"pool/{POOL}": {
+            "host": "{name}-{id}.apps.example.org", "tls_secret": "apps-tls", "ingress_class": "nginx"}})
     if min(args.workloads, args.workers, args.submissions, args.changes, args.nodes) < 1 or args.warmup < 0:
         parser.error("the counts must be at least 1 (--warmup at least 0)")
 
@@ -689,8 +761,9 @@ def main() -> None:
         print(f"workers: {args.workers} x `celery -A osmo_site worker --pool {args.pool} --concurrency 1` "
               f"(ready after {time.perf_counter() - started:.0f} s)")
         bench_throughput(args, user, kube, standin, children, nodes)
-        ids = bench_submit(args, user, standin, children)
-        bench_status_lag(args, ids, kube, standin, children)
+        if not args.throughput_only:
+            ids = bench_submit(args, user, standin, children)
+            bench_status_lag(args, ids, kube, standin, children)
         if standin.server_errors:
             print(f"!! the stand-in recorded {len(standin.server_errors)} errors; the first:\n"
                   f"{standin.server_errors[0]}")

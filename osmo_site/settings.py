@@ -10,6 +10,20 @@ from django.core.exceptions import ImproperlyConfigured
 from .env import BASE_DIR, data_dir, env_bool, env_file_path, env_int, env_list, env_str, load_env_file
 from .logs import logging_config
 
+
+def _json_setting(name: str) -> dict:
+    """A JSON object from the environment ({} when unset); anything else stops the start with its name."""
+    import json
+
+    text = env_str(name, "") or ""
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name}: expected a JSON object")
+    return value
+
 DATA_DIR = data_dir()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 ENV_FILE = env_file_path()
@@ -360,6 +374,12 @@ OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIOR
 # 75, preemptible, and build 100 and inference 125, limited to in-quota resources).
 OSMO_KAI_PRIORITY_CLASSES = {"high": "inference", "normal": "build", "low": "train", **dict(
     item.split("=", 1) for item in env_list("OSMO_KAI_PRIORITY_CLASSES", []) if "=" in item)}
+# Issue 43. The link of a notebook or inference: {"pool/NAME" or "backend/NAME": {host, path, tls_secret,
+# ingress_class, annotations}} (docs/admin/links.md); none for its pool or backend: the port-forward line.
+OSMO_LINK_TEMPLATES = _json_setting("OSMO_LINK_TEMPLATES")
+# Stopping idle notebooks: {"pool/NAME" or "project/NAME": {"under_percent", "minutes", "max_lifetime_hours"}}
+# (docs/admin/idle-notebooks.md); a project's rule wins over its pool's.
+OSMO_NOTEBOOK_IDLE_RULES = _json_setting("OSMO_NOTEBOOK_IDLE_RULES")
 OSMO_DISPATCH_RETRY_SECONDS = env_int("OSMO_DISPATCH_RETRY_SECONDS", 30)
 OSMO_LIFECYCLE_INTERVAL = env_int("OSMO_LIFECYCLE_INTERVAL", 10)
 OSMO_MAX_RETRIES = env_int("OSMO_MAX_RETRIES", 3)

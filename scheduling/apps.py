@@ -27,6 +27,26 @@ class SchedulingConfig(AppConfig):
         provide(pending_demand)
         pre_delete.connect(keep_project_name, sender=Project, dispatch_uid="scheduling.keep_project_name")
         pre_delete.connect(keep_pool_name, sender=Pool, dispatch_uid="scheduling.keep_pool_name")
+        from django.core import checks
+
+        checks.register(kind_settings_check)
+
+
+def kind_settings_check(app_configs=None, **kwargs) -> list:
+    """OSMO_LINK_TEMPLATES and OSMO_NOTEBOOK_IDLE_RULES (issue 43) mean something: `manage.py check` (and every
+    start) names the key at fault rather than dispatch or the sweep failing on it later."""
+    from django.core.checks import Error
+
+    from pools.engine import ConfigError
+    from scheduling.run import idle_notebooks, links
+
+    found = []
+    for name, read in (("OSMO_LINK_TEMPLATES", links.templates), ("OSMO_NOTEBOOK_IDLE_RULES", idle_notebooks.rules)):
+        try:
+            read()
+        except (ConfigError, ValueError) as exc:
+            found.append(Error(str(getattr(exc, "message", exc)), id=f"scheduling.E043.{name}"))
+    return found
 
 
 def demo_history(sender, **kwargs) -> str:

@@ -400,7 +400,7 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
         return [required(path)]
     errors = []
     policy = spec.get("restartPolicy")
-    if policy is None and restart != ("Always", "OnFailure", "Never"):
+    if policy is None and restart not in (("Always", "OnFailure", "Never"), ("Always",)):  # defaulted to Always
         errors.append(required(f"{path}.restartPolicy", 'valid values: "OnFailure", "Never"'))
     elif policy is not None and policy not in restart:
         supported = ", ".join(f'"{value}"' for value in restart)
@@ -963,3 +963,356 @@ def rules_of(resource: CustomResource, version: str) -> Iterator[tuple[str, dict
             yield from walk(schema["additionalProperties"], f"{path}[*]")
 
     yield from walk(resource.schemas[version], "")
+
+
+# ---- The built-in kinds of long-running workloads (issue 43) -------------------------------------------------
+# Written from kube-apiserver's pkg/apis/apps/validation (ValidateDeploymentSpec, ValidateStatefulSetSpec,
+# ValidatePodTemplateSpecForReplicaSet, ValidateDeploymentStrategy/ValidateRollingUpdateDeployment,
+# ValidateStatefulSetUpdate), pkg/apis/core/validation (ValidateService, validateServicePort,
+# ValidateServiceUpdate: the clusterIP is immutable) and pkg/apis/networking/validation (ValidateIngressSpec,
+# validateIngressRules, validateHTTPIngressPath, validateIngressBackend, validateIngressTLS): the rules our
+# objects can meet, and their words.
+
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL = re.compile(DNS1035_LABEL_FMT)
+_PORT_NAME = re.compile(r"[-a-z0-9]*")
+
+
+def dns1035_label(value: str) -> list[str]:
+    errors = [_max_len(63)] if len(value) > 63 else []
+    if not _DNS1035_LABEL.fullmatch(value):
+        errors.append(_regex_error("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                                   "start with an alphabetic character, and end with an alphanumeric character",
+                                   DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errors
+
+
+def port_name(value: str) -> list[str]:
+    """validation.IsValidPortName: an IANA service name."""
+    errors = []
+    if len(value) < 1 or len(value) > 15:
+        errors.append("must be no more than 15 characters")
+    if not _PORT_NAME.fullmatch(value):
+        errors.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if "--" in value:
+        errors.append("must not contain consecutive hyphens")
+    if not re.search("[a-z]", value):
+        errors.append("must contain at least one letter (a-z)")
+    if value.startswith("-") or value.endswith("-"):
+        errors.append("must not begin or end with a hyphen")
+    return errors
+
+
+def _port_number(value: Any, path: str) -> list[FieldError]:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        return [invalid(path, value, "must be between 1 and 65535, inclusive")]
+    return []
+
+
+def _nonnegative(spec: dict[str, Any], key: str, path: str) -> list[FieldError]:
+    value = spec.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        return [invalid(f"{path}.{key}", value, "must be greater than or equal to 0")]
+    return []
+
+
+def _selector_and_template(spec: dict[str, Any], kind: str) -> list[FieldError]:
+    """A ReplicaSet-style selector (required, not empty) that the template's labels must match, and a template
+    whose pods restart Always (ValidatePodTemplateSpecForReplicaSet)."""
+    errors = []
+    selector = spec.get("selector")
+    match = (selector or {}).get("matchLabels") or {}
+    if not isinstance(selector, dict):
+        errors.append(required("spec.selector"))
+    elif not match and not selector.get("matchExpressions"):
+        errors.append(invalid("spec.selector", selector, f"empty selector is invalid for {kind}"))
+    errors += validate_labels(match, "spec.selector.matchLabels")
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return [*errors, required("spec.template")]
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if match and any(labels.get(key) != value for key, value in match.items()):
+        errors.append(invalid("spec.template.metadata.labels", labels, "`selector` does not match template "
+                                                                       "`labels`"))
+    errors += validate_labels(labels, "spec.template.metadata.labels")
+    errors += validate_annotations((template.get("metadata") or {}).get("annotations"),
+                                   "spec.template.metadata.annotations")
+    pod = template.get("spec")
+    errors += _pod_spec(pod, "spec.template.spec", restart=("Always",))
+    if isinstance(pod, dict) and pod.get("activeDeadlineSeconds") is not None:
+        errors.append(FieldError("Forbidden", "spec.template.spec.activeDeadlineSeconds",
+                                 detail="activeDeadlineSeconds in ReplicaSet is not Supported"))
+    errors += _ports_and_probes(pod if isinstance(pod, dict) else {}, "spec.template.spec")
+    return errors
+
+
+def _ports_and_probes(pod: dict[str, Any], path: str) -> list[FieldError]:
+    """Container ports (validateContainerPorts) and a TCP readiness probe (validateProbe, one handler)."""
+    errors = []
+    for index, container in enumerate(pod.get("containers") or []):
+        where = f"{path}.containers[{index}]"
+        names = set()
+        for number, port in enumerate(container.get("ports") or []):
+            here = f"{where}.ports[{number}]"
+            errors += _port_number(port.get("containerPort"), f"{here}.containerPort")
+            if port.get("name"):
+                errors += [invalid(f"{here}.name", port["name"], m) for m in port_name(port["name"])]
+                if port["name"] in names:
+                    errors.append(FieldError("Duplicate", f"{here}.name", port["name"]))
+                names.add(port["name"])
+            if port.get("protocol", "TCP") not in ("TCP", "UDP", "SCTP"):
+                errors.append(FieldError("NotSupported", f"{here}.protocol", port.get("protocol"),
+                                         'supported values: "SCTP", "TCP", "UDP"'))
+        probe = container.get("readinessProbe")
+        if probe is not None:
+            handlers = [key for key in ("exec", "httpGet", "tcpSocket", "grpc") if probe.get(key) is not None]
+            if len(handlers) != 1:
+                errors.append(required(f"{where}.readinessProbe", "must specify a handler type"))
+            socket = probe.get("tcpSocket")
+            if socket is not None:
+                port = socket.get("port")
+                if isinstance(port, str):
+                    errors += [invalid(f"{where}.readinessProbe.tcpSocket.port", port, m) for m in port_name(port)]
+                else:
+                    errors += _port_number(port, f"{where}.readinessProbe.tcpSocket.port")
+            for key in ("periodSeconds", "timeoutSeconds", "failureThreshold", "successThreshold"):
+                value = probe.get(key)
+                if value is not None and (not isinstance(value, int) or value < 1):
+                    errors.append(invalid(f"{where}.readinessProbe.{key}", value, "must be greater than or equal "
+                                                                                   "to 1"))
+            if probe.get("successThreshold") not in (None, 1):
+                errors.append(invalid(f"{where}.readinessProbe.successThreshold", probe["successThreshold"],
+                                      "must be 1"))
+    return errors
+
+
+def _int_or_percent(value: Any, path: str) -> tuple[list[FieldError], int | None]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            return [invalid(path, value, "must be greater than or equal to 0")], None
+        return [], value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+%", value):
+        return [], int(value[:-1])
+    return [invalid(path, value, "a valid percent string must be a numeric string followed by an ending '%' "
+                                 "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")], None
+
+
+def _deployment(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    errors = _nonnegative(spec, "replicas", "spec") + _nonnegative(spec, "revisionHistoryLimit", "spec")
+    errors += _nonnegative(spec, "minReadySeconds", "spec")
+    errors += _selector_and_template(spec, "deployment")
+    strategy = spec.get("strategy") or {}
+    kind = strategy.get("type", "RollingUpdate")
+    if kind not in ("Recreate", "RollingUpdate"):
+        errors.append(FieldError("NotSupported", "spec.strategy.type", kind, 'supported values: "Recreate", '
+                                                                              '"RollingUpdate"'))
+    rolling = strategy.get("rollingUpdate")
+    if kind == "Recreate" and rolling is not None:
+        errors.append(FieldError("Forbidden", "spec.strategy.rollingUpdate",
+                                 detail="may not be specified when strategy `type` is 'Recreate'"))
+    if kind == "RollingUpdate" and rolling is not None:
+        where = "spec.strategy.rollingUpdate"
+        unavailable_errors, unavailable = _int_or_percent(rolling.get("maxUnavailable", "25%"),
+                                                          f"{where}.maxUnavailable")
+        surge_errors, surge = _int_or_percent(rolling.get("maxSurge", "25%"), f"{where}.maxSurge")
+        errors += unavailable_errors + surge_errors
+        if isinstance(rolling.get("maxUnavailable"), str) and unavailable is not None and unavailable > 100:
+            errors.append(invalid(f"{where}.maxUnavailable", rolling["maxUnavailable"],
+                                  "must not be greater than 100%"))
+        if unavailable == 0 and surge == 0:
+            errors.append(invalid(f"{where}.maxUnavailable", rolling.get("maxUnavailable"),
+                                  "may not be 0 when `maxSurge` is 0"))
+    deadline = spec.get("progressDeadlineSeconds")
+    if deadline is not None and deadline <= (spec.get("minReadySeconds") or 0):
+        errors.append(invalid("spec.progressDeadlineSeconds", deadline, "must be greater than minReadySeconds"))
+    return errors
+
+
+def _statefulset(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    errors = _nonnegative(spec, "replicas", "spec") + _nonnegative(spec, "minReadySeconds", "spec")
+    policy = spec.get("podManagementPolicy", "OrderedReady")
+    if policy not in ("OrderedReady", "Parallel"):
+        errors.append(invalid("spec.podManagementPolicy", policy, "must be 'OrderedReady' or 'Parallel'"))
+    strategy = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate")
+    if strategy not in ("RollingUpdate", "OnDelete"):
+        errors.append(invalid("spec.updateStrategy", strategy, "must be 'RollingUpdate' or 'OnDelete'"))
+    if spec.get("serviceName"):
+        errors += [invalid("spec.serviceName", spec["serviceName"], m) for m in dns1123_label(spec["serviceName"])]
+    errors += _selector_and_template(spec, "statefulset")
+    return errors
+
+
+def _service(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    errors = []
+    kind = spec.get("type", "ClusterIP")
+    if kind not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
+        errors.append(FieldError("NotSupported", "spec.type", kind, 'supported values: "ClusterIP", '
+                                 '"ExternalName", "LoadBalancer", "NodePort"'))
+    ports = spec.get("ports") or []
+    headless = spec.get("clusterIP") == "None"
+    if not ports and kind != "ExternalName" and not headless:
+        errors.append(required("spec.ports"))
+    names = set()
+    for index, port in enumerate(ports):
+        where = f"spec.ports[{index}]"
+        name = port.get("name") or ""
+        if len(ports) > 1 and not name:
+            errors.append(required(f"{where}.name"))
+        elif name:
+            errors += [invalid(f"{where}.name", name, m) for m in dns1123_label(name)]
+            if name in names:
+                errors.append(FieldError("Duplicate", f"{where}.name", name))
+            names.add(name)
+        errors += _port_number(port.get("port"), f"{where}.port")
+        if port.get("protocol", "TCP") not in ("TCP", "UDP", "SCTP"):
+            errors.append(FieldError("NotSupported", f"{where}.protocol", port.get("protocol"),
+                                     'supported values: "SCTP", "TCP", "UDP"'))
+        target = port.get("targetPort")
+        if isinstance(target, str):
+            errors += [invalid(f"{where}.targetPort", target, m) for m in port_name(target)]
+        elif target is not None:
+            errors += _port_number(target, f"{where}.targetPort")
+    errors += validate_labels(spec.get("selector"), "spec.selector")
+    return errors
+
+
+_PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
+_IP = re.compile(r"[0-9.]+|[0-9a-fA-F:]*:[0-9a-fA-F:.]*")
+
+
+def _ingress_host(host: str, path: str) -> list[FieldError]:
+    if _IP.fullmatch(host):
+        return [invalid(path, host, "must be a DNS name, not an IP address")]
+    plain = host[2:] if host.startswith("*.") else host
+    return [invalid(path, host, message) for message in dns1123_subdomain(plain)]
+
+
+def _ingress(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    errors = []
+    rules = spec.get("rules") or []
+    if not rules and not spec.get("defaultBackend"):
+        errors.append(invalid("spec", spec, "either `defaultBackend` or `rules` must be specified"))
+    for index, rule in enumerate(rules):
+        where = f"spec.rules[{index}]"
+        if rule.get("host"):
+            errors += _ingress_host(rule["host"], f"{where}.host")
+        http = rule.get("http")
+        if http is None:
+            continue
+        paths = http.get("paths") or []
+        if not paths:
+            errors.append(required(f"{where}.http.paths"))
+        for number, item in enumerate(paths):
+            here = f"{where}.http.paths[{number}]"
+            kind, path = item.get("pathType"), item.get("path", "")
+            if kind is None:
+                errors.append(required(f"{here}.pathType", "pathType must be specified"))
+            elif kind not in _PATH_TYPES:
+                errors.append(FieldError("NotSupported", f"{here}.pathType", kind,
+                                         'supported values: "Exact", "ImplementationSpecific", "Prefix"'))
+            elif kind in ("Exact", "Prefix"):
+                if not path.startswith("/"):
+                    errors.append(invalid(f"{here}.path", path, "must be an absolute path"))
+                for bad in ("//", "/./", "/../", "%2f", "%2F"):
+                    if bad in path:
+                        errors.append(invalid(f"{here}.path", path, f"must not contain '{bad}'"))
+                if path.endswith("/..") or path.endswith("/."):
+                    errors.append(invalid(f"{here}.path", path, "cannot end with '/..' or '/.'"))
+            errors += _ingress_backend(item.get("backend") or {}, f"{here}.backend")
+    for index, tls in enumerate(spec.get("tls") or []):
+        for number, host in enumerate(tls.get("hosts") or []):
+            errors += _ingress_host(host, f"spec.tls[{index}].hosts[{number}]")
+        if tls.get("secretName"):
+            errors += [invalid(f"spec.tls[{index}].secretName", tls["secretName"], m)
+                       for m in dns1123_subdomain(tls["secretName"])]
+    if spec.get("ingressClassName"):
+        errors += [invalid("spec.ingressClassName", spec["ingressClassName"], m)
+                   for m in dns1123_subdomain(spec["ingressClassName"])]
+    return errors
+
+
+def _ingress_backend(backend: dict[str, Any], path: str) -> list[FieldError]:
+    service = backend.get("service")
+    if service is None and backend.get("resource") is None:
+        return [invalid(path, backend, "one backend (service or resource) must be specified")]
+    if service is None:
+        return []
+    errors = [invalid(f"{path}.service.name", service.get("name", ""), m)
+              for m in dns1035_label(service.get("name", ""))]
+    port = service.get("port") or {}
+    if port.get("name") and port.get("number"):
+        errors.append(invalid(f"{path}.service.port", port, "cannot set both port name & port number"))
+    elif port.get("name"):
+        errors += [invalid(f"{path}.service.port.name", port["name"], m) for m in port_name(port["name"])]
+    elif port.get("number") is not None:
+        errors += _port_number(port["number"], f"{path}.service.port.number")
+    else:
+        errors.append(invalid(f"{path}.service.port", port, "port name or number is required"))
+    return errors
+
+
+def _apps_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if old_spec.get("selector") != new_spec.get("selector"):
+        return [invalid("spec.selector", new_spec.get("selector"), "field is immutable")]
+    if kind == "StatefulSet":
+        mutable = {"replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+                   "minReadySeconds"}
+        if {k: v for k, v in old_spec.items() if k not in mutable} != \
+                {k: v for k, v in new_spec.items() if k not in mutable}:
+            return [FieldError("Forbidden", "spec", detail="updates to statefulset spec for fields other than "
+                               "'replicas', 'ordinals', 'template', 'updateStrategy', "
+                               "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden")]
+    return []
+
+
+@dataclass
+class BuiltinKind:
+    """A built-in kind served beside the CRDs, through the same paths (tests/kube_standin.py): the rules above
+    take the place of a schema."""
+
+    group: str
+    plural: str
+    kind: str
+    check: Any
+    name_rule: Any = dns1123_subdomain
+    namespaced: bool = True
+    version: str = "v1"
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def serves(self, version: str) -> bool:
+        return version == self.version
+
+    def admit(self, version: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+              ) -> tuple[dict[str, Any], list[FieldError]]:
+        errors = validate_metadata_update(old, obj) if old is not None else []
+        errors += validate_metadata(obj.get("metadata"), name_rule=self.name_rule, namespaced=self.namespaced)
+        errors += self.check(obj)
+        if old is not None and self.kind in ("Deployment", "StatefulSet"):
+            errors += _apps_update(self.kind, old, obj)
+        if old is not None and self.kind == "Service" and \
+                (old.get("spec") or {}).get("clusterIP") not in (None, (obj.get("spec") or {}).get("clusterIP")):
+            errors.append(invalid("spec.clusterIP", (obj.get("spec") or {}).get("clusterIP"),
+                                  "field is immutable"))
+        return obj, errors
+
+
+BUILTIN_KINDS = (BuiltinKind("apps", "deployments", "Deployment", _deployment),
+                 BuiltinKind("apps", "statefulsets", "StatefulSet", _statefulset),
+                 BuiltinKind("", "services", "Service", _service, name_rule=dns1035_label),
+                 BuiltinKind("networking.k8s.io", "ingresses", "Ingress", _ingress))

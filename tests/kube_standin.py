@@ -390,8 +390,9 @@ class KubeStandin:
         return [crd.name for crd in chosen]
 
     def _served_crd(self, group: str, version: str, plural: str) -> kube_rules.CustomResource | None:
-        """The installed CRD serving group/version/plural, or None (a 404 on a real server)."""
-        crd = self._crds.get((group, plural))
+        """The installed CRD serving group/version/plural, or None (a 404 on a real server); the built-in kinds of
+        long-running workloads (Deployment, StatefulSet, Service, Ingress) are always served, by their rules."""
+        crd = self._crds.get((group, plural)) or _BUILTIN.get((group, plural))
         return crd if crd is not None and crd.serves(version) else None
 
     # Objects
@@ -699,7 +700,7 @@ class KubeStandin:
         with self._cond:
             collection = self._collections.get(name)
             if collection is None:
-                collection = _Collection("", "List", f"{group}/{version}")
+                collection = _Collection("", "List", f"{group}/{version}" if group else version)
                 self._collections[name] = collection
             if crd is not None and not collection.kind:
                 collection.kind, collection.list_kind, collection.namespaced = crd.kind, f"{crd.kind}List", \
@@ -1013,6 +1014,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._create_job(method, namespace, body)
             else:
                 self._job(method, namespace, segments[6], query, body)
+            return
+        # The built-in kinds served like custom ones (kube_rules.BUILTIN_KINDS): Services under /api/v1 (the core
+        # group, "" here), Deployments and StatefulSets under /apis/apps/v1, Ingresses under networking.k8s.io.
+        if segments[:2] == ["api", "v1"] and ("services" in segments[2:3] or segments[4:5] == ["services"]):
+            self._custom_resource(method, ["apis", "", *segments[1:]], query, body, watch, fault)
+            return
+        if segments[:3] == ["apis", "apps", "v1"] and len(segments) >= 4:
+            self._custom_resource(method, segments, query, body, watch, fault)
             return
         # Custom resources: their groups, unlike the built-in ones, always hold a dot.
         if segments[0] == "apis" and len(segments) >= 4 and "." in segments[1]:
@@ -1341,7 +1350,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, collection: _Collection, group: str, version: str, plural: str, namespace: str | None, body: bytes
     ) -> None:
         state = self.server_state
-        resource = f"{plural}.{group}"
+        resource = f"{plural}.{group}" if group else plural
         try:
             obj = json.loads(body)
             name = obj["metadata"]["name"]
@@ -1353,9 +1362,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not obj.get("kind"):
             self._send_status(400, f"Object 'Kind' is missing in '{body.decode(errors='replace')[:200]}'")
             return
-        if obj.get("apiVersion") != f"{group}/{version}" or (collection.kind and obj["kind"] != collection.kind):
+        expected = f"{group}/{version}" if group else version
+        if obj.get("apiVersion") != expected or (collection.kind and obj["kind"] != collection.kind):
             self._send_status(400, f"the API version in the data ({obj.get('apiVersion')}) or its kind "
-                                   f"({obj['kind']}) does not match the expected {group}/{version} {collection.kind}")
+                                   f"({obj['kind']}) does not match the expected {expected} {collection.kind}")
             return
         metadata = obj["metadata"]
         if metadata.get("namespace", namespace) != namespace:
@@ -1394,7 +1404,7 @@ class _Handler(BaseHTTPRequestHandler):
         body: bytes,
     ) -> None:
         state = self.server_state
-        resource = f"{plural}.{group}"
+        resource = f"{plural}.{group}" if group else plural
         key = _object_key(namespace, name)
         if method in ("PATCH", "PUT"):
             self._write(method, collection, resource, namespace, name, body,
@@ -1676,6 +1686,7 @@ def selection(query: dict[str, str], collection: _Collection,
     return selected
 
 
+_BUILTIN = {(kind.group, kind.plural): kind for kind in kube_rules.BUILTIN_KINDS}
 _BUILTIN_KINDS = {"nodes": "Node", "pods": "Pod", "jobs": "Job", "namespaces": "Namespace", "events": "Event"}
 
 

@@ -302,6 +302,7 @@ def noting(called: set[str], method: str, real):
 @pytest.mark.django_db
 def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, kube, researcher_api, tmp_path,
                                                                        monkeypatch):
+    monkeypatch.setattr(settings, "OSMO_LINK_TEMPLATES", {"pool/training": {"host": "{name}-{id}.apps.example.org"}})
     called: set[str] = set()
     for method in [name for name in vars(Cluster) if not name.startswith("_")]:
         monkeypatch.setattr(KubeCluster, method, noting(called, method, getattr(KubeCluster, method)))
@@ -324,6 +325,19 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
     assert dispatch(workload.pk, clusters=lambda _: kube) == "found"  # both read back after their 409s
     attempts.request_stop(workload, Status.FAILED_CANCELED, "CANCELED", "Canceled by the test.")
     assert stop(workload.pk, clusters=lambda _: kube) == "stopped"
+    # The long-running kinds (issue 43): created, read back and rolled after their 409s, then deleted.
+    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.DEFAULT)
+    for kind, fields in (("notebook", {}), ("inference", {"replicas": 2})):
+        created = researcher_api.post("/api/workloads/", body(pools=["training"], name=kind, kind=kind, **fields),
+                                      format="json")
+        assert created.status_code == 201, created.json()
+        run_cycle()
+        assert dispatch(created.json()["id"], clusters=lambda _: kube) == "created"
+        Workload.objects.filter(pk=created.json()["id"]).update(status=Status.ADMITTED)
+        assert dispatch(created.json()["id"], clusters=lambda _: kube) == "found"
+        running = Workload.objects.select_related("pool").get(pk=created.json()["id"])
+        attempts.request_stop(running, Status.FAILED_CANCELED, "CANCELED", "Canceled by the test.")
+        assert stop(running.pk, clusters=lambda _: kube) == "stopped"
     kueue = engine(Backend.Scheduler.KUEUE)
     reconcile_every_way(kueue, kube, standin)
     submitted(researcher_api, kube)

@@ -22,3 +22,11 @@ CONFIG_MAP = ObjectKind("", "v1", "configmaps", "ConfigMap", namespaced=True)
 
 ALL_KINDS = (KAI_QUEUE, KAI_TOPOLOGY, KAI_PODGROUP, KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_COHORT,
              KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD)
+
+# The built-in kinds a long-running workload writes (issue 43): served by every API server, through the same
+# generic calls. The core group ("") lives under /api/v1, the others under /apis/<group>/<version>.
+DEPLOYMENT = ObjectKind("apps", "v1", "deployments", "Deployment", namespaced=True)
+STATEFULSET = ObjectKind("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
+SERVICE = ObjectKind("", "v1", "services", "Service", namespaced=True)
+INGRESS = ObjectKind("networking.k8s.io", "v1", "ingresses", "Ingress", namespaced=True)
+WORKLOAD_KINDS = {kind.kind: kind for kind in (DEPLOYMENT, STATEFULSET, SERVICE, INGRESS)}

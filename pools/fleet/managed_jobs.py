@@ -18,6 +18,7 @@ from pools.inventory.jobs import (
     CREATE_FAILURE_SELECTOR,
     MANAGED_LABEL,
     MANAGED_VALUE,
+    controller_of,
     create_failure_facts,
     create_failure_job,
     engine_facts,
@@ -122,6 +123,10 @@ class JobBook:
         if not job or not ours(obj, self.prefix, self.backend.name):
             return
         row = self._row(str(metadata.get("namespace") or ""), job, obj)
+        controller = controller_of(obj)
+        if controller and not row.job:  # a Deployment's or StatefulSet's (issue 43): no Job will ever list it
+            row.job = {"controller": controller}
+            self.changed.add((row.namespace, row.name))
         name = str(metadata.get("name") or "")
         before = row.pods.get(name)
         facts = pod_run_facts(obj, seen_at=self.seen_at, before=before)
@@ -169,7 +174,7 @@ class JobBook:
 
     def gone_unless_listed(self, listed: set[tuple[str, str]]) -> None:
         """After a full list of Jobs: those we hold that it did not name are gone."""
-        for row in ManagedJob.objects.filter(backend=self.backend, gone=False):
+        for row in ManagedJob.objects.filter(backend=self.backend, gone=False).exclude(job__has_key="controller"):
             key = (row.namespace, row.name)
             if key not in listed:
                 row = self.rows.setdefault(key, row)

@@ -102,14 +102,30 @@ def run_times(metadata: Mapping[str, Any], status: Mapping[str, Any]) -> dict[st
 
 
 def job_name_of(pod: Mapping[str, Any]) -> str:
+    """The object of ours a pod belongs to: its Job (the Job controller's labels, else its owner), or the
+    StatefulSet or Deployment of a long-running workload (issue 43): a StatefulSet owns its pods; a Deployment's
+    pods are owned by its ReplicaSet `<deployment>-<pod-template-hash>`."""
     labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
     for key in JOB_NAME_LABELS:
         if labels.get(key):
             return str(labels[key])
     for owner in _mapping(pod.get("metadata")).get("ownerReferences") or []:
         owner = _mapping(owner)
-        if owner.get("kind") == "Job" and owner.get("name"):
-            return str(owner["name"])
+        name = str(owner.get("name") or "")
+        if owner.get("kind") in ("Job", "StatefulSet") and name:
+            return name
+        suffix = f"-{labels.get('pod-template-hash') or ''}"
+        if owner.get("kind") == "ReplicaSet" and len(suffix) > 1 and name.endswith(suffix):
+            return name[:-len(suffix)]
+    return ""
+
+
+def controller_of(pod: Mapping[str, Any]) -> str:
+    """"Deployment" or "StatefulSet" for a pod of a long-running workload's (issue 43), "" for a Job's."""
+    for owner in _mapping(pod.get("metadata")).get("ownerReferences") or []:
+        kind = _mapping(owner).get("kind")
+        if kind in ("ReplicaSet", "StatefulSet"):
+            return "Deployment" if kind == "ReplicaSet" else "StatefulSet"
     return ""
 
 

@@ -39,6 +39,11 @@ class WorkloadSubmit(_Shape):
     default list (then its department's, then `default`); tried in order."""
 
     name: str
+    kind: Literal["training", "notebook", "inference", "compute"] = Field(
+        "training", description="notebook: one pod, its port's link; inference: replicas behind a Service, "
+                                "submitted again under its name it rolls to the new request (scale down only); "
+                                "compute: long-running replicas without a port (docs/researcher/kinds.md).")
+    port: int | None = Field(None, description="A notebook's or inference's HTTP port (default 8888, 8000).")
     project: str | None = None
     pools: list[str] | None = None
     platform: str | None = Field(None, description="Else each pool's default_platform.")
@@ -124,6 +129,9 @@ class Reason(_Shape):
 class WorkloadRow(_Shape):
     id: str
     name: str
+    kind: Literal["training", "notebook", "inference", "compute"] = Field(
+        description="training: an Indexed Job that completes; notebook: one long-running pod with an HTTP port; "
+                    "inference: N replicas behind a Service; compute: long-running replicas, no port.")
     workflow: str
     project: str
     submitter: str
@@ -190,6 +198,9 @@ class JobPod(_Shape):
 
 class Job(_Shape):
     name: str
+    kind: Literal["Job", "Deployment", "StatefulSet"] = Field(
+        description="What dispatch wrote: a training's Job, a notebook's StatefulSet, an inference's or compute's "
+                    "Deployment.")
     namespace: str
     dispatched_at: datetime | None
     seen: bool = Field(description="Whether the sync has seen the Job yet.")
@@ -275,8 +286,18 @@ class IdleList(_Shape):
     workloads: list[IdleWorkload]
 
 
+class WorkloadLink(_Shape):
+    url: str = Field(description="The Ingress address from the pool's or backend's link template (\"\": none).")
+    port_forward: str = Field(description="The kubectl port-forward line to its Service.")
+
+
 class WorkloadDetail(WorkloadRow):
     department: str
+    ready: str | None = Field(description="A notebook's, inference's or compute's ready/desired replicas "
+                                          "(kubectl's READY); null for a training.")
+    status_word: str = Field(description="The status as pages show it: a running inference is AVAILABLE n/m.")
+    link: WorkloadLink | None = Field(description="Where to open a running notebook or inference: only its "
+                                                  "submitter and staff are shown it.")
     resources: Resources
     preemptible: bool
     exec_timeout: str | None

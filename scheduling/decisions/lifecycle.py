@@ -26,6 +26,7 @@ class Current:
     planned: dict[str, int] = field(default_factory=dict)  # admission's plan, node -> replicas ({}: an engine's)
     placement_grace: timedelta = timedelta(seconds=120)
     create_failure_limit: timedelta = timedelta(seconds=300)
+    kind: str = "training"  # a long-running kind (notebook, inference, compute) never completes: observe_service
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ def after_exit(current: Current, code: int, *, job_finished: bool, why: str) -> 
 
 def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     """The change the facts call for, or None when the workload's status already says it."""
+    if current.kind != "training":
+        return observe_service(current, run, now)
     pods = run.pods
     job = run.job
     finished = job.get("finished", "")
@@ -137,6 +140,55 @@ def observe(current: Current, run: Run, now: datetime) -> Outcome | None:
     if not waiting:  # nothing holds it back (any more): an empty list clears the reasons shown
         return Outcome("SCHEDULING", "WAITING", "", waiting=[]) if current.status == "SCHEDULING" else None
     return Outcome("SCHEDULING", "WAITING", "; ".join(waiting), waiting=waiting, engine=run.engine)
+
+
+def ready_replicas(run: Run) -> int:
+    """Pods of a long-running workload that are Ready (kubectl's READY): what AVAILABLE counts."""
+    return sum(1 for pod in run.pods.values() if pod.get("ready") and not pod.get("deleted") and
+               not pod.get("deleting"))
+
+
+def observe_service(current: Current, run: Run, now: datetime) -> Outcome | None:
+    """A notebook, inference or compute: its controller restarts and replaces pods, so an exit or an eviction is
+    no end; it is RUNNING once its replicas are Ready (a notebook's one pod, every replica of an inference: the
+    status word AVAILABLE with ready/desired, `status_word`), back to SCHEDULING never (a rolling update keeps
+    it RUNNING), and ends only when stopped, or when its image cannot be pulled. Its Deployment or StatefulSet is
+    not watched, so `run.gone` (a Job's) says nothing here."""
+    for name, pod in sorted(run.pods.items()):
+        since = pod.get("image_pull_since")
+        if since and now - datetime.fromisoformat(since) >= current.image_pull_limit and not pod.get("deleted"):
+            return Outcome("FAILED_IMAGE_PULL", "IMAGE_PULL", f"Pod {name} could not pull its image for "
+                           f"{_minutes(current.image_pull_limit)} ({pod.get('waiting')}: "
+                           f"{pod.get('waiting_message') or 'no message'}).", stop=True)
+    if current.status == "RUNNING":
+        return None
+    ready = ready_replicas(run)
+    if ready >= current.replicas:
+        return Outcome("RUNNING", "RUNNING", f"{ready}/{current.replicas} replica(s) ready.", started=True)
+    broken = placement_broken(current, run, now)
+    if broken is not None:
+        return broken
+    waiting = []
+    for name, pod in sorted(run.pods.items()):
+        if pod.get("deleted"):
+            continue
+        if pod.get("unschedulable"):
+            waiting.append(f"Pod {name} is unschedulable: {pod['unschedulable']}")
+        elif pod.get("waiting") and pod.get("waiting") not in ("ContainerCreating", "PodInitializing"):
+            waiting.append(f"Pod {name} waits: {pod['waiting']}"
+                           + (f": {pod['waiting_message']}" if pod.get("waiting_message") else ""))
+        elif pod.get("phase") == "Running" and not pod.get("ready"):
+            waiting.append(f"Pod {name} runs and is not Ready yet (its port does not answer)")
+    if not waiting:
+        return Outcome("SCHEDULING", "WAITING", "", waiting=[]) if current.status == "SCHEDULING" else None
+    return Outcome("SCHEDULING", "WAITING", "; ".join(waiting), waiting=waiting)
+
+
+def status_word(kind: str, status: str, ready: int, desired: int) -> str:
+    """What a page says of a workload's status: an inference that runs is AVAILABLE, with ready/desired."""
+    if kind == "inference" and status == "RUNNING":
+        return f"AVAILABLE {ready}/{desired}"
+    return status
 
 
 def placement_broken(current: Current, run: Run, now: datetime) -> Outcome | None:

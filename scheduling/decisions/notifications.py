@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 STARTED, COMPLETED, FAILED, PREEMPTED, PENDING = "started", "completed", "failed", "preempted", "pending"
-TRANSITIONS = (STARTED, COMPLETED, FAILED, PREEMPTED, PENDING)
+IDLE = "idle"  # a notebook at 80 % of its idle rule or lifetime: stopped soon (issue 43)
+TRANSITIONS = (STARTED, COMPLETED, FAILED, PREEMPTED, PENDING, IDLE)
 WEBHOOK_MAX_CHARS = 2000
 PENDING_MINUTES_RANGE = (1, 7 * 24 * 60)
 TEXT_MAX_CHARS = 2000  # a long failure message is cut: the workload's page has it whole
@@ -53,9 +54,10 @@ class Change:
 
 
 LABELS = {STARTED: "Started (every replica runs)", COMPLETED: "Completed", FAILED: "Failed (not when you cancel it)",
-          PREEMPTED: "Preempted (it queues again)", PENDING: "Still pending after the minutes below"}
+          PREEMPTED: "Preempted (it queues again)", PENDING: "Still pending after the minutes below",
+          IDLE: "About to be stopped by an idle rule (a notebook)"}
 VERBS = {STARTED: "started", COMPLETED: "completed", FAILED: "failed", PREEMPTED: "was preempted",
-         PENDING: "is still pending"}
+         PENDING: "is still pending", IDLE: "will be stopped soon"}
 
 
 def subject(change: Change) -> str:

@@ -8,9 +8,10 @@ from typing import Any
 from pools.models import ManagedJob, Project
 from pools.models.visibility import Access
 from scheduling.decisions.estimates import Forecast
+from scheduling.decisions.lifecycle import status_word
 from scheduling.decisions.positions import first_position, positions_of
-from scheduling.models import Status, Workload
-from scheduling.run import estimates
+from scheduling.models import Kind, Status, Workload
+from scheduling.run import estimates, links
 from scheduling.run.attempts import current_runs
 from scheduling.run.logs import replicas
 from scheduling.specs import podenv
@@ -69,6 +70,7 @@ def row(workload: Workload, access: Access, forecast: Forecast | None = None) ->
     return {
         "id": str(workload.id),
         "name": workload.name,
+        "kind": workload.kind,
         "workflow": workload.workflow,
         "project": workload.project_label,
         "submitter": workload.submitter_name,
@@ -118,9 +120,24 @@ def _job(workload: Workload, run: ManagedJob | None) -> dict | None:
         pods.append({"name": name, "node": pod.get("node") or None, "ip": pod.get("ip") or None,
                      "phase": "Deleted" if pod.get("deleted") else pod.get("phase"), "exit_code": pod.get("exit_code"),
                      "reason": pod.get("waiting") or pod.get("reason") or pod.get("disrupted") or None})
-    return {"name": workload.job_name, "namespace": workload.namespace, "dispatched_at": workload.dispatched_at,
+    kind = "Job" if workload.kind == Kind.TRAINING else {"notebook": "StatefulSet"}.get(workload.kind, "Deployment")
+    return {"name": workload.job_name, "kind": kind, "namespace": workload.namespace,
+            "dispatched_at": workload.dispatched_at,
             "seen": run is not None, "finished": (run.job.get("finished") or None) if run else None,
             "gone": run.gone if run else False, "pods": pods}
+
+
+def _counts(workload: Workload, run: ManagedJob | None) -> tuple[int, int]:
+    ready = sum(1 for pod in (run.pods if run else {}).values()
+                if pod.get("ready") and not pod.get("deleted") and not pod.get("deleting"))
+    return ready, workload.replicas
+
+
+def _ready(workload: Workload, run: ManagedJob | None) -> str | None:
+    """"ready/desired" of a notebook, inference or compute (kubectl's READY); None for a training."""
+    if workload.kind == Kind.TRAINING or not workload.job_name:
+        return None
+    return "{}/{}".format(*_counts(workload, run))
 
 
 def replica_pods(workload: Workload, keep) -> list[dict]:
@@ -217,6 +234,11 @@ def detail(workload: Workload, access: Access, events=None, now=None, fresh: boo
         "exit_code": workload.exit_code,
         "stopping": workload.stop_status or None,
         "job": _job(workload, run) if body["pool"] else None,
+        # Issue 43: a long-running kind's ready/desired replicas and status word, and (its submitter's and staff's
+        # only) the address to open it at.
+        "ready": _ready(workload, run) if body["pool"] else None,
+        "status_word": status_word(workload.kind, workload.status, *(_counts(workload, run))),
+        "link": None if fresh else links.link_for(access, workload),
         "attempts": [a for a in workload.attempts or [] if keep(a.get("pool") or None)],
         "replica_pods": [] if fresh else replica_pods(workload, keep),
         "events": [{"at": e.at, "status": e.status, "reason": e.reason,

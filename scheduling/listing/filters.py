@@ -6,7 +6,7 @@ from django.db import connection
 from django.db.models import Q
 
 from pools.models.visibility import access_for
-from scheduling.models import Priority, Source, Status, Workload
+from scheduling.models import Kind, Priority, Source, Status, Workload
 
 
 class WorkloadFilterSet(django_filters.FilterSet):
@@ -16,12 +16,13 @@ class WorkloadFilterSet(django_filters.FilterSet):
     user = django_filters.CharFilter(field_name="submitter_name", help_text="The submitter's user name.")
     priority = django_filters.ChoiceFilter(choices=Priority.choices)
     source = django_filters.ChoiceFilter(choices=Source.choices)
+    kind = django_filters.ChoiceFilter(choices=Kind.choices, help_text="training, notebook, inference or compute.")
     workflow = django_filters.CharFilter(field_name="workflow")
     q = django_filters.CharFilter(method="filter_search", help_text="Name, workflow or id starts with.")
 
     class Meta:
         model = Workload
-        fields = ["pool", "project", "status", "user", "priority", "source", "workflow"]
+        fields = ["pool", "project", "status", "user", "priority", "source", "kind", "workflow"]
 
     def filter_project(self, queryset, name, value):
         return queryset.filter(Q(project__name=value) | Q(project__isnull=True, project_name=value))

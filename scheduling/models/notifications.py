@@ -21,6 +21,7 @@ class Transition(models.TextChoices):
     FAILED = "failed"
     PREEMPTED = "preempted"
     PENDING = "pending", "stuck pending"
+    IDLE = "idle", "about to be stopped by an idle rule"
 
 
 class Channel(models.TextChoices):

@@ -119,6 +119,8 @@ class UsageHour(models.Model):
     project = models.CharField(max_length=128)
     department = models.CharField(max_length=128, blank=True)
     user = models.CharField(max_length=150, blank=True)
+    # The workload's kind (issue 43: training, notebook, inference, compute); "" for pods we did not submit.
+    work_kind = models.CharField(max_length=12, blank=True, default="")
     gpu_seconds = models.BigIntegerField(default=0)
     cpu_seconds = models.BigIntegerField(default=0, help_text="Millicore-seconds.")
     memory_byte_seconds = models.DecimalField(max_digits=30, decimal_places=0, default=0)
@@ -130,8 +132,8 @@ class UsageHour(models.Model):
     gpu_measured_seconds = models.BigIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["grain", "hour", "pool", "platform", "project", "user"],
-                                               name="usage_hour_unique")]
+        constraints = [models.UniqueConstraint(
+            fields=["grain", "hour", "pool", "platform", "project", "user", "work_kind"], name="usage_hour_unique")]
         indexes = [models.Index(fields=["grain", "hour"], name="usage_hour_by_hour")]
 
     def __str__(self) -> str:

@@ -19,6 +19,9 @@ class WorkloadUtilization(models.Model):
     peak = models.FloatField(null=True, blank=True, help_text="Percent.")
     # Since when every figure stayed under OSMO_IDLE_GPU_PERCENT (scheduling.decisions.idle), or None.
     idle_since = models.DateTimeField(null=True, blank=True, db_index=True)
+    # A notebook's idle rule (scheduling.run.idle_notebooks): since when every figure stayed under the rule's own
+    # percent, kept by the sweep (the sampler's round leaves it alone).
+    rule_idle_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-measured_at"]

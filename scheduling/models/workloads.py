@@ -31,6 +31,7 @@ class Status(models.TextChoices):
     FAILED_EXEC_TIMEOUT = "FAILED_EXEC_TIMEOUT"
     FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
     FAILED_PREEMPTED = "FAILED_PREEMPTED"
+    FAILED_IDLE = "FAILED_IDLE"  # a notebook stopped by its pool's or project's idle rule (issue 43)
 
 
 # Holding quota and capacity: counted by admission until the workload's pods are seen on nodes.
@@ -47,6 +48,14 @@ class Source(models.TextChoices):
     OSMO = "osmo"
     GPUCTL = "gpuctl"
     WEB = "web"
+
+
+class Kind(models.TextChoices):
+    """What the workload is (scheduling.specs.requests.Kind): which objects dispatch writes for it."""
+    TRAINING = "training"
+    NOTEBOOK = "notebook"
+    INFERENCE = "inference"
+    COMPUTE = "compute"
 
 
 class Priority(models.TextChoices):
@@ -103,6 +112,7 @@ class Workload(models.Model):
                                   related_name="workloads")
     submitter_name = models.CharField(max_length=150, blank=True)
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.API)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.TRAINING, db_index=True)
     request = models.JSONField(help_text="The validated request, amounts in base units.")
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     pools = models.JSONField(default=list, help_text="Candidate pools, tried in this order.")

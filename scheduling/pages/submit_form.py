@@ -26,7 +26,7 @@ from pools.engine import ConfigError, read_yaml
 from pools.models import Project
 from pools.models.visibility import access_for
 from scheduling.listing import bodies
-from scheduling.models import Priority, Source
+from scheduling.models import Kind, Priority, Source
 from scheduling.pages.workloads import _visible_workload
 from scheduling.specs import form_fields, formats
 from scheduling.specs.podenv import MASK
@@ -51,6 +51,12 @@ class SubmitForm(forms.Form):
     mode = forms.ChoiceField(label="What to submit", choices=MODES, initial="fields", widget=forms.RadioSelect)
     project = forms.ChoiceField(label="Project")
     name = _text("Name", placeholder="train-resnet", max_length=200)
+    kind = forms.ChoiceField(label="Kind", choices=Kind.choices, initial=Kind.TRAINING, required=False,
+                             help_text="training runs to completion; a notebook is one pod with a link; an inference "
+                                       "serves on a port (submitted again, it rolls to the new version); compute "
+                                       "runs until stopped.")
+    port = forms.IntegerField(label="Port", required=False, min_value=1, max_value=65535,
+                              help_text="A notebook's or inference's HTTP port. Blank: 8888 or 8000.")
     image = _text("Image", placeholder="nvcr.io/nvidia/pytorch:24.05-py3")
     platform = _text("Platform", help_text="Blank: each pool's default platform.")
     command = _text("Command", placeholder="python train.py", max_length=65536,

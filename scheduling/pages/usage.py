@@ -22,7 +22,7 @@ from scheduling.usage import chart, reports, source
 from scheduling.usage.params import GROUPS, PERIOD_CHOICES, ParamError, parse
 
 GROUP_LABELS = {"department": "Department", "project": "Project", "user": "User", "pool": "Pool",
-                "platform": "Pool/platform"}
+                "platform": "Pool/platform", "kind": "Kind"}
 PERIOD_LABELS = {"24h": "Last 24 hours", "7d": "Last 7 days", "30d": "Last 30 days", "month": "A month",
                  "range": "From\u2013to"}
 REGION = "usage-region"

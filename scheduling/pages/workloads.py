@@ -33,7 +33,7 @@ from pools.pages.tables import Column, RowContext, Table
 from scheduling.decisions.positions import first_position
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
-from scheduling.models import ALIVE, Priority, Status, Workload
+from scheduling.models import ALIVE, Kind, Priority, Status, Workload
 from scheduling.run import estimates, utilization
 from scheduling.submit import submission
 
@@ -84,6 +84,7 @@ WORKLOADS = Table("workloads", "Workloads", key=lambda row: row["id"], default_s
     Column("submitted", "Submitted", _get("submitted_at"), kind="time", sort=("submitted_at",)),
     Column("admitted", "Admitted", _get("admitted_at"), kind="time", sort=("admitted_at",), default=False),
     Column("source", "Source", _get("source"), sort=("source",), default=False),
+    Column("kind", "Kind", _get("kind"), sort=("kind",), default=False),
     Column("workflow", "Workflow", _get("workflow"), sort=("workflow",), default=False),
     Column("id", "ID", _get("id"), default=False),
 ))
@@ -99,6 +100,7 @@ class WorkloadFilterForm(FilterForm):
     user = forms.CharField(label="Submitter", required=False, max_length=150)
     priority = forms.ChoiceField(label="Priority", required=False, choices=[("", "Any priority"),
                                                                            *Priority.choices])
+    kind = forms.ChoiceField(label="Kind", required=False, choices=[("", "Any kind"), *Kind.choices])
 
     def __init__(self, data, *, request):
         super().__init__(data)

@@ -20,7 +20,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
-from pools.cluster.interface import ObjectKind
 from pools.cluster.kinds import CONFIG_MAP, KAI_PODGROUP, SERVICE
 from pools.cluster.retries import Retries
 from pools.engine import kube_names, parse_timeout
@@ -28,7 +27,7 @@ from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 from pools.schedulers import kai, kueue
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import attempts
+from scheduling.run import attempts, links, workload_objects
 from scheduling.specs.jobs import (
     MANAGED,
     MANAGED_VALUE,
@@ -36,7 +35,6 @@ from scheduling.specs.jobs import (
     Engine,
     files_manifest,
     has_peers,
-    job_manifest,
     owned_by,
     podgroup_manifest,
     service_manifest,
@@ -80,20 +78,6 @@ def retries_for(cluster: Cluster) -> Retries:
     return Retries(unreachable_at=lambda: getattr(cluster, "unreachable_at", None))
 
 
-def _owned_object(cluster: Cluster, kind: ObjectKind, body: dict, attempt: Attempt, prefix: str,
-                  retries: Retries) -> str:
-    """An object the Job owns (KAI's PodGroup, a gang's headless Service), created after it; "" when it is there,
-    else why it is not ours."""
-    try:
-        retries.call(lambda: cluster.create_object(kind, body, namespace=attempt.namespace))
-    except Conflict:
-        existing = retries.call(lambda: cluster.get_object(kind, body["metadata"]["name"],
-                                                           namespace=attempt.namespace))
-        if not owned_by(existing, attempt.workload_id, prefix):
-            return f"A {kind.kind} {attempt.namespace}/{body['metadata']['name']} exists and is not this workload's."
-    return ""
-
-
 def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
              now: datetime | None = None, retries: Retries | None = None) -> str:
     """"created", "found" (an earlier try created it), "failed" (a Job of that name is not ours, or refused for
@@ -116,26 +100,28 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
         if workload is None or workload.pool is None:
             return "skipped"
         attempt = attempt_of(workload)
-        manifest = job_manifest(attempt, prefix=prefix, ttl_seconds=settings.OSMO_JOB_TTL_SECONDS,
-                                priority_classes=settings.OSMO_PRIORITY_CLASSES)
+        main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
+        word, manifest = main.word, main.manifest
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
         retries = retries or retries_for(cluster)
         try:
             retries.call(lambda: cluster.ensure_namespace(namespace, *kube_names.labelled(
                 prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project})))
-            job = retries.call(lambda: cluster.create_job(namespace, manifest))
-            outcome, message = "created", f"Job {namespace}/{name} created on backend {backend.name}."
+            job = retries.call(lambda: workload_objects.create(cluster, main, namespace))
+            outcome, message = "created", f"{word} {namespace}/{name} created on backend {backend.name}."
         except Conflict:
-            existing = job = retries.call(lambda: cluster.get_job(namespace, name))
+            existing = job = retries.call(lambda: workload_objects.read(cluster, main, namespace))
             if not owned_by(existing, attempt.workload_id, prefix):
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
-                                f"A Job {namespace}/{name} exists on backend {backend.name} and is not this "
+                                f"A {word} {namespace}/{name} exists on backend {backend.name} and is not this "
                                 f"workload's (its {prefix}workload label is "
                                 f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
                 return "failed"
-            outcome, message = "found", (f"Job {namespace}/{name} found on backend {backend.name}, created by an "
-                                         "earlier try.")
+            job = retries.call(lambda: workload_objects.roll(cluster, main, namespace))
+            outcome, message = "found", (f"{word} {namespace}/{name} found on backend {backend.name}, created by an "
+                                         "earlier try" + (" (rolled to the request)" if main.kind is not None
+                                                          and word == "Deployment" else "") + ".")
         except ClusterError as exc:
             if retries.transient(exc):  # the row stays ADMITTED, for another try later
                 WorkloadEvent.objects.create(
@@ -148,24 +134,34 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
                             f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
                             + (f" {retries.summary()}" if retries.retried else ""), now=now)
             return "failed"
-        # Cluster errors propagate: the next try finds them all.
-        owned = [(SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS")] \
-            if has_peers(attempt) else []
-        if attempt.files:
+        made, not_ours = workload_objects.companions(cluster, workload, attempt, job, retries,
+                                                     template=links.template_for)
+        if not_ours:  # the Service or Ingress name is somebody else's: take ours back, then fail
+            cluster.delete_object(main.kind, name, namespace=namespace)
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "OBJECT_NOT_OURS", not_ours, now=now)
+            return "failed"
+        if made:
+            message += f" With {made}."
+        # A Job's own objects (a long-running kind's were its companions): cluster errors propagate, the next try
+        # finds them all.
+        owned = []
+        if main.kind is None and has_peers(attempt):
+            owned.append((SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS"))
+        if main.kind is None and attempt.files:
             owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
-        if attempt.engine is not None and attempt.engine.kind == "kai":
+        if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
             owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
         for kind, body, code in owned:
-            not_ours = _owned_object(cluster, kind, body, attempt, prefix, retries)
+            not_ours = workload_objects.ensure(cluster, kind, body, attempt, prefix, retries)
             if not_ours:  # our Job would join somebody else's gang or name: take it back, then fail
                 cluster.delete_job(namespace, name)
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, code, not_ours, now=now)
                 return "failed"
         if owned and owned[0][0] is SERVICE:
             message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
-        if attempt.engine is not None and attempt.engine.kind == "kai":
+        if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
             message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
-        elif attempt.engine is not None:
+        elif main.kind is None and attempt.engine is not None:
             message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
         if retries.retried:
             message += f" {retries.summary()}"

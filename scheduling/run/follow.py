@@ -30,7 +30,7 @@ def _current(workload: Workload) -> lifecycle.Current:
                              settings.OSMO_MAX_RETRIES, timedelta(seconds=settings.OSMO_IMAGE_PULL_TIMEOUT),
                              planned=workload.placement or {},
                              create_failure_limit=timedelta(seconds=settings.OSMO_CREATE_FAILURE_TIMEOUT),
-                             placement_grace=timedelta(seconds=settings.OSMO_PLACEMENT_GRACE))
+                             placement_grace=timedelta(seconds=settings.OSMO_PLACEMENT_GRACE), kind=workload.kind)
 
 
 def _lost_nodes(workloads: list[Workload]) -> dict[tuple[int, str], str]:

@@ -17,7 +17,7 @@ from pools.cluster.retries import Retries
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, audit
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import attempts, log_archive
+from scheduling.run import attempts, log_archive, workload_objects
 from scheduling.run.dispatch import retries_for
 
 
@@ -50,12 +50,16 @@ def _stop(workload_id, clusters: Callable[[Backend], Cluster], now, retries: Ret
             log_archive.keep_before_stop(workload, clusters(workload.pool.backend), now)
             cluster = clusters(workload.pool.backend)
             retries = retries or retries_for(cluster)
-            where = f"Job {workload.namespace}/{workload.job_name} on backend {workload.pool.backend.name}"
+            kind = workload_objects.kind_of(workload)  # None: a Job; else a Deployment or StatefulSet (issue 43)
+            where = (f"{kind.kind if kind else 'Job'} {workload.namespace}/{workload.job_name} on backend "
+                     f"{workload.pool.backend.name}")
             try:
-                # NotFound: already gone (its TTL, by hand, or an earlier try of this stop).
+                # NotFound: already gone (its TTL, by hand, or an earlier try of this stop). Its Service and
+                # Ingress are owned by it and go with it.
                 with contextlib.suppress(NotFound):
                     retries.call(lambda: cluster.delete_job(workload.namespace, workload.job_name,
-                                                            propagation_policy="Background"))
+                                                            propagation_policy="Background") if kind is None
+                                 else cluster.delete_object(kind, workload.job_name, namespace=workload.namespace))
             except ClusterError as exc:
                 transient = retries.transient(exc)
                 _note(workload, "STOP_RETRYING" if transient else "STOP_REFUSED",
@@ -64,7 +68,8 @@ def _stop(workload_id, clusters: Callable[[Backend], Cluster], now, retries: Ret
                 return exc if transient else "refused"
             if retries.retried:
                 _note(workload, "STOP_RETRIED", f"Deleting the {where}: {retries.summary()}", now)
-        summary = (f"Job {workload.namespace}/{workload.job_name or '-'} deleted: "
+        summary = (f"{workload_objects.kind_of(workload).kind if workload_objects.kind_of(workload) else 'Job'} "
+                   f"{workload.namespace}/{workload.job_name or '-'} deleted: "
                    f"{workload.stop_reason or 'PREEMPTED'}")
         if workload.stop_status:
             attempts.finish(workload, workload.stop_status, workload.stop_reason, workload.stop_message,

@@ -17,8 +17,8 @@ from pools.cluster import Cluster, ClusterError
 from pools.engine import parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, ManagedJob, Pool
-from scheduling.models import LogArchive, Status, Workload
-from scheduling.run import attempts, follow, log_archive
+from scheduling.models import Kind, LogArchive, Status, Workload
+from scheduling.run import attempts, follow, idle_notebooks, log_archive
 from scheduling.run.dispatch import dispatch
 from scheduling.run.outbox import dispatch_on_commit, stop_on_commit
 from scheduling.run.stopping import stop
@@ -33,6 +33,7 @@ class SweepResult:
     timed_out: list[str] = field(default_factory=list)
     followed: dict[str, int] = field(default_factory=dict)
     archived: dict[str, int] = field(default_factory=dict)  # log archives: state -> count (or "queued")
+    idle_notebooks: dict[str, int] = field(default_factory=dict)  # stopped, warned, not_measured
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -51,6 +52,7 @@ def sweep(now=None, *, act: bool = False,
     result = SweepResult()
     # Timeouts and the cluster's news first: the stops they ask for are carried out below, in this same sweep.
     result.timed_out = timeouts(now)
+    result.idle_notebooks = idle_notebooks.sweep(now)  # issue 43: their stops are carried out below too
     result.followed = follow.observe(now=now)
     # What the cluster said about Jobs deleted (by their TTL) a day ago is no longer shown anywhere.
     ManagedJob.objects.filter(gone=True, updated_at__lt=now - timedelta(days=1)).delete()
@@ -103,11 +105,13 @@ def timeouts(now=None) -> list[str]:
     defaults = {name: (_seconds(queue), _seconds(exec_)) for name, queue, exec_ in
                 Pool.objects.values_list("name", "default_queue_timeout", "default_exec_timeout")}
     due = []
-    for pk, status, queue, exec_, pools, pool, queued_at, submitted_at, started_at in (
+    for pk, status, queue, exec_, pools, pool, queued_at, submitted_at, started_at, kind in (
             Workload.objects.filter(status__in=(*QUEUED, Status.RUNNING), stop_status="").values_list(
                 "id", "status", "request__queue_timeout", "request__exec_timeout", "pools", "pool__name",
-                "queued_at", "submitted_at", "started_at").iterator(chunk_size=5000)):
+                "queued_at", "submitted_at", "started_at", "kind").iterator(chunk_size=5000)):
         where = pool or (pools[0] if pools else "")
+        if status == Status.RUNNING and kind != Kind.TRAINING:
+            continue  # a notebook, inference or compute runs until stopped (its lifetime: an idle rule's)
         if status == Status.RUNNING:
             limit, since, code = _seconds(exec_ or "") or defaults.get(where, (None, None))[1], started_at, "EXEC"
         else:

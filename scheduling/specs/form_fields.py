@@ -11,8 +11,8 @@ from typing import Any
 from pools.engine import ConfigError
 
 # The request's fields the form has a box for; a request with any other field set is run again as a body.
-COVERED = {"name", "project", "pools", "platform", "image", "command", "args", "env", "replicas", "resources",
-           "priority", "exec_timeout", "queue_timeout"}
+COVERED = {"name", "kind", "port", "project", "pools", "platform", "image", "command", "args", "env", "replicas",
+           "resources", "priority", "exec_timeout", "queue_timeout"}
 # Fields whose defaults say nothing (a stored request has them all): not a reason to leave the boxes.
 EMPTY = {"workflow": "", "group": "", "env_from_secret": {}, "exit_actions": {}, "topology": [], "variables": {},
          "privileged": False, "host_network": False, "mounts": [], "gpu_type": ""}
@@ -48,6 +48,10 @@ def body(fields: dict[str, Any]) -> dict[str, Any]:
     """A `POST /api/workloads/` body from the form's cleaned fields (blank boxes are left out: the pipeline's
     defaults apply, as for an API body without them)."""
     data: dict[str, Any] = {"name": fields.get("name") or "", "image": fields.get("image") or ""}
+    if fields.get("kind") and fields["kind"] != "training":
+        data["kind"] = fields["kind"]
+    if fields.get("port") is not None:
+        data["port"] = fields["port"]
     if fields.get("project"):
         data["project"] = fields["project"]
     pools = [pool for pool in fields.get("pools") or [] if pool]
@@ -89,7 +93,8 @@ def fields_of(request: dict[str, Any]) -> dict[str, Any]:
     values."""
     resources = request.get("resources") or {}
     initial: dict[str, Any] = {
-        "name": request.get("name") or "", "project": request.get("project") or "",
+        "name": request.get("name") or "", "kind": request.get("kind") or "training", "port": request.get("port"),
+        "project": request.get("project") or "",
         "platform": request.get("platform") or "", "image": request.get("image") or "",
         "command": shlex.join(request.get("command") or []), "args": shlex.join(request.get("args") or []),
         "env": "\n".join(f"{name}={value}" for name, value in (request.get("env") or {}).items()),
@@ -119,7 +124,8 @@ def rerun_document(request: dict[str, Any]) -> dict[str, Any]:
 
 
 # The form's box for each field the pipeline names (the part before the first dot, or the whole name).
-FIELD_OF = {"name": "name", "project": "project", "pools": "pools", "platform": "platform", "image": "image",
+FIELD_OF = {"name": "name", "kind": "kind", "port": "port",
+            "project": "project", "pools": "pools", "platform": "platform", "image": "image",
             "command": "command", "args": "args", "env": "env", "replicas": "replicas", "priority": "priority",
             "exec_timeout": "exec_timeout", "queue_timeout": "queue_timeout", "resources.gpu": "gpu",
             "resources.cpu": "cpu", "resources.memory": "memory", "resources.storage": "storage",

@@ -330,7 +330,11 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
 
 # ---- gpuctl --------------------------------------------------------------------------------------------
 
-_GPUCTL_KEYS = {"kind", "version", "job", "environment", "resources", "storage"}
+_GPUCTL_KEYS = {"kind", "version", "job", "environment", "resources", "storage", "service"}
+# gpuctl's workload kinds (docs/researcher/kinds.md); `service` holds a long-running kind's
+# `replicas` and (notebook, inference) `port`.
+GPUCTL_KINDS = ("training", "notebook", "inference", "compute")
+_SERVICE_KEYS = {"port", "replicas"}
 _JOB_KEYS = {"name", "priority", "description", "project"}
 _ENV_KEYS = {"image", "imagePullSecret", "command", "args", "env"}
 _GPUCTL_RESOURCE_KEYS = {"pool", "gpu", "gpuType", "gpu-type", "cpu", "memory", "gpuShare"}
@@ -338,7 +342,8 @@ _DROPPED = " (gpuctl would silently drop it)"
 
 
 def gpuctl_request(text: str, project: str | None = None) -> WorkloadRequest:
-    """A gpuctl job file (`kind: training`) as a request; `job.project` its project (`project`, the command line's
+    """A gpuctl job file (`kind: training`, `notebook`, `inference` or `compute`; issue 43; a long-running kind's
+    `service: {port, replicas}`) as a request; `job.project` its project (`project`, the command line's
     `--project`, wins; neither: the submitter's default project), `resources.pool` is its one candidate pool (none:
     the project's default pools), `gpuType` (or `gpu-type`, as gpuctl's docs write it) becomes the request's `gpu_type`
     (a node requirement) and variable GPU_TYPE."""
@@ -346,10 +351,11 @@ def gpuctl_request(text: str, project: str | None = None) -> WorkloadRequest:
     if not isinstance(document, dict):
         raise ConfigError("job file: expected a mapping with kind, job, environment and resources", field="kind")
     kind = document.get("kind")
-    if kind != "training":
-        raise ConfigError(f"kind: {kind!r} is not a workload we run; only kind: training (a batch job)",
-                          field="kind")
+    if kind not in GPUCTL_KINDS:
+        raise ConfigError(f"kind: {kind!r} is not a workload we run; use kind: training (a batch job), notebook, "
+                          "inference or compute", field="kind")
     _mapping(document, "", _GPUCTL_KEYS, _DROPPED)
+    service = _mapping(document.get("service") or {}, "service", _SERVICE_KEYS, _DROPPED)
     job = _mapping(document.get("job") or {}, "job", _JOB_KEYS, _DROPPED)
     environment = _mapping(document.get("environment") or {}, "environment", _ENV_KEYS, _DROPPED)
     resources = _mapping(document.get("resources") or {}, "resources", _GPUCTL_RESOURCE_KEYS, _DROPPED)
@@ -378,6 +384,8 @@ def gpuctl_request(text: str, project: str | None = None) -> WorkloadRequest:
         "priority": priority_of(job.get("priority", "medium"), "job.priority").value,
         "variables": {"GPU_TYPE": str(gpu_type)} if gpu_type else {}, "mounts": mounts,
         **({"gpu_type": str(gpu_type)} if gpu_type else {}),
+        **({"kind": kind} if kind != "training" else {}),
+        **({key: service[key] for key in ("port", "replicas") if service.get(key) is not None}),
     }
     if not body["name"]:
         raise ConfigError("job.name: field is required", field="job.name")
@@ -386,7 +394,7 @@ def gpuctl_request(text: str, project: str | None = None) -> WorkloadRequest:
     except ConfigError as exc:
         place = {"name": "job.name", "project": "job.project", "image": "environment.image", "env": "environment.env",
                  "command": "environment.command", "args": "environment.args", "pools": "resources.pool",
-                 "mounts": "storage.workdirs",
+                 "mounts": "storage.workdirs", "port": "service.port", "replicas": "service.replicas",
                  "gpu_type": "resources.gpuType" if "gpuType" in resources else "resources.gpu-type"}
         root = exc.field.split(".", 1)[0] if exc.field else ""
         field_name = place.get(root, root) + exc.field[len(root):] if root else ""

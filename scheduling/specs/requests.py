@@ -68,6 +68,24 @@ class Priority(StrEnum):
         return {"high": 2, "normal": 1, "low": 0}[self.value]
 
 
+class Kind(StrEnum):
+    """What a workload is (issue 43): a batch `training` (an Indexed Job that completes), an interactive `notebook`
+    (one long-running pod with an HTTP port), an `inference` service (N replicas behind a Service, rolled to a new
+    image when the same name is submitted again) or a long-running `compute` (replicas, no port)."""
+    TRAINING = "training"
+    NOTEBOOK = "notebook"
+    INFERENCE = "inference"
+    COMPUTE = "compute"
+
+    @property
+    def long_running(self) -> bool:
+        return self is not Kind.TRAINING
+
+
+# The port a kind listens on when the request names none (Jupyter's; the common inference servers').
+DEFAULT_PORTS = {Kind.NOTEBOOK: 8888, Kind.INFERENCE: 8000}
+
+
 def priority_of(value: Any, field: str = "priority") -> Priority:
     """OSMO's HIGH|NORMAL|LOW in any case; gpuctl's `medium` is our normal."""
     text = str(value).strip().lower() if isinstance(value, str) else ""
@@ -150,6 +168,9 @@ class WorkloadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: StrictStr
+    kind: Kind = Kind.TRAINING
+    # The HTTP port of a notebook or inference (its Service's and link's); default DEFAULT_PORTS[kind].
+    port: StrictInt | None = None
     project: StrictStr | None = None
     pools: list[StrictStr] | None = None
     platform: StrictStr | None = None
@@ -309,6 +330,28 @@ class WorkloadRequest(BaseModel):
             if task in self.tasks[:index]:
                 raise ConfigError(f"tasks[{index}]: two tasks are named {task}", field=f"tasks[{index}]")
         return self
+
+    @model_validator(mode="after")
+    def _kind(self) -> "WorkloadRequest":
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ConfigError("port: must be between 1 and 65535", field="port")
+        if self.kind in (Kind.TRAINING, Kind.COMPUTE) and self.port is not None:
+            raise ConfigError(f"port: a {self.kind.value} workload has no port; only notebook and inference do",
+                              field="port")
+        if self.kind == Kind.NOTEBOOK and self.replicas != 1:
+            raise ConfigError("replicas: a notebook is one pod; ask for replicas 1", field="replicas")
+        if self.kind.long_running and (self.exit_actions or self.exec_timeout):
+            field = "exit_actions" if self.exit_actions else "exec_timeout"
+            raise ConfigError(f"{field}: a {self.kind.value} runs until stopped; exit actions and an exec timeout "
+                              "are for training", field=field)
+        if self.kind.long_running and self.workflow:
+            raise ConfigError(f"kind: a {self.kind.value} is not a workflow task; only training is", field="kind")
+        return self
+
+    @property
+    def service_port(self) -> int | None:
+        """The port its Service and link use (None: no Service)."""
+        return self.port or DEFAULT_PORTS.get(self.kind)
 
     @model_validator(mode="after")
     def _topology_keys(self) -> "WorkloadRequest":

@@ -22,7 +22,7 @@ from scheduling.run import attempts
 from scheduling.run.outbox import request_cycle
 from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
-from scheduling.submit import inserts, limits, pipeline, reads, workflows
+from scheduling.submit import inserts, limits, pipeline, reads, rollout, workflows
 
 HIDDEN_POOL = "(a pool you may not see)"
 HIDDEN_VERDICT = "One of the project's default pools, which you may not use."
@@ -140,8 +140,10 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
     project, verdicts = evaluate(access, request, source, field)
-    limits.check_live(access.user if access.signed_in else None, project,
-                      counts={"user": project.live_user, "project": project.live_project})
+    running = rollout.existing(access, project, request)  # an inference of that name: rolled, not added
+    if running is None:
+        limits.check_live(access.user if access.signed_in else None, project,
+                          counts={"user": project.live_user, "project": project.live_project})
     if not any(v.accepted for v in verdicts):
         raise refusal(access, request, verdicts)
     result = Submitted(request, project, verdicts, shown=shown_verdicts(access, request, verdicts))
@@ -149,7 +151,8 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     if dry_run:
         result.preview = preview(result)
         return result
-    result.workload = save(access, result, source)
+    result.workload = save(access, result, source) if running is None else rollout.roll(access, result, running,
+                                                                                         source)
     return result
 
 
@@ -189,7 +192,7 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
     user = access.user if access.signed_in else None
     workload = Workload(
         name=request.name, workflow=workflow or request.workflow, group=request.group, project=submitted.project,
-        submitter=user, submitter_name=user.get_username() if user else "", source=source,
+        submitter=user, submitter_name=user.get_username() if user else "", source=source, kind=request.kind.value,
         priority=request.priority.value, pools=[v.pool for v in accepted],
         replicas=request.replicas, gpu=gpu, cpu=cpu, memory=memory, storage=storage,
         exec_timeout=first.exec_timeout, queue_timeout=first.queue_timeout, exit_actions=request.exit_actions,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-GROUPS = ("department", "project", "user", "pool", "platform")
+GROUPS = ("department", "project", "user", "pool", "platform", "kind")
 PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 PERIOD_CHOICES = (*PERIODS, "month", "range")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

@@ -24,7 +24,7 @@ from scheduling.models import Grain, PoolHour, ProjectPoolHour, UsageHour
 from scheduling.usage.params import Params
 
 GROUP_FIELDS = {"department": "department", "project": "project", "user": "user", "pool": "pool",
-                "platform": "platform"}
+                "platform": "platform", "kind": "work_kind"}
 CHART_SERIES = 6
 CHART_HOURLY = timedelta(days=2)
 DAILY_AFTER = timedelta(days=35)  # longer periods read the daily rows

@@ -271,3 +271,117 @@ def test_a_kueue_resource_flavor_keeps_its_topology_and_names_a_missing_field_as
                                      "is set")
     assert unlabelled["message"].endswith('spec: Invalid value: "object": no such key: nodeLabels evaluating rule: '
                                           "!has(self.topologyName) || self.nodeLabels.size() >= 1")
+
+
+# ---- The built-in kinds of long-running workloads (issue 43), through the client's own typed APIs ----------
+
+def deployment(name: str = "serve", **spec) -> dict:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "main", "image": "busybox"}]}}, **spec}}
+
+
+def service(name: str = "serve", port: int = 8000, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": "serve"}, "ports": [{"port": port, "targetPort": port}], **spec}}
+
+
+def ingress(path: str = "/", host: str = "nb.example.org", **http_path) -> dict:
+    backend = {"service": {"name": "serve", "port": {"number": 8000}}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "serve"},
+            "spec": {"rules": [{"host": host, "http": {"paths": [
+                {"path": path, "pathType": "Prefix", "backend": backend, **http_path}]}}]}}
+
+
+def test_deployments_services_and_ingresses_that_a_server_takes_are_taken(kube_api, standin):
+    from pools.cluster.kinds import DEPLOYMENT, INGRESS, SERVICE
+
+    client.AppsV1Api(kube_api).create_namespaced_deployment("team-a", deployment())
+    client.CoreV1Api(kube_api).create_namespaced_service("team-a", service())
+    client.NetworkingV1Api(kube_api).create_namespaced_ingress("team-a", ingress())
+    assert [len(standin.objects(kind)) for kind in (DEPLOYMENT, SERVICE, INGRESS)] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("spec, field, words", [
+    ({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}},
+     "spec.strategy.rollingUpdate.maxUnavailable", "may not be 0 when `maxSurge` is 0"),
+    ({"selector": {"matchLabels": {"app": "other"}}}, "spec.template.metadata.labels",
+     "`selector` does not match template `labels`"),
+    ({"selector": {"matchLabels": {}}}, "spec.selector", "empty selector is invalid for deployment"),
+    ({"replicas": -1}, "spec.replicas", "must be greater than or equal to 0")])
+def test_it_refuses_a_deployment_a_server_refuses(kube_api, spec, field, words):
+    body = refusal(client.AppsV1Api(kube_api).create_namespaced_deployment, "team-a", deployment(**spec))
+    assert body["reason"] == "Invalid" and field in body["message"] and words in body["message"]
+
+
+def test_it_refuses_a_deployment_whose_pods_do_not_restart_always(kube_api):
+    body = deployment()
+    body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    refused = refusal(client.AppsV1Api(kube_api).create_namespaced_deployment, "team-a", body)
+    assert 'spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always"' in \
+        refused["message"]
+
+
+def test_a_deployments_selector_is_immutable_and_its_template_is_not(kube_api, kube):
+    """Through the product's own client (KubeCluster.patch_object: a JSON merge patch), as dispatch rolls one."""
+    from pools.cluster import ClusterError
+    from pools.cluster.kinds import DEPLOYMENT
+
+    client.AppsV1Api(kube_api).create_namespaced_deployment("team-a", deployment())
+    changed = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}}}
+    patched = kube.patch_object(DEPLOYMENT, "serve", changed, namespace="team-a")
+    assert patched["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox:2"
+    with pytest.raises(ClusterError) as refused:
+        kube.patch_object(DEPLOYMENT, "serve", {"spec": {"selector": {"matchLabels": {"app": "other"}}}},
+                          namespace="team-a")
+    assert refused.value.status == 422 and "spec.selector" in refused.value.message
+    assert "field is immutable" in refused.value.message
+
+
+def test_it_refuses_a_statefulset_change_beyond_replicas_and_template(kube_api, kube):
+    from pools.cluster import ClusterError
+    from pools.cluster.kinds import STATEFULSET
+
+    body = deployment("explore")
+    body["kind"] = "StatefulSet"
+    body["spec"]["serviceName"] = "explore"
+    client.AppsV1Api(kube_api).create_namespaced_stateful_set("team-a", body)
+    assert kube.patch_object(STATEFULSET, "explore", {"spec": {"replicas": 0}}, namespace="team-a")
+    with pytest.raises(ClusterError) as refused:
+        kube.patch_object(STATEFULSET, "explore", {"spec": {"serviceName": "other"}}, namespace="team-a")
+    assert "updates to statefulset spec for fields other than 'replicas'" in refused.value.message
+
+
+@pytest.mark.parametrize("body, field", [
+    (service(port=0), "spec.ports[0].port"), (service("1serve"), "metadata.name"),
+    ({**service(), "spec": {"selector": {"app": "serve"}}}, "spec.ports")])
+def test_it_refuses_a_service_a_server_refuses(kube_api, body, field):
+    refused = refusal(client.CoreV1Api(kube_api).create_namespaced_service, "team-a", body)
+    assert refused["reason"] == "Invalid" and field in refused["message"], refused["message"]
+
+
+def test_a_headless_service_needs_no_port_and_an_ingress_its_path_type(kube_api, kube, standin):
+    from pools.cluster import ClusterError
+    from pools.cluster.kinds import INGRESS, SERVICE
+
+    client.CoreV1Api(kube_api).create_namespaced_service(
+        "team-a", {**service(), "spec": {"selector": {"app": "serve"}, "clusterIP": "None"}})
+    assert standin.objects(SERVICE)[0]["spec"]["clusterIP"] == "None"
+    body = ingress()
+    del body["spec"]["rules"][0]["http"]["paths"][0]["pathType"]
+    with pytest.raises(ClusterError) as refused:  # the typed client would not send it: the product's client
+        kube.create_object(INGRESS, body, namespace="team-a")
+    assert "spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified" in \
+        refused.value.message
+
+
+@pytest.mark.parametrize("body, field, words", [
+    (ingress(path="nb"), "spec.rules[0].http.paths[0].path", "must be an absolute path"),
+    (ingress(host="10.0.0.1"), "spec.rules[0].host", "must be a DNS name, not an IP address"),
+    (ingress(host="NB.example.org"), "spec.rules[0].host", "RFC 1123 subdomain"),
+    (ingress(pathType="Regex"), "spec.rules[0].http.paths[0].pathType", "supported values")])
+def test_it_refuses_an_ingress_a_server_refuses(kube_api, body, field, words):
+    refused = refusal(client.NetworkingV1Api(kube_api).create_namespaced_ingress, "team-a", body)
+    assert field in refused["message"] and words in refused["message"], refused["message"]

@@ -105,7 +105,21 @@ def test_a_gpuctl_job_becomes_a_request_with_gpu_type_as_written_in_its_docs():
 
 
 def test_gpuctl_files_are_refused_where_gpuctl_would_drop_or_misread_them():
-    assert refusal(gpuctl_request, JOB.replace("kind: training", "kind: inference")).field == "kind"
+    assert refusal(gpuctl_request, JOB.replace("kind: training", "kind: batch")).field == "kind"
+    notebook = JOB.replace("kind: training", "kind: notebook")
+    assert refusal(gpuctl_request, notebook + "service: {port: 8888, replicas: 2}\n").field == "service.replicas"
+    assert refusal(gpuctl_request, notebook + "service: {ports: 8888}\n").field == "service.ports"
+
+
+def test_gpuctl_notebooks_inferences_and_computes_become_requests_of_their_kind():
+    notebook = gpuctl_request(JOB.replace("kind: training", "kind: notebook") + "service: {port: 8080}\n")
+    assert (notebook.kind.value, notebook.port, notebook.replicas) == ("notebook", 8080, 1)
+    inference = gpuctl_request(JOB.replace("kind: training", "kind: inference") + "service: {replicas: 3}\n")
+    assert (inference.kind.value, inference.service_port, inference.replicas) == ("inference", 8000, 3)
+    compute = gpuctl_request(JOB.replace("kind: training", "kind: compute"))
+    assert (compute.kind.value, compute.service_port) == ("compute", None)
+    assert refusal(gpuctl_request, JOB.replace("kind: training", "kind: compute") + "service: {port: 80}\n"
+                   ).field == "service.port"
     typo = refusal(gpuctl_request, JOB.replace("gpu: 4", "gpus: 4"))
     assert typo.field == "resources.gpus" and "gpuctl would silently drop it" in typo.message
     assert refusal(gpuctl_request, JOB.replace("gpu: 4", "gpu: 4, gpuShare: 2")).field == "resources.gpuShare"

@@ -234,9 +234,12 @@ def test_a_pasted_osmo_workflow_and_gpuctl_job_go_through_their_readers(world, r
     job = Workload.objects.get(name="paste-job")
     assert (job.priority, job.project.name, job.pools) == ("low", "nlp", ["training"])
 
+    notebook = researcher_client.post("/workloads/new/", form(mode="gpuctl", project="nlp", file=GPUCTL.replace(
+        "kind: training", "kind: notebook").replace("paste-job", "paste-notebook")))
+    assert notebook.status_code == 302 and Workload.objects.get(name="paste-notebook").kind == "notebook"
     bad = researcher_client.post("/workloads/new/", form(mode="gpuctl", file=GPUCTL.replace("kind: training",
-                                                                                            "kind: notebook")))
-    assert bad.status_code == 400 and "kind: &#x27;notebook&#x27;" in error_of(bad.content.decode(), "file")
+                                                                                            "kind: batch")))
+    assert bad.status_code == 400 and "kind: &#x27;batch&#x27;" in error_of(bad.content.decode(), "file")
     empty = researcher_client.post("/workloads/new/", form(mode="osmo", file=""))
     assert "paste the OSMO workflow here" in error_of(empty.content.decode(), "file")
 

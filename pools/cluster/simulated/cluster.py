@@ -26,7 +26,7 @@ from ..interface import (
     ObjectKind,
     WatchEvent,
 )
-from ..kinds import CONFIG_MAP, KAI_PODGROUP, KAI_QUEUE, SERVICE
+from ..kinds import CONFIG_MAP, DEPLOYMENT, KAI_PODGROUP, KAI_QUEUE, SERVICE, STATEFULSET
 from ..selectors import label_selector
 from . import logs
 from .fleet import RV_PER_TICK, Catalog, build_catalog, fleet_profile, node_object, trouble_at, troubled
@@ -277,8 +277,14 @@ class SimulatedCluster:
         if namespace is None and kind.namespaced and isinstance(body, dict):
             namespace = (body.get("metadata") or {}).get("namespace")
         namespace = kind.scope(namespace)
-        return self._mutate(lambda state, rv, view: self._scheduled(
-            kind, state, rv, view, self._custom.create(state, rv, kind, namespace, body)))
+
+        def change(state, rv, view):
+            created = self._custom.create(state, rv, kind, namespace, body)
+            if kind in (DEPLOYMENT, STATEFULSET):  # their controllers make the pods (issue 43)
+                self._jobs.create_controlled(state, rv, view, created)
+            return self._scheduled(kind, state, rv, view, created)
+
+        return self._mutate(change)
 
     def patch_object(self, kind: ObjectKind, name: str, patch: dict[str, Any], *,
                      namespace: str | None = None) -> dict[str, Any]:
@@ -289,8 +295,14 @@ class SimulatedCluster:
 
     def delete_object(self, kind: ObjectKind, name: str, *, namespace: str | None = None) -> None:
         namespace = kind.scope(namespace)
-        self._mutate(lambda state, rv, view: self._scheduled(
-            kind, state, rv, view, self._custom.delete(state, rv, kind, namespace, name)))
+
+        def change(state, rv, view):
+            deleted = self._custom.delete(state, rv, kind, namespace, name)
+            if kind in (DEPLOYMENT, STATEFULSET):  # the garbage collector: its pods go with it
+                self._jobs.delete_controlled(state, rv, namespace, name)
+            return self._scheduled(kind, state, rv, view, deleted)
+
+        self._mutate(change)
 
     def _scheduled(self, kind: ObjectKind, state: dict[str, Any], rv: int, view: View, result: Any) -> Any:
         """`result` of a change to a custom object, after the KAI scheduler's pass when the change may concern it

@@ -195,6 +195,40 @@ class JobController:
         state["jobs"].append(record)
         return record
 
+    def create_controlled(self, state: dict[str, Any], rv: int, view: View, obj: dict[str, Any]) -> None:
+        """The pods of a Deployment or StatefulSet (issue 43), as their controllers and the kubelet make them:
+        `replicas` pods of its template, placed as a Job's are, running until it is deleted, Ready once running
+        (the simulation's servers answer at once). A Deployment's pods are owned by its ReplicaSet
+        `<name>-<pod-template-hash>` and carry that hash; a StatefulSet's are `<name>-<ordinal>`, owned by it."""
+        metadata, spec = obj["metadata"], obj.get("spec") or {}
+        name, namespace, uid = metadata["name"], metadata["namespace"], metadata["uid"]
+        replicas = max(0, min(int(spec.get("replicas", 1)), 64))
+        template = copy.deepcopy(spec.get("template") or {})
+        job = {"metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": metadata.get("labels") or {},
+                            "annotations": {DURATION_ANNOTATION: str(10 ** 9)}},
+               "spec": {"parallelism": replicas, "completions": replicas, "template": template}}
+        tick = rv // RV_PER_TICK
+        scheduled = self._schedule_job(job, tick, view, state, rv)
+        hash_ = f"{stable_hash(uid, 'pod-template') % 16 ** 10:010x}"
+        controller = {"kind": obj["kind"], "name": name, "uid": uid, "hash": hash_}
+        for number, pod in enumerate(scheduled["pods"]):
+            pod["name"] = f"{name}-{number}" if obj["kind"] == "StatefulSet" else \
+                f"{name}-{hash_}-{stable_suffix(5, uid, number)}"
+        record = {"namespace": namespace, "name": name, "uid": uid, "created_rv": rv, "deleted_rv": None,
+                  "orphaned": False, "job": job, "controller": controller, **scheduled}
+        if record["pods"] and all(pod["node"] is None for pod in record["pods"]):
+            record["retry"] = {"created_tick": tick, "placed_rv": None, "settled": False,
+                               "message": self.nodes_message(view, self._free_slots(view, state, tick, rv),
+                                                             template.get("spec") or {}, record["pods"][0]["gpus"])}
+        state["jobs"].append(record)
+
+    @staticmethod
+    def delete_controlled(state: dict[str, Any], rv: int, namespace: str, name: str) -> None:
+        for record in state["jobs"]:
+            if "controller" in record and (record["namespace"], record["name"]) == (namespace, name) and \
+                    record["deleted_rv"] is None:
+                record["deleted_rv"] = rv
+
     @staticmethod
     def retry_due(state: dict[str, Any]) -> bool:
         """Whether a default-scheduler Job still waits for room for its pods."""
@@ -264,7 +298,7 @@ class JobController:
         objects = {}
         for record in state["jobs"]:
             if record["created_rv"] <= rv and (record["deleted_rv"] is None or record["deleted_rv"] > rv) \
-                    and selected(record["job"]["metadata"].get("labels") or {}):
+                    and "controller" not in record and selected(record["job"]["metadata"].get("labels") or {}):
                 objects[f"{record['namespace']}/{record['name']}"] = compact_dumps(self.job_object(record, rv))
         return objects
 
@@ -317,7 +351,7 @@ class JobController:
     def _live_job(state: dict[str, Any], namespace: str, name: str, rv: int) -> dict | None:
         for record in state["jobs"]:
             if (record["namespace"], record["name"]) == (namespace, name) and record["created_rv"] <= rv and (
-                    record["deleted_rv"] is None or record["deleted_rv"] > rv):
+                    record["deleted_rv"] is None or record["deleted_rv"] > rv) and "controller" not in record:
                 return record
         return None
 
@@ -481,7 +515,19 @@ class JobController:
             index = {COMPLETION_INDEX: str(number)}
             metadata["labels"] = {**metadata["labels"], **index}
             metadata["annotations"] = {**metadata["annotations"], **index}
-        if not orphan:
+        controller = record.get("controller")
+        if controller is not None:  # a Deployment's (through its ReplicaSet) or a StatefulSet's
+            del metadata["generateName"]
+            if controller["kind"] == "StatefulSet":
+                owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": controller["name"]}
+                metadata["labels"] = {**metadata["labels"], "statefulset.kubernetes.io/pod-name": pod["name"]}
+            else:
+                owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                         "name": f"{controller['name']}-{controller['hash']}"}
+                metadata["labels"] = {**metadata["labels"], "pod-template-hash": controller["hash"]}
+            metadata["ownerReferences"] = [{**owner, "uid": stable_uid(self.seed, "owner", record["uid"]),
+                                            "controller": True, "blockOwnerDeletion": True}]
+        elif not orphan:
             metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": record["name"],
                                             "uid": record["uid"], "controller": True, "blockOwnerDeletion": True}]
         spec = template.get("spec") or {}

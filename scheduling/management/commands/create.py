@@ -72,4 +72,4 @@ class Command(CliCommand):
                 from None
         workload = result.workload
         self.stdout.write(f"job/{workload.name} created (workload {workload.short_id}, project "
-                          f"{workload.project.name}, pools {', '.join(workload.pools)}): PENDING")
+                          f"{workload.project.name}, pools {', '.join(workload.pools)}): {workload.status}")

@@ -41,6 +41,7 @@ class Command(CliCommand):
         listing = verbs.add_parser("list", help="Workloads, newest first.")
         for name in ("pool", "project", "user", "priority"):
             listing.add_argument(f"--{name}")
+        listing.add_argument("--kind", help="training, notebook, inference or compute.")
         listing.add_argument("--status", action="append", help="Repeat for several (PENDING, ADMITTED, ...).")
         listing.add_argument("--as-user", metavar="USER", help="Only what USER may see.")
         add_format(listing)
@@ -102,7 +103,7 @@ class Command(CliCommand):
         user = find_user(as_user) if as_user else None
         access = Access(user) if user else operator_access()
         rows = (Workload.objects.visible_to(user) if user else Workload.objects.all()).light()
-        params = {key: value for key, value in filters.items() if key in ("pool", "project", "user", "priority")
+        params = {key: value for key, value in filters.items() if key in ("pool", "project", "user", "priority", "kind")
                   and value}
         query = QueryDict(mutable=True)
         query.update(params)
@@ -133,7 +134,11 @@ class Command(CliCommand):
             return
         out = self.stdout.write
         out(f"Workload {body['id']} ({body['name']})")
-        out(f"  Status:     {body['status']}")
+        out(f"  Status:     {body['status_word']}" + (f" ({body['ready']} ready)" if body["ready"] else ""))
+        out(f"  Kind:       {body['kind']}")
+        if body["link"]:
+            out(f"  Link:       {body['link']['url'] or '(no link template for its pool or backend)'}")
+            out(f"  Forward:    {body['link']['port_forward']}")
         out(f"  Project:    {body['project']} (department {body['department']}), submitted by "
             f"{body['submitter'] or '-'} via {body['source']}")
         out(f"  Priority:   {body['priority']}{' (preemptible)' if body['preemptible'] else ''}")
