@@ -572,11 +572,17 @@ class KubeStandin:
         return last
 
     def object(self, kind: ObjectKind | str, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        if isinstance(kind, ObjectKind) and not kind.group and kind.plural in _CORE_KINDS:
+            (found,) = [obj for obj in self.core_objects(kind.plural, namespace=namespace)
+                        if obj["metadata"]["name"] == name]
+            return found
         collection = self._custom_collection(kind)
         return json.loads(collection.objects[_object_key(_namespace_of(collection, namespace), name)])
 
     def objects(self, kind: ObjectKind | str, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """The stored objects of `kind` (of one namespace, or all), in key order."""
+        if isinstance(kind, ObjectKind) and not kind.group and kind.plural in _CORE_KINDS:
+            return self.core_objects(kind.plural, namespace=namespace)
         items = [json.loads(data) for data in self._custom_collection(kind).snapshot()]
         if namespace is not None:
             items = [item for item in items if item["metadata"].get("namespace") == namespace]
@@ -1015,11 +1021,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._job(method, namespace, segments[6], query, body)
             return
-        # The built-in kinds served like custom ones (kube_rules.BUILTIN_KINDS): Services under /api/v1 (the core
-        # group, "" here), Deployments and StatefulSets under /apis/apps/v1, Ingresses under networking.k8s.io.
-        if segments[:2] == ["api", "v1"] and ("services" in segments[2:3] or segments[4:5] == ["services"]):
-            self._custom_resource(method, ["apis", "", *segments[1:]], query, body, watch, fault)
-            return
+        # The built-in kinds served like custom ones (kube_rules.BUILTIN_KINDS): Deployments and StatefulSets under
+        # /apis/apps/v1, Ingresses under networking.k8s.io (Services and ConfigMaps are core objects, above).
         if segments[:3] == ["apis", "apps", "v1"] and len(segments) >= 4:
             self._custom_resource(method, segments, query, body, watch, fault)
             return
