@@ -18,6 +18,7 @@ from pools.models.visibility import access_for
 
 class Status(models.TextChoices):
     PENDING = "PENDING"
+    WAITING = "WAITING"  # an OSMO workflow's group waiting for the groups it takes inputs from to complete
     ADMITTED = "ADMITTED"
     PREEMPTING = "PREEMPTING"
     SCHEDULING = "SCHEDULING"
@@ -31,11 +32,12 @@ class Status(models.TextChoices):
     FAILED_EXEC_TIMEOUT = "FAILED_EXEC_TIMEOUT"
     FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
     FAILED_PREEMPTED = "FAILED_PREEMPTED"
+    FAILED_UPSTREAM = "FAILED_UPSTREAM"  # never ran: a group it waited for failed or was canceled
 
 
 # Holding quota and capacity: counted by admission until the workload's pods are seen on nodes.
 RESERVING = (Status.ADMITTED, Status.PREEMPTING, Status.SCHEDULING, Status.RUNNING)
-ALIVE = (Status.PENDING, *RESERVING)
+ALIVE = (Status.PENDING, Status.WAITING, *RESERVING)
 FINISHED = tuple(s for s in Status if s not in ALIVE)
 
 

@@ -12,20 +12,21 @@ import jinja2
 
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
+from scheduling.specs import data
 from scheduling.specs.requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
 _TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_from_secret", "exitActions", "privileged",
-              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize"}
-# Task fields OSMO runs and we do not: data passed between tasks, secrets, files, checkpoints.
-_NOT_RUN = {"inputs": "data from other tasks", "outputs": "data for other tasks", "credentials": "credentials",
-            "files": "files written into the task", "checkpoint": "checkpointing"}
+              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "inputs", "outputs",
+              "credentials"}
+# Task fields OSMO runs and we do not: files, checkpoints.
+_NOT_RUN = {"files": "files written into the task", "checkpoint": "checkpointing"}
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
 # The fields each replica of a gang must share: a group runs as one indexed Job of identical replicas.
 _SAME_IN_GROUP = ("image", "command", "args", "environment", "env_from_secret", "resource", "exitActions",
-                  "privileged", "hostNetwork", "volumeMounts")
+                  "privileged", "hostNetwork", "volumeMounts", "inputs", "outputs", "credentials")
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,23 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise ConfigError(f"workflow: two groups are named {duplicate}", field="workflow.groups")
-    return Workflow(name, requests, warnings, rendered, tasks)
+    return Workflow(name, _with_dependencies(requests, groups, tasks), warnings, rendered, tasks)
+
+
+def _with_dependencies(requests: list[GroupRequest], groups: list[tuple[str, dict]], tasks: dict[str, list[str]]
+                       ) -> list[GroupRequest]:
+    """Each group's task inputs with the group of the task they name (an unknown task, one of the same group or a
+    cycle refused, naming the place: `scheduling.specs.data.dependencies`)."""
+    deps = []
+    for (where, group), request in zip(groups, requests, strict=True):
+        single = where.startswith("workflow.tasks[")
+        for i, task in enumerate(group.get("tasks") or []):
+            deps.append(data.TaskDeps(where if single else f"{where}.tasks[{i}]", str(task.get("name")),
+                                      request.group, request.request.inputs))
+    data.dependencies(deps)
+    group_of = {task: group for group, names in tasks.items() for task in names}
+    return [GroupRequest(g.group, g.request.model_copy(update={"inputs": data.with_groups(g.request.inputs, group_of)}))
+            if any(i.task for i in g.request.inputs) else g for g in requests]
 
 
 def _task_mapping(task: Any, where: str) -> dict:
@@ -287,6 +304,9 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         raise ConfigError(f"{task_where(0)}.env_from_secret: expected a mapping of names to \"secret/key\"",
                           field=f"{task_where(0)}.env_from_secret")
     body = {
+        "inputs": data.parse_inputs(first.get("inputs"), f"{task_where(0)}.inputs"),
+        "outputs": data.parse_outputs(first.get("outputs"), f"{task_where(0)}.outputs"),
+        "credentials": data.parse_credentials(first.get("credentials"), f"{task_where(0)}.credentials"),
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
         "command": _strings(first.get("command"), f"{task_where(0)}.command"),

@@ -15,7 +15,7 @@ from pools.engine import ConfigError
 from pools.models import Profile, Project, audit
 from pools.models.visibility import Access, access_for
 from scheduling.decisions import admission as pure
-from scheduling.decisions import hints
+from scheduling.decisions import dependencies, hints
 from scheduling.models import ALIVE, Source, Status, Workload, WorkloadEvent
 from scheduling.run import attempts
 from scheduling.run.outbox import request_cycle
@@ -190,6 +190,10 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
     gpu, cpu, memory, storage = first.per_replica
     now = timezone.now()
     user = access.user if access.signed_in else None
+    status, reasons = Status.PENDING, [{"pool": v.pool, "code": "SUBMITTED", "message": "Waiting for the next "
+                                        "admission cycle.", "details": {}} for v in accepted]
+    if request.after:  # OSMO's WAITING: not queued until the groups it takes inputs from complete
+        status, reasons = Status.WAITING, [dependencies.waiting_reason(request.after)]
     workload = Workload(
         name=request.name, workflow=workflow or request.workflow, group=request.group, project=submitted.project,
         submitter=user, submitter_name=user.get_username() if user else "", source=source,
@@ -197,9 +201,7 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
         replicas=request.replicas, gpu=gpu, cpu=cpu, memory=memory, storage=storage,
         exec_timeout=first.exec_timeout, queue_timeout=first.queue_timeout, exit_actions=request.exit_actions,
         topology=[t.model_dump() for t in request.topology], **submitted.stored(),
-        reasons=[{"pool": v.pool, "code": "SUBMITTED", "message": "Waiting for the next admission cycle.",
-                  "details": {}} for v in accepted],
-        submitted_at=now)
+        reasons=reasons, status=status, submitted_at=now)
     refused = [v for v in submitted.verdicts if not v.accepted]
     with transaction.atomic():
         if not workflow and request.workflow:
@@ -208,7 +210,9 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
                   f"{', '.join(workload.pools)}."
         if refused:
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
-        event = WorkloadEvent(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
+        if status == Status.WAITING:
+            message += f" {reasons[0]['message']}"
+        event = WorkloadEvent(workload=workload, at=now, status=status, reason="SUBMITTED", message=message,
                               pools=[v.pool for v in submitted.verdicts])
         inserts.insert_rows(workload, event)  # one round trip
         workload.first_events = [event]  # the answer shows them without reading them back
