@@ -14,6 +14,7 @@ apiextensions' schema and CEL validation, so a test can compare them with what a
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -112,7 +113,7 @@ def label_value(value: str) -> list[str]:
 
 _TYPE_WORDS = {"Invalid": "Invalid value", "TypeInvalid": "Invalid value", "Required": "Required value",
                "NotSupported": "Unsupported value", "Forbidden": "Forbidden", "TooLong": "Too long",
-               "TooMany": "Too many", "Duplicate": "Duplicate value"}
+               "TooMany": "Too many", "Duplicate": "Duplicate value", "NotFound": "Not found"}
 _OMITTED = object()
 
 
@@ -256,8 +257,8 @@ def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[F
 # Built-in kinds
 
 NAME_RULES = {"Namespace": dns1123_label, "Node": dns1123_subdomain, "Pod": dns1123_subdomain,
-              "Job": dns1123_subdomain, "Event": dns1123_subdomain}
-NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True}
+              "Job": dns1123_subdomain, "Event": dns1123_subdomain, "Secret": dns1123_subdomain}
+NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True, "Secret": True}
 
 
 def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
@@ -267,6 +268,44 @@ def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
         errors += _job_spec(obj)
     elif kind == "Pod":
         errors += _pod_spec(obj.get("spec"), "spec", restart=("Always", "OnFailure", "Never"))
+    elif kind == "Secret":
+        errors += _secret(obj)
+    return errors
+
+
+# A Secret (core validation's ValidateSecret and IsConfigMapKey): data keys, their base64 values, the total size.
+SECRET_KEY_FMT = r"[-._a-zA-Z0-9]+"
+_SECRET_KEY = re.compile(SECRET_KEY_FMT)
+MAX_SECRET_SIZE = 1024 * 1024
+
+
+def config_map_key(value: str) -> list[str]:
+    errors = []
+    if len(value) > 253:
+        errors.append(_max_len(253))
+    if not _SECRET_KEY.fullmatch(value):
+        errors.append(_regex_error("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                                   SECRET_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    if value in (".", "..") or value.startswith(".."):
+        errors.append("must not be '.' or '..'" if value in (".", "..") else "must not start with '..'")
+    return errors
+
+
+def _secret(obj: dict[str, Any]) -> list[FieldError]:
+    errors, total = [], 0
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        return [invalid("data", "", "must be a map of keys to base64 values")]
+    for key in {**data, **(obj.get("stringData") or {})}:
+        errors += [invalid(f"data[{key}]", key, message) for message in config_map_key(key)]
+    for key, value in data.items():
+        try:
+            total += len(base64.b64decode(value, validate=True))
+        except (ValueError, TypeError):  # the server cannot decode the body: the value is never echoed
+            errors.append(FieldError("Invalid", f"data[{key}]", detail="illegal base64 data"))
+    total += sum(len(str(v).encode()) for v in (obj.get("stringData") or {}).values())
+    if total > MAX_SECRET_SIZE:
+        errors.append(FieldError("TooLong", "data", detail=f"may not be more than {MAX_SECRET_SIZE} bytes"))
     return errors
 
 
@@ -292,10 +331,29 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
     containers = spec.get("containers")
     if not containers:
         errors.append(required(f"{path}.containers"))
+    volumes = set()
+    for index, volume in enumerate(spec.get("volumes") or []):  # validateVolumes: names, one source each
+        name = volume.get("name") or ""
+        if not name:
+            errors.append(required(f"{path}.volumes[{index}].name"))
+        errors += [invalid(f"{path}.volumes[{index}].name", name, m) for m in dns1123_label(name)] if name else []
+        if name in volumes:
+            errors.append(FieldError("Duplicate", f"{path}.volumes[{index}].name", name))
+        volumes.add(name)
+        if len(set(volume) - {"name"}) != 1:
+            errors.append(required(f"{path}.volumes[{index}]", "must specify exactly 1 volume type"))
+    seen = set()  # container names are unique across init and regular containers
     for group in ("initContainers", "containers"):
-        seen = set()
         for index, container in enumerate(spec.get(group) or []):
             where = f"{path}.{group}[{index}]"
+            errors += _mounts(container.get("volumeMounts") or [], volumes, f"{where}.volumeMounts")
+            policy = container.get("restartPolicy")
+            if policy is not None and group == "containers":
+                errors.append(FieldError("Forbidden", f"{where}.restartPolicy", detail="may not be set for "
+                                         "non-init containers"))
+            elif policy is not None and policy != "Always":  # a native sidecar (1.29+) is the only kind
+                errors.append(FieldError("NotSupported", f"{where}.restartPolicy", policy,
+                                         'supported values: "Always"'))
             name = container.get("name") or ""
             if not name:
                 errors.append(required(f"{where}.name"))
@@ -310,6 +368,23 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
     if node_affinity is not None:
         errors += _node_affinity(node_affinity, f"{path}.affinity.nodeAffinity")
+    return errors
+
+
+def _mounts(mounts: list, volumes: set[str], path: str) -> list[FieldError]:
+    """validateVolumeMounts: each names a volume of the pod, and no two share a mountPath."""
+    errors, paths = [], set()
+    for index, mount in enumerate(mounts):
+        name, target = mount.get("name") or "", mount.get("mountPath") or ""
+        if not name:
+            errors.append(required(f"{path}[{index}].name"))
+        elif name not in volumes:
+            errors.append(FieldError("NotFound", f"{path}[{index}].name", name))
+        if not target:
+            errors.append(required(f"{path}[{index}].mountPath"))
+        elif target in paths:
+            errors.append(invalid(f"{path}[{index}].mountPath", target, "must be unique"))
+        paths.add(target)
     return errors
 
 

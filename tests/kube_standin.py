@@ -208,7 +208,8 @@ class KubeStandin:
         self._collections = {"nodes": _Collection("Node", "NodeList"), "pods": _Collection("Pod", "PodList"),
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
                              "namespaces": _Collection("Namespace", "NamespaceList"),
-                             "events": _Collection("Event", "EventList")}
+                             "events": _Collection("Event", "EventList"),
+                             "secrets": _Collection("Secret", "SecretList", "v1")}
 
         # kube-system's uid names the cluster (`backend add`); served on GET only, out of the stored namespaces.
         self.kube_system_uid = str(uuid.uuid4())
@@ -473,6 +474,9 @@ class KubeStandin:
 
     def job(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
         return json.loads(self._collections["jobs"].objects[f"{namespace}/{name}"])
+
+    def secrets(self) -> list[dict[str, Any]]:
+        return [json.loads(data) for data in self._collections["secrets"].snapshot()]
 
     def jobs(self) -> list[dict[str, Any]]:
         return [json.loads(data) for data in self._collections["jobs"].snapshot()]
@@ -982,6 +986,9 @@ class _Handler(BaseHTTPRequestHandler):
         if segments[:3] == ["api", "v1", "namespaces"] and len(segments) == 6 and segments[4] == "pods":
             self._get_pod(method, segments[3], segments[5])
             return
+        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (5, 6) and segments[4] == "secrets":
+            self._secret(method, segments[3], segments[5] if len(segments) == 6 else None, body)
+            return
         if segments[:4] == ["apis", "batch", "v1", "namespaces"] and len(segments) in (6, 7) and segments[5] == "jobs":
             namespace = segments[4]
             if len(segments) == 6:
@@ -1141,6 +1148,64 @@ class _Handler(BaseHTTPRequestHandler):
             data = state._record(namespaces, b"ADDED", key, prepared)
             state._cond.notify_all()
         self._send_json(201, data)
+
+    def _secret(self, method: str, namespace: str, name: str | None, body: bytes) -> None:
+        """Secrets of a namespace: create (checked as kube-apiserver's ValidateSecret checks them), get, delete.
+        A refusal names the key, never a value."""
+        state = self.server_state
+        secrets = state._collections["secrets"]
+        details = {"name": name or "", "kind": "secrets"}
+        if name is None:
+            if method != "POST":
+                self._send_status(405, f"{method} is not supported here")
+                return
+            if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
+                self._send_status(404, f'namespaces "{namespace}" not found',
+                                  details={"name": namespace, "kind": "namespaces"})
+                return
+            try:
+                secret = json.loads(body)
+                name = secret["metadata"]["name"]
+            except (ValueError, KeyError, TypeError):
+                self._send_status(422, "Secret is invalid: metadata.name: Required value: name is required")
+                return
+            if secret["metadata"].get("namespace") not in (None, "", namespace):
+                self._send_status(400, "the namespace of the provided object does not match the namespace sent on "
+                                       "the request")
+                return
+            scoped = {**secret, "metadata": {**secret["metadata"], "namespace": namespace}}
+            if self._refused("Secret", "", name, kube_rules.validate_create("Secret", scoped)):
+                return
+            key = f"{namespace}/{name}"
+            with state._cond:
+                if key in secrets.objects:
+                    self._send_status(409, f'secrets "{name}" already exists', "AlreadyExists",
+                                      {"name": name, "kind": "secrets"})
+                    return
+                scoped["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now())
+                scoped.setdefault("apiVersion", "v1")
+                scoped.setdefault("kind", "Secret")
+                scoped.setdefault("type", "Opaque")
+                for plain, value in (scoped.pop("stringData", None) or {}).items():  # merged into data, as a server
+                    scoped.setdefault("data", {})[plain] = base64.b64encode(value.encode()).decode()
+                data = state._record(secrets, b"ADDED", key, scoped)
+                state._cond.notify_all()
+            self._send_json(201, data)
+            return
+        key = f"{namespace}/{name}"
+        with state._cond:
+            data = secrets.objects.get(key)
+            if data is None:
+                self._send_status(404, f'secrets "{name}" not found', details=details)
+            elif method == "GET":
+                self._send_json(200, data)
+            elif method == "DELETE":
+                state._record(secrets, b"DELETED", key, json.loads(data))
+                secrets.objects.pop(key, None)
+                state._cond.notify_all()
+                self._send_json(200, data)
+            else:
+                self._send_status(405, f"{method} is not supported here")
 
     def _create_job(self, method: str, namespace: str, body: bytes) -> None:
         state = self.server_state

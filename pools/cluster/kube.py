@@ -444,7 +444,8 @@ def _job_path(namespace: str, name: str) -> str:
 
 def _objects_path(kind: ObjectKind, namespace: str | None) -> str:
     """The collection: cluster-wide (every namespace, for a namespaced kind) unless `namespace` is given."""
-    root = f"/apis/{quote(kind.group, safe='')}/{quote(kind.version, safe='')}"
+    root = f"/apis/{quote(kind.group, safe='')}/{quote(kind.version, safe='')}" if kind.group else \
+        f"/api/{quote(kind.version, safe='')}"
     if namespace is not None:
         root += f"/namespaces/{quote(namespace, safe='')}"
     return f"{root}/{quote(kind.plural, safe='')}"
@@ -457,7 +458,7 @@ def _object_path(kind: ObjectKind, namespace: str | None, name: str) -> str:
 
 
 def _plural(kind: ObjectKind, namespace: str | None) -> str:
-    return f"{kind.plural}.{kind.group}" + (f" in {namespace}" if namespace else "")
+    return (f"{kind.plural}.{kind.group}" if kind.group else kind.plural) + (f" in {namespace}" if namespace else "")
 
 
 def _one(kind: ObjectKind, namespace: str | None, name: str) -> str:

@@ -27,7 +27,7 @@ from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 from pools.schedulers import kai, kueue
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import attempts
+from scheduling.run import attempts, task_data
 from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
 
 
@@ -103,6 +103,7 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
         attempt = attempt_of(workload)
         manifest = job_manifest(attempt, prefix=prefix, ttl_seconds=settings.OSMO_JOB_TTL_SECONDS,
                                 priority_classes=settings.OSMO_PRIORITY_CLASSES)
+        pod = task_data.prepare(workload, manifest)  # an OSMO task's data steps and credentials
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
         retries = retries or retries_for(cluster)
@@ -132,6 +133,11 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
             attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
                             f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
                             + (f" {retries.summary()}" if retries.retried else ""), now=now)
+            return "failed"
+        not_ours = task_data.write_secret(cluster, retries, workload, namespace, job, pod)
+        if not_ours:  # its pods would read somebody else's Secret: take the Job back, then fail
+            cluster.delete_job(namespace, name)
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "SECRET_NOT_OURS", not_ours, now=now)
             return "failed"
         if attempt.engine is not None and attempt.engine.kind == "kai":
             # Cluster errors propagate: the next try finds both.

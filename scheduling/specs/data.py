@@ -19,7 +19,7 @@ from pools.engine.pod_rules import C_IDENTIFIER
 
 MAX_INPUTS = 64
 MAX_OUTPUTS = 16
-MAX_CREDENTIALS = 32
+MAX_CREDENTIALS = 16  # a task's; their payloads together fit in one Secret (MAX_PAYLOAD_BYTES)
 MAX_URL = 1024
 MAX_REGEX = 256
 MAX_PATH = 1024
@@ -339,3 +339,66 @@ def with_groups(inputs: list[TaskInput], group_of: dict[str, str]) -> list[TaskI
     """The inputs with each task input's group filled in."""
     return [TaskInput(task=i.task, group=group_of.get(i.task, i.group), regex=i.regex) if i.task else i
             for i in inputs]
+
+
+# ---- stored credentials (`osmo credential set`) --------------------------------------------------------------
+
+MAX_PAYLOAD_KEYS = 64
+MAX_PAYLOAD_BYTES = 60 * 1024  # MAX_CREDENTIALS of them fit in one Secret's 1 MiB
+_TYPES = {"generic_credential": "GENERIC", "data_credential": "DATA", "registry_credential": "REGISTRY"}
+_REQUIRED = {"DATA": ("access_key_id", "access_key"), "REGISTRY": ("auth",), "GENERIC": ()}
+_OPTIONAL = {"DATA": ("endpoint", "region"), "REGISTRY": ("registry", "username")}
+
+
+@dataclass(frozen=True)
+class StoredCredential:
+    """What `POST /api/credentials/{name}` asks to keep: its type, the payload and OSMO's `profile` (a DATA
+    credential's endpoint, a REGISTRY credential's registry)."""
+
+    cred_type: str
+    payload: dict[str, str]
+    profile: str = ""
+
+
+def credential_body(body: Any) -> StoredCredential:
+    """OSMO's CLI body: `{"generic_credential": {"credential": {k: v}}}`, `{"data_credential": {access_key_id,
+    access_key, endpoint, region}}` or `{"registry_credential": {auth, registry, username}}`. Refusals name the field,
+    never a value."""
+    if not isinstance(body, dict) or len(body) != 1 or next(iter(body)) not in _TYPES:
+        raise ConfigError("expected one of generic_credential, data_credential or registry_credential",
+                          field="generic_credential")
+    key = next(iter(body))
+    kind, given = _TYPES[key], body[key]
+    if kind == "GENERIC":
+        if not isinstance(given, dict) or set(given) != {"credential"}:
+            raise ConfigError(f"{key}: expected {{\"credential\": {{key: value, ...}}}}", field=f"{key}.credential")
+        key, given = f"{key}.credential", given["credential"]
+    if not isinstance(given, dict) or not given:
+        raise ConfigError(f"{key}: expected a mapping of keys to values", field=key)
+    if len(given) > MAX_PAYLOAD_KEYS:
+        raise ConfigError(f"{key}: {len(given)} keys, over the limit of {MAX_PAYLOAD_KEYS}", field=key)
+    payload, size = {}, 0
+    for name, value in given.items():
+        where = f"{key}.{str(name)[:64]}"
+        if not isinstance(name, str) or not SECRET_KEY.fullmatch(name):
+            raise ConfigError(f"{where}: not a key name (letters, digits, '-', '_' and '.')", field=where)
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: expected a non-empty string value", field=where)
+        size += len(name) + len(value.encode())
+        payload[name] = value
+    if size > MAX_PAYLOAD_BYTES:
+        raise ConfigError(f"{key}: {size:,} bytes, over the limit of {MAX_PAYLOAD_BYTES:,}", field=key)
+    if kind != "GENERIC":
+        missing = [k for k in _REQUIRED[kind] if k not in payload]
+        if missing:
+            raise ConfigError(f"{key}.{missing[0]}: field is required for a {kind} credential",
+                              field=f"{key}.{missing[0]}")
+        unknown = sorted(set(payload) - {*_REQUIRED[kind], *_OPTIONAL[kind]})
+        if unknown:
+            raise ConfigError(f"{key}.{unknown[0]}: unknown field; use {', '.join(_REQUIRED[kind] + _OPTIONAL[kind])}",
+                              field=f"{key}.{unknown[0]}")
+    profile = payload.get("endpoint", "") if kind == "DATA" else payload.get("registry", "") if kind == "REGISTRY" \
+        else ""
+    if kind == "DATA" and profile:
+        check_url(profile, f"{key}.endpoint")
+    return StoredCredential(kind, payload, profile)

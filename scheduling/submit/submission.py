@@ -17,11 +17,11 @@ from pools.models.visibility import Access, access_for
 from scheduling.decisions import admission as pure
 from scheduling.decisions import dependencies, hints
 from scheduling.models import ALIVE, Source, Status, Workload, WorkloadEvent
-from scheduling.run import attempts
+from scheduling.run import attempts, task_data
 from scheduling.run.outbox import request_cycle
 from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
-from scheduling.submit import inserts, limits, pipeline, reads, workflows
+from scheduling.submit import credentials, inserts, limits, pipeline, reads, workflows
 
 HIDDEN_POOL = "(a pool you may not see)"
 HIDDEN_VERDICT = "One of the project's default pools, which you may not use."
@@ -122,9 +122,10 @@ def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API,
     """Each candidate pool's verdict; refusal hints in the syntax of the door `source`."""
     project = _project(access, request.project)
     limits.check_request(request, project, field)
+    credentials.check_uses(access, request, field)
     pools = candidate_pools(request, project, None if request.pools else default_pool(access))
     context = pipeline.load_context(access, project, pools)
-    verdicts = [pipeline.run(context, request, pool) for pool in pools]
+    verdicts = task_data.with_stores([pipeline.run(context, request, pool) for pool in pools], request)
     return project, [v if v.accepted else replace(v, message=hints.for_door(v.message, source)) for v in verdicts]
 
 

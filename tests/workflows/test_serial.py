@@ -8,9 +8,20 @@ import pytest
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
+from tests.support.commands import run
 from tests.support.lifecycle import job_status, observe, pod
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def store(world, tmp_path):
+    """The training pool's data store, set as an admin sets it (its endpoint is never called here: the stand-in
+    runs no container)."""
+    key = tmp_path / "key"
+    key.write_text("store-secret-zq")
+    run("storage", "set", "training", "--endpoint", "http://127.0.0.1:9", "--bucket", "osmo-data",
+        "--access-key-id", "store-id", "--access-key-file", str(key))
 
 SERIAL = """
 workflow:
