@@ -60,6 +60,8 @@ def _request(plan: dict, cred: str, method: str, bucket: str, key: str = "", que
                                 f"Signature={signature}")
     url = f"{endpoint.scheme}://{endpoint.netloc}{path}" + (f"?{canonical_query}" if canonical_query else "")
     data = stream if stream is not None else (body if method == "PUT" else None)
+    if data is not None:  # else urllib sends a form's content type, and a server may read the body as a form
+        headers["content-type"] = "application/octet-stream"
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     return urllib.request.urlopen(request, timeout=TIMEOUT)
 
