@@ -71,7 +71,8 @@ class Command(CliCommand):
             raise ConfigError("--access-key-file: expected the secret access key (up to 4096 characters)")
         with transaction.atomic():
             DataStore.objects.update_or_create(pool=pool, defaults={
-                "endpoint": endpoint, "bucket": bucket, "prefix": prefix, "region": options.get("region") or "us-east-1",
+                "endpoint": endpoint, "bucket": bucket, "prefix": prefix,
+                "region": options.get("region") or "us-east-1",
                 "sealed": seal({"access_key_id": key_id, "access_key": secret})})
             audit.record("config", f"storage/{pool.name}", "update",
                          f"data store of pool {pool.name}: {endpoint} s3://{bucket}/{prefix}", actor=author(options))
