@@ -307,7 +307,8 @@ def dependencies(tasks: Iterable[TaskDeps]) -> dict[str, list[str]]:
     cycle = _cycle(upstream)
     if cycle:
         place = first_place[(cycle[0], cycle[1])]
-        raise ConfigError(f"{place}: the inputs form a cycle of groups ({' -> '.join(cycle)}): each waits for the "
+        shown = cycle if len(cycle) <= 12 else [*cycle[:10], f"... {len(cycle) - 11} more", cycle[-1]]
+        raise ConfigError(f"{place}: the inputs form a cycle of groups ({' -> '.join(shown)}): each waits for the "
                           "next to complete, so none would ever start", field=place)
     return upstream
 
