@@ -61,6 +61,9 @@ class Command(CliCommand):
         prefix = (options.get("prefix") or "").strip("/")
         if ".." in prefix.split("/") or len(prefix) > 512:
             raise ConfigError("--prefix: a key prefix without '..', up to 512 characters")
+        region = options.get("region") or "us-east-1"
+        if len(region) > 64 or not region.replace("-", "").isalnum():
+            raise ConfigError("--region: a region name such as us-east-1 (letters, digits and '-', up to 64)")
         key_id, key_file = options.get("access_key_id") or "", options.get("access_key_file") or ""
         if not key_id or not key_file:
             raise ConfigError("--access-key-id and --access-key-file are required (the key is read from the file, "
@@ -72,7 +75,7 @@ class Command(CliCommand):
         with transaction.atomic():
             DataStore.objects.update_or_create(pool=pool, defaults={
                 "endpoint": endpoint, "bucket": bucket, "prefix": prefix,
-                "region": options.get("region") or "us-east-1",
+                "region": region,
                 "sealed": seal({"access_key_id": key_id, "access_key": secret})})
             audit.record("config", f"storage/{pool.name}", "update",
                          f"data store of pool {pool.name}: {endpoint} s3://{bucket}/{prefix}", actor=author(options))
