@@ -88,9 +88,9 @@ DOORS = {
                                           "queue_timeout"),
     "scheduling.Credential.name": (lambda v: lambda api, _client: api.post(
         f"/api/credentials/{v}", {"generic_credential": {"credential": {"k": "v"}}}, format="json"), "name"),
-    "scheduling.Credential.profile": (lambda v: lambda api, _client: api.post("/api/credentials/c", {"data_credential": {
-        "access_key_id": "i", "access_key": "k", "endpoint": f"s3://bkt/{v[9:]}"}}, format="json"),
-        "data_credential.endpoint"),
+    "scheduling.Credential.profile": (lambda v: lambda api, _client: api.post("/api/credentials/c", {
+        "data_credential": {"access_key_id": "i", "access_key": "k", "endpoint": f"s3://bkt/{v[9:]}"}},
+        format="json"), "data_credential.endpoint"),
     **{f"scheduling.DataStore.{key}": (lambda v, option=option, good=good: _cli(
         "storage", "set", "default", *[word for name, value in good.items()
                                        for word in (name, v if name == option else value)]), option)
