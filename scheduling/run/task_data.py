@@ -9,6 +9,7 @@ inputs, its outputs): the copy would have nowhere to go."""
 from dataclasses import replace
 
 from django.conf import settings
+from django.db.models import Q
 
 from pools.cluster import Cluster, Conflict
 from pools.cluster.kinds import SECRET
@@ -47,8 +48,8 @@ def pod_data(workload: Workload, secret: str) -> pure.PodData:
     store = pure.Store(row.endpoint, row.bucket, row.prefix, row.region) if row is not None else None
     buckets = {data.split_url(item.url)[0] for item in [*inputs, *outputs] if item.url}
     names = {use.name for use in uses}
-    owned = list(Credential.objects.filter(user_id=workload.submitter_id).filter(
-        name__in=names) | Credential.objects.filter(user_id=workload.submitter_id, cred_type=Credential.Type.DATA))
+    owned = list(Credential.objects.filter(Q(name__in=names) | Q(cred_type=Credential.Type.DATA),
+                                           user_id=workload.submitter_id)) if names or buckets else []
     payloads = {c.name: c.payload() for c in owned if c.name in names or c.cred_type == Credential.Type.DATA}
     data_credentials = {}
     for credential in owned:

@@ -143,6 +143,11 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
+    for index, item in enumerate(request.inputs):
+        if item.task and not item.group:  # the group is resolved from an OSMO workflow file's tasks
+            where = f"{field}.inputs[{index}].task" if field else f"inputs[{index}].task"
+            raise ConfigError(f"{where}: another task's output is an input of an OSMO workflow's task only; submit "
+                              "the workflow file (POST /api/pool/{pool}/workflow)", field=where)
     project, verdicts = evaluate(access, request, source, field)
     limits.check_live(access.user if access.signed_in else None, project,
                       counts={"user": project.live_user, "project": project.live_project})

@@ -8,6 +8,7 @@ import pytest
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
+from tests.scheduling.conftest import body
 from tests.support.commands import run
 from tests.support.lifecycle import job_status, observe, pod
 
@@ -162,3 +163,9 @@ workflow:
     assert response.status_code == 400
     assert response.json()["field"] == "workflow.groups[0].tasks[0].inputs[0].task"
     assert "same group" in response.json()["detail"]
+
+
+def test_a_native_workload_cannot_name_another_tasks_output(researcher_api):
+    response = researcher_api.post("/api/workloads/", body(inputs=[{"task": "task1"}]), format="json")
+    assert response.status_code == 400 and response.json()["field"] == "inputs[0].task"
+    assert not Workload.objects.exists()
