@@ -149,3 +149,18 @@ def test_the_stand_in_refuses_a_secret_as_the_api_server_does(standin, kube, dat
     with pytest.raises(ClusterError) as named:
         kube.create_object(SECRET, {"metadata": {"name": "Bad_Name"}, "data": {}}, namespace="team")
     assert named.value.status == 422
+
+
+def test_the_profile_page_sets_and_deletes_a_credential_and_never_shows_its_value(world, client):
+    client.force_login(world["researcher"])
+    saved = client.post("/profile/credentials/", {"name": "wandb", "type": "GENERIC",
+                                                  "payload": f"api_key={VALUE}\nentity=team\n"})
+    assert saved.status_code == 302
+    page = client.get("/profile/").content.decode()
+    assert "wandb" in page and "api_key, entity" in page and VALUE not in page
+    refused = client.post("/profile/credentials/", {"name": "data", "type": "DATA", "payload": f"access_key={VALUE}"})
+    assert refused.status_code == 400 and VALUE not in refused.content.decode()
+    assert "data_credential.access_key_id: field is required" in refused.content.decode()
+    assert client.post("/profile/credentials/wandb/delete/").status_code == 302
+    assert not Credential.objects.exists()
+    assert client.post("/profile/credentials/wandb/delete/").status_code == 404
