@@ -1,8 +1,9 @@
 """gunicorn's settings for the web process (docs/operations/scaling.md): `gunicorn -c deploy/gunicorn.conf.py`.
 
-Workers are processes, each with threads (gthread): a request that waits on PostgreSQL or the API server holds
-a thread, not a process. Each worker pools at most OSMO_DB_POOL_MAX database connections, so keep that at the
-thread count: PostgreSQL then sees at most workers x threads connections from the web, whatever the load.
+Workers are processes, each with threads (gthread, with requests read before a thread takes them:
+osmo_site/web_worker.py): a request that waits on PostgreSQL or the API server holds a thread, not a process.
+Each worker pools at most OSMO_DB_POOL_MAX database connections, so keep that at the thread count: PostgreSQL
+then sees at most workers x threads connections from the web, whatever the load.
 """
 
 import os
@@ -10,7 +11,9 @@ import os
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 threads = int(os.environ.get("WEB_THREADS", os.environ.get("OSMO_DB_POOL_MAX", "4")))
-worker_class = "gthread"
+# gthread, with each request's head (and a body of up to WEB_BUFFER_BYTES) read on the worker's event loop before a
+# thread takes it, within WEB_HEADER_TIMEOUT (10) and WEB_BODY_TIMEOUT (30) seconds: a slow client holds no thread.
+worker_class = "osmo_site.web_worker.HeadFirstWorker"
 timeout = int(os.environ.get("WEB_TIMEOUT", "60"))  # a request running longer is killed and its worker restarted
 graceful_timeout = 30
 keepalive = 5

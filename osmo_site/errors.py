@@ -4,9 +4,14 @@ A URL that matches no route never reaches DRF, whose handler answers JSON for ev
 404 and 500 handlers below answer those when DEBUG is off. With DEBUG on, Django answers its HTML debug pages
 instead of calling the handlers (a 404's route list, a 500's traceback), and a plain Django view under /api/
 can answer an HTML 403 or an empty 405: `ApiErrorsMiddleware` turns every such HTML error under /api/ into
-the JSON one, whatever DEBUG says, so an API client (the OSMO CLI prints the body of an error) never gets a
-page."""
+the JSON one, whatever DEBUG says, so an API client never gets a page.
 
+OSMO's own client (it sends `x-osmo-client-version` on every call) reads a 4xx body's `message` and `error_code`
+and prints the whole body when they are missing; for it the middleware adds both to the JSON error (`message`
+the `detail`; `error_code` as OSMO's service answers: `USAGE` for a refused workflow submission, which the CLI
+prints as "Workflow submit failed:" and exits 1, `NOTFOUND` for a 404, `USER` for the rest)."""
+
+import json
 from http import HTTPStatus
 
 from django.http import JsonResponse
@@ -59,11 +64,40 @@ class ApiErrorsMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if (response.status_code < 400 or not _api(request) or getattr(response, "streaming", False)
-                or response.get("Content-Type", "").startswith("application/json")):
+        if response.status_code < 400 or not _api(request) or getattr(response, "streaming", False):
             return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return _osmo_shaped(request, response) if OSMO_CLIENT_HEADER in request.headers else response
         answer = JsonResponse({"detail": _detail(request, response)}, status=response.status_code)
         for header in ("Allow", "WWW-Authenticate", "Retry-After"):
             if header in response:
                 answer[header] = response[header]
-        return answer
+        return _osmo_shaped(request, answer) if OSMO_CLIENT_HEADER in request.headers else answer
+
+
+OSMO_CLIENT_HEADER = "x-osmo-client-version"
+
+
+def _osmo_code(request, status: int) -> str:
+    if status == 404:
+        return "NOTFOUND"
+    if status == 400 and request.method == "POST" and request.path_info.rstrip("/").endswith("/workflow"):
+        return "USAGE"
+    return "USER"
+
+
+def _osmo_shaped(request, response):
+    """The error with OSMO's `message` and `error_code` beside our `detail` (5xx: the CLI prints status and body)."""
+    if response.status_code >= 500:
+        return response
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return response
+    if not isinstance(body, dict) or "detail" not in body or "error_code" in body:
+        return response
+    body.update(message=str(body["detail"]), error_code=_osmo_code(request, response.status_code))
+    response.content = json.dumps(body).encode()
+    if response.has_header("Content-Length"):
+        response["Content-Length"] = str(len(response.content))
+    return response

@@ -356,6 +356,12 @@ OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 300)
 # A web door's follow asks again this often whether its reader may still read the log (a revoked or expired token,
 # a deactivated account, a lost role end it): the cluster's stream is reopened from the last line each time.
 OSMO_LOG_FOLLOW_RECHECK_SECONDS = env_int("OSMO_LOG_FOLLOW_RECHECK_SECONDS", 5)
+# Follows open at once (issue 42), each holding a web thread: at most OSMO_LOG_FOLLOWS_PER_PROCESS in one web process
+# (default half its threads, so the other half always serves the rest of the site) and OSMO_LOG_FOLLOWS_PER_USER of
+# one user across the site (counted in the database); beyond either, a 429 with Retry-After. 0 turns a limit off.
+OSMO_LOG_FOLLOWS_PER_PROCESS = env_int("OSMO_LOG_FOLLOWS_PER_PROCESS",
+                                       max(1, env_int("WEB_THREADS", OSMO_DB_POOL_MAX or 4) // 2))
+OSMO_LOG_FOLLOWS_PER_USER = env_int("OSMO_LOG_FOLLOWS_PER_USER", 2)
 OSMO_LOG_READ_BYTES = env_int("OSMO_LOG_READ_BYTES", 8 * 1024 * 1024)
 OSMO_LOG_TAIL_MAX = env_int("OSMO_LOG_TAIL_MAX", 100_000)
 OSMO_PRIORITY_CLASSES = dict(item.split("=", 1) for item in env_list("OSMO_PRIORITY_CLASSES", []) if "=" in item)
@@ -468,6 +474,7 @@ OSMO_MAX_TASKS_PER_WORKFLOW = env_int("OSMO_MAX_TASKS_PER_WORKFLOW", 100)
 # Ceilings on one OSMO workflow file, counted before any group is read (not raised by a project's limits).
 OSMO_MAX_WORKFLOW_TASKS = env_int("OSMO_MAX_WORKFLOW_TASKS", 1000)
 OSMO_MAX_TASKS_PER_GROUP = env_int("OSMO_MAX_TASKS_PER_GROUP", 512)
+OSMO_MAX_GROUP_FILE_BYTES = env_int("OSMO_MAX_GROUP_FILE_BYTES", 256 * 1024)
 OSMO_MAX_REPLICAS = env_int("OSMO_MAX_REPLICAS", 128)
 OSMO_MAX_ENV_ENTRIES = env_int("OSMO_MAX_ENV_ENTRIES", 100)
 OSMO_MAX_COMMAND_BYTES = env_int("OSMO_MAX_COMMAND_BYTES", 65536)

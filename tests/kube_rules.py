@@ -100,6 +100,20 @@ def qualified_name(value: str) -> list[str]:
     return errors
 
 
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL = re.compile(DNS1035_LABEL_FMT)
+
+
+def dns1035_label(value: str) -> list[str]:
+    """A Service's name (validation.IsDNS1035Label): a lowercase letter first."""
+    errors = [_max_len(63)] if len(value) > 63 else []
+    if not _DNS1035_LABEL.fullmatch(value):
+        errors.append(_regex_error("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                                   "start with an alphabetic character, and end with an alphanumeric character",
+                                   DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errors
+
+
 def label_value(value: str) -> list[str]:
     errors = [_max_len(63)] if len(value) > 63 else []
     if not _LABEL_VALUE.fullmatch(value):
@@ -111,9 +125,9 @@ def label_value(value: str) -> list[str]:
 
 # Field errors, as k8s.io/apimachinery/pkg/util/validation/field reports them.
 
-_TYPE_WORDS = {"Invalid": "Invalid value", "TypeInvalid": "Invalid value", "Required": "Required value",
-               "NotSupported": "Unsupported value", "Forbidden": "Forbidden", "TooLong": "Too long",
-               "TooMany": "Too many", "Duplicate": "Duplicate value", "NotFound": "Not found"}
+_TYPE_WORDS = {"NotFound": "Not found", "Invalid": "Invalid value", "TypeInvalid": "Invalid value",
+               "Required": "Required value", "NotSupported": "Unsupported value", "Forbidden": "Forbidden",
+               "TooLong": "Too long", "TooMany": "Too many", "Duplicate": "Duplicate value"}
 _OMITTED = object()
 
 
@@ -257,8 +271,10 @@ def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[F
 # Built-in kinds
 
 NAME_RULES = {"Namespace": dns1123_label, "Node": dns1123_subdomain, "Pod": dns1123_subdomain,
-              "Job": dns1123_subdomain, "Event": dns1123_subdomain, "Secret": dns1123_subdomain}
-NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True, "Secret": True}
+              "Job": dns1123_subdomain, "Event": dns1123_subdomain, "Service": dns1035_label,
+              "ConfigMap": dns1123_subdomain, "Secret": dns1123_subdomain}
+NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True, "Service": True,
+              "ConfigMap": True, "Secret": True}
 
 
 def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
@@ -268,44 +284,139 @@ def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
         errors += _job_spec(obj)
     elif kind == "Pod":
         errors += _pod_spec(obj.get("spec"), "spec", restart=("Always", "OnFailure", "Never"))
+    elif kind == "Service":
+        errors += _service_spec(obj.get("spec"))
+    elif kind == "ConfigMap":
+        errors += _config_map(obj)
     elif kind == "Secret":
         errors += _secret(obj)
     return errors
 
 
-# A Secret (core validation's ValidateSecret and IsConfigMapKey): data keys, their base64 values, the total size.
-SECRET_KEY_FMT = r"[-._a-zA-Z0-9]+"
-_SECRET_KEY = re.compile(SECRET_KEY_FMT)
-MAX_SECRET_SIZE = 1024 * 1024
+# Service (core validation's ValidateService, the parts a ClusterIP or headless Service meets)
+
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+_IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
 
 
-def config_map_key(value: str) -> list[str]:
+def _port_number(value: Any, where: str) -> list[FieldError]:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        return [invalid(where, value, "must be between 1 and 65535, inclusive")]
+    return []
+
+
+def _service_spec(spec: Any) -> list[FieldError]:
+    if not isinstance(spec, dict):
+        return [required("spec")]
     errors = []
-    if len(value) > 253:
-        errors.append(_max_len(253))
-    if not _SECRET_KEY.fullmatch(value):
-        errors.append(_regex_error("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-                                   SECRET_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
-    if value in (".", "..") or value.startswith(".."):
-        errors.append("must not be '.' or '..'" if value in (".", "..") else "must not start with '..'")
+    kind = spec.get("type", "ClusterIP")
+    if kind not in SERVICE_TYPES:
+        supported = ", ".join(f'"{value}"' for value in SERVICE_TYPES)
+        errors.append(FieldError("NotSupported", "spec.type", kind, f"supported values: {supported}"))
+    headless = spec.get("clusterIP") == "None"
+    if headless and kind != "ClusterIP":
+        errors.append(invalid("spec.clusterIPs[0]", "None", f"may not be set to 'None' for {kind} services"))
+    ips = spec.get("clusterIPs")
+    if ips is not None and spec.get("clusterIP") is not None and (not ips or ips[0] != spec["clusterIP"]):
+        errors.append(invalid("spec.clusterIPs", ips, "must be empty or the first value must match spec.clusterIP"))
+    ports = spec.get("ports") or []
+    if not ports and not headless and kind != "ExternalName":
+        errors.append(required("spec.ports"))
+    names, pairs = set(), set()
+    for index, port in enumerate(ports):
+        where = f"spec.ports[{index}]"
+        if not isinstance(port, dict):
+            errors.append(invalid(where, port, "must be an object"))
+            continue
+        name = port.get("name") or ""
+        if len(ports) > 1 and not name:
+            errors.append(required(f"{where}.name"))
+        elif name:
+            errors += [invalid(f"{where}.name", name, message) for message in dns1123_label(name)]
+            if name in names:
+                errors.append(FieldError("Duplicate", f"{where}.name", name))
+            names.add(name)
+        errors += _port_number(port.get("port"), f"{where}.port")
+        protocol = port.get("protocol", "TCP")
+        if protocol not in PROTOCOLS:
+            errors.append(FieldError("NotSupported", f"{where}.protocol", protocol,
+                                     'supported values: "SCTP", "TCP", "UDP"'))
+        if (port.get("port"), protocol) in pairs:
+            errors.append(FieldError("Duplicate", where, {"port": port.get("port"), "protocol": protocol}))
+        pairs.add((port.get("port"), protocol))
+        target = port.get("targetPort")
+        if isinstance(target, str):
+            if not _IANA_SVC_NAME.fullmatch(target) or "--" in target or not re.search("[a-z]", target):
+                errors.append(invalid(f"{where}.targetPort", target, "must contain only lowercase alphanumerics "
+                                                                     "and '-', at most 15 characters and a letter"))
+        elif target is not None:
+            errors += _port_number(target, f"{where}.targetPort")
+    selector = spec.get("selector")
+    if selector is not None:
+        errors += validate_labels(selector, "spec.selector")
+    affinity = spec.get("sessionAffinity", "None")
+    if affinity not in ("None", "ClientIP"):
+        errors.append(FieldError("NotSupported", "spec.sessionAffinity", affinity,
+                                 'supported values: "ClientIP", "None"'))
+    if not isinstance(spec.get("publishNotReadyAddresses", False), bool):
+        errors.append(invalid("spec.publishNotReadyAddresses", spec["publishNotReadyAddresses"], "must be a boolean"))
     return errors
 
 
+# ConfigMap (ValidateConfigMap): keys as a Secret's, at most 1 MiB of data in all
+
+CONFIG_MAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CONFIG_MAP_BYTES = 1024 * 1024
+
+
+def _config_map(obj: dict[str, Any]) -> list[FieldError]:
+    errors, size = [], 0
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    for part, values in (("data", data), ("binaryData", binary)):
+        for key, value in values.items():
+            where = f"{part}[{key}]"
+            if len(key) > 253:
+                errors.append(invalid(where, key, _max_len(253)))
+            if not CONFIG_MAP_KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
+                errors.append(invalid(where, key, "a valid config key must consist of alphanumeric characters, "
+                                                  "'-', '_' or '.'"))
+            if part == "binaryData" and key in data:
+                errors.append(invalid(where, key, "duplicate of key present in data"))
+            size += len(value.encode() if isinstance(value, str) else value or b"")
+    if size > MAX_CONFIG_MAP_BYTES:
+        errors.append(FieldError("TooLong", "", "", f"must have at most {MAX_CONFIG_MAP_BYTES} bytes"))
+    return errors
+
+
+# Secret (ValidateSecret): keys as a ConfigMap's, each value base64, at most 1 MiB decoded in all. A refusal names
+# the key, never a value.
+
+MAX_SECRET_BYTES = 1024 * 1024
+
+
 def _secret(obj: dict[str, Any]) -> list[FieldError]:
-    errors, total = [], 0
-    data = obj.get("data") or {}
-    if not isinstance(data, dict):
-        return [invalid("data", "", "must be a map of keys to base64 values")]
-    for key in {**data, **(obj.get("stringData") or {})}:
-        errors += [invalid(f"data[{key}]", key, message) for message in config_map_key(key)]
-    for key, value in data.items():
-        try:
-            total += len(base64.b64decode(value, validate=True))
-        except (ValueError, TypeError):  # the server cannot decode the body: the value is never echoed
-            errors.append(FieldError("Invalid", f"data[{key}]", detail="illegal base64 data"))
-    total += sum(len(str(v).encode()) for v in (obj.get("stringData") or {}).values())
-    if total > MAX_SECRET_SIZE:
-        errors.append(FieldError("TooLong", "data", detail=f"may not be more than {MAX_SECRET_SIZE} bytes"))
+    errors, size = [], 0
+    data, plain = obj.get("data") or {}, obj.get("stringData") or {}
+    if not isinstance(data, dict) or not isinstance(plain, dict):
+        return [invalid("data", "", "must be a map of keys to values")]
+    for part, values in (("data", data), ("stringData", plain)):
+        for key, value in values.items():
+            where = f"{part}[{key}]"
+            if len(key) > 253:
+                errors.append(invalid(where, key, _max_len(253)))
+            if not CONFIG_MAP_KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
+                errors.append(invalid(where, key, "a valid config key must consist of alphanumeric characters, "
+                                                  "'-', '_' or '.'"))
+            if part == "stringData":
+                size += len(str(value).encode())
+                continue
+            try:
+                size += len(base64.b64decode(value, validate=True))
+            except (ValueError, TypeError):  # the server cannot decode it; the value is never echoed
+                errors.append(FieldError("Invalid", where, detail="illegal base64 data"))
+    if size > MAX_SECRET_BYTES:
+        errors.append(FieldError("TooLong", "data", detail=f"may not be more than {MAX_SECRET_BYTES} bytes"))
     return errors
 
 
@@ -331,29 +442,21 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
     containers = spec.get("containers")
     if not containers:
         errors.append(required(f"{path}.containers"))
-    volumes = set()
-    for index, volume in enumerate(spec.get("volumes") or []):  # validateVolumes: names, one source each
-        name = volume.get("name") or ""
-        if not name:
-            errors.append(required(f"{path}.volumes[{index}].name"))
-        errors += [invalid(f"{path}.volumes[{index}].name", name, m) for m in dns1123_label(name)] if name else []
+    volumes: set[str] = set()
+    for index, volume in enumerate(spec.get("volumes") or []):
+        where, name = f"{path}.volumes[{index}]", volume.get("name") or ""
+        errors += [invalid(f"{where}.name", name, message) for message in dns1123_label(name)]
         if name in volumes:
-            errors.append(FieldError("Duplicate", f"{path}.volumes[{index}].name", name))
+            errors.append(FieldError("Duplicate", f"{where}.name", name))
         volumes.add(name)
-        if len(set(volume) - {"name"}) != 1:
-            errors.append(required(f"{path}.volumes[{index}]", "must specify exactly 1 volume type"))
-    seen = set()  # container names are unique across init and regular containers
+        mode = (volume.get("configMap") or {}).get("defaultMode")
+        if mode is not None and not (isinstance(mode, int) and 0 <= mode <= 0o777):
+            errors.append(invalid(f"{where}.configMap.defaultMode", mode,
+                                  "must be a number between 0 and 0777 (octal), both inclusive"))
     for group in ("initContainers", "containers"):
+        seen = set()
         for index, container in enumerate(spec.get(group) or []):
             where = f"{path}.{group}[{index}]"
-            errors += _mounts(container.get("volumeMounts") or [], volumes, f"{where}.volumeMounts")
-            policy = container.get("restartPolicy")
-            if policy is not None and group == "containers":
-                errors.append(FieldError("Forbidden", f"{where}.restartPolicy", detail="may not be set for "
-                                         "non-init containers"))
-            elif policy is not None and policy != "Always":  # a native sidecar (1.29+) is the only kind
-                errors.append(FieldError("NotSupported", f"{where}.restartPolicy", policy,
-                                         'supported values: "Always"'))
             name = container.get("name") or ""
             if not name:
                 errors.append(required(f"{where}.name"))
@@ -364,6 +467,14 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
                 seen.add(name)
             if not container.get("image"):
                 errors.append(required(f"{where}.image"))
+            policy = container.get("restartPolicy")
+            if policy is not None and group == "containers":
+                errors.append(FieldError("Forbidden", f"{where}.restartPolicy", detail="may not be set for "
+                                         "non-init containers"))
+            elif policy is not None and policy != "Always":  # a native sidecar (1.29+) is the only kind
+                errors.append(FieldError("NotSupported", f"{where}.restartPolicy", policy,
+                                         'supported values: "Always"'))
+            errors += _volume_mounts(container.get("volumeMounts") or [], volumes, f"{where}.volumeMounts")
     errors += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
     if node_affinity is not None:
@@ -371,20 +482,23 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
     return errors
 
 
-def _mounts(mounts: list, volumes: set[str], path: str) -> list[FieldError]:
-    """validateVolumeMounts: each names a volume of the pod, and no two share a mountPath."""
+def _volume_mounts(mounts: list[dict[str, Any]], volumes: set[str], path: str) -> list[FieldError]:
+    """ValidateVolumeMounts: a mount names a volume of the pod, its path is unique in the container, its subPath
+    relative and without '..'."""
     errors, paths = [], set()
     for index, mount in enumerate(mounts):
-        name, target = mount.get("name") or "", mount.get("mountPath") or ""
-        if not name:
-            errors.append(required(f"{path}[{index}].name"))
-        elif name not in volumes:
-            errors.append(FieldError("NotFound", f"{path}[{index}].name", name))
+        where = f"{path}[{index}]"
+        if mount.get("name") not in volumes:
+            errors.append(FieldError("NotFound", f"{where}.name", mount.get("name")))
+        target = mount.get("mountPath") or ""
         if not target:
-            errors.append(required(f"{path}[{index}].mountPath"))
+            errors.append(required(f"{where}.mountPath"))
         elif target in paths:
-            errors.append(invalid(f"{path}[{index}].mountPath", target, "must be unique"))
+            errors.append(invalid(f"{where}.mountPath", target, "must be unique"))
         paths.add(target)
+        sub = mount.get("subPath") or ""
+        if sub.startswith("/") or ".." in sub.split("/"):
+            errors.append(invalid(f"{where}.subPath", sub, "must be a relative path without '..'"))
     return errors
 
 
@@ -498,6 +612,18 @@ def _job_spec(job: dict[str, Any]) -> list[FieldError]:
     if mode is not None and mode not in ("NonIndexed", "Indexed"):
         errors.append(FieldError("NotSupported", "spec.completionMode", mode,
                                  'supported values: "NonIndexed", "Indexed"'))
+    success = spec.get("successPolicy")
+    if success is not None:
+        rules = success.get("rules") if isinstance(success, dict) else None
+        if mode != "Indexed":
+            errors.append(invalid("spec.successPolicy", success, "requires indexed completion mode"))
+        if not rules or len(rules) > 20:
+            errors.append(required("spec.successPolicy.rules") if not rules else
+                          FieldError("TooMany", "spec.successPolicy.rules", len(rules), "must have at most 20 items"))
+        for index, rule in enumerate(rules or []):
+            if not rule.get("succeededIndexes") and rule.get("succeededCount") is None:
+                errors.append(required(f"spec.successPolicy.rules[{index}]",
+                                       "at least one of succeededCount or succeededIndexes must be specified"))
     completions = spec.get("completions")
     if mode == "Indexed":
         if completions is None:

@@ -77,6 +77,10 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 _ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
+_CORE_KINDS = {"services": "Service", "configmaps": "ConfigMap", "secrets": "Secret"}
+_NAMESPACED_BUILT_IN = ("pods", "jobs", "events", *_CORE_KINDS)
+
+
 def _dumps(obj: Any) -> bytes:
     return _ENCODER.encode(obj).encode()
 
@@ -209,7 +213,9 @@ class KubeStandin:
                              "jobs": _Collection("Job", "JobList", "batch/v1"),
                              "namespaces": _Collection("Namespace", "NamespaceList"),
                              "events": _Collection("Event", "EventList"),
-                             "secrets": _Collection("Secret", "SecretList", "v1")}
+                             "services": _Collection("Service", "ServiceList"),
+                             "configmaps": _Collection("ConfigMap", "ConfigMapList"),
+                             "secrets": _Collection("Secret", "SecretList")}
 
         # kube-system's uid names the cluster (`backend add`); served on GET only, out of the stored namespaces.
         self.kube_system_uid = str(uuid.uuid4())
@@ -472,11 +478,15 @@ class KubeStandin:
     def pod_count(self) -> int:
         return len(self._collections["pods"].objects)
 
+    def core_objects(self, plural: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The stored Services, ConfigMaps or Secrets (`plural`: "services", "configmaps", "secrets"), of one
+        namespace if given."""
+        with self._cond:
+            found = [json.loads(data) for data in self._collections[plural].objects.values()]
+        return [obj for obj in found if namespace is None or obj["metadata"].get("namespace") == namespace]
+
     def job(self, name: str, *, namespace: str = "default") -> dict[str, Any]:
         return json.loads(self._collections["jobs"].objects[f"{namespace}/{name}"])
-
-    def secrets(self) -> list[dict[str, Any]]:
-        return [json.loads(data) for data in self._collections["secrets"].snapshot()]
 
     def jobs(self) -> list[dict[str, Any]]:
         return [json.loads(data) for data in self._collections["jobs"].snapshot()]
@@ -734,14 +744,14 @@ class KubeStandin:
     @staticmethod
     def _key(collection: str, obj: dict[str, Any]) -> str:
         metadata = obj["metadata"]
-        if collection in ("pods", "jobs", "events"):
+        if collection in _NAMESPACED_BUILT_IN:
             return f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
         return metadata["name"]
 
     def _prepare(self, collection: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # Copy the top level and metadata only: the caller's nested dicts are read, never written.
         metadata = dict(obj.get("metadata") or {})
-        if collection in ("pods", "jobs", "events"):
+        if collection in _NAMESPACED_BUILT_IN:
             metadata.setdefault("namespace", "default")
         if "uid" not in metadata:
             metadata["uid"] = str(uuid.uuid4())
@@ -750,6 +760,16 @@ class KubeStandin:
         prepared = {**obj, "metadata": metadata}
         _check_metadata(collection, prepared)
         return self._key(collection, prepared), prepared
+
+    def _collect_owned(self, namespace: str, uid: str) -> None:
+        """Delete the Services and ConfigMaps of `namespace` that `uid` owns. Call with the lock held."""
+        for plural in _CORE_KINDS:
+            collection = self._collections[plural]
+            for key, data in list(collection.objects.items()):
+                obj = json.loads(data)
+                owners = obj["metadata"].get("ownerReferences") or []
+                if obj["metadata"].get("namespace") == namespace and any(o.get("uid") == uid for o in owners):
+                    self._record(collection, b"DELETED", key, obj)
 
     def _record(self, collection: _Collection, kind: bytes, key: str, obj: dict[str, Any]) -> bytes:
         """Bumps the resourceVersion, stores `obj` under it and appends the event. Call with the lock held."""
@@ -986,8 +1006,8 @@ class _Handler(BaseHTTPRequestHandler):
         if segments[:3] == ["api", "v1", "namespaces"] and len(segments) == 6 and segments[4] == "pods":
             self._get_pod(method, segments[3], segments[5])
             return
-        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (5, 6) and segments[4] == "secrets":
-            self._secret(method, segments[3], segments[5] if len(segments) == 6 else None, body)
+        if segments[:3] == ["api", "v1", "namespaces"] and len(segments) in (5, 6) and segments[4] in _CORE_KINDS:
+            self._core_object(method, segments[4], segments[3], segments[5] if len(segments) == 6 else None, body)
             return
         if segments[:4] == ["apis", "batch", "v1", "namespaces"] and len(segments) in (6, 7) and segments[5] == "jobs":
             namespace = segments[4]
@@ -1149,64 +1169,6 @@ class _Handler(BaseHTTPRequestHandler):
             state._cond.notify_all()
         self._send_json(201, data)
 
-    def _secret(self, method: str, namespace: str, name: str | None, body: bytes) -> None:
-        """Secrets of a namespace: create (checked as kube-apiserver's ValidateSecret checks them), get, delete.
-        A refusal names the key, never a value."""
-        state = self.server_state
-        secrets = state._collections["secrets"]
-        details = {"name": name or "", "kind": "secrets"}
-        if name is None:
-            if method != "POST":
-                self._send_status(405, f"{method} is not supported here")
-                return
-            if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
-                self._send_status(404, f'namespaces "{namespace}" not found',
-                                  details={"name": namespace, "kind": "namespaces"})
-                return
-            try:
-                secret = json.loads(body)
-                name = secret["metadata"]["name"]
-            except (ValueError, KeyError, TypeError):
-                self._send_status(422, "Secret is invalid: metadata.name: Required value: name is required")
-                return
-            if secret["metadata"].get("namespace") not in (None, "", namespace):
-                self._send_status(400, "the namespace of the provided object does not match the namespace sent on "
-                                       "the request")
-                return
-            scoped = {**secret, "metadata": {**secret["metadata"], "namespace": namespace}}
-            if self._refused("Secret", "", name, kube_rules.validate_create("Secret", scoped)):
-                return
-            key = f"{namespace}/{name}"
-            with state._cond:
-                if key in secrets.objects:
-                    self._send_status(409, f'secrets "{name}" already exists', "AlreadyExists",
-                                      {"name": name, "kind": "secrets"})
-                    return
-                scoped["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now())
-                scoped.setdefault("apiVersion", "v1")
-                scoped.setdefault("kind", "Secret")
-                scoped.setdefault("type", "Opaque")
-                for plain, value in (scoped.pop("stringData", None) or {}).items():  # merged into data, as a server
-                    scoped.setdefault("data", {})[plain] = base64.b64encode(value.encode()).decode()
-                data = state._record(secrets, b"ADDED", key, scoped)
-                state._cond.notify_all()
-            self._send_json(201, data)
-            return
-        key = f"{namespace}/{name}"
-        with state._cond:
-            data = secrets.objects.get(key)
-            if data is None:
-                self._send_status(404, f'secrets "{name}" not found', details=details)
-            elif method == "GET":
-                self._send_json(200, data)
-            elif method == "DELETE":
-                state._record(secrets, b"DELETED", key, json.loads(data))
-                secrets.objects.pop(key, None)
-                state._cond.notify_all()
-                self._send_json(200, data)
-            else:
-                self._send_status(405, f"{method} is not supported here")
-
     def _create_job(self, method: str, namespace: str, body: bytes) -> None:
         state = self.server_state
         if method != "POST":
@@ -1266,12 +1228,70 @@ class _Handler(BaseHTTPRequestHandler):
                 state.job_deletions.append(JobDeletion(namespace, name, policy))
                 job = json.loads(data)
                 state._record(jobs, b"DELETED", key, job)
+                if policy != "Orphan":  # the garbage collector: what the Job owned goes with it
+                    state._collect_owned(namespace, job["metadata"]["uid"])
                 state._cond.notify_all()
                 payload = _dumps({**status_body(200, "", ""), "details": {**details, "uid": job["metadata"]["uid"]}})
             else:
                 self._send_status(405, f"{method} is not supported here")
                 return
         self._send_json(200, payload)
+
+    # Services and ConfigMaps: created, read and deleted, checked as kube-apiserver checks them
+
+    def _core_object(self, method: str, plural: str, namespace: str, name: str | None, body: bytes) -> None:
+        state = self.server_state
+        kind = _CORE_KINDS[plural]
+        collection = state._collections[plural]
+        if name is None:
+            if method != "POST":
+                self._send_status(405, f"{method} is not supported here")
+                return
+            try:
+                obj = json.loads(body)
+                name = obj["metadata"]["name"]
+            except (ValueError, KeyError, TypeError):
+                self._send_status(422, f"{kind} is invalid: metadata.name: Required value: name is required")
+                return
+            if obj.get("apiVersion") != "v1" or obj.get("kind") != kind:
+                self._send_status(400, f"the API version in the data ({obj.get('apiVersion')}) or its kind "
+                                       f"({obj.get('kind')}) does not match the expected v1 {kind}")
+                return
+            if obj["metadata"].get("namespace") not in (None, "", namespace):
+                self._send_status(400, "the namespace of the provided object does not match the namespace sent "
+                                       "on the request")
+                return
+            if state.strict_namespaces and namespace not in state._collections["namespaces"].objects:
+                self._send_status(404, f'namespaces "{namespace}" not found',
+                                  details={"name": namespace, "kind": "namespaces"})
+                return
+            obj["metadata"]["namespace"] = namespace
+            if self._refused(kind, "", name, kube_rules.validate_create(kind, obj)):
+                return
+            key = f"{namespace}/{name}"
+            with state._cond:
+                if key in collection.objects:
+                    self._send_status(409, f'{plural} "{name}" already exists', "AlreadyExists",
+                                      {"name": name, "kind": plural})
+                    return
+                obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now())
+                data = state._record(collection, b"ADDED", key, obj)
+                state._cond.notify_all()
+            self._send_json(201, data)
+            return
+        key = f"{namespace}/{name}"
+        with state._cond:
+            data = collection.objects.get(key)
+            if data is None:
+                self._send_status(404, f'{plural} "{name}" not found', details={"name": name, "kind": plural})
+                return
+            if method == "DELETE":
+                data = state._record(collection, b"DELETED", key, json.loads(data))
+                state._cond.notify_all()
+            elif method != "GET":
+                self._send_status(405, f"{method} is not supported here")
+                return
+        self._send_json(200, data)
 
     # Custom resources
 

@@ -97,7 +97,7 @@ def test_two_backends_splitting_one_cluster_each_keep_their_own_objects_and_a_se
         standin, kube, world, tmp_path):
     path = standin.kubeconfig(tmp_path / "kubeconfig")
     add("first", "--kubeconfig", path, "--scheduler", "kai")
-    add("second", "--kubeconfig", path, "--scheduler", "kai", "--same-cluster-as", "first")
+    add("second", "--kubeconfig", path, "--scheduler", "kueue", "--same-cluster-as", "first")
     first, second = Backend.objects.get(name="first"), Backend.objects.get(name="second")
     Pool.objects.filter(name="training").update(backend=first)
     Pool.objects.filter(name=SHARED).update(backend=second)
@@ -158,3 +158,24 @@ def test_a_second_kueue_backend_on_one_cluster_is_refused_naming_the_first_at_ev
     assert "Backend first already runs Kueue on this cluster" in page
     assert Backend.objects.get(name="third").scheduler == "default"
     add("first", "--kubeconfig", path, "--scheduler", "kueue")  # the first one, updated: itself is no second
+
+
+def test_a_second_kai_backend_on_one_cluster_is_refused_naming_the_first(standin, tmp_path, defaults):
+    """Issue 39, point 2: one backend per engine and cluster. KAI's Queue names would not collide, but the
+    cluster's one kai-scheduler divides all its GPUs among both backends' top-level Queues."""
+    path = standin.kubeconfig(tmp_path / "kubeconfig")
+    add("first", "--kubeconfig", path, "--scheduler", "kai")
+    add("plain", "--kubeconfig", path, "--same-cluster-as", "first")  # the default scheduler may share it
+
+    with pytest.raises(CommandError) as refused:
+        add("second", "--kubeconfig", path, "--scheduler", "kai", "--same-cluster-as", "first")
+    with pytest.raises(CommandError, match=r"^backend plain: Backend first already runs KAI on this cluster"):
+        add("plain", "--kubeconfig", path, "--scheduler", "kai")
+
+    assert str(refused.value) == (
+        "backend second: Backend first already runs KAI on this cluster; the cluster's one kai-scheduler would "
+        "divide all its GPUs between the Queues of both backends, so neither backend's quotas would hold. Put this "
+        "backend's pools on backend first, or choose another scheduler for this one.")
+    assert not Backend.objects.filter(name="second").exists()
+    assert Backend.objects.get(name="plain").scheduler == "default"
+    add("first", "--kubeconfig", path, "--scheduler", "kai")  # the first one, updated: itself is no second

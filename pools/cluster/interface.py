@@ -38,8 +38,8 @@ class Unavailable(ClusterError):
 
 @dataclass(frozen=True)
 class ObjectKind:
-    """A resource the cluster serves from a CRD (KAI's and Kueue's kinds), or a core one (group ""; a Secret):
-    enough to build its REST paths."""
+    """A resource the cluster serves from a CRD (KAI's and Kueue's kinds), or a core one (group ""): enough to
+    build its REST paths."""
 
     group: str
     version: str
@@ -49,7 +49,7 @@ class ObjectKind:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version  # the core group: "v1"
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     def scope(self, namespace: str | None, *, listing: bool = False) -> str | None:
         """`namespace` checked against the kind's scope: one object of a namespaced kind needs one (a list may

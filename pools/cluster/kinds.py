@@ -1,5 +1,4 @@
-"""The custom resources of the KAI scheduler and of Kueue that the pools configure and read back, and the core
-Secret of an attempt's credentials.
+"""The custom resources of the KAI scheduler and of Kueue that the pools configure and read back.
 
 Versions are the ones those projects serve today (KAI v2 Queues and v2alpha2 PodGroups, Kueue v1beta2); moving
 to a newer one is a change here only.
@@ -17,8 +16,11 @@ KUEUE_COHORT = ObjectKind("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort")
 KUEUE_LOCAL_QUEUE = ObjectKind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", namespaced=True)
 KUEUE_WORKLOAD = ObjectKind("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 
-# A core kind: the Secret holding what an attempt's pods are given of their user's credentials and of their pool's
-# data store (scheduling.run.task_data), owned by the attempt's Job.
+# Core kinds our workloads write next to their Jobs (owned by them): a gang's headless Service, a task's files.
+SERVICE = ObjectKind("", "v1", "services", "Service", namespaced=True)
+CONFIG_MAP = ObjectKind("", "v1", "configmaps", "ConfigMap", namespaced=True)
+# The Secret holding what an attempt's pods are given of their user's credentials and of their pool's data store
+# (scheduling.run.task_data), owned by the attempt's Job.
 SECRET = ObjectKind("", "v1", "secrets", "Secret", namespaced=True)
 
 ALL_KINDS = (KAI_QUEUE, KAI_TOPOLOGY, KAI_PODGROUP, KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_COHORT,

@@ -458,7 +458,7 @@ def _object_path(kind: ObjectKind, namespace: str | None, name: str) -> str:
 
 
 def _plural(kind: ObjectKind, namespace: str | None) -> str:
-    return (f"{kind.plural}.{kind.group}" if kind.group else kind.plural) + (f" in {namespace}" if namespace else "")
+    return f"{kind.plural}.{kind.group}".rstrip(".") + (f" in {namespace}" if namespace else "")
 
 
 def _one(kind: ObjectKind, namespace: str | None, name: str) -> str:

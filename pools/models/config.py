@@ -125,19 +125,28 @@ class Backend(models.Model):
         return [other for other in others if other in members]
 
     def clean_engine(self) -> None:
-        """One Kueue backend per cluster: Kueue's Cohorts, ClusterQueues and LocalQueues are one per department and
-        project, cluster-wide, so a second Kueue backend would find every one of them taken by the first (refused
-        on each reconcile). KAI's Queues and Topologies are per pool, so KAI backends with their own pools share a
-        cluster cleanly."""
-        if self.scheduler != self.Scheduler.KUEUE:
+        """One backend per engine and cluster. Kueue's Cohorts, ClusterQueues and LocalQueues are one per department
+        and project, cluster-wide, so a second Kueue backend would find every one of them taken by the first
+        (refused on each reconcile). KAI's Queue names are per pool and would not collide, but the cluster has one
+        kai-scheduler, which divides the whole cluster among the top-level Queues of both trees: each backend's
+        quotas would then be shares of GPUs the other backend also counts as its own. So a second backend of an
+        engine kind on a cluster is refused as it is configured, naming the first (a default-scheduler backend, or
+        one of the other engine, may share the cluster)."""
+        if self.scheduler not in (self.Scheduler.KUEUE, self.Scheduler.KAI):
             return
-        first = next((other for other in self.cluster_partners() if other.scheduler == self.Scheduler.KUEUE), None)
-        if first is not None:
-            raise ValidationError({"scheduler": (
-                f"Backend {first.name} already runs Kueue on this cluster; a second Kueue backend would write the "
-                "same Cohorts, ClusterQueues and LocalQueues (one per department and project, cluster-wide) and "
-                f"find them taken. Put this backend's pools on backend {first.name}, or choose another scheduler "
-                "for this one.")})
+        first = next((other for other in self.cluster_partners() if other.scheduler == self.scheduler), None)
+        if first is None:
+            return
+        if self.scheduler == self.Scheduler.KUEUE:
+            why = ("a second Kueue backend would write the same Cohorts, ClusterQueues and LocalQueues (one per "
+                   "department and project, cluster-wide) and find them taken")
+        else:
+            why = ("the cluster's one kai-scheduler would divide all its GPUs between the Queues of both backends, "
+                   "so neither backend's quotas would hold")
+        engine = "KAI" if self.scheduler == self.Scheduler.KAI else "Kueue"
+        raise ValidationError({"scheduler": (
+            f"Backend {first.name} already runs {engine} on this cluster; {why}. Put this backend's pools on "
+            f"backend {first.name}, or choose another scheduler for this one.")})
 
 
 class Pool(models.Model):

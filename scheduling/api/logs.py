@@ -24,7 +24,7 @@ from scheduling.api.osmo import task_names
 from scheduling.listing import bodies
 from scheduling.listing.log_params import REFUSED, LogParams, log_params
 from scheduling.models import Workflow, Workload
-from scheduling.run import logs
+from scheduling.run import follow_limits, logs
 from scheduling.submit import workflows
 
 PARAMETERS = [
@@ -97,14 +97,23 @@ def log_response(workload: Workload, params: LogParams, request=None):
         source = logs.choose(workload, attempt=params.attempt, replica=params.replica, container=params.container)
         if params.follow and not params.json and not params.previous:
             allowed = still_allowed(request, workload) if request is not None else None
-            body = logs.follow(source, tail=params.tail, since=params.since, allowed=allowed)
-            response = StreamingHttpResponse(body, content_type="text/plain; charset=utf-8")
+            give_back = follow_limits.take(request.user) if request is not None else lambda: None
+            try:
+                body = logs.follow(source, tail=params.tail, since=params.since, allowed=allowed)
+            except BaseException:
+                give_back()
+                raise
+            response = StreamingHttpResponse(follow_limits.Held(body, give_back),
+                                             content_type="text/plain; charset=utf-8")
             response["X-Accel-Buffering"] = "no"  # a proxy must pass each line on as it comes
             _headers(response, source, params)
             return response
         found = logs.read(source, tail=params.tail, previous=params.previous, since=params.since)
     except logs.LogUnavailable as exc:
         return Response({"detail": exc.message, "field": exc.field}, status=exc.status)
+    except follow_limits.TooManyFollows as exc:
+        return Response({"detail": exc.message, "field": "follow", "limit": exc.limit}, status=429,
+                        headers={"Retry-After": str(exc.retry_after)})
     if params.json:
         place = found.source.replica
         response = Response({"workload": str(workload.pk), "source": found.source.kind, **place.as_dict(),

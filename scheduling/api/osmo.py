@@ -95,7 +95,7 @@ class SubmitWorkflowView(APIView):
             is_true(request.query_params.get("validation_only", ""))
         project = request.query_params.get("project") or None
         workflow = workflow_requests(text, pool=pool, priority=priority.value, set_variables=variables,
-                                     project=project, ceilings=limits.workflow_ceilings())
+                                     project=project, ceilings=limits.workflow_ceilings(), dry_run=dry_run)
         access = access_for(request)
         try:
             evaluated = submission.evaluate_workflow(access, workflow)

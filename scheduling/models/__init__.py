@@ -4,7 +4,7 @@ admission state, submission counts), `credentials` (users' stored credentials an
 `utilization` (GPU utilization from DCGM) and `usage` (usage intervals and their hourly rollups)."""
 
 from .credentials import Credential, DataStore
-from .logs import LogArchive
+from .logs import FollowLease, LogArchive
 from .notifications import Channel, Notification, NotificationPreference, Transition
 from .usage import (
     CapacityInterval,
@@ -46,6 +46,7 @@ __all__ = [
     "Credential",
     "DataStore",
     "EndReason",
+    "FollowLease",
     "Grain",
     "LogArchive",
     "Notification",

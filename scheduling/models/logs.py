@@ -5,6 +5,7 @@ The row is the durable fact, written when the attempt ends (`scheduling.run.atte
 a Celery task fills it from the cluster on commit (`scheduling.run.log_archive`), and the lifecycle sweep sends it
 again for rows left PENDING. Filling is idempotent: only PENDING rows are read, each under its row lock."""
 
+from django.conf import settings
 from django.db import models
 
 from pools.models import Backend
@@ -46,3 +47,19 @@ class LogArchive(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id} attempt {self.attempt} replica {self.replica} ({self.state})"
+
+
+class FollowLease(models.Model):
+    """One log follow open somewhere on the site, so that every web process counts a user's follows alike
+    (OSMO_LOG_FOLLOWS_PER_USER; `scheduling.run.follow_limits`). Deleted when the follow ends; one whose process
+    died holding it no longer counts once `expires_at` (the end of its window) has passed."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    started_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} until {self.expires_at:%Y-%m-%d %H:%M:%S}"

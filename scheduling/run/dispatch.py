@@ -20,7 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
-from pools.cluster.kinds import KAI_PODGROUP
+from pools.cluster.interface import ObjectKind
+from pools.cluster.kinds import CONFIG_MAP, KAI_PODGROUP, SECRET, SERVICE
 from pools.cluster.retries import Retries
 from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
@@ -28,7 +29,18 @@ from pools.models import Backend
 from pools.schedulers import kai, kueue
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.run import attempts, task_data
-from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, Attempt, Engine, job_manifest, owned_by, podgroup_manifest
+from scheduling.specs.jobs import (
+    MANAGED,
+    MANAGED_VALUE,
+    Attempt,
+    Engine,
+    files_manifest,
+    has_peers,
+    job_manifest,
+    owned_by,
+    podgroup_manifest,
+    service_manifest,
+)
 
 
 def _seconds(timeout: str) -> int | None:
@@ -58,7 +70,9 @@ def attempt_of(workload: Workload) -> Attempt:
                    workload.pool.name, workload.platform, workload.priority, workload.replicas, template,
                    _seconds(workload.exec_timeout), engine,
                    nodes=tuple(sorted(workload.placement or {})) if engine is None else (),
-                   backend=workload.pool.backend.name)
+                   backend=workload.pool.backend.name, workflow=workload.workflow,
+                   tasks=tuple((workload.request or {}).get("tasks") or ()),
+                   files=tuple((workload.request or {}).get("files") or ()))
 
 
 def retries_for(cluster: Cluster) -> Retries:
@@ -66,16 +80,17 @@ def retries_for(cluster: Cluster) -> Retries:
     return Retries(unreachable_at=lambda: getattr(cluster, "unreachable_at", None))
 
 
-def _podgroup(cluster: Cluster, attempt: Attempt, job: dict, prefix: str, retries: Retries) -> str:
-    """KAI's gang for the Job (created after it, owned by it); "" when it is there, else why it is not ours."""
-    body = podgroup_manifest(attempt, job, prefix=prefix)
+def _owned_object(cluster: Cluster, kind: ObjectKind, body: dict, attempt: Attempt, prefix: str,
+                  retries: Retries) -> str:
+    """An object the Job owns (KAI's PodGroup, a gang's headless Service), created after it; "" when it is there,
+    else why it is not ours."""
     try:
-        retries.call(lambda: cluster.create_object(KAI_PODGROUP, body, namespace=attempt.namespace))
+        retries.call(lambda: cluster.create_object(kind, body, namespace=attempt.namespace))
     except Conflict:
-        existing = retries.call(lambda: cluster.get_object(KAI_PODGROUP, body["metadata"]["name"],
+        existing = retries.call(lambda: cluster.get_object(kind, body["metadata"]["name"],
                                                            namespace=attempt.namespace))
         if not owned_by(existing, attempt.workload_id, prefix):
-            return f"A PodGroup {attempt.namespace}/{body['metadata']['name']} exists and is not this workload's."
+            return f"A {kind.kind} {attempt.namespace}/{body['metadata']['name']} exists and is not this workload's."
     return ""
 
 
@@ -134,18 +149,25 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
                             f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
                             + (f" {retries.summary()}" if retries.retried else ""), now=now)
             return "failed"
-        not_ours = task_data.write_secret(cluster, retries, workload, namespace, job, pod)
-        if not_ours:  # its pods would read somebody else's Secret: take the Job back, then fail
-            cluster.delete_job(namespace, name)
-            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "SECRET_NOT_OURS", not_ours, now=now)
-            return "failed"
+        # Cluster errors propagate: the next try finds them all.
+        owned = [(SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS")] \
+            if has_peers(attempt) else []
+        if attempt.files:
+            owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
+        secret = task_data.secret_body(workload, namespace, job, pod)
+        if secret is not None:  # before the pods need it: they wait for it, they never read another's
+            owned.append((SECRET, secret, "SECRET_NOT_OURS"))
         if attempt.engine is not None and attempt.engine.kind == "kai":
-            # Cluster errors propagate: the next try finds both.
-            not_ours = _podgroup(cluster, attempt, job, prefix, retries)
-            if not_ours:  # our Job would join somebody else's gang: take it back, then fail
+            owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
+        for kind, body, code in owned:
+            not_ours = _owned_object(cluster, kind, body, attempt, prefix, retries)
+            if not_ours:  # our Job would join somebody else's gang or name: take it back, then fail
                 cluster.delete_job(namespace, name)
-                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "PODGROUP_NOT_OURS", not_ours, now=now)
+                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, code, not_ours, now=now)
                 return "failed"
+        if owned and owned[0][0] is SERVICE:
+            message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
+        if attempt.engine is not None and attempt.engine.kind == "kai":
             message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
         elif attempt.engine is not None:
             message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."

@@ -11,14 +11,11 @@ from dataclasses import replace
 from django.conf import settings
 from django.db.models import Q
 
-from pools.cluster import Cluster, Conflict
-from pools.cluster.kinds import SECRET
-from pools.cluster.retries import Retries
 from pools.engine import kube_names
 from scheduling.models import Credential, DataStore, Workload
 from scheduling.specs import data
 from scheduling.specs import task_data as pure
-from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, USER_CONTAINER, owned_by
+from scheduling.specs.jobs import MANAGED, MANAGED_VALUE, USER_CONTAINER
 from scheduling.specs.requests import WorkloadRequest
 
 
@@ -65,25 +62,16 @@ def pod_data(workload: Workload, secret: str) -> pure.PodData:
 
 
 def prepare(workload: Workload, manifest: dict) -> pure.PodData:
-    """Adds the task's data to the Job manifest (in place); the Secret it names is written by `write_secret` once the
-    Job exists."""
+    """Adds the task's data to the Job manifest (in place); the Secret it names is created by dispatch once the Job
+    exists (`secret_body`)."""
     pod = pod_data(workload, f"{manifest['metadata']['name']}-data")
     pure.apply(manifest["spec"]["template"]["spec"], pod, settings.OSMO_DATA_COPY_IMAGE, USER_CONTAINER)
     return pod
 
 
-def write_secret(cluster: Cluster, retries: Retries, workload: Workload, namespace: str, job: dict,
-                 pod: pure.PodData) -> str:
-    """The attempt's Secret, owned by its Job; "" when written (or an earlier try's is there), else why not."""
+def secret_body(workload: Workload, namespace: str, job: dict, pod: pure.PodData) -> dict | None:
+    """The attempt's Secret, owned by its Job (dispatch creates it, or accepts an earlier try's), or None."""
     if pod.empty or not pod.secret_data:
-        return ""
-    prefix = settings.OSMO_LABEL_PREFIX
-    labels = kube_names.labelled(prefix, {MANAGED: MANAGED_VALUE, "workload": str(workload.pk)})[0]
-    body = pure.secret_manifest(pod.secret, namespace, labels, pod.secret_data, owner=job)
-    try:
-        retries.call(lambda: cluster.create_object(SECRET, body, namespace=namespace))
-    except Conflict:
-        existing = retries.call(lambda: cluster.get_object(SECRET, pod.secret, namespace=namespace))
-        if not owned_by(existing, str(workload.pk), prefix):
-            return f"A Secret {namespace}/{pod.secret} exists and is not this workload's."
-    return ""
+        return None
+    labels = kube_names.labelled(settings.OSMO_LABEL_PREFIX, {MANAGED: MANAGED_VALUE, "workload": str(workload.pk)})[0]
+    return pure.secret_manifest(pod.secret, namespace, labels, pod.secret_data, owner=job)

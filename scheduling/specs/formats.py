@@ -12,21 +12,27 @@ import jinja2
 
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
-from scheduling.specs import data
+from scheduling.specs import data, osmo_groups, osmo_tokens
 from scheduling.specs.requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
 _TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_from_secret", "exitActions", "privileged",
-              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "inputs", "outputs",
-              "credentials"}
-# Task fields OSMO runs and we do not: files, checkpoints.
-_NOT_RUN = {"files": "files written into the task", "checkpoint": "checkpointing"}
+              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "files",
+              "inputs", "outputs", "credentials"}
+# Task fields OSMO runs and we do not: checkpoints, a task's own resources or backend.
+_NOT_RUN = {"checkpoint": "checkpointing", "resources": "a task's own resources", "backend": "a task's backend"}
+# What to do instead of an OSMO feature we do not run (docs/api/compatibility.md, "Workflow fields").
+_INSTEAD = {
+    "checkpoint": "save checkpoints under {{output}} from your command and copy them out in it; the task's "
+                  "periodic upload by OSMO does not run here",
+    "resources": "write the amounts under workflow.resources and name them with the task's resource: field",
+    "backend": "choose the pool (the URL's) whose backend should run it; a pool's backend is its configuration's",
+}
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
-# The fields each replica of a gang must share: a group runs as one indexed Job of identical replicas.
-_SAME_IN_GROUP = ("image", "command", "args", "environment", "env_from_secret", "resource", "exitActions",
-                  "privileged", "hostNetwork", "volumeMounts", "inputs", "outputs", "credentials")
+# A group's tasks share one pod spec's data steps and Secret (scheduling.specs.task_data): these must agree.
+_SAME_DATA = ("inputs", "outputs", "credentials")
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class Workflow:
     groups: list[GroupRequest]
     warnings: list[str] = field(default_factory=list)
     rendered: str = ""  # the file with its variables filled in: what a dry run shows and `spec` prints
-    tasks: dict[str, list[str]] = field(default_factory=dict)  # each group's task names, in order (its replicas)
+    tasks: dict[str, list[str]] = field(default_factory=dict)  # each group's task names by replica (lead first)
 
 
 def _yaml(text: str, what: str) -> Any:
@@ -107,6 +113,7 @@ class Ceilings:
 
     tasks: int = 1000
     tasks_per_group: int = 512
+    file_bytes: int = 256 * 1024  # a group's `files`, every task's together (OSMO_MAX_GROUP_FILE_BYTES)
 
 
 class CeilingExceeded(ConfigError):
@@ -174,13 +181,17 @@ def _defaults(text: str) -> dict[str, Any]:
 
 
 def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_variables: Iterable[str] = (),
-                      project: str | None = None, ceilings: Ceilings = Ceilings()) -> Workflow:
+                      project: str | None = None, ceilings: Ceilings = Ceilings(), dry_run: bool = False) -> Workflow:
     """An OSMO workflow file as one gang request per task group, each with `pools=[pool]` (OSMO takes the
     pool from the URL too) and the project `project` (`?project=`), else the file's `workflow.project`, else none
     (the submission fills in the caller's default project)."""
     chosen = priority_of(priority)
-    variables = {**_defaults(text), **_variables(set_variables)}
-    rendered = _render(text, variables)
+    set_variables = list(set_variables)
+    osmo_tokens.check_not_set([pair.partition("=")[0] for pair in set_variables], "set_variables")
+    given = _variables(set_variables)
+    variables = {**_defaults(text), **given}
+    protected, tokens = osmo_tokens.protect(text)  # OSMO's special tokens pass through the render as written
+    rendered = _render(protected, {**variables, **tokens})
     document = _yaml(rendered, "file")
     if not isinstance(document, dict) or "workflow" not in document:
         raise ConfigError("file: expected a workflow spec: {version: 2, workflow: {name, tasks or groups, ...}}",
@@ -219,19 +230,19 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
         groups.append((where, {"name": f"{task.get('name')}-group", "tasks": [task], "_single": True}))
     if not groups:
         raise ConfigError("workflow: no tasks or groups to run", field="workflow.tasks")
-    requests, tasks = [], {}
+    requests = []
     for where, group in groups:
-        tasks[str(group.get("name"))] = [str(task.get("name")) for task in group.get("tasks") or []
-                                         if isinstance(task, dict)]
         requests.append(GroupRequest(str(group.get("name")), _group_request(
-            name, group, where, resources, timeout, pool, chosen.value, variables, project)))
+            name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings, dry_run)))
+    tasks = {g.group: list(g.request.tasks) for g in requests}  # by replica: the lead first
     names = [g.group for g in requests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise ConfigError(f"workflow: two groups are named {duplicate}", field="workflow.groups")
+    if dry_run and "localpath:" in rendered:
+        warnings.append("files given by localpath are read as empty here: OSMO's CLI sends their contents when it "
+                        "submits.")
     return Workflow(name, _with_dependencies(requests, groups, tasks), warnings, rendered, tasks)
-
-
 def _with_dependencies(requests: list[GroupRequest], groups: list[tuple[str, dict]], tasks: dict[str, list[str]]
                        ) -> list[GroupRequest]:
     """Each group's task inputs with the group of the task they name (an unknown task, one of the same group or a
@@ -252,13 +263,15 @@ def _task_mapping(task: Any, where: str) -> dict:
     if isinstance(task, dict):
         for key in task:
             if key in _NOT_RUN:
-                raise ConfigError(f"{where}.{key}: {_NOT_RUN[key]} ({key}) is not something we run; remove it",
+                instead = _INSTEAD.get(key, "remove it")
+                raise ConfigError(f"{where}.{key}: {_NOT_RUN[key]} ({key}) is not something we run; {instead}",
                                   field=f"{where}.{key}")
     return _mapping(task, where, _TASK_KEYS)
 
 
 def _group_request(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str, priority: str,
-                   variables: Mapping[str, Any], project: str | None = None) -> WorkloadRequest:
+                   variables: Mapping[str, Any], project: str | None = None,
+                   ceilings: Ceilings = Ceilings(), dry_run: bool = False) -> WorkloadRequest:
     single = group.pop("_single", False)
     if not group.get("name"):
         raise ConfigError(f"{where}.name: field is required", field=f"{where}.name")
@@ -267,20 +280,30 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         raise ConfigError(f"{where}.tasks: a group needs at least one task", field=f"{where}.tasks")
     task_where = (lambda i: where) if single else (lambda i: f"{where}.tasks[{i}]")
     tasks = [_task_mapping(t, task_where(i)) for i, t in enumerate(tasks)]
+    names = [str(t.get("name")) for t in tasks]
+    tasks = [osmo_tokens.resolve(t, task_where(i), names) for i, t in enumerate(tasks)]
     for i, task in enumerate(tasks):
         for key in ("name", "image"):
             if not task.get(key):
                 raise ConfigError(f"{task_where(i)}.{key}: field is required", field=f"{task_where(i)}.{key}")
-    first = tasks[0]
+        problem = name_problem(str(task["name"])) or ("another task of the group has this name"
+                                                     if str(task["name"]) in names[:i] else "")
+        if problem:
+            raise ConfigError(f"{task_where(i)}.name: {problem}", field=f"{task_where(i)}.name")
     for i, task in enumerate(tasks[1:], 1):
-        for key in _SAME_IN_GROUP:
-            if task.get(key) != first.get(key):
-                raise ConfigError(
-                    f"{task_where(i)}.{key}: differs from task {first['name']}'s; a group runs as one gang of "
-                    "identical replicas, so its tasks must share image, command, args, environment and resource "
-                    "(put different work in its own group)", field=f"{task_where(i)}.{key}")
-    if sum(1 for t in tasks if t.get("lead")) > 1:
-        raise ConfigError(f"{where}.tasks: more than one lead task", field=f"{where}.tasks")
+        for key in _SAME_DATA:
+            if task.get(key) != tasks[0].get(key):
+                raise ConfigError(f"{task_where(i)}.{key}: differs from task {tasks[0]['name']}'s; the tasks of a "
+                                  f"group share their pods' data steps and credentials, so they must share {key} (put "
+                                  "a task with other data in its own group)", field=f"{task_where(i)}.{key}")
+    planned = osmo_groups.plan(tasks, task_where, group, where, dry_run=dry_run)
+    size = sum(len(item["contents"].encode()) for item in planned.files)
+    if size > ceilings.file_bytes:
+        raise CeilingExceeded(f"{where}.tasks: the files of this group take {size:,} bytes, over the limit of "
+                              f"{ceilings.file_bytes:,} (OSMO_MAX_GROUP_FILE_BYTES)", f"{where}.tasks",
+                              "OSMO_MAX_GROUP_FILE_BYTES")
+    first = planned.tasks[0]
+    task_where = (lambda i: where) if single else (lambda i: f"{where}.tasks[{planned.order[i]}]")
     resource_name = first.get("resource", "default")
     if resource_name not in resources:
         raise ConfigError(f"{task_where(0)}.resource: {resource_name!r} is not one of workflow.resources "
@@ -295,10 +318,6 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         item = _mapping(item, f"{resource_where}.topology[{i}]", _TOPOLOGY_KEYS)
         topology.append({"key": item.get("key"), "requirement": item.get("requirementType", "required"),
                          "group": item.get("group", "default")})
-    environment = first.get("environment") or {}
-    if not isinstance(environment, dict):
-        raise ConfigError(f"{task_where(0)}.environment: expected a mapping of names to values",
-                          field=f"{task_where(0)}.environment")
     from_secret = first.get("env_from_secret") or {}
     if not isinstance(from_secret, dict):
         raise ConfigError(f"{task_where(0)}.env_from_secret: expected a mapping of names to \"secret/key\"",
@@ -309,9 +328,8 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         "credentials": data.parse_credentials(first.get("credentials"), f"{task_where(0)}.credentials"),
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
-        "command": _strings(first.get("command"), f"{task_where(0)}.command"),
-        "args": _strings(first.get("args"), f"{task_where(0)}.args"),
-        "env": {str(k): str(v) for k, v in environment.items()}, "replicas": len(tasks),
+        "command": planned.command, "args": planned.args, "env": planned.env, "replicas": len(tasks),
+        "files": planned.files,
         "env_from_secret": {str(k): str(v) for k, v in from_secret.items()},
         "resources": {key: spec[key] for key in ("gpu", "cpu", "memory", "storage") if spec.get(key) is not None},
         "priority": priority, "exec_timeout": timeout.get("exec_timeout"),
@@ -320,6 +338,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         "host_network": bool(first.get("hostNetwork", False)),
         "mounts": _strings(first.get("volumeMounts"), f"{task_where(0)}.volumeMounts"),
         "variables": {str(k): str(v) for k, v in variables.items()},
+        "tasks": [str(t["name"]) for t in planned.tasks],
     }
     prefix = task_where(0)
     try:

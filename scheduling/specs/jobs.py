@@ -26,6 +26,7 @@ from typing import Any
 from pools.engine import kube_names
 from pools.inventory.jobs import MANAGED_LABEL as MANAGED
 from pools.inventory.jobs import MANAGED_VALUE
+from scheduling.specs import osmo_groups, osmo_tokens
 
 # The user container's name in every pod template (`USER_CONTAINER_NAME` unless a pool's variables rename it).
 USER_CONTAINER = "user"
@@ -38,6 +39,9 @@ KAI_REQUIRED = "kai.scheduler/topology-required-placement"
 KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
 PODGROUP_API = "scheduling.run.ai/v2alpha2"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # set by the Job controller on its pods
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+RENDEZVOUS_PORT = 29500  # MASTER_PORT of a gang (torch.distributed's default); a user's own env wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +72,68 @@ class Attempt:
     engine: Engine | None = None
     nodes: tuple[str, ...] = ()  # the planned nodes the pods must go to (default scheduler); () leaves them free
     backend: str = ""  # the backend that writes the Job: its objects carry it, and only its sync reads them
+    workflow: str = ""  # the OSMO workflow ID: fills `{{workflow_id}}`
+    tasks: tuple[str, ...] = ()  # an OSMO group's task names by completion index: fill `{{host:TASK}}`
+    files: tuple[dict[str, str], ...] = ()  # {path, contents} written into every replica (a ConfigMap)
 
 
 def job_name(workload_id: str, attempt: int) -> str:
     return kube_names.job_name(f"wl-{workload_id.replace('-', '')[:12]}-{attempt}")
+
+
+def host_of(name: str, index: int) -> str:
+    """The stable DNS name of the Job `name`'s replica `index` in its namespace: the Job controller names an indexed
+    pod's host `<job>-<index>`, and the headless Service of the Job's name (the pods' `subdomain`) resolves it."""
+    return f"{name}-{index}.{name}"
+
+
+def has_peers(attempt: Attempt) -> bool:
+    """Replicas that must find each other: a headless Service, stable hostnames and the launchers' env."""
+    return attempt.replicas > 1
+
+
+def _filled(value: Any, attempt: Attempt, name: str) -> Any:
+    """`value` with OSMO's tokens left for the Job (`scheduling.specs.osmo_tokens`) filled: the workflow ID and the
+    tasks' hosts."""
+    values = {osmo_tokens.host_token(task): host_of(name, index) for index, task in enumerate(attempt.tasks)}
+    if attempt.workflow:
+        values[osmo_tokens.WORKFLOW_ID] = attempt.workflow
+    return osmo_tokens.fill(value, values) if values else value
+
+
+FILES_VOLUME, DATA_VOLUME = "osmo-files", "osmo-data"
+
+
+def _osmo_volumes(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
+    """An OSMO task's data directory (`{{output}}`, `{{input:N}}`: an emptyDir at /osmo/data) and a request's
+    `files`, each mounted at its path from the ConfigMap of the Job's name (`files_manifest`), in every container."""
+    volumes = spec.setdefault("volumes", [])
+    mounts = []
+    if attempt.tasks:
+        volumes.append({"name": DATA_VOLUME, "emptyDir": {}})
+        mounts.append({"name": DATA_VOLUME, "mountPath": osmo_tokens.DATA_DIR})
+    if attempt.files:
+        volumes.append({"name": FILES_VOLUME, "configMap": {"name": name, "defaultMode": 0o755}})
+        mounts += [{"name": FILES_VOLUME, "mountPath": item["path"], "subPath": osmo_groups.file_key(index),
+                    "readOnly": True} for index, item in enumerate(attempt.files) if "task" not in item]
+        if any("task" in item for item in attempt.files):  # a task's own files, copied by its launcher
+            mounts.append({"name": FILES_VOLUME, "mountPath": osmo_groups.FILES_DIR, "readOnly": True})
+    for container in spec.get("containers") or []:
+        container["volumeMounts"] = [*(container.get("volumeMounts") or []), *mounts]
+
+
+def _rendezvous(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
+    """Each container of a gang's pods gets the environment of the common launchers (docs/researcher/
+    distributed.md): the master is replica 0, a replica's rank its completion index. Names the user set stay."""
+    index = {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
+    master, port, size = host_of(name, 0), str(RENDEZVOUS_PORT), str(attempt.replicas)
+    wanted = {"MASTER_ADDR": {"value": master}, "MASTER_PORT": {"value": port}, "WORLD_SIZE": {"value": size},
+              "RANK": index, "NODE_RANK": index, "PET_NNODES": {"value": size}, "PET_NODE_RANK": index,
+              "PET_MASTER_ADDR": {"value": master}, "PET_MASTER_PORT": {"value": port}}
+    for container in spec.get("containers") or []:
+        env = list(container.get("env") or [])
+        given = {item.get("name") for item in env}
+        container["env"] = env + [{"name": key, **value} for key, value in wanted.items() if key not in given]
 
 
 def labelled(attempt: Attempt, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -133,9 +195,15 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
         annotations.update(_topology_annotations(engine))
     elif engine is not None and engine.kind == "kueue":
         ours[KUEUE_QUEUE_LABEL] = engine.queue
-    template = copy.deepcopy(attempt.pod_template or {})
+    name = job_name(attempt.workload_id, attempt.attempt)
+    template = _filled(copy.deepcopy(attempt.pod_template or {}), attempt, name)
     spec = template.setdefault("spec", {})
     spec["restartPolicy"] = "Never"
+    if has_peers(attempt):
+        spec["subdomain"] = name  # the headless Service (`service_manifest`)
+        _rendezvous(spec, attempt, name)
+    if attempt.tasks or attempt.files:
+        _osmo_volumes(spec, attempt, name)
     if attempt.nodes and engine is None:
         pin_to_nodes(spec, attempt.nodes)
     priority_class = (engine.priority_class if engine is not None else "") or \
@@ -144,7 +212,6 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
         spec["priorityClassName"] = priority_class
     metadata = template.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **ours}
-    name = job_name(attempt.workload_id, attempt.attempt)
     if engine is not None and engine.kind == "kai":
         spec["schedulerName"] = KAI_SCHEDULER
         metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations, KAI_POD_GROUP: name,
@@ -155,6 +222,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
         "parallelism": attempt.replicas, "completions": attempt.replicas, "completionMode": "Indexed",
         "backoffLimit": 0, "ttlSecondsAfterFinished": ttl_seconds, "template": template,
     }
+    if len(attempt.tasks) > 1:  # an OSMO group: its lead (replica 0) decides its end; the others are then stopped
+        job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     if engine is not None and engine.kind == "kueue":
         job_spec["suspend"] = True
     if attempt.exec_timeout_seconds:
@@ -181,15 +250,44 @@ def podgroup_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> 
         if engine.preferred:
             constraint["preferredTopologyLevel"] = engine.preferred
         spec["topologyConstraint"] = constraint
-    metadata = job.get("metadata") or {}
-    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": metadata.get("name"), "uid": metadata["uid"],
-              "blockOwnerDeletion": False}] if metadata.get("uid") else []
+    owner = _owner(job)
     ours, names = labelled(attempt, prefix)
     return {"apiVersion": PODGROUP_API, "kind": "PodGroup",
             "metadata": {"name": job_name(attempt.workload_id, attempt.attempt), "namespace": attempt.namespace,
                          "labels": ours, **({"annotations": names} if names else {}),
                          **({"ownerReferences": owner} if owner else {})},
             "spec": spec}
+
+
+def _owner(job: dict[str, Any]) -> list[dict[str, Any]]:
+    metadata = job.get("metadata") or {}
+    return [{"apiVersion": "batch/v1", "kind": "Job", "name": metadata.get("name"), "uid": metadata["uid"],
+             "blockOwnerDeletion": False}] if metadata.get("uid") else []
+
+
+def service_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> dict[str, Any]:
+    """The headless Service of a gang's Job (`has_peers`): named as the Job (the pods' `subdomain`), selecting its
+    pods by the label the Job controller gives them, publishing them before they are ready (peers meet while
+    starting), owned by the Job so that deleting the Job deletes it."""
+    name = job_name(attempt.workload_id, attempt.attempt)
+    ours, names = labelled(attempt, prefix)
+    owner = _owner(job)
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": attempt.namespace, "labels": ours,
+                         **({"annotations": names} if names else {}), **({"ownerReferences": owner} if owner else {})},
+            "spec": {"clusterIP": "None", "selector": {JOB_NAME_LABEL: name}, "publishNotReadyAddresses": True}}
+
+
+def files_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> dict[str, Any]:
+    """The ConfigMap of an OSMO group's `files` (`file-<n>`, tokens filled as in the pods), owned by the Job."""
+    name = job_name(attempt.workload_id, attempt.attempt)
+    ours, names = labelled(attempt, prefix)
+    owner = _owner(job)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": attempt.namespace, "labels": ours,
+                         **({"annotations": names} if names else {}), **({"ownerReferences": owner} if owner else {})},
+            "data": {osmo_groups.file_key(index): _filled(item["contents"], attempt, name)
+                     for index, item in enumerate(attempt.files)}}
 
 
 def owned_by(job: dict[str, Any], workload_id: str, prefix: str) -> bool:

@@ -33,6 +33,14 @@ _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 # A workflow ID (`<name>-<n>`) or task group: the same characters, up to the column's 128.
 _WORKFLOW = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,126}[A-Za-z0-9])?$")
 MAX_REPLICAS = 1000
+# Files written into the pods (one ConfigMap, which Kubernetes caps at 1 MiB with its keys): a ceiling under it;
+# the OSMO door's own limit (OSMO_MAX_GROUP_FILE_BYTES) is lower.
+MAX_FILE_BYTES = 768 * 1024
+MAX_FILES = 256
+
+
+def _index(value: str) -> bool:
+    return value.isascii() and value.isdigit() and len(value) < 5
 
 
 def name_problem(value: str) -> str:
@@ -172,6 +180,11 @@ class WorkloadRequest(BaseModel):
     inputs: list[data.TaskInput] = Field(default_factory=list)
     outputs: list[data.TaskOutput] = Field(default_factory=list)
     credentials: list[data.CredentialUse] = Field(default_factory=list)
+    # An OSMO group's task names in the order of its replicas (completion indexes): what `{{host:TASK}}` resolves.
+    tasks: list[StrictStr] = Field(default_factory=list)
+    # Files written into the replicas: [{"path": absolute path, "contents": text}] in every one, and with "task":
+    # an index, copied by an OSMO group's launcher into that replica only (`scheduling.specs.osmo_groups`).
+    files: list[dict[StrictStr, StrictStr]] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -288,6 +301,38 @@ class WorkloadRequest(BaseModel):
     @model_validator(mode="after")
     def _secrets(self) -> "WorkloadRequest":
         podenv.check_env_from_secret(self.env_from_secret, self.env)
+        return self
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, value: list[dict[str, str]]) -> list[dict[str, str]]:
+        if len(value) > MAX_FILES:
+            raise ValueError(f"{len(value)} files are more than {MAX_FILES}")
+        paths = set()
+        for index, item in enumerate(value):
+            path = item.get("path", "")
+            if set(item) - {"task"} != {"path", "contents"} or not path.startswith("/") or ".." in path.split("/") \
+                    or "\0" in path or len(path) > 4096 or not _index(item.get("task", "0")):
+                raise ConfigError(f"files[{index}]: expected {{\"path\": an absolute path, \"contents\": text}}",
+                                  field=f"files[{index}]")
+            if (path, item.get("task")) in paths or (path, None) in paths:
+                raise ConfigError(f"files[{index}].path: {path} is written twice", field=f"files[{index}].path")
+            paths.add((path, item.get("task")))
+        size = sum(len(item["contents"].encode()) for item in value)
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{size:,} bytes of files are over {MAX_FILE_BYTES:,}")
+        return value
+
+    @model_validator(mode="after")
+    def _tasks(self) -> "WorkloadRequest":
+        if self.tasks and len(self.tasks) != self.replicas:
+            raise ConfigError(f"tasks: {len(self.tasks)} task names for {self.replicas} replicas; name one task "
+                              "per replica", field="tasks")
+        for index, task in enumerate(self.tasks):
+            if name_problem(task):
+                raise ConfigError(f"tasks[{index}]: {name_problem(task)}", field=f"tasks[{index}]")
+            if task in self.tasks[:index]:
+                raise ConfigError(f"tasks[{index}]: two tasks are named {task}", field=f"tasks[{index}]")
         return self
 
     @model_validator(mode="after")

@@ -25,7 +25,7 @@ from typing import Any
 from scheduling.specs import data, osmo_tokens
 
 COPY_SCRIPT = (Path(__file__).parent / "osmo_copy.py").read_text()
-DATA_VOLUME = "osmo-data"
+DATA_VOLUME = "osmo-data"  # the name scheduling.specs.jobs gives it too
 DONE = f"{osmo_tokens.DATA_DIR}/.done"
 UPLOADED = f"{osmo_tokens.DATA_DIR}/.uploaded"
 STORE = "STORE"
@@ -165,8 +165,9 @@ def apply(pod_spec: dict[str, Any], pod: PodData, image: str, user_container: st
         return
     volumes = pod_spec.setdefault("volumes", [])
     mounts = user.setdefault("volumeMounts", [])
-    if pod.downloads or pod.uploads:
-        volumes.append({"name": DATA_VOLUME, "emptyDir": {}})
+    if (pod.downloads or pod.uploads) and not any(v.get("name") == DATA_VOLUME for v in volumes):
+        volumes.append({"name": DATA_VOLUME, "emptyDir": {}})  # else the Job's own (scheduling.specs.jobs)
+    if (pod.downloads or pod.uploads) and not any(m.get("mountPath") == osmo_tokens.DATA_DIR for m in mounts):
         mounts.append({"name": DATA_VOLUME, "mountPath": osmo_tokens.DATA_DIR})
     for index, (credential, (path, keys)) in enumerate(sorted(pod.mounts.items())):
         volume = f"osmo-credential-{index}"

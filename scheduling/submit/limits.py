@@ -65,7 +65,8 @@ def workflow_ceilings():
     from scheduling.specs.formats import Ceilings
 
     return Ceilings(tasks=getattr(settings, "OSMO_MAX_WORKFLOW_TASKS", 1000),
-                    tasks_per_group=getattr(settings, "OSMO_MAX_TASKS_PER_GROUP", 512))
+                    tasks_per_group=getattr(settings, "OSMO_MAX_TASKS_PER_GROUP", 512),
+                    file_bytes=getattr(settings, "OSMO_MAX_GROUP_FILE_BYTES", 256 * 1024))
 
 
 def check_live(user, project, adding: int = 1, counts: dict | None = None) -> None:

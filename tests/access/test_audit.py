@@ -266,3 +266,15 @@ def test_a_proxy_sign_in_leaves_a_sign_in_row_and_its_group_grants(client, setti
     granted = one(kind="role", action="grant")
     assert granted.object == "role/osmo-ml" and "mapped from an identity-provider group" in granted.summary
     assert (granted.actor, granted.address) == ("lin", "127.0.0.1")
+
+
+def test_verify_reads_the_chain_across_batches_and_finds_a_break_at_a_batch_boundary():
+    """Batches of 2 over 5 rows (issue 42, point 7): an intact chain is intact however it is paged, and a row
+    removed where one batch ends and the next begins is still found (the link carries across batches)."""
+    events = [record("node", f"node/n{i}", "cordon") for i in range(5)]
+    for batch in (1, 2, 3, 5, 20_000):
+        assert verify(batch=batch) == (5, None), batch
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM pools_auditevent WHERE id = %s", [events[2].pk])  # the first of the 2nd batch
+    checked, broken = verify(batch=2)
+    assert (checked, broken.id) == (2, events[3].pk) and "previous" in broken.reason

@@ -3,7 +3,9 @@ documented behaviour: `osmo login URL --method token --token T` posts `{"token":
 `/api/auth/jwt/access_token`, keeps the JWT of the answer's `token` (reading its `exp` and `name` from the
 payload without checking the signature), sends it as `Authorization: Bearer` with `Content-Type:
 application/json` and `x-osmo-client-version` on every call, and posts the same path again when `exp` is less
-than 3 s away. Errors: a 4xx body is printed as it is (JSON `{"detail"}` here); so the client raises with it."""
+than 3 s away. Errors, as `handle_response` in src/lib/utils/client.py reads them: a 4xx JSON body with an
+`error_code` raises with its `message` (a submission's `USAGE` or `RESOURCE` as a submission error, which the
+CLI prints after "Workflow submit failed:"), any other 4xx with the body's text as it is."""
 
 import base64
 import json
@@ -20,6 +22,14 @@ class OsmoError(Exception):
     def __init__(self, status: int, text: str):
         super().__init__(f"{status}: {text[:500]}")
         self.status, self.text = status, text
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        coded = isinstance(body, dict) and "error_code" in body
+        self.code = body["error_code"] if coded else None
+        self.message = body["message"] if coded else text  # what the CLI prints
+        self.submission = self.code in ("USAGE", "RESOURCE")
 
 
 def claims(jwt: str) -> dict:

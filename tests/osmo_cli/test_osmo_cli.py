@@ -120,6 +120,9 @@ def test_every_command_of_the_cli_against_the_served_site(osmo, staff_osmo, worl
     with pytest.raises(OsmoError) as refused:
         osmo.profile_set_pool("no-such-pool")
     assert refused.value.status == 400 and '"field":"pool"' in refused.value.text.replace(" ", "")
+    # What the CLI prints is the message alone, not the JSON it came in (an error_code says it is OSMO-shaped).
+    assert refused.value.code == "USER" and refused.value.message.startswith("pool: ")
+    assert not refused.value.message.startswith("{")
 
     # ---- osmo resource list (no --pool: the profile's pool) / resource info ------------------------------------
     resources = osmo.resource_list()["resources"]
@@ -147,6 +150,7 @@ def test_every_command_of_the_cli_against_the_served_site(osmo, staff_osmo, worl
     with pytest.raises(OsmoError) as missing:
         osmo.resource_info("no-such-node")
     assert missing.value.status == 404 and missing.value.text.startswith("{")
+    assert missing.value.code == "NOTFOUND" and "no-such-node" in missing.value.message
 
     # ---- osmo workflow submit: plain, templated with --set, dry run, without --pool ------------------------------
     plain = osmo.submit(PLAIN, pool="training")
@@ -160,6 +164,11 @@ def test_every_command_of_the_cli_against_the_served_site(osmo, staff_osmo, worl
     assert templated["name"] == "templated-train-1"
     stored = Workload.objects.get(workflow="templated-train-1")
     assert stored.request["command"] == ["python", "train.py", "--data=imagenet"] and stored.replicas == 2
+    with pytest.raises(OsmoError) as unusable:  # a refused file: the CLI's "Workflow submit failed:", exit 1
+        osmo.submit("workflow:\n  name: typo\n  tasks:\n  - name: t\n    image: busybox\n    comand: [ls]\n",
+                    pool="training")
+    assert unusable.value.status == 400 and unusable.value.code == "USAGE" and unusable.value.submission
+    assert unusable.value.message.startswith("workflow.tasks[0].comand: unknown field")
     defaulted = osmo.submit(PLAIN)  # no --pool: the profile's pool
     assert Workload.objects.get(workflow=defaulted["name"]).pools == ["training"]
 

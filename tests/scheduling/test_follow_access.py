@@ -51,3 +51,23 @@ def test_a_follow_ends_soon_after_its_token_is_revoked_or_expires_or_its_user_is
     until(done.is_set, "the follow to end after the credential changed (its window is 300 s)", seconds=60)
     text = b"".join(received)
     assert text == b"epoch 1 loss 2.31\nepoch 2 loss 1.87\n" + logs.ACCESS_ENDED
+
+
+def test_a_follow_ends_soon_after_its_reader_loses_the_role_that_let_it_read(
+        world, researcher_api, kube, wired, settings, django_user_model):  # noqa: F811
+    """An admin follows a researcher's log; demoted (staff no more, and neither submitter nor project member), the
+    follow ends at the next check: the roles are read afresh, not as they were when the follow began."""
+    settings.OSMO_LOG_FOLLOW_SECONDS, settings.OSMO_LOG_FOLLOW_RECHECK_SECONDS = 300, 0.2
+    admin = django_user_model.objects.create_user("admin", password="pw-adm-123", is_staff=True, is_superuser=True)
+    reader = APIClient()
+    reader.force_authenticate(admin)
+    workload, pod = running(researcher_api, kube, wired)
+    wired.append_log(pod, "epoch 1 loss 2.31", namespace=workload.namespace)
+    followed = reader.get(logs_url(workload, follow=1))
+    assert followed.status_code == 200 and followed.streaming
+    received, done = read_in_background(followed)
+    until(lambda: b"".join(received).endswith(b"loss 2.31\n"), "the log so far")
+    admin.is_staff = admin.is_superuser = False
+    admin.save()
+    until(done.is_set, "the follow to end after its reader lost the staff role (its window is 300 s)", seconds=60)
+    assert b"".join(received) == b"epoch 1 loss 2.31\n" + logs.ACCESS_ENDED

@@ -113,7 +113,7 @@ def test_a_task_gets_its_credentials_from_its_attempts_secret_and_nowhere_else(s
     assert dispatch(workload.pk, clusters=lambda backend: kube) == "created"
 
     (job,) = standin.jobs()
-    (secret,) = standin.secrets()
+    (secret,) = standin.core_objects("secrets")
     namespace = job["metadata"]["namespace"]
     assert secret["metadata"]["namespace"] == namespace
     assert secret["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]  # gone with the Job

@@ -96,7 +96,8 @@ def _command(container: dict, root: str) -> list[str]:
 
 def _spec(standin, workload: Workload) -> tuple[dict, dict]:
     job = standin.job(workload.job_name, namespace=workload.namespace)
-    secret = next(s for s in standin.secrets() if s["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"])
+    secret = next(s for s in standin.core_objects("secrets")
+                  if s["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"])
     return job["spec"]["template"]["spec"], secret
 
 

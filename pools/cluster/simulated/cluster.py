@@ -26,7 +26,7 @@ from ..interface import (
     ObjectKind,
     WatchEvent,
 )
-from ..kinds import KAI_PODGROUP, KAI_QUEUE
+from ..kinds import CONFIG_MAP, KAI_PODGROUP, KAI_QUEUE, SERVICE
 from ..selectors import label_selector
 from . import logs
 from .fleet import RV_PER_TICK, Catalog, build_catalog, fleet_profile, node_object, trouble_at, troubled
@@ -247,10 +247,11 @@ class SimulatedCluster:
             uid = self._jobs.delete(state, rv, namespace, name, propagation_policy)
             if propagation_policy != "Orphan":
                 # The garbage collector: objects the Job owned (its PodGroup) go with it.
-                for (owned_ns, owned), obj in self._custom.live(state, rv, KAI_PODGROUP).items():
-                    owners = obj["metadata"].get("ownerReferences") or []
-                    if owned_ns == namespace and any(owner.get("uid") == uid for owner in owners):
-                        self._custom.delete(state, rv, KAI_PODGROUP, namespace, owned)
+                for kind in (KAI_PODGROUP, SERVICE, CONFIG_MAP):
+                    for (owned_ns, owned), obj in self._custom.live(state, rv, kind).items():
+                        owners = obj["metadata"].get("ownerReferences") or []
+                        if owned_ns == namespace and any(owner.get("uid") == uid for owner in owners):
+                            self._custom.delete(state, rv, kind, namespace, owned)
             return True
 
         self._mutate(change)

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0024_profile_default_pool'),
-        ('scheduling', '0014_usage_interval_by_pod'),
+        ('scheduling', '0015_i42_follow_leases'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0024_profile_default_pool'),
-        ('scheduling', '0015_i41data_waiting'),
+        ('scheduling', '0016_i41data_waiting'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

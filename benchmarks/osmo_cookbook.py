@@ -1,0 +1,99 @@
+"""OSMO's public cookbook through our OSMO door (issue 41): how many of its workflow files `POST
+/api/pool/{pool}/workflow?dry_run=true` accepts, and why each refused one is refused.
+
+Usage, from the project root, with a checkout of NVIDIA's OSMO repository (Apache-2.0; its `cookbook/` holds the
+workflow files):
+
+    git clone --depth 1 https://github.com/NVIDIA/OSMO /tmp/OSMO
+    .venv/bin/python benchmarks/osmo_cookbook.py --cookbook /tmp/OSMO/cookbook [--set K=V ...] [--keep]
+        [--database NAME]
+
+Each `.yaml`/`.yml` file under the directory whose YAML holds `workflow:` is sent as OSMO's CLI sends a file before
+it submits (`osmo workflow submit` does a dry run first when the file is templated): the text as written (its
+`localpath` files unread, as in that dry run), priority NORMAL, `?project=vision`, to pool `training` (platform
+h100, 4 nodes of 8 H100s, a project that deserves every GPU: benchmarks/submit.py's world), with the `--set`
+variables the cookbook's READMEs tell their users to give (by default `storage_url=s3://my-bucket/osmo-data`;
+`--set` replaces the list, `--set` alone sends none). Files that are not workflows (a Helm values file, a dataset
+manifest) are counted apart. Database: a scratch PostgreSQL database as benchmarks/submit.py makes it (dropped at
+the end unless --keep).
+"""
+
+import argparse
+import os
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pages as bench  # benchmarks/pages.py: the scratch database helpers
+import submit as world  # benchmarks/submit.py: the world (pool training, project vision, a researcher's token)
+
+bench.BENCH_DB = "osmo_bench_cookbook"
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def workflow_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The workflow files under `root` and the other YAML files."""
+    found, others = [], []
+    for path in sorted([*root.rglob("*.yaml"), *root.rglob("*.yml")]):
+        (found if re.search(r"^workflow:", path.read_text(encoding="utf-8"), re.M) else others).append(path)
+    return found, others
+
+
+def reason(answer: dict) -> str:
+    """A refusal in a line: the field it names and the start of its message."""
+    text = str(answer.get("detail") or answer)
+    return " ".join(text.split())[:220]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cookbook", required=True, type=Path, help="the cookbook/ directory of an OSMO checkout")
+    parser.add_argument("--set", nargs="*", default=["storage_url=s3://my-bucket/osmo-data"], dest="variables",
+                        help="KEY=VALUE variables sent with every file, as `osmo workflow submit --set` sends them")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--database", default=bench.BENCH_DB, help="the scratch database's name")
+    args = parser.parse_args()
+    bench.BENCH_DB = args.database
+    files, others = workflow_files(args.cookbook)
+    if not files:
+        raise SystemExit(f"no workflow file under {args.cookbook}")
+
+    os.chdir(BASE_DIR)
+    sys.path.insert(0, str(BASE_DIR))
+    bench.create_database()
+    os.environ.update({"DATABASE_URL": f"{bench.server_url()}/{bench.BENCH_DB}",
+                       "DJANGO_SETTINGS_MODULE": "osmo_site.settings", "DEBUG": "0", "ALLOWED_HOSTS": "testserver",
+                       "OSMO_ADMISSION_ON_COMMIT": "0", "LOG_LEVEL": "ERROR", **world.LIMITS_OFF})
+    os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key")
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.test import Client
+
+        call_command("migrate", verbosity=0)
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {world.build_world(4)}")
+        refused: dict[str, str] = {}
+        for path in files:
+            response = client.post("/api/pool/training/workflow?dry_run=true&project=vision",
+                                   {"file": path.read_text(encoding="utf-8"), "set_variables": args.variables},
+                                   content_type="application/json")
+            if response.status_code != 200:
+                refused[str(path.relative_to(args.cookbook))] = f"{response.status_code}: {reason(response.json())}"
+        accepted = len(files) - len(refused)
+        print(f"{args.cookbook}: {len(files)} workflow files ({len(others)} other YAML files not sent)")
+        print(f"accepted as a dry run (--set {' '.join(args.variables) or 'nothing'}): {accepted} of {len(files)}")
+        for name, why in refused.items():
+            print(f"  refused {name}\n    {why}")
+        kinds = Counter(re.sub(r"[\[\]0-9]+", "", why.split(": ", 2)[1].split(":")[0]) for why in refused.values())
+        print("refusals by field: " + ", ".join(f"{field} {count}" for field, count in kinds.most_common()))
+    finally:
+        if not args.keep:
+            bench.drop_database()
+
+
+if __name__ == "__main__":
+    main()
