@@ -352,6 +352,9 @@ CELERY_BEAT_SCHEDULE["admission-cycle"] = {
 # OSMO_MAX_RETRIES new attempts; an image that cannot be pulled for OSMO_IMAGE_PULL_TIMEOUT seconds fails, and so
 # does a Job whose pods the API server refuses (FailedCreate Events) for OSMO_CREATE_FAILURE_TIMEOUT seconds.
 OSMO_JOB_TTL_SECONDS = env_int("OSMO_JOB_TTL_SECONDS", 86400)
+# The image of an OSMO task's data copy steps (its inputs downloaded, its output uploaded: scheduling.specs.task_data).
+# Any image with python3 runs them (the copy uses the standard library only).
+OSMO_DATA_COPY_IMAGE = env_str("OSMO_DATA_COPY_IMAGE", "python:3.12-alpine")
 # Logs (issue 26): when an attempt ends, the last OSMO_LOG_ARCHIVE_BYTES of each replica's log are kept in the
 # database. A followed log holds a web worker thread for OSMO_LOG_FOLLOW_SECONDS at most, then ends with a resume
 # marker (clients follow on from there). A read answers at most OSMO_LOG_READ_BYTES (the newest) and

@@ -20,6 +20,8 @@ urlpatterns = [
     path("profile/tokens/", profile_pages.token_create, name="profile-token-create"),
     path("profile/tokens/<str:name>/revoke/", profile_pages.token_revoke, name="profile-token-revoke"),
     path("profile/notifications/", profile_pages.notifications_save, name="profile-notifications-save"),
+    path("profile/credentials/", profile_pages.credential_set, name="profile-credential-set"),
+    path("profile/credentials/<str:name>/delete/", profile_pages.credential_delete, name="profile-credential-delete"),
     path("workloads/", include("scheduling.pages.urls")),
     path("usage/", include("scheduling.pages.usage_urls")),
     path("", include("pools.pages.urls")),

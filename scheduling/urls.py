@@ -6,7 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from scheduling.api import logs as api_logs
 from scheduling.api import notifications as notify_api
-from scheduling.api import osmo, osmo_account
+from scheduling.api import osmo, osmo_account, osmo_credentials
 from scheduling.api import workloads as api
 from scheduling.api.usage import UsageView
 
@@ -30,6 +30,8 @@ urlpatterns = [
     re_path(rf"^workflow/{NAME}/cancel/?$", osmo.CancelWorkflowView.as_view(), name="osmo-workflow-cancel"),
     re_path(r"^profile/settings/?$", osmo_account.ProfileSettingsView.as_view(), name="osmo-profile-settings"),
     re_path(r"^version/?$", osmo_account.VersionView.as_view(), name="osmo-version"),
+    re_path(r"^credentials/?$", osmo_credentials.CredentialListView.as_view(), name="osmo-credentials"),
+    re_path(r"^credentials/(?P<name>[^/]+)/?$", osmo_credentials.CredentialView.as_view(), name="osmo-credential"),
     path("profile/notifications/", notify_api.OwnNotificationsView.as_view(), name="profile-notifications"),
     path("notifications/projects/<str:project>/", notify_api.ProjectNotificationsView.as_view(),
          name="project-notifications"),

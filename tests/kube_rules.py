@@ -14,6 +14,7 @@ apiextensions' schema and CEL validation, so a test can compare them with what a
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -271,9 +272,9 @@ def validate_metadata_update(old: dict[str, Any], new: dict[str, Any]) -> list[F
 
 NAME_RULES = {"Namespace": dns1123_label, "Node": dns1123_subdomain, "Pod": dns1123_subdomain,
               "Job": dns1123_subdomain, "Event": dns1123_subdomain, "Service": dns1035_label,
-              "ConfigMap": dns1123_subdomain}
+              "ConfigMap": dns1123_subdomain, "Secret": dns1123_subdomain}
 NAMESPACED = {"Namespace": False, "Node": False, "Pod": True, "Job": True, "Event": True, "Service": True,
-              "ConfigMap": True}
+              "ConfigMap": True, "Secret": True}
 
 
 def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
@@ -287,6 +288,8 @@ def validate_create(kind: str, obj: dict[str, Any]) -> list[FieldError]:
         errors += _service_spec(obj.get("spec"))
     elif kind == "ConfigMap":
         errors += _config_map(obj)
+    elif kind == "Secret":
+        errors += _secret(obj)
     return errors
 
 
@@ -386,6 +389,37 @@ def _config_map(obj: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+# Secret (ValidateSecret): keys as a ConfigMap's, each value base64, at most 1 MiB decoded in all. A refusal names
+# the key, never a value.
+
+MAX_SECRET_BYTES = 1024 * 1024
+
+
+def _secret(obj: dict[str, Any]) -> list[FieldError]:
+    errors, size = [], 0
+    data, plain = obj.get("data") or {}, obj.get("stringData") or {}
+    if not isinstance(data, dict) or not isinstance(plain, dict):
+        return [invalid("data", "", "must be a map of keys to values")]
+    for part, values in (("data", data), ("stringData", plain)):
+        for key, value in values.items():
+            where = f"{part}[{key}]"
+            if len(key) > 253:
+                errors.append(invalid(where, key, _max_len(253)))
+            if not CONFIG_MAP_KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
+                errors.append(invalid(where, key, "a valid config key must consist of alphanumeric characters, "
+                                                  "'-', '_' or '.'"))
+            if part == "stringData":
+                size += len(str(value).encode())
+                continue
+            try:
+                size += len(base64.b64decode(value, validate=True))
+            except (ValueError, TypeError):  # the server cannot decode it; the value is never echoed
+                errors.append(FieldError("Invalid", where, detail="illegal base64 data"))
+    if size > MAX_SECRET_BYTES:
+        errors.append(FieldError("TooLong", "data", detail=f"may not be more than {MAX_SECRET_BYTES} bytes"))
+    return errors
+
+
 def validate_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
     """The errors a real server gives for replacing `old` with `new` (after a patch is applied)."""
     errors = validate_metadata_update(old, new)
@@ -433,6 +467,13 @@ def _pod_spec(spec: Any, path: str, *, restart: tuple[str, ...]) -> list[FieldEr
                 seen.add(name)
             if not container.get("image"):
                 errors.append(required(f"{where}.image"))
+            policy = container.get("restartPolicy")
+            if policy is not None and group == "containers":
+                errors.append(FieldError("Forbidden", f"{where}.restartPolicy", detail="may not be set for "
+                                         "non-init containers"))
+            elif policy is not None and policy != "Always":  # a native sidecar (1.29+) is the only kind
+                errors.append(FieldError("NotSupported", f"{where}.restartPolicy", policy,
+                                         'supported values: "Always"'))
             errors += _volume_mounts(container.get("volumeMounts") or [], volumes, f"{where}.volumeMounts")
     errors += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")

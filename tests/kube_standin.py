@@ -77,7 +77,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 _ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
-_CORE_KINDS = {"services": "Service", "configmaps": "ConfigMap"}
+_CORE_KINDS = {"services": "Service", "configmaps": "ConfigMap", "secrets": "Secret"}
 _NAMESPACED_BUILT_IN = ("pods", "jobs", "events", *_CORE_KINDS)
 
 
@@ -214,7 +214,8 @@ class KubeStandin:
                              "namespaces": _Collection("Namespace", "NamespaceList"),
                              "events": _Collection("Event", "EventList"),
                              "services": _Collection("Service", "ServiceList"),
-                             "configmaps": _Collection("ConfigMap", "ConfigMapList")}
+                             "configmaps": _Collection("ConfigMap", "ConfigMapList"),
+                             "secrets": _Collection("Secret", "SecretList")}
 
         # kube-system's uid names the cluster (`backend add`); served on GET only, out of the stored namespaces.
         self.kube_system_uid = str(uuid.uuid4())
@@ -479,7 +480,8 @@ class KubeStandin:
         return len(self._collections["pods"].objects)
 
     def core_objects(self, plural: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
-        """The stored Services or ConfigMaps (`plural`: "services", "configmaps"), of one namespace if given."""
+        """The stored Services, ConfigMaps or Secrets (`plural`: "services", "configmaps", "secrets"), of one
+        namespace if given."""
         with self._cond:
             found = [json.loads(data) for data in self._collections[plural].objects.values()]
         return [obj for obj in found if namespace is None or obj["metadata"].get("namespace") == namespace]

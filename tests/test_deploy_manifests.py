@@ -284,7 +284,10 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:
 
 
 def submitted(api, kube) -> Workload:
-    created = api.post("/api/workloads/", body(pools=["training"]), format="json")
+    """Dispatched with a credential: its Secret is written (and read back after a 409 when dispatched again)."""
+    api.post("/api/credentials/token", {"generic_credential": {"credential": {"token": "t"}}}, format="json")
+    created = api.post("/api/workloads/", body(pools=["training"], credentials={"token": {"TOKEN": "token"}}),
+                       format="json")
     assert created.status_code == 201, created.json()
     run_cycle()
     assert dispatch(created.json()["id"], clusters=lambda _: kube) == "created"

@@ -86,6 +86,17 @@ DOORS = {
                                          "exec_timeout"),
     "scheduling.Workload.queue_timeout": (lambda v: _workload(queue_timeout="P" + "1" * (len(v) - 2) + "D"),
                                           "queue_timeout"),
+    "scheduling.Credential.name": (lambda v: lambda api, _client: api.post(
+        f"/api/credentials/{v}", {"generic_credential": {"credential": {"k": "v"}}}, format="json"), "name"),
+    "scheduling.Credential.profile": (lambda v: lambda api, _client: api.post("/api/credentials/c", {
+        "data_credential": {"access_key_id": "i", "access_key": "k", "endpoint": f"s3://bkt/{v[9:]}"}},
+        format="json"), "data_credential.endpoint"),
+    **{f"scheduling.DataStore.{key}": (lambda v, option=option, good=good: _cli(
+        "storage", "set", "default", *[word for name, value in good.items()
+                                       for word in (name, v if name == option else value)]), option)
+       for key, option, good in [(key, f"--{key}", {"--endpoint": "http://s3.local", "--bucket": "bkt",
+                                                   "--prefix": "p", "--region": "us-east-1"})
+                                 for key in ("endpoint", "bucket", "prefix", "region")]},
     "scheduling.NotificationPreference.webhook_url": (lambda v: lambda api, _client: api.put(
         "/api/profile/notifications/", {"webhook_url": "https://hooks.example.com/" + v[26:]}, format="json"),
         "webhook_url"),

@@ -19,6 +19,9 @@ KUEUE_WORKLOAD = ObjectKind("kueue.x-k8s.io", "v1beta2", "workloads", "Workload"
 # Core kinds our workloads write next to their Jobs (owned by them): a gang's headless Service, a task's files.
 SERVICE = ObjectKind("", "v1", "services", "Service", namespaced=True)
 CONFIG_MAP = ObjectKind("", "v1", "configmaps", "ConfigMap", namespaced=True)
+# The Secret holding what an attempt's pods are given of their user's credentials and of their pool's data store
+# (scheduling.run.task_data), owned by the attempt's Job.
+SECRET = ObjectKind("", "v1", "secrets", "Secret", namespaced=True)
 
 ALL_KINDS = (KAI_QUEUE, KAI_TOPOLOGY, KAI_PODGROUP, KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_COHORT,
              KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD)

@@ -26,7 +26,8 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 SUMMARY_LIMIT = 2000
-KINDS = ("config", "role", "node", "engine", "workload", "token", "signin", "audit", "notification", "user")
+KINDS = ("config", "role", "node", "engine", "workload", "token", "signin", "audit", "notification", "user",
+         "credential")
 ACTIONS = ("create", "update", "delete", "rollback", "grant", "revoke", "cordon", "uncordon", "label", "reconcile",
            "submit", "cancel", "stop", "success", "failure", "lockout", "prune", "activate", "deactivate", "member")
 LOCK_KEY = 7_270_281  # pg_advisory_xact_lock key of the chain's writers

@@ -46,6 +46,8 @@ def workflow_status(statuses: set[str]) -> str:
         return "RUNNING" if Status.RUNNING in statuses else "PENDING"
     if Status.PENDING in statuses:
         return "PENDING"
+    if Status.WAITING in statuses:  # OSMO's: started, nothing running, a group waits for its upstream
+        return "WAITING"
     failed = [s for s in _FAILED if s in statuses]
     if failed:
         return failed[0]

@@ -96,6 +96,11 @@ class Forecast:
     pools: tuple[Estimate, ...]
 
 
+def after_upstream(reason: str) -> Forecast:
+    """A workflow's group waiting for others (WAITING): when they end is not foreseen; its reason says which."""
+    return Forecast(None, f"unknown: {reason[:1].lower()}{reason[1:]}", ())
+
+
 def span(seconds: float) -> str:
     """A duration as people say it: "under a minute", "40 min", "2 h", "1.5 h", "3 d"."""
     if seconds < 60:

@@ -21,7 +21,7 @@ COLUMNS = ("id", "name", "workflow", "project", "submitter", "source", "priority
 
 
 HIDDEN_MESSAGE = "(about a pool you may not see)"
-WAITING = ("PENDING", "SCHEDULING")  # statuses whose reasons say why the workload waits
+WAITING = ("PENDING", "WAITING", "SCHEDULING")  # statuses whose reasons say why the workload waits
 
 
 def cores(millicores: int) -> float | int:
@@ -209,7 +209,7 @@ def detail(workload: Workload, access: Access, events=None, now=None, fresh: boo
     pod or log archive can exist for it yet, so their two reads are skipped."""
     keep = _visible(access, workload)
     forecast = estimates.forecasts([workload], now).get(str(workload.id)) \
-        if workload.status == Status.PENDING else None
+        if workload.status in (Status.PENDING, Status.WAITING) else None
     body = row(workload, access, forecast)
     body["estimates"] = estimates.shown(forecast, keep)["estimates"]
     shown = _shown_request(workload, access, keep)

@@ -1,8 +1,9 @@
 """The `scheduling` app's models, one module per concern: `workloads` (workloads, their events, workflows,
-admission state, submission counts), `notifications` (what users are told, and the rows that tell them), `logs`
-(log archives of ended attempts), `utilization` (GPU utilization from DCGM) and `usage` (usage intervals and
-their hourly rollups)."""
+admission state, submission counts), `credentials` (users' stored credentials and pools' data stores, sealed),
+`notifications` (what users are told, and the rows that tell them), `logs` (log archives of ended attempts),
+`utilization` (GPU utilization from DCGM) and `usage` (usage intervals and their hourly rollups)."""
 
+from .credentials import Credential, DataStore
 from .logs import FollowLease, LogArchive
 from .notifications import Channel, Notification, NotificationPreference, Transition
 from .usage import (
@@ -43,6 +44,8 @@ __all__ = [
     "AdmissionState",
     "CapacityInterval",
     "Channel",
+    "Credential",
+    "DataStore",
     "EndReason",
     "FollowLease",
     "Grain",

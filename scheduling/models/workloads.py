@@ -18,6 +18,7 @@ from pools.models.visibility import access_for
 
 class Status(models.TextChoices):
     PENDING = "PENDING"
+    WAITING = "WAITING"  # an OSMO workflow's group waiting for the groups it takes inputs from to complete
     ADMITTED = "ADMITTED"
     PREEMPTING = "PREEMPTING"
     SCHEDULING = "SCHEDULING"
@@ -32,11 +33,12 @@ class Status(models.TextChoices):
     FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
     FAILED_PREEMPTED = "FAILED_PREEMPTED"
     FAILED_IDLE = "FAILED_IDLE"  # a notebook stopped by its pool's or project's idle rule (issue 43)
+    FAILED_UPSTREAM = "FAILED_UPSTREAM"  # never ran: a group it waited for failed or was canceled
 
 
 # Holding quota and capacity: counted by admission until the workload's pods are seen on nodes.
 RESERVING = (Status.ADMITTED, Status.PREEMPTING, Status.SCHEDULING, Status.RUNNING)
-ALIVE = (Status.PENDING, *RESERVING)
+ALIVE = (Status.PENDING, Status.WAITING, *RESERVING)
 FINISHED = tuple(s for s in Status if s not in ALIVE)
 
 

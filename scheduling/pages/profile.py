@@ -1,7 +1,8 @@
 """The profile page (`/profile/`): a signed-in user's own API tokens (create, the secret shown once; list with
 expiry and last use; revoke) and their notification choices, beside the link to their effective permissions.
 Every write is a POST form with its CSRF token; each goes through the same functions as the API and the CLI
-(`pools.access.tokens`, `scheduling.run.notify_preferences`), and a refusal is shown on the page with a 400."""
+(`pools.access.tokens`, `scheduling.run.notify_preferences`, `scheduling.submit.credentials`: the stored credentials,
+by name, type and key names), and a refusal is shown on the page with a 400."""
 
 import datetime as dt
 
@@ -20,6 +21,7 @@ from pools.engine import ConfigError
 from pools.models import AccessToken
 from scheduling.decisions.notifications import LABELS, TRANSITIONS
 from scheduling.run import notify_preferences as prefs
+from scheduling.submit import credentials as stored
 
 FORM_FIELD_MAX = 2000  # a field longer than any value we accept is refused before it is read further
 
@@ -39,6 +41,8 @@ def _page(request, *, status: int = 200, secret: dict | None = None, errors: dic
         "notifications": notifications,
         "chosen": {**chosen, "form": form.get("notify") if form else None},
         "choices": [(value, LABELS[value]) for value in TRANSITIONS],
+        "credentials": stored.listing(user),
+        "credential_types": ["GENERIC", "DATA", "REGISTRY"],
     }, status=status)
     # The page may carry a secret shown once: no cache may keep it.
     response["Cache-Control"] = "no-store"
@@ -109,3 +113,47 @@ def notifications_save(request):
                      form={"notify": {**data, "webhook_url": request.POST.get("webhook_url", "")[:FORM_FIELD_MAX]}})
     messages.success(request, "Notification choices saved.")
     return HttpResponseRedirect(reverse("profile-page"))
+
+
+PAYLOAD_MAX = 61440
+
+
+@require_POST
+@access_required(write=Rule.SIGNED_IN)
+def credential_set(request):
+    """One credential from the form: `key=value` lines, as `osmo credential set --payload` takes them. The
+    payload is never put back into the page, even when it is refused."""
+    kind = request.POST.get("type", "GENERIC")[:16]
+    form = {"credential_name": request.POST.get("name", "")[:63], "credential_type": kind}
+    try:
+        name = _field(request, "name")
+        text = request.POST.get("payload", "")
+        if len(text) > PAYLOAD_MAX:
+            raise ConfigError(f"payload is longer than {PAYLOAD_MAX} characters", field="payload")
+        payload = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip() or not value:
+                raise ConfigError(f"payload line {number}: expected key=value", field="payload")
+            payload[key.strip()] = value
+        key = {"GENERIC": "generic_credential", "DATA": "data_credential", "REGISTRY": "registry_credential"}.get(kind)
+        if key is None:
+            raise ConfigError("type must be GENERIC, DATA or REGISTRY", field="type")
+        stored.store(request.user, name, {key: {"credential": payload} if kind == "GENERIC" else payload})
+    except ConfigError as exc:
+        return _page(request, status=400, errors={"credential": exc.message}, form=form)
+    messages.success(request, f"Credential {name} saved.")
+    return HttpResponseRedirect(reverse("profile-page") + "#credentials")
+
+
+@require_POST
+@access_required(write=Rule.SIGNED_IN)
+def credential_delete(request, name: str):
+    try:
+        stored.remove(request.user, name)  # only the caller's own
+    except ConfigNotFound as exc:
+        return _page(request, status=404, errors={"credential": exc.message})
+    messages.success(request, f"Credential {name} deleted.")
+    return HttpResponseRedirect(reverse("profile-page") + "#credentials")

@@ -33,7 +33,7 @@ from pools.pages.tables import Column, RowContext, Table
 from scheduling.decisions.positions import first_position
 from scheduling.listing import bodies
 from scheduling.listing.filters import WorkloadFilterSet
-from scheduling.models import ALIVE, Kind, Priority, Status, Workload
+from scheduling.models import ALIVE, RESERVING, Kind, Priority, Status, Workload
 from scheduling.run import estimates, utilization
 from scheduling.submit import submission
 
@@ -140,8 +140,8 @@ def totals(rows) -> str:
         count=Count("pk"),
         pending=Count("pk", filter=Q(status=Status.PENDING)),
         pending_gpu=Coalesce(Sum(F("gpu") * F("replicas"), filter=Q(status=Status.PENDING)), 0),
-        holding=Count("pk", filter=Q(status__in=ALIVE) & ~Q(status=Status.PENDING)),
-        holding_gpu=Coalesce(Sum(F("gpu") * F("replicas"), filter=Q(status__in=ALIVE) & ~Q(status=Status.PENDING)),
+        holding=Count("pk", filter=Q(status__in=RESERVING)),
+        holding_gpu=Coalesce(Sum(F("gpu") * F("replicas"), filter=Q(status__in=RESERVING)),
                              0))
     n = formatting.number
     return (f"{n(figures['count'])} workload{'' if figures['count'] == 1 else 's'}: "
@@ -260,14 +260,14 @@ def queue(request):
         pending = (in_pool.filter(status=Status.PENDING)
                    .annotate(position=Cast(KeyTextTransform(pool_name, "positions"), IntegerField()))
                    .order_by(F("position").asc(nulls_last=True), "submitted_at"))
-        holding = rows.filter(pool__name=pool_name, status__in=ALIVE).exclude(status=Status.PENDING)
+        holding = rows.filter(pool__name=pool_name, status__in=RESERVING)
         link = f"{reverse('workloads:list')}?pool={pool_name}&status=alive"
     elif project_name:
         if not Project.objects.visible_to(request).filter(name=project_name).exists():
             raise Http404("No such project")
         in_project = rows.filter(project__name=project_name)
         pending = in_project.filter(status=Status.PENDING).order_by("submitted_at")
-        holding = in_project.filter(status__in=ALIVE).exclude(status=Status.PENDING)
+        holding = in_project.filter(status__in=RESERVING)
         link = f"{reverse('workloads:list')}?project={project_name}&status=alive"
     else:
         raise Http404("Name a pool or a project")

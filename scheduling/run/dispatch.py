@@ -20,14 +20,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict
-from pools.cluster.kinds import CONFIG_MAP, KAI_PODGROUP, SERVICE
+from pools.cluster.kinds import CONFIG_MAP, KAI_PODGROUP, SECRET, SERVICE
 from pools.cluster.retries import Retries
 from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend
 from pools.schedulers import kai, kueue
 from scheduling.models import Status, Workload, WorkloadEvent
-from scheduling.run import attempts, links, workload_objects
+from scheduling.run import attempts, links, task_data, workload_objects
 from scheduling.specs.jobs import (
     MANAGED,
     MANAGED_VALUE,
@@ -102,6 +102,7 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
         attempt = attempt_of(workload)
         main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
         word, manifest = main.word, main.manifest
+        pod = task_data.prepare(workload, manifest)  # a task's data steps and credentials, in its pod template
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
         retries = retries or retries_for(cluster)
@@ -149,12 +150,18 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
             owned.append((SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS"))
         if main.kind is None and attempt.files:
             owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
+        secret = task_data.secret_body(workload, namespace, job, pod)
+        if secret is not None:  # before the pods need it: they wait for it, they never read another's
+            owned.append((SECRET, secret, "SECRET_NOT_OURS"))
         if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
             owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
         for kind, body, code in owned:
             not_ours = workload_objects.ensure(cluster, kind, body, attempt, prefix, retries)
             if not_ours:  # our Job would join somebody else's gang or name: take it back, then fail
-                cluster.delete_job(namespace, name)
+                if main.kind is None:
+                    cluster.delete_job(namespace, name)
+                else:
+                    cluster.delete_object(main.kind, name, namespace=namespace)
                 attempts.finish(workload, Status.FAILED_BACKEND_ERROR, code, not_ours, now=now)
                 return "failed"
         if owned and owned[0][0] is SERVICE:

@@ -36,8 +36,16 @@ def _epoch(moment: datetime | None) -> float | None:
 
 
 def forecasts(workloads: Iterable[Workload], now: datetime | None = None) -> dict[str, pure.Forecast]:
-    """The forecast of each PENDING workload among `workloads`, by id (others have none)."""
+    """The forecast of each PENDING workload among `workloads`, by id; a WAITING one's is unknown, waiting for its
+    upstream groups (others have none)."""
     now = now or timezone.now()
+    workloads = list(workloads)
+    upstream = {str(w.id): pure.after_upstream(w.reasons[0]["message"]) for w in workloads
+                if w.status == Status.WAITING and w.reasons}
+    return {**_forecasts(workloads, now), **upstream}
+
+
+def _forecasts(workloads: list[Workload], now: datetime) -> dict[str, pure.Forecast]:
     wanted = [_wanted(w, now) for w in workloads if w.status == Status.PENDING]
     names = {pool for want in wanted for pool in want.pools if pool in want.positions}
     if not names:
@@ -103,7 +111,8 @@ def shown(forecast: pure.Forecast | None, keep=None) -> dict:
     known = [e for e in visible if e.at is not None]
     best = min(known, key=lambda e: e.at) if known else (visible[0] if visible else None)
     return {"estimated_start": _moment(best.at) if best else None,
-            "estimate_basis": best.basis if best else "unknown: no candidate pool you may see",
+            "estimate_basis": best.basis if best else forecast.basis if not forecast.pools else
+            "unknown: no candidate pool you may see",
             "estimates": [{"pool": e.pool, "position": e.position, "estimated_start": _moment(e.at),
                            "basis": e.basis} for e in visible]}
 

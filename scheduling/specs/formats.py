@@ -12,16 +12,16 @@ import jinja2
 
 from pools.engine import ConfigError, read_yaml
 from pools.engine.sandbox import BudgetExceeded, render_text, template_line
-from scheduling.specs import osmo_groups, osmo_tokens
+from scheduling.specs import data, osmo_groups, osmo_tokens
 from scheduling.specs.requests import WorkloadRequest, name_problem, priority_of
 
 _WORKFLOW_KEYS = {"name", "labels", "pool", "project", "groups", "tasks", "resources", "timeout", "backend"}
 _GROUP_KEYS = {"name", "barrier", "ignoreNonleadStatus", "tasks"}
 _TASK_KEYS = {"name", "image", "command", "args", "lead", "environment", "env_from_secret", "exitActions", "privileged",
-              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "files"}
-# Task fields OSMO runs and we do not: data passed between tasks, secrets, checkpoints.
-_NOT_RUN = {"inputs": "data from other tasks", "outputs": "data for other tasks", "credentials": "credentials",
-            "checkpoint": "checkpointing", "resources": "a task's own resources", "backend": "a task's backend"}
+              "hostNetwork", "volumeMounts", "resource", "kpis", "downloadType", "cacheSize", "files",
+              "inputs", "outputs", "credentials"}
+# Task fields OSMO runs and we do not: checkpoints, a task's own resources or backend.
+_NOT_RUN = {"checkpoint": "checkpointing", "resources": "a task's own resources", "backend": "a task's backend"}
 # What to do instead of an OSMO feature we do not run (docs/api/compatibility.md, "Workflow fields").
 _INSTEAD = {
     "checkpoint": "save checkpoints under {{output}} from your command and copy them out in it; the task's "
@@ -31,6 +31,8 @@ _INSTEAD = {
 }
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
+# A group's tasks share one pod spec's data steps and Secret (scheduling.specs.task_data): these must agree.
+_SAME_DATA = ("inputs", "outputs", "credentials")
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,21 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
     if dry_run and "localpath:" in rendered:
         warnings.append("files given by localpath are read as empty here: OSMO's CLI sends their contents when it "
                         "submits.")
-    return Workflow(name, requests, warnings, rendered, tasks)
+    return Workflow(name, _with_dependencies(requests, groups, tasks), warnings, rendered, tasks)
+def _with_dependencies(requests: list[GroupRequest], groups: list[tuple[str, dict]], tasks: dict[str, list[str]]
+                       ) -> list[GroupRequest]:
+    """Each group's task inputs with the group of the task they name (an unknown task, one of the same group or a
+    cycle refused, naming the place: `scheduling.specs.data.dependencies`)."""
+    deps = []
+    for (where, group), request in zip(groups, requests, strict=True):
+        single = where.startswith("workflow.tasks[")
+        for i, task in enumerate(group.get("tasks") or []):
+            deps.append(data.TaskDeps(where if single else f"{where}.tasks[{i}]", str(task.get("name")),
+                                      request.group, request.request.inputs))
+    data.dependencies(deps)
+    group_of = {task: group for group, names in tasks.items() for task in names}
+    return [GroupRequest(g.group, g.request.model_copy(update={"inputs": data.with_groups(g.request.inputs, group_of)}))
+            if any(i.task for i in g.request.inputs) else g for g in requests]
 
 
 def _task_mapping(task: Any, where: str) -> dict:
@@ -274,6 +290,12 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
                                                      if str(task["name"]) in names[:i] else "")
         if problem:
             raise ConfigError(f"{task_where(i)}.name: {problem}", field=f"{task_where(i)}.name")
+    for i, task in enumerate(tasks[1:], 1):
+        for key in _SAME_DATA:
+            if task.get(key) != tasks[0].get(key):
+                raise ConfigError(f"{task_where(i)}.{key}: differs from task {tasks[0]['name']}'s; the tasks of a "
+                                  f"group share their pods' data steps and credentials, so they must share {key} (put "
+                                  "a task with other data in its own group)", field=f"{task_where(i)}.{key}")
     planned = osmo_groups.plan(tasks, task_where, group, where, dry_run=dry_run)
     size = sum(len(item["contents"].encode()) for item in planned.files)
     if size > ceilings.file_bytes:
@@ -301,6 +323,9 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         raise ConfigError(f"{task_where(0)}.env_from_secret: expected a mapping of names to \"secret/key\"",
                           field=f"{task_where(0)}.env_from_secret")
     body = {
+        "inputs": data.parse_inputs(first.get("inputs"), f"{task_where(0)}.inputs"),
+        "outputs": data.parse_outputs(first.get("outputs"), f"{task_where(0)}.outputs"),
+        "credentials": data.parse_credentials(first.get("credentials"), f"{task_where(0)}.credentials"),
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
         "command": planned.command, "args": planned.args, "env": planned.env, "replicas": len(tasks),

@@ -26,7 +26,7 @@ from pydantic import (
 
 from pools.engine import ConfigError, EngineError, check_exit_actions, parse_quantity, parse_timeout
 from pools.engine.pod_rules import C_IDENTIFIER, quantity_error
-from scheduling.specs import podenv
+from scheduling.specs import data, podenv
 
 # A Kubernetes label value (the workload's name becomes one on its Job and pods).
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -196,6 +196,11 @@ class WorkloadRequest(BaseModel):
     gpu_type: StrictStr = ""
     workflow: StrictStr = ""  # the OSMO workflow this task group belongs to, if any
     group: StrictStr = ""
+    # OSMO's task data and credentials (scheduling.specs.data): what is downloaded before the task starts (another
+    # task's output, a URL, a dataset), uploaded when it ends, and the user's credentials it is given.
+    inputs: list[data.TaskInput] = Field(default_factory=list)
+    outputs: list[data.TaskOutput] = Field(default_factory=list)
+    credentials: list[data.CredentialUse] = Field(default_factory=list)
     # An OSMO group's task names in the order of its replicas (completion indexes): what `{{host:TASK}}` resolves.
     tasks: list[StrictStr] = Field(default_factory=list)
     # Files written into the replicas: [{"path": absolute path, "contents": text}] in every one, and with "task":
@@ -217,6 +222,26 @@ class WorkloadRequest(BaseModel):
             raise ValueError(f"{value[:100]!r} is not a valid name: up to 128 letters, digits, '-', '_' or '.', "
                              "starting and ending with a letter or digit")
         return value
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs(cls, value: Any) -> Any:
+        return data.parse_inputs(value)
+
+    @field_validator("outputs", mode="before")
+    @classmethod
+    def _outputs(cls, value: Any) -> Any:
+        return data.parse_outputs(value)
+
+    @field_validator("credentials", mode="before")
+    @classmethod
+    def _credentials(cls, value: Any) -> Any:
+        return data.parse_credentials(value)
+
+    @property
+    def after(self) -> list[str]:
+        """The groups of its workflow this one waits for: those of the tasks it takes inputs from."""
+        return list(dict.fromkeys(i.group for i in self.inputs if i.task and i.group))
 
     @field_validator("gpu_type")
     @classmethod

@@ -16,13 +16,13 @@ from pools.models import Profile, Project, audit
 from pools.models.quotas import default_project_name
 from pools.models.visibility import Access, access_for
 from scheduling.decisions import admission as pure
-from scheduling.decisions import hints
+from scheduling.decisions import dependencies, hints
 from scheduling.models import ALIVE, Source, Status, Workload, WorkloadEvent
-from scheduling.run import attempts
+from scheduling.run import attempts, task_data
 from scheduling.run.outbox import request_cycle
 from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
-from scheduling.submit import inserts, limits, pipeline, reads, rollout, workflows
+from scheduling.submit import credentials, inserts, limits, pipeline, reads, rollout, workflows
 
 HIDDEN_POOL = "(a pool you may not see)"
 HIDDEN_VERDICT = "One of the project's default pools, which you may not use."
@@ -119,9 +119,10 @@ def evaluate(access: Access, request: WorkloadRequest, source: str = Source.API,
     """Each candidate pool's verdict; refusal hints in the syntax of the door `source`."""
     project = _project(access, request.project)
     limits.check_request(request, project, field)
+    credentials.check_uses(access, request, field)
     pools = candidate_pools(request, project, None if request.pools else default_pool(access))
     context = pipeline.load_context(access, project, pools)
-    verdicts = [pipeline.run(context, request, pool) for pool in pools]
+    verdicts = task_data.with_stores([pipeline.run(context, request, pool) for pool in pools], request)
     return project, [v if v.accepted else replace(v, message=hints.for_door(v.message, source)) for v in verdicts]
 
 
@@ -139,6 +140,11 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
+    for index, item in enumerate(request.inputs):
+        if item.task and not item.group:  # the group is resolved from an OSMO workflow file's tasks
+            where = f"{field}.inputs[{index}].task" if field else f"inputs[{index}].task"
+            raise ConfigError(f"{where}: another task's output is an input of an OSMO workflow's task only; submit "
+                              "the workflow file (POST /api/pool/{pool}/workflow)", field=where)
     project, verdicts = evaluate(access, request, source, field)
     running = rollout.existing(access, project, request)  # an inference of that name: rolled, not added
     if running is None:
@@ -190,6 +196,10 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
     gpu, cpu, memory, storage = first.per_replica
     now = timezone.now()
     user = access.user if access.signed_in else None
+    status, reasons = Status.PENDING, [{"pool": v.pool, "code": "SUBMITTED", "message": "Waiting for the next "
+                                        "admission cycle.", "details": {}} for v in accepted]
+    if request.after:  # OSMO's WAITING: not queued until the groups it takes inputs from complete
+        status, reasons = Status.WAITING, [dependencies.waiting_reason(request.after)]
     workload = Workload(
         name=request.name, workflow=workflow or request.workflow, group=request.group, project=submitted.project,
         submitter=user, submitter_name=user.get_username() if user else "", source=source, kind=request.kind.value,
@@ -197,9 +207,7 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
         replicas=request.replicas, gpu=gpu, cpu=cpu, memory=memory, storage=storage,
         exec_timeout=first.exec_timeout, queue_timeout=first.queue_timeout, exit_actions=request.exit_actions,
         topology=[t.model_dump() for t in request.topology], **submitted.stored(),
-        reasons=[{"pool": v.pool, "code": "SUBMITTED", "message": "Waiting for the next admission cycle.",
-                  "details": {}} for v in accepted],
-        submitted_at=now)
+        reasons=reasons, status=status, submitted_at=now)
     refused = [v for v in submitted.verdicts if not v.accepted]
     with transaction.atomic():
         if not workflow and request.workflow:
@@ -208,7 +216,9 @@ def save(access: Access, submitted: Submitted, source: str, workflow: str = "") 
                   f"{', '.join(workload.pools)}."
         if refused:
             message += " Refused by " + "; ".join(f"{v.pool} ({v.message})" for v in refused)
-        event = WorkloadEvent(workload=workload, at=now, status=Status.PENDING, reason="SUBMITTED", message=message,
+        if status == Status.WAITING:
+            message += f" {reasons[0]['message']}"
+        event = WorkloadEvent(workload=workload, at=now, status=status, reason="SUBMITTED", message=message,
                               pools=[v.pool for v in submitted.verdicts])
         inserts.insert_rows(workload, event)  # one round trip
         workload.first_events = [event]  # the answer shows them without reading them back

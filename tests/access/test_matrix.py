@@ -347,6 +347,8 @@ MATRIX: dict[str, list[Probe]] = {
     "profile-token-create": [Probe("write", "post", "/profile/tokens/", ok_as(PAGE, 400))],
     "profile-token-revoke": [Probe("write", "post", "/profile/tokens/subject-token/revoke/", ok_as(PAGE, 404))],
     "profile-notifications-save": [Probe("write", "post", "/profile/notifications/", dict.fromkeys(PRINCIPALS, 302))],
+    "profile-credential-set": [Probe("write", "post", "/profile/credentials/", ok_as(PAGE, 400))],
+    "profile-credential-delete": [Probe("write", "post", "/profile/credentials/nope-zq/delete/", ok_as(PAGE, 404))],
     # ---- pages -------------------------------------------------------------------------------------------
     "login": [Probe("page", "get", "/accounts/login/", PUBLIC)],
     # The audit log: staff read every row, anyone else their own actions (tests/access/test_audit.py).
@@ -643,6 +645,11 @@ MATRIX: dict[str, list[Probe]] = {
               body={"pool": HIDDEN_POOL},
               check=shows_only_visible)],
     "osmo-version": [Probe("detail", "get", "/api/version", PUBLIC)],
+    # One's own credentials only: another user's is a name that does not exist (tests/workflows/test_credentials.py).
+    "osmo-credentials": [Probe("list", "get", "/api/credentials", SIGNED_IN)],
+    "osmo-credential": [Probe("write", "post", "/api/credentials/probe-zq", SIGNED_IN,
+                              body={"generic_credential": {"credential": {"k": "v"}}}),
+                        Probe("write", "delete", "/api/credentials/nope-zq", ok_as(SIGNED_IN, 404))],
     "osmo-workflow-events": [
         Probe("detail", "get", "/api/workflow/team-flow-1/events", only_for_project("team-project"),
               check=shows_only_visible),

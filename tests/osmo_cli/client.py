@@ -176,6 +176,18 @@ class OsmoClient:
     def version(self):
         return self.request("GET", "api/version", version_header=False)
 
+    # ---- osmo credential set/list/delete (src/cli/credential.py) --------------------------------------------
+    def credential_set(self, name: str, cred_type: str, payload: dict):
+        """`osmo credential set NAME --type T --payload k=v ...`: a GENERIC payload is wrapped in `credential`."""
+        body = {"credential": payload} if cred_type == "GENERIC" else payload
+        return self.request("POST", f"api/credentials/{name}", payload={f"{cred_type.lower()}_credential": body})
+
+    def credential_list(self):
+        return self.request("GET", "api/credentials")
+
+    def credential_delete(self, name: str):
+        return self.request("DELETE", f"api/credentials/{name}")
+
 
 # A plain one-task workflow file, as OSMO's tutorials write one.
 PLAIN = """workflow:

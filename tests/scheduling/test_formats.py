@@ -53,12 +53,11 @@ def test_it_turns_each_group_into_one_gang_and_each_top_level_task_into_its_own_
 
 
 @pytest.mark.parametrize(("change", "field"), [
-    (("    environment: {MODE: fast}", "    credentials: {s3: key}"), "workflow.tasks[0].credentials"),
+    (("    environment: {MODE: fast}", "    credentials: {s3: key}"), "workflow.tasks[0].credentials.s3"),
     (("    environment: {MODE: fast}", "    files: [{path: /a, localpath: a.sh}]"),
      "workflow.tasks[0].files[0].localpath"),
     (("    environment: {MODE: fast}", "    checkpoint: {path: /c}"), "workflow.tasks[0].checkpoint"),
-    (("    environment: {MODE: fast}", "    inputs: [{task: train}]"), "workflow.tasks[0].inputs"),
-    (("    environment: {MODE: fast}", "    outputs: [{dataset: {name: out}}]"), "workflow.tasks[0].outputs"),
+    (("    environment: {MODE: fast}", "    inputs: [{task: train}]"), "workflow.tasks[0].inputs[0].task"),
     (("    environment: {MODE: fast}", "    enviroment: {MODE: fast}"), "workflow.tasks[0].enviroment"),
     (("  timeout:", "  retries: 3\n  timeout:"), "workflow.retries"),
     (("platform: h100,", "platform: h100, nodesExcluded: [n1],"), "workflow.resources.gang.nodesExcluded"),
