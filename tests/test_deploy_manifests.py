@@ -284,9 +284,11 @@ def reconcile_every_way(backend: Backend, kube, standin) -> None:
 
 
 def submitted(api, kube) -> Workload:
-    """Dispatched with a credential: its Secret is written (and read back after a 409 when dispatched again)."""
+    """Dispatched as a 2-replica gang with a file and a credential: its headless Service, its files' ConfigMap and its
+    Secret are written (and read back after a 409 when dispatched again)."""
     api.post("/api/credentials/token", {"generic_credential": {"credential": {"token": "t"}}}, format="json")
-    created = api.post("/api/workloads/", body(pools=["training"], credentials={"token": {"TOKEN": "token"}}),
+    created = api.post("/api/workloads/", body(pools=["training"], credentials={"token": {"TOKEN": "token"}},
+                                               replicas=2, files=[{"path": "/etc/run/notes.txt", "contents": "hi"}]),
                        format="json")
     assert created.status_code == 201, created.json()
     run_cycle()
