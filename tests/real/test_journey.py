@@ -5,7 +5,8 @@ only when REAL_KUBECONFIG is set (tests/conftest.py's collect_ignore), never ski
 
 Sync equal to the nodes the API server lists; a submission through each door (API, OSMO's workflow path, a gpuctl
 job file, the CLI, the web form) to COMPLETED; a 2 x 8-GPU gang landing on the two nodes admission planned; its
-logs through the API; KAI's Queues and Topology and Kueue's ResourceFlavor, ClusterQueues and LocalQueues written
+logs through the API; an OSMO group with files and a credential, a notebook and an inference with its
+link; KAI's Queues and Topology and Kueue's ResourceFlavor, ClusterQueues and LocalQueues written
 by two engine backends sharing the cluster and accepted; a kube-apiserver killed while a Job is being dispatched
 and started again, the workload still COMPLETED. Figures are printed (`-s`)."""
 
@@ -17,15 +18,21 @@ import time
 from pathlib import Path
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 from pools.cluster import ClusterError
 from pools.cluster.kinds import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    INGRESS,
     KAI_QUEUE,
     KAI_TOPOLOGY,
     KUEUE_CLUSTER_QUEUE,
     KUEUE_LOCAL_QUEUE,
     KUEUE_RESOURCE_FLAVOR,
+    SECRET,
+    SERVICE,
+    STATEFULSET,
 )
 from pools.cluster.kube import KubeCluster
 from pools.config import writes
@@ -36,6 +43,7 @@ from scheduling.models import Status, Workload
 from scheduling.run import follow
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
+from scheduling.run.stopping import stop
 from tests.support.commands import run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -108,6 +116,8 @@ def drive(backend: Backend, ids: list[str], *, until: set[str] = ENDED) -> dict[
         run_cycle()
         for pk in Workload.objects.filter(pk__in=ids, status=Status.ADMITTED).values_list("pk", flat=True):
             dispatch(pk)
+        for pk in ids:
+            stop(pk)  # a cancel asked for ("skipped" when none is)
         sync(backend)
         follow.observe()
         statuses = dict(Workload.objects.filter(pk__in=ids).values_list("name", "status"))
@@ -187,7 +197,47 @@ def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
     logs = api.get(f"/api/workloads/{gang}/logs/")
     assert logs.status_code == 200 and "gang says hi" in logs.content.decode(), logs.content[:2000]
 
-    # 4. Both engines' objects, written by engine backends sharing the cluster, accepted by the API server.
+    # 4. The objects of OSMO's groups and of the long-running kinds, accepted by the API server: a group of differing
+    # tasks with files and a credential (one indexed Job whose lead decides its end, its headless Service, its
+    # files' ConfigMap and its Secret), a notebook (a StatefulSet and its headless Service) and an inference with a
+    # link (a Deployment, its Service and an Ingress).
+    assert api.post("/api/credentials/registry-token", {"generic_credential": {"credential": {"token": "t0k"}}},
+                    format="json").status_code in (200, 201)
+    task = ("    - name: {name}\n{lead}      image: busybox\n      command: [sh, /tmp/{name}.sh]\n"
+            "      files:\n      - path: /tmp/{name}.sh\n        contents: 'echo {name} reaches {{{{host:master}}}}'\n"
+            "      credentials:\n        registry-token:\n          TOKEN: token\n")
+    group = api.post("/api/pool/real/workflow", {"file": (
+        "workflow:\n  name: real-group\n  project: vision\n  resources:\n"
+        "    default: {cpu: 1, gpu: 1, memory: 1Gi, storage: 1Gi}\n  groups:\n  - name: pair\n    tasks:\n"
+        + task.format(name="master", lead="      lead: true\n") + task.format(name="worker", lead=""))},
+        format="json")
+    assert group.status_code == 200, group.json()
+    pair = Workload.objects.get(workflow=group.json()["name"])
+    notebook = api.post("/api/workloads/", body("explore", kind="notebook"), format="json").json()["id"]
+    serving = api.post("/api/workloads/", body("serve", kind="inference", replicas=2), format="json").json()["id"]
+    with override_settings(OSMO_LINK_TEMPLATES={"pool/real": {"host": "{name}-{id}.nb.example.org"}}):
+        assert drive(real, [str(pair.pk)]) == {"pair": Status.COMPLETED}
+        running = drive(real, [notebook, serving], until={Status.RUNNING})
+    assert set(running.values()) == {Status.RUNNING}, running
+    pair.refresh_from_db()
+    on_server = {kind.kind: {item["metadata"]["name"]: item for item in admin.list_objects(
+        kind, namespace=pair.namespace, limit=500).items} for kind in (SERVICE, CONFIG_MAP, SECRET, STATEFULSET,
+                                                                       DEPLOYMENT, INGRESS)}
+    for kind, name in (("Service", pair.job_name), ("ConfigMap", pair.job_name), ("Secret", f"{pair.job_name}-data")):
+        owners = on_server[kind][name]["metadata"]["ownerReferences"]
+        assert [(o["kind"], o["name"]) for o in owners] == [("Job", pair.job_name)], (kind, owners)
+    assert on_server["Service"][pair.job_name]["spec"]["clusterIP"] == "None"
+    assert "t0k" not in json.dumps(admin.get_job(pair.namespace, pair.job_name))  # the value only in the Secret
+    explore, serve = Workload.objects.get(pk=notebook), Workload.objects.get(pk=serving)
+    assert explore.job_name in on_server["StatefulSet"] and serve.job_name in on_server["Deployment"], on_server
+    assert {i["spec"]["rules"][0]["host"] for i in on_server["Ingress"].values()} >= {
+        f"serve-{serving[:8]}.nb.example.org"}, on_server["Ingress"]
+    log(f"osmo group and kinds: {sorted((k, sorted(v)) for k, v in on_server.items())}")
+    for pk in (notebook, serving):
+        assert api.post(f"/api/workloads/{pk}/cancel/").status_code in (200, 202)
+    assert set(drive(real, [notebook, serving]).values()) == {Status.FAILED_CANCELED}
+
+    # 5. Both engines' objects, written by engine backends sharing the cluster, accepted by the API server.
     run("backend", "add", "kai", "--kubeconfig", KUBECONFIG, "--scheduler", "kai", "--same-cluster-as", "real")
     run("backend", "add", "kq", "--kubeconfig", KUBECONFIG, "--scheduler", "kueue", "--same-cluster-as", "real")
     writes.import_document(ConfigKind.POOL, {"pools": {
@@ -212,7 +262,7 @@ def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
     sync(real)
     assert Node.objects.count() == len(listed)  # three backends, one row per node
 
-    # 5. kube-apiserver killed while a Job is being dispatched, then started again: the workload completes.
+    # 6. kube-apiserver killed while a Job is being dispatched, then started again: the workload completes.
     restart = api.post("/api/workloads/", body("across-restart"), format="json").json()["id"]
     run_cycle()
     assert Workload.objects.get(pk=restart).status == Status.ADMITTED
