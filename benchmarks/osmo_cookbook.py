@@ -16,6 +16,11 @@ variables the cookbook's READMEs tell their users to give (by default `storage_u
 `--set` replaces the list, `--set` alone sends none). Files that are not workflows (a Helm values file, a dataset
 manifest) are counted apart. Database: a scratch PostgreSQL database as benchmarks/submit.py makes it (dropped at
 the end unless --keep).
+
+Two counts: the site as it comes, then as the cookbook's READMEs tell an OSMO user to prepare it: the pool given a
+data store (`manage.py storage set`) and the researcher holding every credential the files name (`osmo credential
+set NAME --payload KEY=...` as the READMEs write it, else one key; here `POST /api/credentials/NAME` with placeholder
+values).
 """
 
 import argparse
@@ -47,6 +52,18 @@ def reason(answer: dict) -> str:
     return " ".join(text.split())[:220]
 
 
+def dry_runs(client, files: list[Path], args) -> dict[str, str]:
+    """Each file as a dry run; the refused ones and why."""
+    refused: dict[str, str] = {}
+    for path in files:
+        response = client.post("/api/pool/training/workflow?dry_run=true&project=vision",
+                               {"file": path.read_text(encoding="utf-8"), "set_variables": args.variables},
+                               content_type="application/json")
+        if response.status_code != 200:
+            refused[str(path.relative_to(args.cookbook))] = f"{response.status_code}: {reason(response.json())}"
+    return refused
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cookbook", required=True, type=Path, help="the cookbook/ directory of an OSMO checkout")
@@ -76,16 +93,28 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         client = Client(HTTP_AUTHORIZATION=f"Bearer {world.build_world(4)}")
-        refused: dict[str, str] = {}
-        for path in files:
-            response = client.post("/api/pool/training/workflow?dry_run=true&project=vision",
-                                   {"file": path.read_text(encoding="utf-8"), "set_variables": args.variables},
-                                   content_type="application/json")
-            if response.status_code != 200:
-                refused[str(path.relative_to(args.cookbook))] = f"{response.status_code}: {reason(response.json())}"
-        accepted = len(files) - len(refused)
         print(f"{args.cookbook}: {len(files)} workflow files ({len(others)} other YAML files not sent)")
-        print(f"accepted as a dry run (--set {' '.join(args.variables) or 'nothing'}): {accepted} of {len(files)}")
+        bare = len(files) - len(dry_runs(client, files, args))
+        print(f"accepted as a dry run by the site as it comes (--set {' '.join(args.variables) or 'nothing'}): "
+              f"{bare} of {len(files)}")
+        key = Path(os.environ.get("TMPDIR", "/tmp")) / "osmo-cookbook-key"
+        key.write_text("placeholder-secret-key")
+        call_command("storage", "set", "training", "--endpoint", "https://s3.example.org", "--bucket", "osmo-data",
+                     "--access-key-id", "placeholder", "--access-key-file", str(key), verbosity=0)
+        key.unlink()
+        names = sorted({name for path in files for name in re.findall(
+            r"^\s+credentials:\s*\n\s+([A-Za-z0-9_.-]+):", path.read_text(encoding="utf-8"), re.M)})
+        payloads = {name: {"key": "placeholder"} for name in names}
+        for readme in args.cookbook.rglob("*.md"):  # as the READMEs say: `osmo credential set NAME ... --payload k=v`
+            for name, items in re.findall(r"osmo credential set (\S+) --type GENERIC --payload (.+)",
+                                          readme.read_text(encoding="utf-8")):
+                payloads[name] = {item.strip('"').split("=", 1)[0]: "placeholder" for item in items.split()}
+        for name, payload in payloads.items():
+            client.post(f"/api/credentials/{name}", {"generic_credential": {"credential": payload}},
+                        content_type="application/json")
+        refused = dry_runs(client, files, args)
+        print(f"accepted once the pool has a data store and the researcher the credentials {', '.join(payloads)}: "
+              f"{len(files) - len(refused)} of {len(files)}")
         for name, why in refused.items():
             print(f"  refused {name}\n    {why}")
         kinds = Counter(re.sub(r"[\[\]0-9]+", "", why.split(": ", 2)[1].split(":")[0]) for why in refused.values())
