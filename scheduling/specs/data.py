@@ -11,7 +11,7 @@ Only `s3://` URLs are copied (any S3-compatible store: the pool's storage names 
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pools.engine import ConfigError
@@ -19,6 +19,7 @@ from pools.engine.pod_rules import C_IDENTIFIER
 
 MAX_INPUTS = 64
 MAX_OUTPUTS = 16
+MAX_REPLICA_INDEXES = 1000  # a gang's replicas at most (scheduling.specs.requests.MAX_REPLICAS)
 MAX_CREDENTIALS = 16  # a task's; their payloads together fit in one Secret (MAX_PAYLOAD_BYTES)
 MAX_URL = 1024
 MAX_REGEX = 256
@@ -53,6 +54,9 @@ class TaskOutput:
     url: str = ""
     dataset: str = ""
     regex: str = ""
+    # The replicas (completion indexes) that upload it: in an OSMO group, the tasks that name it (a lead's model,
+    # not its workers'); () every replica.
+    replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,14 +198,37 @@ def parse_outputs(value: Any, where: str = "outputs") -> list[TaskOutput]:
             continue
         place = f"{where}[{i}]"
         item = _given(item)
+        replicas = _replicas(item.pop("replicas", None) if isinstance(item, dict) else None, f"{place}.replicas")
         kind = _one_of(item, place, ("url", "dataset"))
         regex = _regex(item.get("regex"), f"{place}.regex")
         if kind == "url":
-            result.append(TaskOutput(url=check_url(item["url"], f"{place}.url"), regex=regex))
+            result.append(TaskOutput(url=check_url(item["url"], f"{place}.url"), regex=regex, replicas=replicas))
         else:
             name, own = _dataset(item["dataset"], f"{place}.dataset")
-            result.append(TaskOutput(dataset=name, regex=own or regex))
+            result.append(TaskOutput(dataset=name, regex=own or regex, replicas=replicas))
     return result
+
+
+def _replicas(value: Any, where: str) -> tuple[int, ...]:
+    if value is None or value == []:
+        return ()
+    if not isinstance(value, list | tuple) or len(value) > MAX_REPLICA_INDEXES or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_REPLICA_INDEXES for n in value):
+        raise ConfigError(f"{where}: expected a list of replica indexes (0 to {MAX_REPLICA_INDEXES - 1})",
+                          field=where)
+    return tuple(sorted(set(value)))
+
+
+def by_replica(outputs_of_tasks: list[list[TaskOutput]]) -> list[TaskOutput]:
+    """A group's outputs from each of its tasks' (in replica order): one entry per output, naming the replicas
+    that upload it, or none when every task does."""
+    seen: dict[TaskOutput, list[int]] = {}
+    for index, outputs in enumerate(outputs_of_tasks):
+        for item in outputs:
+            seen.setdefault(item, []).append(index)
+    every = len(outputs_of_tasks)
+    return [replace(item, replicas=() if len(indexes) == every else tuple(indexes))
+            for item, indexes in seen.items()]
 
 
 def check_credential_name(name: Any, where: str) -> str:

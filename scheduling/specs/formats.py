@@ -32,7 +32,7 @@ _INSTEAD = {
 _RESOURCE_KEYS = {"cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded"}
 _TOPOLOGY_KEYS = {"key", "group", "requirementType"}
 # A group's tasks share one pod spec's data steps and Secret (scheduling.specs.task_data): these must agree.
-_SAME_DATA = ("inputs", "outputs", "credentials")
+_SAME_DATA = ("inputs", "credentials")  # outputs may differ: each replica uploads its own task's
 
 
 @dataclass(frozen=True)
@@ -324,7 +324,8 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
                           field=f"{task_where(0)}.env_from_secret")
     body = {
         "inputs": data.parse_inputs(first.get("inputs"), f"{task_where(0)}.inputs"),
-        "outputs": data.parse_outputs(first.get("outputs"), f"{task_where(0)}.outputs"),
+        "outputs": data.by_replica([data.parse_outputs(task.get("outputs"), f"{task_where(i)}.outputs")
+                                    for i, task in enumerate(planned.tasks)]),
         "credentials": data.parse_credentials(first.get("credentials"), f"{task_where(0)}.credentials"),
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],

@@ -5,7 +5,7 @@ signed with AWS Signature Version 4) over urllib. It is passed to `python3 -c` a
 environment:
 
 - OSMO_COPY_PLAN: JSON `{"endpoint", "region", "downloads": [{"bucket", "prefix", "dest", "regex", "cred"}],
-  "uploads": [{"bucket", "prefix", "source", "regex", "cred"}], "done": path, "uploaded": path}`;
+  "uploads": [{"bucket", "prefix", "source", "regex", "cred", "replicas"?}], "done": path, "uploaded": path}`;
 - OSMO_COPY_<CRED>_ID / OSMO_COPY_<CRED>_KEY: each credential's keys (from the attempt's Secret, never the plan).
 
 `upload` waits for the task's wrapper to write `done` (its exit code), uploads only after a success (as OSMO does:
@@ -111,7 +111,10 @@ def download(plan: dict) -> None:
 
 
 def upload(plan: dict) -> None:
+    index = os.environ.get("JOB_COMPLETION_INDEX", "")  # set by the Job controller in every container of its pods
     for item in plan.get("uploads", []):
+        if "replicas" in item and not (index.isdigit() and int(index) in item["replicas"]):
+            continue  # another task's output: an OSMO group's tasks each upload their own
         source, prefix = item["source"], item["prefix"].strip("/")
         pattern = re.compile(item["regex"]) if item.get("regex") else None
         count = 0

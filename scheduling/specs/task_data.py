@@ -120,7 +120,8 @@ def plan(*, secret: str, inputs: list[data.TaskInput], outputs: list[data.TaskOu
         else:
             bucket, prefix = data.split_url(item.url)
         pod.uploads.append({"bucket": bucket, "prefix": prefix, "source": osmo_tokens.OUTPUT_DIR,
-                            "regex": item.regex, "cred": cred_for(bucket) if item.url else STORE})
+                            "regex": item.regex, "cred": cred_for(bucket) if item.url else STORE,
+                            **({"replicas": list(item.replicas)} if item.replicas else {})})
     if pod.downloads or pod.uploads:
         store_keys = payloads.get("", {})  # the store's own keys
         pod.secret_data["copy.STORE.id"] = store_keys.get("access_key_id", "")

@@ -8,6 +8,7 @@ dataset into `{{input:N}}`, whose bytes are checked."""
 
 import base64
 import json
+import os
 import subprocess
 import sys
 
@@ -188,3 +189,54 @@ def test_inputs_and_outputs_need_a_data_store_in_the_pool(researcher_api, world)
     response = researcher_api.post("/api/pool/training/workflow?project=vision", {"file": SERIAL}, format="json")
     assert response.status_code == 400
     assert "has no data store" in response.json()["detail"] and not Workload.objects.exists()
+
+
+LEAD_SAVES = """
+workflow:
+  name: lead-saves
+  resources:
+    default: {cpu: 1, gpu: 1, memory: 1Gi}
+  groups:
+  - name: pair
+    tasks:
+    - name: master
+      lead: true
+      image: ubuntu:24.04
+      command: [sh, -c, "echo weights > {{output}}/model.txt"]
+      outputs:
+      - url: s3://exports/model
+    - name: worker
+      image: ubuntu:24.04
+      command: [sh, -c, "echo shard > {{output}}/shard.txt"]
+"""
+
+
+def test_in_a_group_each_task_uploads_its_own_outputs(standin, kube, researcher_api, store, s3, tmp_path):
+    """OSMO's multi-node files give the lead the outputs and the workers none (torchrun_multinode, deepspeed,
+    wandb): one Job's pods share one upload step, which uploads a task's outputs from that task's replica only."""
+    _, client = s3
+    answer = researcher_api.post("/api/pool/training/workflow?project=vision", {"file": LEAD_SAVES}, format="json")
+    assert answer.status_code == 200, answer.json()
+    workload = Workload.objects.get(group="pair")
+    assert workload.request["outputs"] == [{"url": "s3://exports/model", "dataset": "", "regex": "",
+                                            "replicas": [0]}]
+    run_cycle()
+    spec, secret = _spec(standin, _dispatched(kube, "pair"))
+    upload, user = spec["initContainers"][0], spec["containers"][0]
+    for index in (1, 0):  # the worker, then the lead
+        root = tmp_path / f"pod{index}"
+        (root / "output").mkdir(parents=True)
+        replica = {"JOB_COMPLETION_INDEX": str(index)}  # as the Job controller sets it in every container
+        sidecar = subprocess.Popen(_command(upload, str(root)), env={**_env(upload, secret, str(root)), **replica})
+        try:
+            task = subprocess.run(_command(user, str(root)), env={"PATH": os.environ["PATH"], **replica},
+                                  capture_output=True, text=True, timeout=120)
+            assert task.returncode == 0, task.stderr
+            until(lambda root=root: (root / ".uploaded").exists(), "the sidecar's answer")
+        finally:
+            sidecar.terminate()
+            sidecar.wait(timeout=60)
+        exported = [o["Key"] for o in client.list_objects_v2(Bucket="exports").get("Contents", [])]
+        assert exported == ([] if index == 1 else ["model/model.txt"]), exported  # the worker exports nothing
+    stored = sorted(o["Key"] for o in client.list_objects_v2(Bucket="osmo-data", Prefix="team/researcher/")["Contents"])
+    assert stored == ["team/researcher/lead-saves-1/pair/model.txt", "team/researcher/lead-saves-1/pair/shard.txt"]
