@@ -18,7 +18,7 @@ STATE = ROOT / ".mutation"
 # name: (module, its focused tests[, the only functions mutated, where the whole module was too long a run])
 MODULES = {
     "audit": ("pools/access/audit.py", "tests/access/test_audit.py"),
-    "budgets": ("pools/render_limits.py", "tests/scheduling/test_render_budgets.py"),
+    "names": ("pools/engine/kube_names.py", "tests/engine/test_kube_names.py tests/scheduling/test_long_names.py"),
     "user_names": ("pools/engine/user_names.py", "tests/access/test_look_alike_names.py"),
     "estimates": ("scheduling/decisions/estimates.py", "tests/scheduling/test_estimates.py",
                   {"_samples", "typical", "bucket", "_recent_waits", "remaining", "estimate"}),
@@ -28,7 +28,7 @@ MODULES = {
     "scoping": ("pools/access/scoping.py", "tests/access/test_enforcement.py"),
     "visibility": ("pools/models/visibility.py", "tests/access/test_scoping.py tests/access/test_enforcement.py"),
     "quota_limits": ("pools/quotas/limits.py", "tests/quotas/test_documents.py"),
-    "names": ("pools/engine/kube_names.py", "tests/engine/test_kube_names.py tests/scheduling/test_long_names.py"),
+    "budgets": ("pools/render_limits.py", "tests/scheduling/test_render_budgets.py"),
     "usage_buckets": ("scheduling/usage/buckets.py", "tests/usage/test_buckets.py",
                       {"covered", "hours_of", "capacity_seconds", "hour_floor", "by_hour", "at"}),
 }
