@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Fixtures that modules in several folders use, so that no test module imports one from another.
 pytest_plugins = ["tests.support.workloads", "tests.support.inventory", "tests.support.fleet",
                   "tests.support.fleet_with_history", "tests.support.clients", "tests.support.simulated",
-                  "tests.support.usage", "tests.support.long_names"]
+                  "tests.support.usage", "tests.support.long_names", "tests.support.journey"]
 SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 # tests/real/ runs against a real control plane (`make test-real`, outside CI): collected only when REAL_KUBECONFIG
 # names one, so that the suite neither skips it nor fails for want of a cluster.
