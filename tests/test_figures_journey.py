@@ -1,10 +1,12 @@
 """Journeys for the figures admins and researchers read (issue 45 point 2), beside the usage journey
-(tests/usage/test_usage_journey.py): quotas and fair share, the pool and node tables, and the audit log, each from a
-state built only through the product's doors (tests/support/journey.py: the CLI, the API, the stand-in cluster and
-the sync, admission and dispatch as the workers run them) and compared with a computation of the test's own: from
-the stand-in's pods, from what the test submitted, and from the fair-share rules as docs/concepts.md states them."""
+(tests/usage/test_usage_journey.py): quotas and fair share, the pool and node tables, start estimates and the audit
+log, each from a state built only through the product's doors (tests/support/journey.py: the CLI, the API, the
+stand-in cluster and the sync, admission and dispatch as the workers run them) and compared with a computation of
+the test's own: from the stand-in's pods and Jobs, from what the test did, and from the fair-share rules as
+docs/concepts.md states them."""
 
 from collections import defaultdict
+from datetime import datetime, timedelta
 from fractions import Fraction
 
 import pytest
@@ -12,6 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from scheduling.models import Workload
+from scheduling.run import follow
+from scheduling.run.cycle import run_cycle
 from tests.support.commands import run
 from tests.support.journey import POOL, admit_and_dispatch, config, kubelet_pods, run_pod, sync
 
@@ -159,3 +163,33 @@ def test_the_audit_log_lists_every_action_taken_through_the_doors_and_each_reade
         entry[1:] for entry in done if entry[0] == "researcher"}
     verified = run("audit", "verify")
     assert f"{page['count']} audit rows verified" in verified and "the chain is intact" in verified
+
+
+def test_a_start_estimate_is_when_the_first_running_job_reaches_its_deadline(doors):
+    """Two 8-GPU workloads fill training with exec timeouts of 2 h and 3 h; a 4-GPU workload then waits. Its
+    estimate is the first moment 4 GPUs free up: when the first Job reaches its deadline, Kubernetes' rule: the
+    activeDeadlineSeconds of the stand-in's Job, counted from the Job's start, a moment between its dispatch and
+    the sync that saw its pods run."""
+    api, standin, kube = doors["api"], doors["standin"], doors["kube"]
+    for name, timeout in (("first", "2h"), ("second", "3h")):
+        answer = api["researcher"].post("/api/workloads/", {
+            "name": name, "project": "vision", "pools": [POOL], "image": IMAGE, "command": ["python", "train.py"],
+            "resources": {"gpu": 8, "cpu": "1", "memory": "4Gi"}, "priority": "low", "exec_timeout": timeout},
+            format="json")
+        assert answer.status_code == 201, answer.json()
+    before = timezone.now().replace(microsecond=0)
+    for workload in admit_and_dispatch(kube):
+        for pod in kubelet_pods(standin, workload):
+            run_pod(standin, pod, timezone.now(), None, add=True)
+    sync(kube)
+    follow.observe()
+    after = timezone.now().replace(microsecond=0) + timedelta(seconds=1)  # the API answers in whole seconds
+    waiting = submit(api["researcher"], "waits", "vision", 4)
+    run_cycle()
+
+    deadlines = sorted(timedelta(seconds=job["spec"]["activeDeadlineSeconds"]) for job in standin.jobs())
+    assert deadlines == [timedelta(hours=2), timedelta(hours=3)]
+    detail = api["researcher"].get(f"/api/workloads/{waiting}/").json()
+    assert detail["status"] == "PENDING", detail
+    estimate = datetime.fromisoformat(detail["estimated_start"])
+    assert before + deadlines[0] <= estimate <= after + deadlines[0], (before, after, detail["estimate_basis"])
