@@ -129,5 +129,6 @@ def test_the_limits_hold_to_the_character():
     assert k.dotted("a" * 63, "b" * 63, "c" * 63, "d" * 62, limit=k.SUBDOMAIN_MAX) != fits + "d"
     capitals = "A" * 63
     assert k.dns_label(capitals) == f"{'a' * 40}-{zlib.crc32(capitals.encode()):08x}"
+    assert k.job_name("j" * 52) == "j" * 52  # a Job's longest name, kept
     one = {"labels": {"runwhere.ai/pool": "t"}, "annotations": {"runwhere.ai/pool": "T"}}
     assert k.full_value(one, "runwhere.ai/pool") == "T"  # a one-letter name is a name
