@@ -77,6 +77,15 @@ def test_history_counts_only_the_last_fifty_and_uses_the_size_bucket():
     assert est.RunTimes("p", [(1, 60.0)] * (est.MIN_HISTORY - 1)).typical(1) is None
 
 
+def test_exactly_min_history_runs_are_a_basis_in_the_bucket_and_in_the_pool():
+    """The edge itself (the mutation run's survivor: `>` for `>=` on the pool's runs), not only one below it."""
+    enough = [(1, 60.0)] * est.MIN_HISTORY
+    assert est.RunTimes("p", enough).typical(1) == (60.0, f"the last {est.MIN_HISTORY} finished workloads of 1 GPU "
+                                                          "in pool p")
+    assert est.RunTimes("p", enough).typical(32) == (60.0, f"the last {est.MIN_HISTORY} finished workloads in pool p")
+    assert est.bucket(0) == est.bucket(-1) == (0, 0)  # no GPU (a negative count is none)
+
+
 def test_a_run_past_every_recent_run_time_falls_back_on_its_timeout_or_unknown():
     history = [(8, 600.0)] * 10
     long_run = Running(8, NOW - H, None)
