@@ -190,6 +190,14 @@ def test_multi_pool_candidates_take_the_earliest_and_keep_each():
     assert [(e.pool, e.position, e.at) for e in forecast.pools] == [("slow", 1, NOW + 5 * H), ("fast", 3, NOW + H)]
 
 
+def test_unknown_in_every_pool_says_why_in_the_first_candidate():
+    """The basis shown for the whole workload is its first candidate pool's (the mutation run's survivor: the
+    last one's)."""
+    forecast = one([pool("m", free=16, status="MAINTENANCE"), pool("o", free=16, status="MAINTENANCE")],
+                   want(pools=("m", "o", "new"), positions={"m": 1, "o": 1}))
+    assert forecast.at is None and forecast.basis == "unknown: pool m is in maintenance"
+
+
 def test_a_pool_not_numbered_yet_or_closed_is_unknown():
     forecast = one([pool("m", free=16, status="MAINTENANCE"), pool("o", free=16)],
                    want(pools=("m", "o", "new"), positions={"m": 1, "o": 1}))
