@@ -186,4 +186,7 @@ def test_allowed_hosts_match_names_addresses_and_networks():
     assert decide.host_allowed("hooks.internal", ["hooks.internal"])
     assert decide.host_allowed("10.2.3.4", ["10.0.0.0/8"])
     assert not decide.host_allowed("11.2.3.4", ["10.0.0.0/8", "not-a-network/x"])
+    # A blank entry (OSMO_NOTIFY_ALLOWED_HOSTS=", hooks.internal" or a trailing comma) is passed over, not the end
+    # of the list (the mutation run's survivor).
+    assert decide.host_allowed("hooks.internal", ["", " ", "hooks.internal"])
     assert decide.public("8.8.8.8")
