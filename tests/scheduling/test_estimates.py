@@ -198,6 +198,15 @@ def test_unknown_in_every_pool_says_why_in_the_first_candidate():
     assert forecast.at is None and forecast.basis == "unknown: pool m is in maintenance"
 
 
+def test_a_pool_numbered_but_missing_from_the_facts_is_unknown_and_the_others_still_count():
+    """A candidate numbered in a pool the facts lack (deleted since the cycle) is unknown there (the mutation
+    run's survivor: `or` for `and` walked a pool it had no facts for)."""
+    forecast = one([pool("o", free=16)], want(pools=("gone", "o"), positions={"gone": 1, "o": 1}))
+    by_pool = {e.pool: e for e in forecast.pools}
+    assert by_pool["gone"].at is None and by_pool["gone"].basis.startswith("unknown:")
+    assert forecast.at == NOW + est.CYCLE_SECONDS and "pool o" in forecast.basis
+
+
 def test_a_pool_not_numbered_yet_or_closed_is_unknown():
     forecast = one([pool("m", free=16, status="MAINTENANCE"), pool("o", free=16)],
                    want(pools=("m", "o", "new"), positions={"m": 1, "o": 1}))
