@@ -200,6 +200,7 @@ def test_a_webhook_url_is_refused_at_each_edge_and_accepted_just_inside_it():
     assert decide.check_webhook_url(base + "!x") == base + "!x"  # "!" is the first printable character after space
     assert decide.host_allowed("10.2.3.4", ["10.1.0.0/8"])  # a network written with host bits is still the /8
     assert decide.host_allowed("hooks.internal", ["10.0.0.0/8", "hooks.internal"])  # a name meets no network
+    assert decide.host_allowed("10.2.3.4", ["not-a-network/x", "10.0.0.0/8"])  # a broken entry is passed over
     for refused in (longest + "x", base + "\x7f", "https://someone@hooks.example.com/",
                     "https://hooks.example.com:0/"):
         with pytest.raises(decide.Refused) as caught:
