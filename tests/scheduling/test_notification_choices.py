@@ -202,7 +202,7 @@ def test_a_webhook_url_is_refused_at_each_edge_and_accepted_just_inside_it():
     assert decide.host_allowed("hooks.internal", ["10.0.0.0/8", "hooks.internal"])  # a name meets no network
     assert decide.host_allowed("10.2.3.4", ["not-a-network/x", "10.0.0.0/8"])  # a broken entry is passed over
     for refused in (longest + "x", base + "\x7f", "https://someone@hooks.example.com/",
-                    "https://hooks.example.com:0/"):
+                    "https://hooks.example.com:0/", "https://hooks.example.com:99999/"):
         with pytest.raises(decide.Refused) as caught:
             decide.check_webhook_url(refused)
         assert caught.value.field == "webhook_url", refused
