@@ -27,7 +27,8 @@ MODULES = {
                  {"check_webhook_url", "public", "host_allowed", "_global", "refused_addresses"}),
     "scoping": ("pools/access/scoping.py",
                 "tests/access/test_enforcement.py tests/access/test_hardening.py tests/pages/test_history.py"),
-    "visibility": ("pools/models/visibility.py", "tests/access/test_scoping.py tests/access/test_enforcement.py"),
+    "visibility": ("pools/models/visibility.py", "tests/access/test_scoping.py tests/access/test_enforcement.py "
+                   "tests/access/test_tokens.py tests/access/test_hardening.py"),
     "quota_limits": ("pools/quotas/limits.py", "tests/quotas/test_documents.py"),
     "budgets": ("pools/render_limits.py", "tests/scheduling/test_render_budgets.py"),
     "usage_buckets": ("scheduling/usage/buckets.py", "tests/usage/test_buckets.py",
