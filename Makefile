@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test test-real lint docs bench clean
+.PHONY: install demo serve test test-real mutate lint docs bench clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
@@ -64,6 +64,12 @@ test: $(STAMP)
 test-real: $(STAMP)
 	@test -n "$(REAL_KUBECONFIG)" || { echo "make test-real needs REAL_KUBECONFIG (see docs/development/real-cluster.md)"; exit 2; }
 	REAL_KUBECONFIG=$(REAL_KUBECONFIG) $(PY) -m pytest tests/real -s -p no:cacheprovider $(PYTEST_ARGS)
+
+# Mutation testing (docs/development/mutation.md): outside CI, hours on 2 cores. MUTATE names some of the modules of
+# tests/mutation/run.py (default: all); a stopped run goes on where it stopped. It edits the source in place one
+# mutant at a time: change nothing in the checkout while it runs.
+mutate: $(STAMP)
+	nice -n 10 $(PY) tests/mutation/run.py $(MUTATE)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -11,14 +11,23 @@ ROOT = Path(__file__).resolve().parents[1]
 # Fixtures that modules in several folders use, so that no test module imports one from another.
 pytest_plugins = ["tests.support.workloads", "tests.support.inventory", "tests.support.fleet",
                   "tests.support.fleet_with_history", "tests.support.clients", "tests.support.simulated",
-                  "tests.support.usage", "tests.support.long_names"]
+                  "tests.support.usage", "tests.support.long_names", "tests.support.journey"]
 SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 # tests/real/ runs against a real control plane (`make test-real`, outside CI): collected only when REAL_KUBECONFIG
 # names one, so that the suite neither skips it nor fails for want of a cluster.
 collect_ignore = [] if os.environ.get("REAL_KUBECONFIG") else ["real"]
 
 
+# The longest modules run first. xdist's worksteal hands each worker a contiguous share of the collection order and
+# lets an idle worker take from the end of another's; a long test collected late (the README's and the pages'
+# commands come after every folder) ran at the end of a share with nothing left to balance it.
+LONG_FIRST = ("tests/test_readme_commands.py", "tests/scheduling/test_race.py", "tests/test_signals.py",
+              "tests/scheduling/test_demo.py", "tests/test_worker_shutdown.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {path: index for index, path in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))  # stable: the rest in order
     on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     for item in items:
         missing = [name for marker, name, there in (("postgres", "PostgreSQL", on_postgres),

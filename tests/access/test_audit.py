@@ -2,6 +2,7 @@
 that cannot be changed through the ORM or the admin; a hash chain whose raw-SQL edit `audit verify` names;
 retention; and the page, API and CLI, scoped to what each reader may see."""
 
+import base64
 import datetime as dt
 import threading
 
@@ -121,6 +122,15 @@ def test_sign_ins_succeed_fail_and_lock_out_each_with_a_row(client, member, sett
     for _ in range(3):  # refused while locked out: one lockout row, however many tries
         assert client.post("/accounts/login/", {"username": "researcher", "password": "pw-res-123"}).status_code == 429
     assert "Too many failed sign-ins" in one(kind="signin", action="lockout").summary
+
+
+def test_a_failed_sign_in_names_the_user_as_the_sign_in_limit_counts_it_its_first_150_characters(db):
+    """HTTP Basic passes any length of user name to authenticate(); the row names what a user name can be (150
+    characters, Django's and the sign-in limit's), not more and not less."""
+    name = "n" * 149 + "xyz"
+    basic = base64.b64encode(f"{name}:wrong".encode()).decode()
+    assert APIClient(HTTP_AUTHORIZATION=f"Basic {basic}").get("/api/profile/").status_code == 401
+    assert one(kind="signin", action="failure").object == f"user/{name[:150]}"
 
 
 def test_rows_cannot_be_changed_or_deleted_through_the_orm_or_the_admin(client, staff):

@@ -123,3 +123,11 @@ def test_pages_use_the_same_rules(shared_node_pools, teammate, nobody, page):
     with pytest.raises(PermissionDenied):
         page(page_request(nobody, "post"), pool="team-gpu-pool")
     assert page(page_request(None), pool="team-gpu-pool").status_code == 302
+
+
+def test_a_signed_out_fragment_request_is_told_401_and_where_to_sign_in(client):
+    """htmx swaps a fragment's answer into the page: a signed-out one gets 401 with HX-Redirect to the login page,
+    never the login page inside the region (the mutation run's survivor: any other status passed)."""
+    answer = client.get("/workloads/?sort=-gpu", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workloads-table")
+    assert answer.status_code == 401
+    assert answer["HX-Redirect"].startswith("/accounts/login/?next=/workloads/")

@@ -3,6 +3,7 @@ independently: every name the configuration accepts maps to a valid value of eve
 always to the same value, and different names to different values; names that already fit are unchanged."""
 
 import re
+import zlib
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -118,3 +119,16 @@ def test_labelled_keeps_each_shortened_value_in_an_annotation_that_full_value_re
     too_long = {"labels": {"runwhere.ai/pool": "training"}, "annotations": {"runwhere.ai/pool": "t" * 129}}
     assert k.full_value(too_long, "runwhere.ai/pool") == "training"  # no name of ours: the label it is
     assert k.labelled("runwhere.ai/", {"pool": "training"}) == ({"runwhere.ai/pool": "training"}, {})
+
+
+def test_the_limits_hold_to_the_character():
+    """Each limit at its edge (the mutation run's survivors, docs/development/mutation.md): a name exactly as long
+    as its field allows is kept; one of a field's length that needs cleaning keeps the crc32 form, not the hash."""
+    fits = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])  # 253: a subdomain's longest
+    assert k.dotted("a" * 63, "b" * 63, "c" * 63, "d" * 61, limit=k.SUBDOMAIN_MAX) == fits
+    assert k.dotted("a" * 63, "b" * 63, "c" * 63, "d" * 62, limit=k.SUBDOMAIN_MAX) != fits + "d"
+    capitals = "A" * 63
+    assert k.dns_label(capitals) == f"{'a' * 40}-{zlib.crc32(capitals.encode()):08x}"
+    assert k.job_name("j" * 52) == "j" * 52  # a Job's longest name, kept
+    one = {"labels": {"runwhere.ai/pool": "t"}, "annotations": {"runwhere.ai/pool": "T"}}
+    assert k.full_value(one, "runwhere.ai/pool") == "T"  # a one-letter name is a name

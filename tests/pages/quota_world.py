@@ -17,6 +17,8 @@ def project_document(name, department, quotas, **fields):
 
 
 def pods(namespace, node, gpus, count=1, pool="", prefix="p"):
+    """Pod rows as the sync writes them, written directly (the quota pages' many states, each in one line);
+    allocation from the stand-in's pods through the sync is tests/test_figures_journey.py's."""
     backend = Backend.objects.get(name="default")
     Pod.objects.bulk_create(Pod(backend=backend, uid=f"{namespace}-{node}-{pool}-{prefix}{i}", namespace=namespace,
                                 name=f"{prefix}{i}", node_name=node, phase="Running", gpu=gpus, pool=pool)

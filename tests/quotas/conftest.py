@@ -16,6 +16,8 @@ def project_doc(name, department, quotas=None, **fields):
 
 
 def running_pods(namespace, node, pool, count=1, gpu=1, cpu=500, memory=2**30):
+    """Pod rows as the sync writes them, written directly so that each quota test sets its allocation in one line;
+    allocation from the stand-in's pods through the sync is tests/test_figures_journey.py's."""
     backend = Backend.objects.get(name="default")
     Pod.objects.bulk_create(Pod(backend=backend, uid=f"{namespace}-{node}-{pool}-{i}", namespace=namespace,
                                 name=f"p{i}", node_name=node, phase="Running", gpu=gpu, cpu=cpu, memory=memory,

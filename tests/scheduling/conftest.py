@@ -35,6 +35,9 @@ def seed_role() -> dict:
 
 def add_nodes(pool: str, platform: str, count: int, *, gpus: int = 8, product: str = "NVIDIA-H100-80GB-HBM3",
               prefix: str | None = None, cpu: int = 128_000, memory: int = 1024 * GIB, **fields) -> list[Node]:
+    """Node rows as the sync writes them, written directly: admission reads only these rows, and the admission
+    tests need hundreds of fleets; nodes read from the stand-in through the sync are the journeys' (tests/support/
+    journey.py)."""
     backend = Backend.objects.get(name="default")
     prefix = prefix or f"{pool[:8]}-{platform}"
     nodes = Node.objects.bulk_create(Node(

@@ -142,26 +142,37 @@ def test_it_stops_submitting_while_the_queue_is_long(demo_site, monkeypatch):
     assert demo.trickle(random.Random(2), count=5).submitted == []
 
 
-def test_ten_minutes_of_the_demo_show_pending_borrowing_running_and_completed_work(demo_site, tmp_path):
-    """The trickle with dispatch: pending work with reasons, borrowing, the reclaim scene's claim, and Jobs that run
-    and complete on the simulated cluster."""
+def shown() -> dict[str, bool]:
+    """What the demo is there to show, each true once the database holds it."""
+    reasons = {reason["code"] for reasons in Workload.objects.filter(status=Status.PENDING).values_list(
+        "reasons", flat=True) for reason in reasons}
+    return {
+        "pending work with a reason": bool(reasons & {"QUOTA", "LIMIT", "CAPACITY", "RECLAIMING"}),
+        "borrowing": Workload.objects.filter(priority="low", admitted_at__isnull=False).exists(),
+        # The scene's claim came once its borrowers were placed. Whether it needs their GPUs back depends on how
+        # many the simulated fleet's own pods freed meanwhile (reclaim itself: test_lifecycle, test_admission).
+        "the claim admitted": Workload.objects.filter(name="claim-00", status__in=[
+            Status.ADMITTED, Status.SCHEDULING, Status.RUNNING, Status.COMPLETED]).exists(),
+        "running": Workload.objects.filter(status=Status.RUNNING).exists(),
+        "completed": Workload.objects.filter(status=Status.COMPLETED).exists(),
+    }
 
+
+def test_within_ten_minutes_the_demo_shows_pending_borrowing_running_and_completed_work(demo_site, tmp_path):
+    """The trickle with dispatch: pending work with reasons, borrowing, the reclaim scene's claim, and Jobs that run
+    and complete on the simulated cluster, each within the first ten simulated minutes (40 rounds of 15 s, with a
+    cycle after each, as beat runs them). The rounds stop once all of it is shown (the 8th, with this seed): the
+    rounds after it showed the same again and took four fifths of the test's time."""
     rng, now, simulated = random.Random(12), SIMULATED_NOW, SimulatedTime(tmp_path)
-    for _ in range(40):  # 40 rounds of 15 s, with a cycle after each, as beat runs them
+    for _ in range(40):
         demo.trickle(rng, now=now)
         run_cycle(now)
         simulated.step(15, now)
         now += timedelta(seconds=15)
-    reasons = {reason["code"] for reasons in Workload.objects.filter(status=Status.PENDING).values_list(
-        "reasons", flat=True) for reason in reasons}
-    assert reasons & {"QUOTA", "LIMIT", "CAPACITY", "RECLAIMING"}, reasons
-    assert Workload.objects.filter(priority="low", admitted_at__isnull=False).exists()  # borrowing
-    # The scene's claim came once its borrowers were placed. Whether it needs their GPUs back depends on how many
-    # the simulated fleet's own pods freed meanwhile (reclaim itself: test_lifecycle, test_admission).
-    assert Workload.objects.filter(name="claim-00", status__in=[Status.ADMITTED, Status.SCHEDULING, Status.RUNNING,
-                                                                Status.COMPLETED]).exists()
-    assert Workload.objects.filter(status=Status.RUNNING).exists()
-    assert Workload.objects.filter(status=Status.COMPLETED).exists()
+        facts = shown()
+        if all(facts.values()):
+            break
+    assert all(facts.values()), facts
 
 
 def test_the_demo_has_a_kai_backend_with_a_topology_pool_quotas_and_work(demo_site, tmp_path):

@@ -77,6 +77,15 @@ def test_history_counts_only_the_last_fifty_and_uses_the_size_bucket():
     assert est.RunTimes("p", [(1, 60.0)] * (est.MIN_HISTORY - 1)).typical(1) is None
 
 
+def test_exactly_min_history_runs_are_a_basis_in_the_bucket_and_in_the_pool():
+    """The edge itself (the mutation run's survivor: `>` for `>=` on the pool's runs), not only one below it."""
+    enough = [(1, 60.0)] * est.MIN_HISTORY
+    assert est.RunTimes("p", enough).typical(1) == (60.0, f"the last {est.MIN_HISTORY} finished workloads of 1 GPU "
+                                                          "in pool p")
+    assert est.RunTimes("p", enough).typical(32) == (60.0, f"the last {est.MIN_HISTORY} finished workloads in pool p")
+    assert est.bucket(0) == est.bucket(-1) == (0, 0)  # no GPU (a negative count is none)
+
+
 def test_a_run_past_every_recent_run_time_falls_back_on_its_timeout_or_unknown():
     history = [(8, 600.0)] * 10
     long_run = Running(8, NOW - H, None)
@@ -179,6 +188,23 @@ def test_multi_pool_candidates_take_the_earliest_and_keep_each():
     forecast = one([slow, fast], want(gpus=4, pools=("slow", "fast"), positions={"slow": 1, "fast": 3}))
     assert forecast.at == NOW + H and "pool fast" in forecast.basis
     assert [(e.pool, e.position, e.at) for e in forecast.pools] == [("slow", 1, NOW + 5 * H), ("fast", 3, NOW + H)]
+
+
+def test_unknown_in_every_pool_says_why_in_the_first_candidate():
+    """The basis shown for the whole workload is its first candidate pool's (the mutation run's survivor: the
+    last one's)."""
+    forecast = one([pool("m", free=16, status="MAINTENANCE"), pool("o", free=16, status="MAINTENANCE")],
+                   want(pools=("m", "o", "new"), positions={"m": 1, "o": 1}))
+    assert forecast.at is None and forecast.basis == "unknown: pool m is in maintenance"
+
+
+def test_a_pool_numbered_but_missing_from_the_facts_is_unknown_and_the_others_still_count():
+    """A candidate numbered in a pool the facts lack (deleted since the cycle) is unknown there (the mutation
+    run's survivor: `or` for `and` walked a pool it had no facts for)."""
+    forecast = one([pool("o", free=16)], want(pools=("gone", "o"), positions={"gone": 1, "o": 1}))
+    by_pool = {e.pool: e for e in forecast.pools}
+    assert by_pool["gone"].at is None and by_pool["gone"].basis.startswith("unknown:")
+    assert forecast.at == NOW + est.CYCLE_SECONDS and "pool o" in forecast.basis
 
 
 def test_a_pool_not_numbered_yet_or_closed_is_unknown():

@@ -27,6 +27,8 @@ def waiting(researcher_api):
                              resources=BIG, exec_timeout=f"{i + 2}h") for i in range(2)]
     run_cycle()
     started = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    # Running for an hour: no door makes an hour pass, so the follower's fields are written as it would have written
+    # them an hour ago (the estimate from the doors and the stand-in's Jobs: tests/test_figures_journey.py).
     Workload.objects.filter(pk__in=[w["id"] for w in running]).update(status=Status.RUNNING, started_at=started)
     Node.objects.update(gpu_free=0)  # as the sync reports them once the pods are bound
     wait = post_workload(researcher_api, name="wait", project="nlp", priority="low", pools=["training", SHARED],

@@ -186,4 +186,23 @@ def test_allowed_hosts_match_names_addresses_and_networks():
     assert decide.host_allowed("hooks.internal", ["hooks.internal"])
     assert decide.host_allowed("10.2.3.4", ["10.0.0.0/8"])
     assert not decide.host_allowed("11.2.3.4", ["10.0.0.0/8", "not-a-network/x"])
+    # A blank entry (OSMO_NOTIFY_ALLOWED_HOSTS=", hooks.internal" or a trailing comma) is passed over, not the end
+    # of the list (the mutation run's survivor).
+    assert decide.host_allowed("hooks.internal", ["", " ", "hooks.internal"])
     assert decide.public("8.8.8.8")
+
+
+def test_a_webhook_url_is_refused_at_each_edge_and_accepted_just_inside_it():
+    """Each check at its edge (the mutation run's survivors, docs/development/mutation.md)."""
+    base = "https://hooks.example.com/"
+    longest = base + "x" * (decide.WEBHOOK_MAX_CHARS - len(base))
+    assert decide.check_webhook_url(longest) == longest
+    assert decide.check_webhook_url(base + "!x") == base + "!x"  # "!" is the first printable character after space
+    assert decide.host_allowed("10.2.3.4", ["10.1.0.0/8"])  # a network written with host bits is still the /8
+    assert decide.host_allowed("hooks.internal", ["10.0.0.0/8", "hooks.internal"])  # a name meets no network
+    assert decide.host_allowed("10.2.3.4", ["not-a-network/x", "10.0.0.0/8"])  # a broken entry is passed over
+    for refused in (longest + "x", base + "\x7f", "https://someone@hooks.example.com/",
+                    "https://hooks.example.com:0/", "https://hooks.example.com:99999/"):
+        with pytest.raises(decide.Refused) as caught:
+            decide.check_webhook_url(refused)
+        assert caught.value.field == "webhook_url", refused

@@ -1,6 +1,10 @@
 """A small fleet for the pages: two pools (`alpha-pool`, which role osmo-alpha grants, and `bravo-secret`,
 which it does not), nodes created directly as rows, and a member who may use alpha only. A plugin of the whole
-suite (tests/conftest.py's pytest_plugins), so that no test module imports its fixtures from another."""
+suite (tests/conftest.py's pytest_plugins), so that no test module imports its fixtures from another.
+
+Node rows are written directly, not through the sync: the pool and node tables are checked from a state made only
+through the doors (the stand-in cluster and the sync) in tests/test_figures_journey.py; these rows make the many
+small fleets the page tests need in milliseconds instead of a sync round each."""
 
 import datetime as dt
 

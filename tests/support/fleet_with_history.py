@@ -1,6 +1,10 @@
 """The fleet of the browser tests and the README's pictures: four pools of a us-west-2 GPU cluster on one synced
 backend, 30 nodes (a few not ready) with memberships, 24 hours of usage snapshots and a few revisions per pool. A
-plugin of the whole suite (tests/conftest.py's pytest_plugins), so that no test module imports it from another."""
+plugin of the whole suite (tests/conftest.py's pytest_plugins), so that no test module imports it from another.
+
+Rows written directly: 24 hours of snapshots cannot be made through the doors in a test's time (the sync writes one
+picture per round, at the time it runs). The figures themselves are checked from the doors in
+tests/test_figures_journey.py (pool and node tables) and tests/usage/test_usage_journey.py (usage)."""
 
 import datetime as dt
 import math
