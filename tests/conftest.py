@@ -18,16 +18,7 @@ SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 collect_ignore = [] if os.environ.get("REAL_KUBECONFIG") else ["real"]
 
 
-# The longest modules run first. xdist's worksteal hands each worker a contiguous share of the collection order and
-# lets an idle worker take from the end of another's; a long test collected late (the README's and the pages'
-# commands come after every folder) ran at the end of a share with nothing left to balance it.
-LONG_FIRST = ("tests/test_readme_commands.py", "tests/scheduling/test_race.py", "tests/test_signals.py",
-              "tests/scheduling/test_demo.py", "tests/test_worker_shutdown.py")
-
-
 def pytest_collection_modifyitems(config, items):
-    rank = {path: index for index, path in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))  # stable: the rest in order
     on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     for item in items:
         missing = [name for marker, name, there in (("postgres", "PostgreSQL", on_postgres),
