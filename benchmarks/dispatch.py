@@ -39,8 +39,9 @@ Measured (time.perf_counter, wall time):
      one transaction). Timed from the first message sent until a poll (every 20 ms) finds every row
      SCHEDULING: Jobs per second. Each dispatch locks its row, takes its process's client for the backend
      (`shared_cluster_for`: one per backend and process, the first one connects), ensures the
-     namespace (a GET), creates the Job (a POST), writes the row and an event. --warmup workloads are
-     dispatched first, untimed, so that each worker has imported the kubernetes client.
+     namespace (a GET, once per client: the process remembers it), creates the Job (a POST), writes the row and an
+     event (one round trip). --warmup workloads are dispatched first, untimed, so that each worker has imported
+     the kubernetes client.
      Baseline, same run, same stand-in: the same manifests (`job_manifest` of each row) created by one plain
      loop here calling `KubeCluster.create_job` on one client; those Jobs are deleted before the workers run.
      Printed: both rates and the ratio. For information: the same loop doing the cluster half of each dispatch

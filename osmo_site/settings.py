@@ -228,6 +228,7 @@ SPECTACULAR_SETTINGS = {
                             "WorkloadStatusEnum": "scheduling.models.Status.values",
                             "WorkloadSourceEnum": "scheduling.models.Source.values",
                             "WorkloadPriorityEnum": "scheduling.models.Priority.values",
+                            "WorkloadKindEnum": "scheduling.models.Kind.values",
                             "OsmoPriorityEnum": ["HIGH", "NORMAL", "LOW"]},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pools.api.schema.osmo_paths"],
 }

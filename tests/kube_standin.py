@@ -502,6 +502,10 @@ class KubeStandin:
     def namespace(self, name: str) -> dict[str, Any]:
         return json.loads(self._collections["namespaces"].objects[name])
 
+    def delete_namespace(self, name: str) -> dict[str, Any]:
+        """As `kubectl delete namespace` once it is gone (its objects are left: no test needs them gone)."""
+        return self._delete("namespaces", name)
+
     def modify_job(
         self, name: str, change: Callable[[dict], dict | None] | dict[str, Any], *, namespace: str = "default"
     ) -> dict[str, Any]:

@@ -75,7 +75,8 @@ def test_the_check_finds_what_it_looks_for():
 SETTING_READ = re.compile(r"""(?:\benv_[a-z_]+|environ\.get|getenv)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
                           r"""|environ\[["']([A-Z][A-Z0-9_]+)["']\]""")
 NOT_SETTINGS = {"PYTEST_XDIST_WORKER",  # set by pytest-xdist for its workers
-                "OSMO_COPY_PLAN"}  # the plan dispatch gives a task pod's copy steps (scheduling/specs/osmo_copy.py)
+                "OSMO_COPY_PLAN",  # the plan dispatch gives a task pod's copy steps (scheduling/specs/osmo_copy.py)
+                "JOB_COMPLETION_INDEX"}  # what the Job controller sets in an indexed Job's containers: the replica
 
 
 def test_every_setting_the_code_reads_is_on_the_settings_page():

@@ -119,6 +119,7 @@ SERVER_WRITTEN = {
                      "scheduling.UsageInterval.pod_uid", "scheduling.UsageInterval.namespace",
                      "scheduling.UsageInterval.pod_name", "scheduling.UsageInterval.node_name"],
                     "the cluster's own values, as the sync reads them"),
+    "scheduling.UsageHour.work_kind": "a copy of the workload's kind, one of scheduling.models.Kind's choices",
     # Copies of names a door above already bounds (pool, platform, project, department names: 128; user names:
     # Django's 150), kept on rows of history, usage and audit.
     **dict.fromkeys(["pools.ConfigRevision.name", "pools.ConfigRevision.author_name", "pools.AuditEvent.actor",

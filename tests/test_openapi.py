@@ -121,6 +121,18 @@ def test_the_schema_is_valid_openapi_3(schema):
     validate_schema(schema)
 
 
+def test_the_sign_in_schemes_are_documented_for_every_operation(schema):
+    """Bearer tokens and the proxy's header (their extensions live in pools.api.schema, not beside the
+    authentication classes), named by every operation that asks for sign-in."""
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["bearerAuth"] == {"type": "http", "scheme": "bearer",
+                                     "description": "A personal token from /api/auth/access_token/"}
+    assert schemes["proxyHeader"]["type"] == "apiKey" and schemes["proxyHeader"]["in"] == "header"
+    secured = [{name for requirement in operation.get("security", ()) for name in requirement}
+               for _, _, operation in operations(schema) if operation.get("security")]
+    assert secured and all({"bearerAuth", "proxyHeader"} <= named for named in secured), secured
+
+
 def test_osmo_routes_are_documented_as_osmo_writes_them(schema):
     assert "/api/auth/user" in schema["paths"]
     assert "/api/auth/user/{user_id}/access_token/{name}" in schema["paths"]

@@ -27,7 +27,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.db import transaction
 from django.http import JsonResponse
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS
@@ -240,15 +239,3 @@ class HeaderAuthentication(BaseAuthentication):
             raise PermissionDenied({"detail": "A write signed in by the proxy's header must be sent as "
                                               "Content-Type: application/json", "field": "Content-Type"})
         return user, None
-
-
-class HeaderScheme(OpenApiAuthenticationExtension):
-    """Documents the proxy's header in the OpenAPI schema (defining the class registers it)."""
-
-    target_class = HeaderAuthentication
-    name = "proxyHeader"
-
-    def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "header", "name": settings.ACCESS_HEADER_USER,
-                "description": "Set by the authenticating proxy, from ACCESS_TRUSTED_PROXIES only, when "
-                               "ACCESS_HEADER_LOGIN is on."}

@@ -8,7 +8,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
@@ -148,13 +147,3 @@ class BearerAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'
-
-
-class BearerScheme(OpenApiAuthenticationExtension):
-    """Documents the scheme in the OpenAPI schema (defining the class registers it)."""
-
-    target_class = BearerAuthentication
-    name = "bearerAuth"
-
-    def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "A personal token from /api/auth/access_token/"}

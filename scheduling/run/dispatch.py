@@ -12,19 +12,20 @@ A transient answer (no answer, 408, 429, 5xx, a 401/403 soon after the server wa
 back-off, up to retries.TRIES tries in retries.BUDGET seconds; the workload's events say what was retried. When the
 tries run out the row stays ADMITTED, an event says so, and the error propagates for the caller to retry later."""
 
+import weakref
 from collections.abc import Callable
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from pools.cluster import Cluster, ClusterError, Conflict
+from pools.cluster import Cluster, ClusterError, Conflict, NotFound
 from pools.cluster.kinds import CONFIG_MAP, KAI_PODGROUP, SECRET, SERVICE
 from pools.cluster.retries import Retries
 from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
-from pools.models import Backend
+from pools.models import Backend, Department, Pool, Project, inserts, rows
 from pools.schedulers import kai, kueue
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.run import attempts, links, task_data, workload_objects
@@ -73,6 +74,69 @@ def attempt_of(workload: Workload) -> Attempt:
                    files=tuple((workload.request or {}).get("files") or ()))
 
 
+# Per client (dispatch's are one per backend and process, `shared_cluster_for`), the namespaces it found or made:
+# a dispatch into one of them skips the GET of `ensure_namespace`. One deleted by hand since is made again when the
+# create answers 404 (a namespace that does not exist), and the create tried once more.
+_NAMESPACES: "weakref.WeakKeyDictionary[Cluster, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def _create_main(cluster: Cluster, main: workload_objects.Main, namespace: str,
+                 labelled: tuple[dict[str, str], dict[str, str]], retries: Retries) -> dict:
+    known = _NAMESPACES.setdefault(cluster, set())
+    if namespace in known:
+        try:
+            return retries.call(lambda: workload_objects.create(cluster, main, namespace))
+        except NotFound:
+            known.discard(namespace)
+    retries.call(lambda: cluster.ensure_namespace(namespace, *labelled))
+    known.add(namespace)
+    return retries.call(lambda: workload_objects.create(cluster, main, namespace))
+
+
+_LOCKED = (rows.Columns(Workload, "w"), rows.Columns(Pool, "p"), rows.Columns(Backend, "b"),
+           rows.Columns(Project, "r"), rows.Columns(Department, "d"))
+
+
+def _locked(workload_id) -> Workload | None:
+    """The ADMITTED row, locked (None when another worker holds it, or it is not ADMITTED, or has no pool), with its
+    pool, backend, project and department: SQL written out, its ORM form cost more CPU to compile than to run."""
+    quote = connection.ops.quote_name
+    w, p, b, r, d = _LOCKED
+    sql = (f"SELECT {w.sql}, {p.sql}, {b.sql}, {r.sql}, {d.sql} FROM {quote(Workload._meta.db_table)} w "
+           f"JOIN {quote(Pool._meta.db_table)} p ON p.id = w.pool_id "
+           f"JOIN {quote(Backend._meta.db_table)} b ON b.id = p.backend_id "
+           f"LEFT JOIN {quote(Project._meta.db_table)} r ON r.id = w.project_id "
+           f"LEFT JOIN {quote(Department._meta.db_table)} d ON d.id = r.department_id "
+           "WHERE w.id = %s AND w.status = %s")
+    if connection.features.has_select_for_update_skip_locked:
+        sql += " FOR UPDATE OF w SKIP LOCKED"
+    pk = Workload._meta.pk.get_db_prep_value(Workload._meta.pk.to_python(workload_id), connection)
+    found = rows.read(sql, [pk, Status.ADMITTED], *_LOCKED)
+    if not found:
+        return None
+    workload, pool, backend, project, department = found[0]
+    pool.backend = backend
+    workload.pool = pool
+    if workload.project_id is not None:
+        project.department = department
+        workload.project = project
+    return workload
+
+
+_SCHEDULING = ("status", "job_name", "namespace", "dispatched_at", "updated_at")
+
+
+def _scheduling(pk, name: str, namespace: str, now: datetime) -> tuple[str, list]:
+    """The UPDATE that makes the row SCHEDULING (as `filter(pk=...).update(...)` writes it), its SQL built once."""
+    meta, quote = Workload._meta, connection.ops.quote_name
+    fields = [meta.get_field(field) for field in _SCHEDULING]
+    sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
+           f"WHERE {quote(meta.pk.column)} = %s")
+    values = (Status.SCHEDULING, name, namespace, now, now)
+    return sql, [*(f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)),
+                 meta.pk.get_db_prep_value(pk, connection)]
+
+
 def retries_for(cluster: Cluster) -> Retries:
     """Tries with back-off, knowing when this process's client last found the server unreachable."""
     return Retries(unreachable_at=lambda: getattr(cluster, "unreachable_at", None))
@@ -93,11 +157,8 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
               retries: Retries | None) -> str | ClusterError:
     prefix = settings.OSMO_LABEL_PREFIX
     with transaction.atomic():
-        workload = (Workload.objects.select_for_update(skip_locked=True, of=("self",))
-                    .select_related("pool__backend", "project__department")
-                    .filter(pk=workload_id, status=Status.ADMITTED)
-                    .first())
-        if workload is None or workload.pool is None:
+        workload = _locked(workload_id)
+        if workload is None:
             return "skipped"
         attempt = attempt_of(workload)
         main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
@@ -107,9 +168,8 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
         cluster = clusters(backend)
         retries = retries or retries_for(cluster)
         try:
-            retries.call(lambda: cluster.ensure_namespace(namespace, *kube_names.labelled(
-                prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project})))
-            job = retries.call(lambda: workload_objects.create(cluster, main, namespace))
+            job = _create_main(cluster, main, namespace, kube_names.labelled(
+                prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project}), retries)
             outcome, message = "created", f"{word} {namespace}/{name} created on backend {backend.name}."
         except Conflict:
             existing = job = retries.call(lambda: workload_objects.read(cluster, main, namespace))
@@ -172,8 +232,8 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
             message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
         if retries.retried:
             message += f" {retries.summary()}"
-        Workload.objects.filter(pk=workload.pk).update(status=Status.SCHEDULING, job_name=name, namespace=namespace,
-                                                       dispatched_at=now, updated_at=now)
-        WorkloadEvent.objects.create(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",
-                                     message=message, pools=[attempt.pool])
+        # The row and its event in one round trip.
+        inserts.insert_rows(WorkloadEvent(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",
+                                          message=message, pools=[attempt.pool]),
+                            then=_scheduling(workload.pk, name, namespace, now))
     return outcome

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.engine import ConfigError
-from pools.models import Profile, Project, audit
+from pools.models import Profile, Project, audit, inserts
 from pools.models.quotas import default_project_name
 from pools.models.visibility import Access, access_for
 from scheduling.decisions import admission as pure
@@ -22,7 +22,7 @@ from scheduling.run import attempts, task_data
 from scheduling.run.outbox import request_cycle
 from scheduling.specs import formats
 from scheduling.specs.requests import WorkloadRequest
-from scheduling.submit import credentials, inserts, limits, pipeline, reads, rollout, workflows
+from scheduling.submit import credentials, limits, pipeline, reads, rollout, workflows
 
 HIDDEN_POOL = "(a pool you may not see)"
 HIDDEN_VERDICT = "One of the project's default pools, which you may not use."

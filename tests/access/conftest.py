@@ -65,6 +65,10 @@ def hidden_platforms(principal: str) -> list[str]:
 
 @pytest.fixture
 def shared_node_pools(db):
+    build_shared_node_pools()
+
+
+def build_shared_node_pools():
     """The pools of the module docstring, each with its node, the node they share, and roles osmo-team and
     sim-users."""
     backend = Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)

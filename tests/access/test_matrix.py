@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
+from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
@@ -50,6 +51,7 @@ from tests.access.conftest import (
     SHARED_NODE,
     SHARED_PLATFORMS,
     VISIBLE,
+    build_shared_node_pools,
     give,
     hidden_platforms,
     node_of,
@@ -705,16 +707,39 @@ def test_every_matrix_entry_probes_every_principal():
 
 # ---- the checks -----------------------------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker):
+    """The world every case reads (tests/access/conftest.py's pools, `subject` and `projects`), built once per
+    module and process inside a transaction rolled back at the end: a case runs in a savepoint of it (pytest-django's
+    `db`), so whatever a write probe changes is gone before the next case. Built per case, it cost about half of
+    each of the thousand cases."""
+    with django_db_blocker.unblock(), override_settings(OSMO_PROJECT_MEMBERS_USE_POOLS=False), transaction.atomic():
+        build_shared_node_pools()
+        give(get_user_model().objects.create_user("subject"), "osmo-team")
+        tokens.create_token(get_user_model().objects.get(username="subject"), "subject-token",
+                            timezone.now() + dt.timedelta(days=5))
+        build_projects()
+        yield
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def subject(shared_node_pools, django_user_model):
+def shared_node_pools(world, db):
+    """The module's world (the principals' fixtures ask for it by this name)."""
+
+
+@pytest.fixture
+def subject(world, db, django_user_model):
     """Someone else: holds osmo-team and a token the principals must neither see nor revoke."""
-    user = give(django_user_model.objects.create_user("subject"), "osmo-team")
-    tokens.create_token(user, "subject-token", timezone.now() + dt.timedelta(days=5))
-    return user
+    return django_user_model.objects.get(username="subject")
 
 
 @pytest.fixture
-def projects(shared_node_pools):
+def projects(world, db):
+    """The projects of `build_projects`, in the module's world."""
+
+
+def build_projects():
     """team-project (role osmo-team) and secret-project (one named user), each with quotas in a pool the
     team may use, a pool it may not and the staff-only pool; pods counted in pools the team may and may not see."""
     writes.import_document(ConfigKind.DEPARTMENT, [{"name": "team-dept"}, {"name": "secret-dept"}], author="tests")

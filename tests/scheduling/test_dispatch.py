@@ -3,6 +3,8 @@ Job per attempt, a Job an earlier try created is accepted, a Job of that name th
 workload, a server error leaves the row ADMITTED for a later try."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from pools.cluster import ClusterError
 from pools.cluster.retries import TRIES, Retries
@@ -88,3 +90,40 @@ def test_a_server_error_leaves_the_workload_admitted_for_a_later_try(standin, ku
 
     assert dispatch(admitted.pk, clusters=lambda backend: kube) == "created"
     assert len(standin.jobs()) == 1
+
+
+def admit_two(researcher_api) -> list[str]:
+    ids = [researcher_api.post("/api/workloads/", body(name=f"train-{i}"), format="json").json()["id"] for i in (1, 2)]
+    run_cycle()
+    assert set(Workload.objects.filter(pk__in=ids).values_list("status", flat=True)) == {Status.ADMITTED}
+    return ids
+
+
+def test_a_namespace_this_process_made_is_not_asked_for_again(standin, kube, researcher_api):
+    """Issue 43's speed: the second dispatch into a namespace is one request (the create) and two statements (the
+    locked read; the row's update and its event in one round trip)."""
+    standin.strict_namespaces = True
+    first, second = admit_two(researcher_api)
+    assert dispatch(first, clusters=lambda backend: kube) == "created"
+    standin.clear_requests()
+    with CaptureQueriesContext(connection) as queries:
+        assert dispatch(second, clusters=lambda backend: kube) == "created"
+    assert [(r.method, r.path) for r in standin.requests] == [("POST", "/apis/batch/v1/namespaces/proj-vision/jobs")]
+    statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == 2, statements
+    row = Workload.objects.get(pk=second)
+    assert (row.status, row.namespace, row.dispatched_at is not None) == (Status.SCHEDULING, "proj-vision", True)
+    assert row.job_name in {job["metadata"]["name"] for job in standin.jobs()}
+    assert row.events.last().reason == "DISPATCHED"
+
+
+def test_a_namespace_deleted_by_hand_since_is_made_again(standin, kube, researcher_api):
+    standin.strict_namespaces = True  # as the API server: a create in a missing namespace is answered 404
+    first, second = admit_two(researcher_api)
+    assert dispatch(first, clusters=lambda backend: kube) == "created"
+    standin.delete_namespace("proj-vision")
+
+    assert dispatch(second, clusters=lambda backend: kube) == "created"
+    assert standin.namespace("proj-vision")["metadata"]["labels"] == {f"{PREFIX}managed-by": "osmo-pools",
+                                                                      f"{PREFIX}project": "vision"}
+    assert Workload.objects.get(pk=second).status == Status.SCHEDULING and len(standin.jobs()) == 2
