@@ -150,7 +150,8 @@ def test_every_researcher_example_runs_as_a_researcher_onboarded_in_one_step(liv
                 elif command.rstrip().endswith("$OSMO/api/workloads/") and "-X POST" in command:
                     env["ID"] = json.loads(answer)["id"]
                     run_until_running(simulated, Workload.objects.get(pk=env["ID"]))
-    # 25 commands run here; 11 blocks say why they cannot (the osmo CLI, a file or workload named by the reader,
-    # the demo's KAI pool, staff's part, a server that serves on); 3 blocks run in tests/test_readme_commands.py.
+    # 25 commands run here; 11 console blocks say why they cannot (the osmo CLI, a file or workload named by the reader,
+    # the demo's KAI pool, staff's part, a server that serves on); 3 blocks run in
+    # tests/test_readme_commands.py.
     assert (len(ran), len(not_run), len(elsewhere)) == (25, 11, 3), (ran, not_run, elsewhere)
     assert Workload.objects.get(pk=env["ID"]).stop_status == Status.FAILED_CANCELED  # the cancel examples ran
