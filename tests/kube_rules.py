@@ -1189,43 +1189,6 @@ def _statefulset(obj: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def _service(obj: dict[str, Any]) -> list[FieldError]:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return [required("spec")]
-    errors = []
-    kind = spec.get("type", "ClusterIP")
-    if kind not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
-        errors.append(FieldError("NotSupported", "spec.type", kind, 'supported values: "ClusterIP", '
-                                 '"ExternalName", "LoadBalancer", "NodePort"'))
-    ports = spec.get("ports") or []
-    headless = spec.get("clusterIP") == "None"
-    if not ports and kind != "ExternalName" and not headless:
-        errors.append(required("spec.ports"))
-    names = set()
-    for index, port in enumerate(ports):
-        where = f"spec.ports[{index}]"
-        name = port.get("name") or ""
-        if len(ports) > 1 and not name:
-            errors.append(required(f"{where}.name"))
-        elif name:
-            errors += [invalid(f"{where}.name", name, m) for m in dns1123_label(name)]
-            if name in names:
-                errors.append(FieldError("Duplicate", f"{where}.name", name))
-            names.add(name)
-        errors += _port_number(port.get("port"), f"{where}.port")
-        if port.get("protocol", "TCP") not in ("TCP", "UDP", "SCTP"):
-            errors.append(FieldError("NotSupported", f"{where}.protocol", port.get("protocol"),
-                                     'supported values: "SCTP", "TCP", "UDP"'))
-        target = port.get("targetPort")
-        if isinstance(target, str):
-            errors += [invalid(f"{where}.targetPort", target, m) for m in port_name(target)]
-        elif target is not None:
-            errors += _port_number(target, f"{where}.targetPort")
-    errors += validate_labels(spec.get("selector"), "spec.selector")
-    return errors
-
-
 _PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
 _IP = re.compile(r"[0-9.]+|[0-9a-fA-F:]*:[0-9a-fA-F:.]*")
 
@@ -1346,14 +1309,9 @@ class BuiltinKind:
         errors += self.check(obj)
         if old is not None and self.kind in ("Deployment", "StatefulSet"):
             errors += _apps_update(self.kind, old, obj)
-        if old is not None and self.kind == "Service" and \
-                (old.get("spec") or {}).get("clusterIP") not in (None, (obj.get("spec") or {}).get("clusterIP")):
-            errors.append(invalid("spec.clusterIP", (obj.get("spec") or {}).get("clusterIP"),
-                                  "field is immutable"))
         return obj, errors
 
 
 BUILTIN_KINDS = (BuiltinKind("apps", "deployments", "Deployment", _deployment),
                  BuiltinKind("apps", "statefulsets", "StatefulSet", _statefulset),
-                 BuiltinKind("", "services", "Service", _service, name_rule=dns1035_label),
                  BuiltinKind("networking.k8s.io", "ingresses", "Ingress", _ingress))
