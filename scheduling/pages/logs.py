@@ -61,10 +61,9 @@ def workload_logs(request, pk):
         if params.since:  # a poll: say nothing new, ask again while the workload lives
             context.update(text="", poll=_poll(base, picked, params.since, workload))
             return render(request, "workloads/_log_more.html", context)
-        if workload.status in ALIVE and _template(request).endswith("_log_panel.html"):
-            # No pod yet (or not there yet): the panel loads itself again, so the log shows once the workload runs.
-            context.update(wait=f"{base}?{urlencode({**picked, 'tail': tail if tail is not None else ''})}",
-                           wait_seconds=LOG_WAIT_SECONDS)
+        if workload.status in ALIVE:
+            # No pod yet (or not there yet): ask again, so the log shows once the workload runs.
+            context.update(_wait(request, base, picked, tail, params.follow))
         return render(request, _template(request), context)
     context.update(text=found.text.decode("utf-8", "replace"), source=found.source.kind,
                    pod=found.source.replica.pod, node=found.source.replica.node, container=found.source.container,
@@ -79,6 +78,18 @@ def workload_logs(request, pk):
 def _template(request) -> str:
     """The pickers' change asks for the view alone; the page's first load for the whole panel."""
     return "workloads/_log_view.html" if request.GET.get("part") == "view" else "workloads/_log_panel.html"
+
+
+def _wait(request, base: str, picked: dict, tail, follow: bool) -> dict:
+    """The waiter of a view with no log yet: the first load waits for the whole panel, a view the reader chose
+    waits for that view with the reader's choices (follow included)."""
+    query = {**picked, "tail": tail if tail is not None else ""}
+    if _template(request).endswith("_log_panel.html"):
+        return {"wait": f"{base}?{urlencode(query)}", "wait_seconds": LOG_WAIT_SECONDS,
+                "wait_target": "#log-panel-body", "wait_swap": "outerHTML"}
+    query.update({"part": "view", **({"follow": 1} if follow else {})})
+    return {"wait": f"{base}?{urlencode(query)}", "wait_seconds": LOG_WAIT_SECONDS,
+            "wait_target": "#log-view", "wait_swap": "innerHTML"}
 
 
 def _poll(base: str, picked: dict, since: str, workload: Workload, tail=None) -> str:

@@ -293,3 +293,32 @@ def test_the_page_panel_shows_where_it_ran_escapes_lines_and_polls_only_new_ones
     assert more.startswith("a new line\n<div id=\"log-poller\" hx-swap-oob=\"true\" hx-get=")
     download = researcher_api.get(logs_url(workload, download=1))
     assert download["Content-Disposition"] == f'attachment; filename="{workload.name}-a1-r0.log"'
+
+
+def waiter(fragment: str) -> dict[str, str]:
+    tag = fragment.split('<div id="log-wait"', 1)[1].split(">", 1)[0]
+    return {key: value.replace("&amp;", "&") for key, value in
+            (part.split('="', 1) for part in tag.strip().rstrip('"').split('" '))}
+
+
+def test_with_no_pod_yet_the_panel_waits_and_a_choice_of_the_reader_is_never_undone_by_the_wait(
+        wired, kube, researcher_api, researcher_client):
+    """The waiter lives inside the view and is synced on the pickers' form: the first load waits for the whole panel,
+    a choice of the pickers (Follow ticked) waits for that view with Follow kept, and a log shown waits no more."""
+    workload = admit_and_dispatch(researcher_api, kube)  # dispatched: the Job exists, no pod yet
+    panel = researcher_client.get(f"/workloads/{workload.pk}/logs/", HTTP_HX_REQUEST="true").content.decode()
+    first = waiter(panel)
+    assert first["hx-target"] == "#log-panel-body" and first["hx-swap"] == "outerHTML"
+    assert first["hx-sync"] == "#log-form:abort" and "part=" not in first["hx-get"]
+    assert panel.index('id="log-view"') < panel.index('id="log-wait"')  # replaced by the pickers' answer
+    chosen = researcher_client.get(f"/workloads/{workload.pk}/logs/?follow=1&part=view&replica=0",
+                                   HTTP_HX_REQUEST="true").content.decode()
+    kept = waiter(chosen)
+    assert kept["hx-target"] == "#log-view" and kept["hx-swap"] == "innerHTML"
+    assert "part=view" in kept["hx-get"] and "follow=1" in kept["hx-get"] and kept["hx-sync"] == "#log-form:abort"
+    pod = kubelet_pod(wired, workload, 0)
+    observe(kube, workload)
+    wired.append_log(pod, "first line", namespace=workload.namespace)
+    shown = researcher_client.get(kept["hx-get"], HTTP_HX_REQUEST="true").content.decode()
+    assert "first line" in shown and 'id="log-wait"' not in shown
+    assert "since=" in shown.split('id="log-poller"', 1)[1].split(">", 1)[0]  # followed from there
