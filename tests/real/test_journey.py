@@ -44,6 +44,7 @@ from scheduling.run import follow
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from scheduling.run.stopping import stop
+from tests import waiting
 from tests.support.commands import run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -110,9 +111,9 @@ def sync(backend: Backend) -> None:
 
 
 def drive(backend: Backend, ids: list[str], *, until: set[str] = ENDED) -> dict[str, str]:
-    """What the workers and beat would do, round after round, until every workload of `ids` is in `until`."""
-    deadline = time.monotonic() + CEILING
-    while True:
+    """What the workers and beat would do, round after round (one a second: the real kubelet's pace), until every
+    workload of `ids` is in `until`."""
+    def round_done() -> dict[str, str] | None:
         run_cycle()
         for pk in Workload.objects.filter(pk__in=ids, status=Status.ADMITTED).values_list("pk", flat=True):
             dispatch(pk)
@@ -121,11 +122,10 @@ def drive(backend: Backend, ids: list[str], *, until: set[str] = ENDED) -> dict[
         sync(backend)
         follow.observe()
         statuses = dict(Workload.objects.filter(pk__in=ids).values_list("name", "status"))
-        if all(status in until for status in statuses.values()):
-            return statuses
-        assert time.monotonic() < deadline, (f"still {statuses} after {CEILING} s", list(
-            Workload.objects.filter(pk__in=ids).exclude(status__in=until).values_list("name", "reasons")))
-        time.sleep(1)
+        return statuses if all(status in until for status in statuses.values()) else None
+
+    return waiting.until(round_done, f"{ids} to reach {sorted(until)}", seconds=CEILING, every=1, detail=lambda: list(
+        Workload.objects.filter(pk__in=ids).exclude(status__in=until).values_list("name", "status", "reasons")))
 
 
 def body(name: str, **fields) -> dict:
@@ -271,8 +271,11 @@ def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
     killed = time.monotonic()
     outcome: list = []
 
+    dispatch_begun = threading.Event()
+
     def dispatching() -> None:
         from django.db import connection
+        dispatch_begun.set()
         try:
             outcome.append(dispatch(restart))
         except ClusterError as exc:  # the tries ran out: the sweep sends it again
@@ -282,7 +285,7 @@ def test_the_journey_on_a_real_control_plane(real, api, staff, tmp_path):
 
     worker = threading.Thread(target=dispatching)
     worker.start()
-    time.sleep(2)
+    assert dispatch_begun.wait(CEILING), "the dispatch did not begin"  # begun while the server is down
     subprocess.run([str(KIT / "start.sh")], check=True, env={**os.environ, "REALKUBE_DIR": str(REALKUBE_DIR)},
                    stdout=subprocess.DEVNULL, timeout=CEILING)
     log(f"restart: kube-apiserver answering again {time.monotonic() - killed:.1f} s after it was killed")
