@@ -27,6 +27,8 @@ urlpatterns = [
             name="osmo-workflow-error-logs"),
     re_path(rf"^workflow/{NAME}/events/?$", osmo.WorkflowEventsView.as_view(), name="osmo-workflow-events"),
     re_path(rf"^workflow/{NAME}/spec/?$", osmo.WorkflowSpecView.as_view(), name="osmo-workflow-spec"),
+    re_path(rf"^workflow/{NAME}/portforward/(?P<task>[^/]+)/?$", osmo.PortForwardView.as_view(),
+            name="osmo-workflow-portforward"),
     re_path(rf"^workflow/{NAME}/cancel/?$", osmo.CancelWorkflowView.as_view(), name="osmo-workflow-cancel"),
     re_path(r"^profile/settings/?$", osmo_account.ProfileSettingsView.as_view(), name="osmo-profile-settings"),
     re_path(r"^version/?$", osmo_account.VersionView.as_view(), name="osmo-version"),

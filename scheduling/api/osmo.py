@@ -33,6 +33,7 @@ from scheduling.api.workloads import admit_attempt, is_true, refused_response
 from scheduling.listing import bodies
 from scheduling.models import ALIVE, Status, Workload
 from scheduling.models import Workflow as WorkflowRecord
+from scheduling.run import links, logs
 from scheduling.specs.formats import workflow_requests
 from scheduling.specs.requests import priority_of
 from scheduling.submit import limits, submission, workflows
@@ -350,3 +351,58 @@ class CancelWorkflowView(APIView):
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from None
         return Response({"name": name, "message": f"Cancel job for workflow {name} is submitted!"})
+
+
+def _task_place(rows: list[Workload], task: str) -> tuple[Workload, int]:
+    """The group and replica index of task `task` (a 400 naming `task` for a name the workflow does not have)."""
+    names = task_names(_record(rows))
+    try:
+        workload = _group_of(rows, names, task)
+    except ConfigError as exc:
+        raise ConfigError(exc.message.replace("task_name:", "task:", 1), field="task") from None
+    group = workload.group or workload.name
+    listed = names.get(group, [])
+    return workload, listed.index(task) if task in listed and len(listed) == workload.replicas else 0
+
+
+def _ports(text: str) -> list[int]:
+    ports = [part.strip() for part in str(text).split(",") if part.strip()]
+    if not ports or len(ports) > 64 or not all(_whole(p) and 0 < int(p) < 65536 for p in ports):
+        raise ConfigError("task_ports: one port or a comma-separated list of ports, each 1-65535", field="task_ports")
+    return [int(p) for p in ports]
+
+
+class PortForwardView(APIView):
+    """`POST /api/workflow/{name}/portforward/{task}?task_ports=P` (`osmo workflow port-forward`): this site has no
+    port-forward router of OSMO's, so it answers what it can instead of a tunnel: a 409 whose message gives the
+    task's link (a notebook's or an inference's Ingress, docs/admin/links.md) when it has one, and the
+    `kubectl port-forward` line to the task's pod for each port asked. Only the workflow's submitter and staff are
+    answered (as for a link); the task must be running."""
+
+    read_access = Rule.SIGNED_IN
+    write_access = Rule.SIGNED_IN
+
+    @extend_schema(request=None, responses={409: OpenApiTypes.OBJECT}, parameters=[
+        OpenApiParameter("task_ports", str), OpenApiParameter("use_udp", bool), USER])
+    def post(self, request, name, task):
+        rows = _rows(request, name)
+        try:
+            ports = _ports(request.query_params.get("task_ports", ""))
+            workload, replica = _task_place(rows, task)
+        except ConfigError as exc:
+            return Response({"detail": exc.message, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST)
+        access = access_for(request)
+        if not links.may_see(access, workload):
+            raise PermissionDenied("Only the workflow's submitter and admins may reach its tasks' ports.")
+        place = next((p for p in logs.replicas(workload) if p.attempt == workload.attempt and p.replica == replica
+                      and p.live and p.pod), None)
+        if workload.status not in ALIVE or place is None:
+            return Response({"detail": f"Task {task} of workflow {name} has no running pod to forward to "
+                             f"(status {workload.status})."}, status=status.HTTP_409_CONFLICT)
+        lines = [f"kubectl port-forward -n {place.namespace} pod/{place.pod} {port}:{port}" for port in ports]
+        link = links.link_for(access, workload)
+        opened = f"Open {link['url']} (the task's address), or run: " if link and link["url"] else "Run: "
+        udp = " kubectl forwards TCP only." if is_true(request.query_params.get("use_udp", "")) else ""
+        return Response({"detail": "This site has no port-forward router of OSMO's. " + opened + "; ".join(lines)
+                         + "." + udp, "port_forward": lines, "url": link["url"] if link else ""},
+                        status=status.HTTP_409_CONFLICT)

@@ -322,3 +322,28 @@ def test_with_no_pod_yet_the_panel_waits_and_a_choice_of_the_reader_is_never_und
     shown = researcher_client.get(kept["hx-get"], HTTP_HX_REQUEST="true").content.decode()
     assert "first line" in shown and 'id="log-wait"' not in shown
     assert "since=" in shown.split('id="log-poller"', 1)[1].split(">", 1)[0]  # followed from there
+
+
+def test_the_osmo_port_forward_path_answers_the_kubectl_line_to_the_tasks_pod(wired, kube, researcher_api, world):
+    """OSMO's `workflow port-forward` asks for a tunnel through OSMO's router, which this site does not run: the
+    answer (a 409 OSMO's CLI prints) names the running task's pod in a `kubectl port-forward` line per port."""
+    name = researcher_api.post("/api/pool/training/workflow?project=vision", {"file": WORKFLOW},
+                               format="json").json()["name"]
+    path = f"/api/workflow/{name}/portforward/train"
+    workload = Workload.objects.get(workflow=name)
+    assert researcher_api.post(f"{path}?task_ports=8888").status_code == 409  # not running: nothing to forward to
+    run_cycle()
+    assert dispatch(workload.pk, clusters=lambda backend: kube) == "created"
+    workload = Workload.objects.select_related("pool").get(pk=workload.pk)
+    pod = kubelet_pod(wired, workload, 0)
+    observe(kube, workload)
+    answer = researcher_api.post(f"{path}?task_ports=8888,6006", HTTP_X_OSMO_CLIENT_VERSION="6.0.0")
+    assert answer.status_code == 409, answer.content
+    lines = [f"kubectl port-forward -n {workload.namespace} pod/{pod} {port}:{port}" for port in (8888, 6006)]
+    assert answer.json()["port_forward"] == lines and answer.json()["error_code"] == "USER"
+    assert all(line in answer.json()["message"] for line in lines)
+    assert researcher_api.post(f"{path}?task_ports=0").json()["field"] == "task_ports"
+    assert researcher_api.post(f"/api/workflow/{name}/portforward/nope?task_ports=1").json()["field"] == "task"
+    other = APIClient()
+    other.force_authenticate(world["other"])
+    assert other.post(f"{path}?task_ports=8888").status_code == 404  # another's workflow is not found
