@@ -16,6 +16,7 @@ pytestmark = pytest.mark.django_db
 METHODS = ("get", "put", "post", "patch", "delete")
 # Operations that take no body by design (the URL and, for OSMO's cancel, its query parameters say everything).
 NO_BODY = {("post", "/api/configs/role/{name}/{template}/"), ("post", "/api/workflow/{name}/cancel"),
+           ("post", "/api/workflow/{name}/portforward/{task}"),
            ("post", "/api/nodes/{name}/uncordon")}
 PRIMITIVES = {"string", "integer", "number", "boolean"}
 

@@ -382,7 +382,7 @@ class PortForwardView(APIView):
     read_access = Rule.SIGNED_IN
     write_access = Rule.SIGNED_IN
 
-    @extend_schema(request=None, responses={409: OpenApiTypes.OBJECT}, parameters=[
+    @extend_schema(request=None, responses={409: schema.PortForwardAnswer}, parameters=[
         OpenApiParameter("task_ports", str), OpenApiParameter("use_udp", bool), USER])
     def post(self, request, name, task):
         rows = _rows(request, name)

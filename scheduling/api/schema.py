@@ -439,4 +439,11 @@ class CancelAnswer(_Shape):
     message: str
 
 
+class PortForwardAnswer(_Shape):
+    """`osmo workflow port-forward`'s answer (409: no tunnel here): what to open or run instead."""
+    detail: str = Field(description="The message OSMO's CLI prints.")
+    port_forward: list[str] = Field(description="A kubectl port-forward line to the task's pod, per port asked.")
+    url: str = Field(description="The task's link (its Ingress), or empty.")
+
+
 WorkloadDetail.model_rebuild()
