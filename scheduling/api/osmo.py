@@ -387,7 +387,7 @@ class PortForwardView(APIView):
     def post(self, request, name, task):
         rows = _rows(request, name)
         try:
-            ports = _ports(request.query_params.get("task_ports", ""))
+            ports = _ports(",".join(request.query_params.getlist("task_ports")))  # OSMO's CLI repeats it
             workload, replica = _task_place(rows, task)
         except ConfigError as exc:
             return Response({"detail": exc.message, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST)
@@ -401,8 +401,8 @@ class PortForwardView(APIView):
                              f"(status {workload.status})."}, status=status.HTTP_409_CONFLICT)
         lines = [f"kubectl port-forward -n {place.namespace} pod/{place.pod} {port}:{port}" for port in ports]
         link = links.link_for(access, workload)
-        opened = f"Open {link['url']} (the task's address), or run: " if link and link["url"] else "Run: "
-        udp = " kubectl forwards TCP only." if is_true(request.query_params.get("use_udp", "")) else ""
-        return Response({"detail": "This site has no port-forward router of OSMO's. " + opened + "; ".join(lines)
-                         + "." + udp, "port_forward": lines, "url": link["url"] if link else ""},
+        udp = "kubectl forwards TCP only; " if is_true(request.query_params.get("use_udp", "")) else ""
+        opened = f"open {link['url']} (the task's address) or run: " if link and link["url"] else "run: "
+        return Response({"detail": "This site has no port-forward router of OSMO's; " + udp + opened
+                         + " ; ".join(lines), "port_forward": lines, "url": link["url"] if link else ""},
                         status=status.HTTP_409_CONFLICT)

@@ -337,7 +337,7 @@ def test_the_osmo_port_forward_path_answers_the_kubectl_line_to_the_tasks_pod(wi
     workload = Workload.objects.select_related("pool").get(pk=workload.pk)
     pod = kubelet_pod(wired, workload, 0)
     observe(kube, workload)
-    answer = researcher_api.post(f"{path}?task_ports=8888,6006", HTTP_X_OSMO_CLIENT_VERSION="6.0.0")
+    answer = researcher_api.post(f"{path}?task_ports=8888&task_ports=6006", HTTP_X_OSMO_CLIENT_VERSION="6.0.0")
     assert answer.status_code == 409, answer.content
     lines = [f"kubectl port-forward -n {workload.namespace} pod/{pod} {port}:{port}" for port in (8888, 6006)]
     assert answer.json()["port_forward"] == lines and answer.json()["error_code"] == "USER"
