@@ -56,7 +56,7 @@ def simulated(django_user_model, tmp_path, monkeypatch, settings):
     simulated = SimulatedTime(tmp_path / "sim")
     simulated.sync()
     simulated.serve_reads(monkeypatch, settings)
-    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
+    django_user_model.objects.create_user("alice", password=PASSWORD)
     for pool in ("training", "dev"):
         writes.import_document(ConfigKind.ROLE, {"name": f"osmo-{pool}", "policies": [{"actions": [
             {"base": "http", "path": f"/api/pool/{pool}*", "method": "post"}]}]}, author="tests")
