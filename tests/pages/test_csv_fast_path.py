@@ -187,9 +187,8 @@ def test_a_members_export_is_the_reference_within_their_pools(member_client, awk
 
 
 def test_the_users_saved_columns_are_the_reference(staff_client, staff, awkward, monkeypatch, copies):
-    from pools.models import TablePreference
-
-    TablePreference.objects.create(user=staff, table="nodes", columns=["taints", "node", "labels", "cpu_used"])
+    assert staff_client.post("/tables/nodes/columns/", {"columns": ["taints", "node", "labels", "cpu_used"]}
+                             ).status_code == 302  # the column chooser
 
     content = assert_same(staff_client, "/nodes/?export=csv&sort=-cpu_used", monkeypatch, copies)
 
