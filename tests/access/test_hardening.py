@@ -21,6 +21,7 @@ from pools.config import writes
 from pools.engine.policies import Action, Glob, RoleRules, glob_problem, glob_regex
 from pools.models import AccessToken, ConfigKind, ConfigRevision, Role, RoleAssignment
 from tests.access.conftest import give
+from tests.support.commands import run
 
 User = get_user_model()
 FAR = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
@@ -57,7 +58,7 @@ def test_a_user_manager_cannot_revoke_a_staff_users_token(user_manager, staff, s
 
 @pytest.mark.django_db
 def test_a_user_manager_cannot_change_a_staff_users_roles(user_manager, staff, teammate):
-    RoleAssignment.objects.create(user=staff, role=Role.objects.get(name="osmo-team"), assigned_by="tests")
+    run("user", "add-role", staff.get_username(), "osmo-team")
 
     removed = user_manager.delete("/api/auth/user/ops/roles/osmo-team")
     added = user_manager.post("/api/auth/user/ops/roles", {"role_name": "sim-users"}, format="json")

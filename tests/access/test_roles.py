@@ -112,7 +112,7 @@ def test_role_changes_are_numbered_revisions_that_diff_and_roll_back(api):
 
 def test_deleting_a_role_records_it_and_takes_it_from_its_users(api, member):
     put(api, SEED_ROLE_URL, SEED_ROLE)
-    RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-shared"))
+    run("user", "add-role", member.get_username(), "osmo-shared")
 
     response = api.delete(SEED_ROLE_URL)
 

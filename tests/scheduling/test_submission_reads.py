@@ -9,11 +9,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import Min, Q
 
 from pools.fleet.labels import gpu_type_key
-from pools.models import NodeMembership, Pool, Project, Quota, Role, RoleAssignment
+from pools.models import NodeMembership, Pool, Project, Quota
 from pools.models.visibility import Access
 from scheduling.models import ALIVE, Workload
 from scheduling.submit import reads
 from tests.scheduling.conftest import SHARED, add_nodes, body, project
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def people(world, django_user_model):
     Project.objects.filter(name="own-pool").update(pool=Pool.objects.get(name="training"))
     outsider = django_user_model.objects.create_user("outsider")
     shared_only = django_user_model.objects.create_user("shared-only")
-    RoleAssignment.objects.create(user=shared_only, role=Role.objects.get(name="osmo-shared"))
+    run("user", "add-role", "shared-only", "osmo-shared")
     staff = django_user_model.objects.create_user("boss", is_staff=True)
     return {**world, "outsider": outsider, "shared-only": shared_only, "staff": staff, "anonymous": AnonymousUser()}
 
