@@ -15,6 +15,7 @@ from scheduling.run import snapshot
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
+from tests.support.commands import configure
 from tests.support.lifecycle import observe, put_pod
 from tests.support.lifecycle import pod as job_pod
 
@@ -251,10 +252,9 @@ def test_the_form_the_cli_and_the_lists_offer_the_kinds(researcher_client, resea
 
 
 def test_a_long_running_kind_is_not_ended_by_its_pools_exec_timeout(standin, kube, researcher_api, clock):
-    from pools.models import Pool
     from scheduling.run.sweeps import timeouts
 
-    Pool.objects.filter(name="training").update(default_exec_timeout="1h")
+    configure("POOL", "training", default_exec_timeout="1h")
     notebook = dispatched(researcher_api, kube, name="explore", kind="notebook")
     training = dispatched(researcher_api, kube, name="train")
     (statefulset,) = standin.objects(STATEFULSET)

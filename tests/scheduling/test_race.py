@@ -145,6 +145,8 @@ def gone() -> None:
 
 
 def end_round(rng: random.Random) -> None:
+    # By hand: the follower's ends of a random half, rounds in milliseconds; the race is between the cycle and the
+    # writes, not the follower (whose ends through the stand-in are the journeys').
     now = timezone.now()
     admitted = list(Workload.objects.filter(status__in=[Status.ADMITTED, Status.SCHEDULING, Status.RUNNING])
                     .values_list("pk", flat=True))

@@ -60,7 +60,8 @@ def test_the_live_counts_are_the_project_s_and_the_caller_s(people, researcher_a
         assert researcher_api.post("/api/workloads/", body(name=f"mine-{index}"), format="json").status_code == 201
     borrowed = body(name="nlp-1", project="nlp", priority="LOW")
     assert researcher_api.post("/api/workloads/", borrowed, format="json").status_code == 201
-    Workload.objects.filter(name="mine-0").update(status="COMPLETED")
+    ended = Workload.objects.get(name="mine-0").pk
+    assert researcher_api.post(f"/api/workloads/{ended}/cancel/").status_code == 200  # pending: ended at once
     found = reads.project(Access(people["researcher"]), "vision")
     assert (found.live_project, found.live_user) == (
         Workload.objects.filter(project__name="vision", status__in=ALIVE).count(),
