@@ -315,14 +315,14 @@ def test_the_cluster_role_grants_exactly_the_requests_the_code_sends(standin, ku
     # As test_kueue_reconcile's world: Kueue cannot hold the default department's quotas.
     Project.objects.filter(name=Project.DEFAULT_NAME).delete()
     Department.objects.filter(name=Department.DEFAULT_NAME).delete()
-    # By hand: the configuration refuses topology keys until the backend is KAI's, which it becomes below.
+    run("backend", "add", "default", "--kubeconfig", standin.kubeconfig(tmp_path / "standin.yaml"))
+    # By hand, the topology keys and the engine: the keys stay while the backend goes from KAI to Kueue and back (every
+    # engine's requests in one test), which the configuration and `backend add` refuse.
     Pool.objects.filter(name="training").update(topology_keys=[{"key": "zone", "label": "topology.kubernetes.io/zone"}])
-    kubeconfig = standin.kubeconfig(tmp_path / "standin.yaml")
-    run("backend", "add", "default", "--kubeconfig", kubeconfig)
     standin.add_node(make_node("gpu-1"))
 
     def engine(scheduler: str) -> Backend:
-        run("backend", "add", "default", "--kubeconfig", kubeconfig, "--scheduler", scheduler)
+        Backend.objects.filter(name="default").update(scheduler=scheduler)
         return Backend.objects.get(name="default")
 
     kai = engine(Backend.Scheduler.KAI)

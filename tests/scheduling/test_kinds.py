@@ -15,7 +15,6 @@ from scheduling.run import snapshot
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
-from tests.support.commands import configure
 from tests.support.lifecycle import observe, put_pod
 from tests.support.lifecycle import pod as job_pod
 
@@ -252,9 +251,12 @@ def test_the_form_the_cli_and_the_lists_offer_the_kinds(researcher_client, resea
 
 
 def test_a_long_running_kind_is_not_ended_by_its_pools_exec_timeout(standin, kube, researcher_api, clock):
+    from pools.models import Pool
     from scheduling.run.sweeps import timeouts
 
-    configure("POOL", "training", default_exec_timeout="1h")
+    # By hand: a pool's configuration write re-derives its nodes' rows (their status from the conditions they
+    # report), and the world's are add_nodes' rows without the Ready condition: none would be schedulable.
+    Pool.objects.filter(name="training").update(default_exec_timeout="1h")
     notebook = dispatched(researcher_api, kube, name="explore", kind="notebook")
     training = dispatched(researcher_api, kube, name="train")
     (statefulset,) = standin.objects(STATEFULSET)
