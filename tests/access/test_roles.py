@@ -45,8 +45,10 @@ def put(client, url, body):
 
 
 def make_pool(name: str) -> Pool:
-    backend, _ = Backend.objects.get_or_create(name="default")
-    return Pool.objects.create(name=name, backend=backend)
+    if not Backend.objects.filter(name="default").exists():
+        run("backend", "add", "default", "--simulated")
+    run("config", "update", "POOL", "-f", "-", stdin=json.dumps({"pools": {name: {"backend": "default"}}}))
+    return Pool.objects.get(name=name)
 
 
 # ---- seed 002 as printed --------------------------------------------------------------------------------

@@ -54,6 +54,8 @@ AWKWARD = [
 
 
 def make_node(name: str, backend: Backend, **fields) -> Node:
+    """A node row with the values the CSV writers must agree on (awkward text, microseconds), by hand: rows as the
+    sync writes them, with no cluster behind them."""
     pools = fields.pop("pools", [ALPHA])
     values = {
         "gpu_product": "NVIDIA-A100-SXM4-80GB", "gpu_total": 8, "gpu_allocatable": 8, "gpu_used": 3, "gpu_free": 5,
@@ -75,7 +77,7 @@ def make_node(name: str, backend: Backend, **fields) -> Node:
 @pytest.fixture
 def awkward(fleet):
     default = Backend.objects.get(name="default")
-    other = Backend.objects.create(name="zz-other", kind=Backend.Kind.SIMULATED)
+    other = Backend.objects.create(name="zz-other", kind=Backend.Kind.SIMULATED)  # by hand, with its node below
     for name, fields in AWKWARD:
         make_node(name, default, **fields)
     make_node("alpha-plain", other)  # the same name on another backend: the tie-breakers decide

@@ -31,7 +31,8 @@ def submit(api, **fields) -> Workload:
 
 def dispatched(workload: Workload, pods: dict[str, tuple[str, str]]) -> Workload:
     """The workload as dispatch and the sync leave it: its Job named, RUNNING, and the Job's pods (name -> (node,
-    phase)) as the sync stores them (pools.inventory.jobs.pod_run_facts of each pod object)."""
+    phase)) as the sync stores them (pools.inventory.jobs.pod_run_facts of each pod object). By hand: the corrections
+    read only these rows, and the world has no cluster; dispatch and the sync on the stand-in are the journeys'."""
     workload.refresh_from_db()
     job = f"wl-{workload.id.hex[:12]}-{workload.attempt}"
     Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING, job_name=job, namespace="proj-vision",
