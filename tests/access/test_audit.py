@@ -136,7 +136,7 @@ def test_a_failed_sign_in_names_the_user_as_the_sign_in_limit_counts_it_its_firs
 
 def test_rows_cannot_be_changed_or_deleted_through_the_orm_or_the_admin(client, staff):
     event = record("config", "POOL/x", "update", "a")
-    event.summary = "b"  # the writes below are what is refused: no door changes a row
+    event.summary = "b"  # by hand, the writes below: they are what is refused (no door changes a row)
     with pytest.raises(AppendOnly):
         event.save()
     with pytest.raises(AppendOnly):

@@ -298,7 +298,7 @@ def test_a_stored_role_the_database_cannot_compile_is_left_out_with_a_warning_an
     """Stored before the check existed (migration 0018 reports such roles): its holders get what they would without
     it (the role is left out whole: a deny left out alone would widen it), the log names it, and the admin's role
     page says so. Every page that filters pools through it answered 500 before (issue 42)."""
-    role = Role.objects.create(name="stored-broken", policies=[{"actions": [
+    role = Role.objects.create(name="stored-broken", policies=[{"actions": [  # by hand: the door refuses it now
         {"base": "http", "path": "/api/pool/[b--]*", "method": "post"},
         {"base": "http", "path": "/api/pool/*", "method": "post"}]}])
     give(nobody, "stored-broken")
@@ -432,6 +432,7 @@ def test_the_migration_names_stored_roles_with_an_unusable_glob_and_keeps_them(c
     from django.apps import apps
 
     migration = importlib.import_module("pools.migrations.0018_report_unusable_role_globs")
+    # By hand: roles as stored before the check existed (the door refuses the broken one now).
     Role.objects.create(name="stored-broken", policies=[{"actions": [
         {"base": "http", "path": "!/api/pool/[b--]*", "method": "post"},
         {"base": "http", "path": "/api/pool/fine*", "method": "post"}]}])

@@ -25,6 +25,8 @@ NAMES = ["default", "vision", "nlp", "by-role", "own-pool", "ghost"]
 def people(world, django_user_model):
     project("by-role", roles=["osmo-shared"])
     project("own-pool")
+    # By hand: a pool's own project is made by the pool's configuration (tests/scheduling/test_deletes.py makes one),
+    # which would re-derive the world's add_nodes rows; here an existing project is made training's own.
     Project.objects.filter(name="own-pool").update(pool=Pool.objects.get(name="training"))
     outsider = django_user_model.objects.create_user("outsider")
     shared_only = django_user_model.objects.create_user("shared-only")
