@@ -160,9 +160,9 @@ def test_a_pool_whose_own_project_runs_live_work_is_refused(researcher_api, api,
              "resources": {"gpu": {"guarantee": 2}}}
     writes.import_document(ConfigKind.POOL, {"pools": {"quota": quota}}, author="tests")
     assert Project.objects.get(name="quota").pool.name == "quota"
-    # By hand: a pool's own project takes no submissions from the doors, yet a workload of it must hold the delete.
-    live = Workload.objects.create(name="own", project=Project.objects.get(name="quota"), request={},
-                                   pools=["training"], submitted_at=timezone.now())
+    created = api.post("/api/workloads/", body(name="own", project="quota", pools=["quota"]), format="json")
+    assert created.status_code == 201, created.json()  # staff submit to the pool's own project
+    live = Workload.objects.get(pk=created.json()["id"])
 
     response = api.delete("/api/configs/pool/quota/")
 
