@@ -97,6 +97,7 @@ def writer(stop: threading.Event, outcome: Outcome, commits: list[int], committe
                 with transaction.atomic():
                     rows = list(Node.objects.filter(id__in=chunk).values_list("id", "gpu_used"))
                     now = timezone.now()
+                    # By hand: writes as frequent as a sync's; what is tested is SQLite's locking, not the sync.
                     Node.objects.filter(id__in=[row[0] for row in rows]).update(last_seen=now)
                     Backend.objects.filter(pk=backend.pk).update(last_sync_at=now)
                 commits[0] += 1

@@ -8,7 +8,8 @@ from django.contrib.staticfiles import finders
 from rest_framework.test import APIClient
 
 from pools.config import writes
-from pools.models import ConfigKind, Role, RoleAssignment
+from pools.models import ConfigKind
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +39,7 @@ def test_the_api_root_lists_the_endpoints_a_member_may_read_and_each_answers(mem
 def test_the_api_root_lists_an_admin_endpoint_to_a_role_whose_policy_allows_it(member, defaults):
     writes.import_document(ConfigKind.ROLE, {"name": "pool-readers", "policies": [{"actions": [
         {"base": "http", "path": "/api/configs/pool/*", "method": "get"}]}]}, author="tests")
-    RoleAssignment.objects.create(user=member, role=Role.objects.get(name="pool-readers"))
+    run("user", "add-role", member.get_username(), "pool-readers")
     client = signed_in(member)
     root = client.get("/api/").json()
     assert root["configs_pool"] == "http://testserver/api/configs/pool/"

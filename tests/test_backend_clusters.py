@@ -11,7 +11,7 @@ from django.core.management import CommandError
 
 from pools.cluster.kinds import KAI_QUEUE
 from pools.cluster.simulated import SimulatedCluster
-from pools.models import Backend, Pool
+from pools.models import Backend
 from pools.schedulers.reconcile import run
 from tests.scheduling.conftest import SHARED
 from tests.support import commands
@@ -99,8 +99,8 @@ def test_two_backends_splitting_one_cluster_each_keep_their_own_objects_and_a_se
     add("first", "--kubeconfig", path, "--scheduler", "kai")
     add("second", "--kubeconfig", path, "--scheduler", "kueue", "--same-cluster-as", "first")
     first, second = Backend.objects.get(name="first"), Backend.objects.get(name="second")
-    Pool.objects.filter(name="training").update(backend=first)
-    Pool.objects.filter(name=SHARED).update(backend=second)
+    commands.configure("POOL", "training", backend="first")
+    commands.configure("POOL", SHARED, backend="second")
     # Ours from before the backend label: one that `first` wants (adopted), one nobody wants (left alone).
     standin.add_object(KAI_QUEUE, {"metadata": {"name": "training.research.vision", "labels": MANAGED},
                                    "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 2}}}})

@@ -24,8 +24,7 @@ RACK = {"key": "rack", "label": "example.com/rack"}
 @pytest.fixture
 def on_standin(kai, standin, tmp_path, shared_clients):
     """The KAI backend connected to the stand-in API server."""
-    Backend.objects.filter(pk=kai.pk).update(kind=Backend.Kind.KUBERNETES,
-                                             kubeconfig_path=standin.kubeconfig(tmp_path / "kubeconfig"))
+    run("backend", "add", kai.name, "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"))
     return Backend.objects.get(pk=kai.pk)
 
 
@@ -38,7 +37,7 @@ def unreachable(kai, tmp_path, shared_clients):
         "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
         "users": [{"name": "gone", "user": {}}],
         "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}]}))
-    Backend.objects.filter(pk=kai.pk).update(kind=Backend.Kind.KUBERNETES, kubeconfig_path=str(path))
+    run("backend", "add", kai.name, "--kubeconfig", str(path))
     return Backend.objects.get(pk=kai.pk)
 
 
@@ -75,6 +74,7 @@ def test_the_backend_admin_page_shows_the_engine_the_objects_we_manage_and_the_l
 
 
 def test_the_backend_admin_page_shows_the_engine_error_escaped_and_the_refused_names(admin_client, kai):
+    # By hand: a reconcile's outcome with markup in the cluster's words, which the stand-in does not answer.
     Backend.objects.filter(pk=kai.pk).update(
         engine_error="<b>queues.scheduling.run.ai</b> is not served", engine_reconciled_at=timezone.now(),
         engine_objects={"created": 0, "updated": 0, "deleted": 0, "unchanged": 3, "refused": 1,
@@ -120,6 +120,7 @@ def test_the_reconcile_action_reports_an_unreachable_cluster_as_a_message_not_a_
 
 
 def test_the_reconcile_action_says_when_there_is_nothing_to_reconcile_or_no_connection(admin_client, world):
+    # By hand: a backend with no connection, which `backend add` refuses to make.
     kueue = Backend.objects.create(name="kueue-cluster", scheduler=Backend.Scheduler.KUEUE)
     default = Backend.objects.get(name="default")
 
@@ -141,6 +142,7 @@ def backend_command(*args) -> str:
 
 def test_backend_list_shows_the_engine_its_object_count_and_the_last_reconcile(kai, standin, kube):
     backend = reconciled(kai, kube)
+    # By hand: backends with no connection (which `backend add` refuses), one with a reconcile's error.
     Backend.objects.create(name="kueue-cluster", scheduler=Backend.Scheduler.KUEUE,
                            engine_error="the cluster does not serve clusterqueues.kueue.x-k8s.io/v1beta1: is the "
                                         "engine installed (its CRDs)?")
@@ -207,7 +209,7 @@ def test_backend_reconcile_fails_in_one_paragraph_without_a_traceback(unreachabl
 
 
 def test_backend_reconcile_refuses_an_unknown_or_unconnected_backend(db):
-    Backend.objects.create(name="kai-new", scheduler=Backend.Scheduler.KAI)
+    Backend.objects.create(name="kai-new", scheduler=Backend.Scheduler.KAI)  # by hand: `backend add` wants a connection
     with pytest.raises(CommandError, match="no backend named 'nope'"):
         backend_command("reconcile", "nope")
     with pytest.raises(CommandError, match="Backend kai-new is not connected"):
@@ -225,7 +227,8 @@ def test_backend_reconcile_has_nothing_to_do_on_the_default_scheduler(world):
 
 @pytest.fixture
 def kai_training(world):
-    """Pool training on a KAI backend whose last reconcile failed; the other pools on the default scheduler."""
+    """Pool training on a KAI backend whose last reconcile failed; the other pools on the default scheduler. By hand:
+    the reconcile's error with markup in it, and a pool moved without re-deriving the world's add_nodes rows."""
     backend = Backend.objects.create(name="kai-cluster", scheduler=Backend.Scheduler.KAI,
                                      engine_error="<script>alert(1)</script> queues refused",
                                      engine_reconciled_at=timezone.now())
@@ -256,6 +259,7 @@ def test_staff_see_which_engine_enforces_each_pools_quotas_and_its_error(client,
 
 
 def test_a_kueue_pool_says_kueue_enforces_its_quotas(client, staff, kai_training):
+    # By hand, as kai_training: an unconnected backend, which `backend add` does not make.
     Backend.objects.filter(pk=kai_training.pk).update(scheduler=Backend.Scheduler.KUEUE, engine_error="",
                                                       engine_reconciled_at=None)
     client.force_login(staff)
@@ -267,7 +271,7 @@ def test_a_kueue_pool_says_kueue_enforces_its_quotas(client, staff, kai_training
 
 
 def test_staff_see_when_the_engine_objects_were_reconciled(client, staff, kai_training):
-    Backend.objects.filter(pk=kai_training.pk).update(engine_error="")
+    Backend.objects.filter(pk=kai_training.pk).update(engine_error="")  # by hand, as kai_training
     client.force_login(staff)
 
     training = section(text(client.get("/quotas/")), "training")
@@ -332,6 +336,7 @@ def test_a_topology_key_whose_label_no_node_of_the_pool_carries_is_refused_and_n
 
 def test_a_topology_key_is_accepted_when_one_node_of_the_pool_carries_its_label(api, kai):
     node = Node.objects.get(name="training-h100-000")
+    # By hand: the world's nodes are add_nodes' rows, with no cluster for `label node` to write first.
     Node.objects.filter(pk=node.pk).update(labels={**node.labels, "example.com/rack": "r1"})
 
     response = put_pool(api, "training", topology_keys=[RACK])
@@ -342,7 +347,7 @@ def test_a_topology_key_is_accepted_when_one_node_of_the_pool_carries_its_label(
 
 
 def test_a_pool_without_nodes_yet_is_accepted_with_its_topology_keys_and_a_warning(api, kai):
-    Backend.objects.create(name="kai-new", scheduler=Backend.Scheduler.KAI)
+    run("backend", "add", "kai-new", "--simulated", "--scheduler", "kai")
 
     response = put_pool(api, "training", backend="kai-new", topology_keys=[RACK])
 

@@ -31,8 +31,9 @@ from pools.access.tokens import create_token
 from pools.config import writes
 from pools.config.defaults import init_demo
 from pools.fleet.sync import BackendSync, cluster_for
-from pools.models import AccessToken, Backend, ConfigKind, Department, Node, Pool, Project, Role, RoleAssignment
+from pools.models import AccessToken, Backend, ConfigKind, Department, Node, Pool, Project, Role
 from scheduling.models import Workload
+from tests.support.commands import run
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
 REFUSED = "the database refused a value"  # pools/api/errors.py's answer to a DataError
@@ -91,7 +92,7 @@ def demo_tokens(django_db_setup, django_db_blocker, tmp_path_factory):
             {"base": "http", "path": "/api/configs/*", "method": "get"}]}]}, author="tests")
         staff = users.create_user("ops", password="pw-ops-123", is_staff=True, is_superuser=True)
         member = users.create_user("alice", password="pw-ali-123")
-        RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-training"), assigned_by="tests")
+        run("user", "add-role", member.get_username(), "osmo-training")
         expires = timezone.now() + dt.timedelta(days=30)
         nobody = users.create_user("nobody", password="pw-nob-123")  # signed in, no role at all
         tokens = {who: create_token(user, "fuzz", expires)[1]

@@ -165,6 +165,7 @@ def scrape(client) -> dict:
 
 def workload(status: str, pools: list[str], *, pool: str | None = None, finished_ago: dt.timedelta | None = None,
              project: str = "vision") -> Workload:
+    # By hand: a workload in `status`, finished `finished_ago`, which no door dates back.
     now = timezone.now()
     return Workload.objects.create(
         name="metrics-probe", project=Project.objects.get(name=project), request={"name": "metrics-probe"},
@@ -176,6 +177,8 @@ def workload(status: str, pools: list[str], *, pool: str | None = None, finished
 @pytest.fixture
 def metrics_rows(world, settings):
     settings.OSMO_METRICS_TOKEN = TOKEN
+    # By hand, as the figures' sources left them: a sync's error, a world node (an add_nodes row, no cluster) gone
+    # not ready, and the admission cycle's last run 30 s ago.
     Backend.objects.create(name="broken", sync_error="connection refused")
     Node.objects.filter(name="training-h100-000").update(status="Not ready (Disk pressure)", gpu_used=3, gpu_free=5)
     for _ in range(2):
@@ -252,7 +255,7 @@ def test_metrics_take_a_constant_number_of_queries(client, metrics_rows, django_
         scrape(client)
 
     # More of everything: backends, pools with nodes, workloads in every state.
-    for index in range(3):
+    for index in range(3):  # by hand: synced backends with no cluster behind them
         Backend.objects.create(name=f"more-{index}", last_sync_at=timezone.now())
     add_nodes(SHARED, "l40s_platform", 5, gpus=4, product="NVIDIA-L40S", prefix="more-l40s")
     for status in (Status.PENDING, Status.ADMITTED, Status.SCHEDULING, Status.PREEMPTING, Status.RUNNING):

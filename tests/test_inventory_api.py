@@ -18,6 +18,7 @@ def nodes(fleet):
     make_nodes(4, [ALPHA], prefix="alpha")
     make_nodes(4, [BRAVO], prefix="bravo")
     make_nodes(1, [ALPHA, BRAVO], prefix="shared")
+    # By hand: make_nodes' rows have no cluster behind them, which `label`, `cordon` and the sync's platforms need.
     Node.objects.filter(name="bravo-0001").update(labels={"team": "vision"})
     Node.objects.filter(name="alpha-0002").update(status="Cordoned")
     NodeMembership.objects.filter(node__name="alpha-0001").update(platforms=["cpu"])
@@ -86,6 +87,7 @@ def test_a_value_outside_the_callers_choices_matches_no_node(alpha_member, nodes
 
 
 def test_a_bare_platform_name_or_a_custom_reason_is_accepted(api, nodes):
+    # By hand: a reason no kubelet condition names, as an operator's node problem detector might report it.
     Node.objects.filter(name="bravo-0003").update(status="Not ready (GPU fell off the bus)")
 
     assert api_names(api, "platform=cpu") == ["alpha-0001"]
@@ -184,6 +186,7 @@ def test_the_resource_list_is_exactly_what_its_schema_serializer_renders(staff, 
 
 
 def test_free_counts_the_free_gpus_of_ready_uncordoned_nodes_only(api, nodes):
+    # By hand: `cordon` writes the cluster first, and make_nodes' rows have none.
     Node.objects.filter(name=Node.objects.filter(gpu_free__gt=0).order_by("name").first().name).update(
         unschedulable=True)
     for pool in api.get("/api/pools/").json():

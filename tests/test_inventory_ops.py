@@ -220,7 +220,7 @@ def test_the_cli_json_rows_equal_the_api_rows(gpu_backend, api, tmp_path):
 
 def test_resource_type_is_osmos_sharing_and_node_type_says_gpu_or_cpu(gpu_backend, api, tmp_path):
     run("create", "-f", write(tmp_path, "t.yaml", SEED_003_TRAINING))
-    Node.objects.filter(name="node-2").update(sharing=Node.Sharing.SHARED)
+    Node.objects.filter(name="node-2").update(sharing=Node.Sharing.SHARED)  # by hand: only the word is read here
 
     rows = {row["node"]: row for row in api.get("/api/resources/").json()}
     cli = {row["node"]: row for row in json.loads(run("resource", "list", "--format", "json"))}

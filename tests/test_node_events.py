@@ -63,7 +63,7 @@ def test_a_pool_write_that_moves_nodes_records_their_pools(standin, backend):
 def test_a_silent_backend_records_unknown_and_the_next_sync_ready_again(standin, backend):
     small_cluster(standin)
     sync_once(backend)
-    Backend.objects.filter(pk=backend.pk).update(last_sync_at=timezone.now() - timedelta(hours=1))
+    Backend.objects.filter(pk=backend.pk).update(last_sync_at=timezone.now() - timedelta(hours=1))  # by hand: time
     mark_stale_backends()
     assert kinds("gpu-a")[-1] == ("status", {"before": "Ready", "after": "Unknown"})
     mark_stale_backends()

@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from osmo_site.env import env_bool, env_int, env_list
 from tests.celery_app import broker_at, every_queue
+from tests.support.commands import run
 from tests.waiting import until
 
 
@@ -96,7 +97,9 @@ def test_a_real_worker_syncs_a_simulated_backend_through_redis(settings, tmp_pat
     from pools.tasks import sync_backend
 
     settings.OSMO_SIMULATED_STATE_DIR = tmp_path
-    sim = Backend.objects.create(name="sim", kind=Backend.Kind.SIMULATED)
+    run("backend", "add", "sim", "--simulated")
+    sim = Backend.objects.get(name="sim")
+    # By hand: a Kubernetes backend with no connection at all, which `backend add` refuses to make.
     real = Backend.objects.create(name="real", kind=Backend.Kind.KUBERNETES)
     with broker_at(settings.TEST_REDIS_URL) as app, start_worker(app, pool="solo", perform_ping_check=False,
                                                                  queues=every_queue(), shutdown_timeout=10):

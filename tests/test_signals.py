@@ -134,7 +134,7 @@ def test_sync_once_beside_a_running_sync_asks_it_for_a_full_list_and_waits_for_i
 
 
 def test_sync_once_beside_a_sync_that_does_not_list_says_so_and_exits_0(prod, capsys):
-    # A holder that never answers the ask: another host's sync, stuck.
+    # A holder that never answers the ask: another host's sync, stuck (by hand: no process here can be it).
     Backend.objects.filter(name="prod").update(sync_lease_owner="elsewhere:1:stuck",
                                                sync_lease_expires_at=timezone.now() + timedelta(hours=1))
     call_command("sync", "prod", "--once", "--wait", "0.5")

@@ -187,6 +187,7 @@ def test_a_second_sync_of_the_same_backend_is_refused_while_the_lease_is_held(st
 
 def test_an_expired_lease_is_taken_over(standin, backend):
     small_cluster(standin)
+    # By hand: the lease of a worker that died holding it, which no process of this test can be.
     Backend.objects.filter(pk=backend.pk).update(
         sync_lease_owner="dead-worker", sync_lease_expires_at=timezone.now() - timezone.timedelta(seconds=1))
     stats = sync_once(backend)
@@ -202,6 +203,7 @@ def test_a_silent_backend_shows_unknown_nodes_and_offline_pools_until_the_next_g
     sync_once(backend)
     from pools.fleet.usage import pool_rows
 
+    # By hand: the last sync an hour ago, a time no door dates back.
     Backend.objects.filter(pk=backend.pk).update(last_sync_at=timezone.now() - timezone.timedelta(hours=1))
     assert mark_stale_backends() == ["prod"]
     assert set(Node.objects.values_list("status", flat=True)) == {"Unknown"}

@@ -294,6 +294,7 @@ def test_update_rows_json_writes_each_row_its_own_values_of_every_type(defaults)
 
     from pools.models.bulk import update_rows_json
 
+    # By hand: rows for the bulk writer under test, which the sync itself calls.
     backend = Backend.objects.create(name="rows")
     a = Node.objects.create(backend=backend, name="a", labels={"k": "v"}, gpu_used=1)
     b = Node.objects.create(backend=backend, name="b", labels={"k": "w"}, gpu_used=2)

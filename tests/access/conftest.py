@@ -70,7 +70,9 @@ def shared_node_pools(db):
 
 def build_shared_node_pools():
     """The pools of the module docstring, each with its node, the node they share, and roles osmo-team and
-    sim-users."""
+    sim-users. The pools, nodes and platforms are rows written by hand: bare pools and nodes with no cluster behind
+    them (a pool written through the configuration gets its templates and re-derives the nodes), the least the
+    matrix's thousand cases need to tell each principal's names apart."""
     backend = Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)
     pools = Pool.objects.bulk_create([Pool(name=name, backend=backend) for name in POOLS])
     nodes = Node.objects.bulk_create([Node(backend=backend, name=node_of(pool.name)) for pool in pools])
@@ -90,6 +92,8 @@ def build_shared_node_pools():
 
 
 def give(user, *role_names: str):
+    # By hand: the matrix makes its principals per case, a thousand times; `user add-role` is the door
+    # (tests/access/test_user_command.py).
     for name in role_names:
         RoleAssignment.objects.create(user=user, role=Role.objects.get(name=name), assigned_by="tests")
     return user

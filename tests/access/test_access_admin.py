@@ -20,6 +20,8 @@ from pools.models import (
     Role,
     RoleAssignment,
 )
+from tests.support.commands import run
+from tests.support.journey import config
 from tests.test_admin import form_data
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lookalike_pools")]  # what admin_client's pages show
@@ -30,7 +32,8 @@ POOLS = ["default", "training", "training-b", "inference"]
 
 @pytest.fixture
 def lookalike_pools(db):
-    """Pools default, training, training-b and inference, one node in each."""
+    """Pools default, training, training-b and inference, one node in each: bare rows, by hand, as the access
+    tests' world (tests/access/conftest.py says why)."""
     backend = Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)
     pools = Pool.objects.bulk_create([Pool(name=name, backend=backend) for name in POOLS])
     nodes = Node.objects.bulk_create([Node(backend=backend, name=f"node-{pool.name}", pool_names=[pool.name])
@@ -86,7 +89,7 @@ def test_ticking_training_grants_exactly_training(admin_client, client, django_u
     settings.ACCESS_DEFAULT_POOL_OPEN = False
     role = role_with_pools(admin_client, "trainers", "training", description="Training only")
     user = django_user_model.objects.create_user("alice")
-    RoleAssignment.objects.create(user=user, role=role)
+    run("user", "add-role", "alice", role.name)
 
     assert role.policies == [{"actions": [{"base": "http", "path": "/api/pool/training", "method": "post"}]}]
     assert ConfigRevision.objects.get(kind=ConfigKind.ROLE, name="trainers").document == writes.export(
@@ -190,9 +193,10 @@ def test_a_glob_the_database_cannot_read_is_refused_naming_it(admin_client):
 
 def test_the_user_page_gives_and_takes_roles_like_the_cli(admin_client, django_user_model):
     trainers = role_with_pools(admin_client, "trainers", "training")
-    other = Role.objects.create(name="other", policies=[])
+    config("ROLE", {"name": "other", "policies": []})
+    other = Role.objects.get(name="other")
     user = django_user_model.objects.create_user("bob")
-    RoleAssignment.objects.create(user=user, role=other, assigned_by="manage.py user")
+    run("user", "add-role", "bob", "other")
     url = f"/admin/auth/user/{user.pk}/change/"
 
     save(admin_client, url, roles=[str(trainers.pk), str(other.pk)])
@@ -226,7 +230,8 @@ def test_the_user_pages_new_role_link_makes_a_role_that_user_holds_and_comes_bac
 
 
 def test_the_user_page_adds_and_removes_project_membership_as_revisions(admin_client, django_user_model):
-    department = Department.objects.create(name="research")
+    config("DEPARTMENT", {"research": {"name": "research"}})
+    department = Department.objects.get(name="research")
     writes.import_document(ConfigKind.PROJECT, {"name": "vision", "department": department.name,
                                                 "members": {"users": ["carol"], "roles": ["trainers"]}})
     project = Project.objects.get(name="vision")
@@ -246,12 +251,13 @@ def test_the_user_page_adds_and_removes_project_membership_as_revisions(admin_cl
 
 
 def test_the_user_page_lists_projects_reached_through_a_role(admin_client, django_user_model):
-    department = Department.objects.create(name="research")
-    writes.import_document(ConfigKind.PROJECT, {"name": "vision", "department": department.name,
+    config("DEPARTMENT", {"research": {"name": "research"}})
+    writes.import_document(ConfigKind.PROJECT, {"name": "vision", "department": "research",
                                                 "members": {"users": [], "roles": ["trainers"]}})
-    trainers = Role.objects.create(name="trainers", policies=[])
-    user = django_user_model.objects.create_user("erin")
-    RoleAssignment.objects.create(user=user, role=trainers)
+    config("ROLE", {"name": "trainers", "policies": []})
+    django_user_model.objects.create_user("erin")
+    run("user", "add-role", "erin", "trainers")
+    user = django_user_model.objects.get(username="erin")
 
     page = admin_client.get(f"/admin/auth/user/{user.pk}/change/").content.decode()
 
@@ -259,10 +265,10 @@ def test_the_user_page_lists_projects_reached_through_a_role(admin_client, djang
 
 
 def test_the_user_list_shows_roles(admin_client, django_user_model, django_assert_max_num_queries):
-    trainers = Role.objects.create(name="trainers", policies=[])
+    config("ROLE", {"name": "trainers", "policies": []})
     for index in range(5):
-        user = django_user_model.objects.create_user(f"user{index}")
-        RoleAssignment.objects.create(user=user, role=trainers)
+        django_user_model.objects.create_user(f"user{index}")
+        run("user", "add-role", f"user{index}", "trainers")
 
     with django_assert_max_num_queries(12):
         page = admin_client.get("/admin/auth/user/")
@@ -271,9 +277,11 @@ def test_the_user_list_shows_roles(admin_client, django_user_model, django_asser
 
 
 def test_the_user_list_filters_by_role(admin_client, django_user_model):
-    trainers, other = Role.objects.create(name="trainers", policies=[]), Role.objects.create(name="other")
-    RoleAssignment.objects.create(user=django_user_model.objects.create_user("frank"), role=trainers)
-    RoleAssignment.objects.create(user=django_user_model.objects.create_user("grace"), role=other)
+    for role, user in (("trainers", "frank"), ("other", "grace")):
+        config("ROLE", {"name": role, "policies": []})
+        django_user_model.objects.create_user(user)
+        run("user", "add-role", user, role)
+    trainers = Role.objects.get(name="trainers")
 
     page = admin_client.get(f"/admin/auth/user/?role_assignments__role__id__exact={trainers.pk}").content.decode()
 

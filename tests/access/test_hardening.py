@@ -21,6 +21,7 @@ from pools.config import writes
 from pools.engine.policies import Action, Glob, RoleRules, glob_problem, glob_regex
 from pools.models import AccessToken, ConfigKind, ConfigRevision, Role, RoleAssignment
 from tests.access.conftest import give
+from tests.support.commands import run
 
 User = get_user_model()
 FAR = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
@@ -57,7 +58,7 @@ def test_a_user_manager_cannot_revoke_a_staff_users_token(user_manager, staff, s
 
 @pytest.mark.django_db
 def test_a_user_manager_cannot_change_a_staff_users_roles(user_manager, staff, teammate):
-    RoleAssignment.objects.create(user=staff, role=Role.objects.get(name="osmo-team"), assigned_by="tests")
+    run("user", "add-role", staff.get_username(), "osmo-team")
 
     removed = user_manager.delete("/api/auth/user/ops/roles/osmo-team")
     added = user_manager.post("/api/auth/user/ops/roles", {"role_name": "sim-users"}, format="json")
@@ -297,7 +298,7 @@ def test_a_stored_role_the_database_cannot_compile_is_left_out_with_a_warning_an
     """Stored before the check existed (migration 0018 reports such roles): its holders get what they would without
     it (the role is left out whole: a deny left out alone would widen it), the log names it, and the admin's role
     page says so. Every page that filters pools through it answered 500 before (issue 42)."""
-    role = Role.objects.create(name="stored-broken", policies=[{"actions": [
+    role = Role.objects.create(name="stored-broken", policies=[{"actions": [  # by hand: the door refuses it now
         {"base": "http", "path": "/api/pool/[b--]*", "method": "post"},
         {"base": "http", "path": "/api/pool/*", "method": "post"}]}])
     give(nobody, "stored-broken")
@@ -431,6 +432,7 @@ def test_the_migration_names_stored_roles_with_an_unusable_glob_and_keeps_them(c
     from django.apps import apps
 
     migration = importlib.import_module("pools.migrations.0018_report_unusable_role_globs")
+    # By hand: roles as stored before the check existed (the door refuses the broken one now).
     Role.objects.create(name="stored-broken", policies=[{"actions": [
         {"base": "http", "path": "!/api/pool/[b--]*", "method": "post"},
         {"base": "http", "path": "/api/pool/fine*", "method": "post"}]}])

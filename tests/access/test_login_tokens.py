@@ -97,6 +97,7 @@ def test_a_login_token_stops_with_its_users_deactivation_and_its_tokens_expiry(c
     from pools.models import AccessToken
 
     login_token = exchange(create(client_as("teammate")).json()["token"]).json()["token"]
+    # By hand: an expiry already past (or a minute away) is a time no door makes pass.
     AccessToken.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
     assert "expired" in bearer(login_token).get("/api/profile/").json()["detail"]
     AccessToken.objects.update(expires_at=timezone.now() + dt.timedelta(days=1))
@@ -110,6 +111,7 @@ def test_a_login_token_never_outlives_its_access_token(client_as):
 
     secret = create(client_as("teammate")).json()["token"]
     soon = timezone.now() + dt.timedelta(seconds=60)
+    # By hand: an expiry already past (or a minute away) is a time no door makes pass.
     AccessToken.objects.update(expires_at=soon)
 
     assert exchange(secret).json()["expires_at"] == int(soon.timestamp())

@@ -750,6 +750,9 @@ def build_projects():
         {"name": "secret-project", "department": "secret-dept", "members": {"users": ["someone-else"]},
          "default_node_pools": ["sim-secret"], "resources": quotas}], author="tests")
     backend = Backend.objects.get(name="default")
+    # By hand, the pods, workloads and usage hours below: the world's nodes are bare rows with no cluster to sync
+    # from, the workloads are a submitter's with no account here (someone-else), each with the staff-only pool among
+    # its candidates, and the usage hours are dated two hours back; the matrix reads what each principal is shown.
     Pod.objects.bulk_create([
         # Without a pool label on the shared node: counted in each of its pools, the hidden one too.
         Pod(backend=backend, uid="team-pod", namespace="proj-team-project", name="train-0", node_name=SHARED_NODE,

@@ -8,8 +8,9 @@ import pytest
 import requests
 from django.contrib.auth import get_user_model
 
-from pools.models import AuditEvent, Role, RoleAssignment
+from pools.models import AuditEvent, RoleAssignment
 from tests.oidc_provider import Provider
+from tests.support.journey import config
 
 pytestmark = pytest.mark.django_db
 
@@ -49,8 +50,8 @@ def signed_in_as(client) -> str | None:
 
 
 def test_a_good_sign_in_creates_the_user_with_pkce_and_maps_groups_to_roles(client, provider):
-    Role.objects.create(name="osmo-ml", external_roles=["ml-team"])
-    Role.objects.create(name="osmo-other", external_roles=["other-team"])
+    config("ROLE", {"name": "osmo-ml", "external_roles": ["ml-team"]})
+    config("ROLE", {"name": "osmo-other", "external_roles": ["other-team"]})
     provider.user.update(groups=["ml-team", "unrelated"], given_name="Ada", family_name="Lovelace")
 
     authorize = to_provider(client, "/nodes/")
@@ -114,9 +115,9 @@ def test_a_replayed_nonce_or_a_replayed_answer_signs_nobody_in(client, provider)
 
 
 def test_a_group_added_and_removed_between_two_sign_ins_changes_the_roles(client, provider):
-    Role.objects.create(name="osmo-a", external_roles=["a"], sync_mode=Role.SyncMode.FORCE)
-    Role.objects.create(name="osmo-b", external_roles=["b"], sync_mode=Role.SyncMode.FORCE)
-    Role.objects.create(name="osmo-kept", external_roles=["kept"], sync_mode=Role.SyncMode.IMPORT)
+    config("ROLE", {"name": "osmo-a", "external_roles": ["a"], "sync_mode": "force"})
+    config("ROLE", {"name": "osmo-b", "external_roles": ["b"], "sync_mode": "force"})
+    config("ROLE", {"name": "osmo-kept", "external_roles": ["kept"], "sync_mode": "import"})
     provider.user["groups"] = ["a", "kept"]
     assert sign_in(client).status_code == 302
     user = get_user_model().objects.get(username="ada")

@@ -163,7 +163,7 @@ def test_one_project_is_the_default_of_the_submit_form(client_as, vision):
 def test_user_creation_deactivation_and_deletion_are_audited(client_as, vision):
     call_command("createsuperuser", "--noinput", username="root2", email="r@example.org", verbosity=0)
     user = get_user_model().objects.get(username="root2")
-    user.is_active = False
+    user.is_active = False  # as an administrator sets it in the admin
     user.save()
     user.delete()
 

@@ -45,8 +45,10 @@ def put(client, url, body):
 
 
 def make_pool(name: str) -> Pool:
-    backend, _ = Backend.objects.get_or_create(name="default")
-    return Pool.objects.create(name=name, backend=backend)
+    if not Backend.objects.filter(name="default").exists():
+        run("backend", "add", "default", "--simulated")
+    run("config", "update", "POOL", "-f", "-", stdin=json.dumps({"pools": {name: {"backend": "default"}}}))
+    return Pool.objects.get(name=name)
 
 
 # ---- seed 002 as printed --------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def test_role_changes_are_numbered_revisions_that_diff_and_roll_back(api):
 
 def test_deleting_a_role_records_it_and_takes_it_from_its_users(api, member):
     put(api, SEED_ROLE_URL, SEED_ROLE)
-    RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-shared"))
+    run("user", "add-role", member.get_username(), "osmo-shared")
 
     response = api.delete(SEED_ROLE_URL)
 

@@ -165,6 +165,8 @@ def test_a_filter_matches_through_the_viewers_pools_only_and_the_cli_through_all
 # ---- query counts -------------------------------------------------------------------------------------
 
 def grow(count_roles: int, count_pools: int, user) -> None:
+    # By hand: thousands of pools and hundreds of roles, seconds each through the doors; what is measured is the
+    # authorization's queries, not how the rows came.
     backend = Backend.objects.get(name="default")
     Pool.objects.bulk_create(Pool(name=f"extra-{i:04d}", backend=backend) for i in range(count_pools))
     roles = Role.objects.bulk_create(

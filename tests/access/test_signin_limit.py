@@ -78,6 +78,7 @@ def test_each_further_failure_doubles_the_back_off_up_to_the_window(alice, clock
 def test_the_back_off_never_exceeds_the_window(alice, clock, settings):
     settings.OSMO_LOGIN_BACKOFF_SECONDS = 600
     settings.OSMO_LOGIN_MAX_FAILURES_PER_ADDRESS = 0
+    # By hand: failures at one instant, which the back-off under test would stop the sign-in door from recording.
     SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="203.0.113.7", at=T0)] * 30)
     assert sign_in(Client(), "alice", "pw-alice-123")["Retry-After"] == "900"
 
@@ -98,6 +99,7 @@ def test_api_tokens_are_not_limited(alice, clock):
     from pools.access import tokens
 
     _token, secret = tokens.create_token(alice, "ci", timezone.now() + dt.timedelta(days=1))
+    # By hand: failures at one instant, which the back-off under test would stop the sign-in door from recording.
     SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="203.0.113.7", at=T0)] * 25)
     assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429  # over both limits
     api = APIClient()
@@ -147,6 +149,7 @@ def test_behind_a_trusted_proxy_it_counts_the_forwarded_address(alice, clock, se
 
 def test_failures_recorded_by_another_process_count(alice, clock):
     # Another web process writes the same table; here, rows written directly.
+    # By hand: failures at one instant, which the back-off under test would stop the sign-in door from recording.
     SignInFailure.objects.bulk_create([SignInFailure(username="alice", address="203.0.113.7", at=T0)] * 5)
     assert sign_in(Client(), "alice", "pw-alice-123").status_code == 429
     assert sign_in(Client(), "alice", "pw-alice-123", address="192.0.2.50").status_code == 302

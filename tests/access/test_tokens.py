@@ -68,6 +68,7 @@ def test_a_bearer_request_needs_no_csrf_token(client_as):
 
 def test_an_expired_token_is_refused_with_401(client_as):
     secret = create(client_as("teammate")).json()["token"]
+    # By hand: an expiry already past (or a minute away) is a time no door makes pass.
     AccessToken.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
 
     response = bearer(secret).get("/api/profile/")

@@ -5,8 +5,9 @@ import json
 import pytest
 from django.core.management.base import CommandError
 
-from pools.models import Role, RoleAssignment
+from pools.models import RoleAssignment
 from tests.support import commands
+from tests.support.journey import config
 
 pytestmark = pytest.mark.django_db
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def people(django_user_model):
     for name in ("osmo-training", "osmo-inference"):
-        Role.objects.create(name=name, policies=[])
+        config("ROLE", {"name": name, "policies": []})
     alice = django_user_model.objects.create_user("alice")
     django_user_model.objects.create_user("root", is_staff=True)
     return alice
@@ -40,7 +41,7 @@ def test_remove_role_takes_them_all_or_none(people):
     run("add-role", "alice", "osmo-training", "osmo-inference")
     with pytest.raises(CommandError, match=r"^There is no role .osmo-admin-ish. "):
         run("remove-role", "alice", "osmo-training", "osmo-admin-ish")
-    Role.objects.create(name="osmo-other", policies=[])
+    config("ROLE", {"name": "osmo-other", "policies": []})
     with pytest.raises(CommandError, match=r"^alice does not hold osmo-other; nothing removed$"):
         run("remove-role", "alice", "osmo-training", "osmo-other")
     assert held(people) == ["osmo-inference", "osmo-training"]

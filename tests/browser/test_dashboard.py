@@ -234,6 +234,7 @@ def test_a_status_change_in_the_database_shows_in_the_open_page_without_a_reload
     target = next(node for node in before if node.status == "Ready")
     status = page.locator(f"#nodes-table tr[data-key='{target.name}'] [data-col=status]")
     expect(status).to_have_text("Ready")
+    # By hand, as the sync would write them: fleet_with_history's nodes are rows with no cluster behind them.
     Node.objects.filter(pk=target.pk).update(status="Not ready (Memory pressure)", reasons=["Memory pressure"],
                                              gpu_used=0, gpu_free=target.gpu_allocatable)
     newcomer = Node.objects.get(name="hgx-a100-06")  # a simulation node joins the training pool

@@ -27,7 +27,7 @@ def pools(defaults, staff, django_user_model, settings):
         "training-b": pool_document(description="A second training pool (same prefix)"),
         "inference": pool_document(description="Online inference"),
     }}, author=staff)
-    Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
+    Backend.objects.filter(name="default").update(last_sync_at=timezone.now())  # by hand: no cluster to sync here
     make_nodes(3, ["training"], prefix="dgx", start=1)
     make_nodes(2, ["training-b"], prefix="dgxb", start=1)
     make_nodes(2, ["inference"], prefix="l40s", start=1)

@@ -3,15 +3,15 @@ widths: the sign-in page's button, the provider's redirect back, the page asked 
 
 import pytest
 
-from pools.models import Role
 from tests.oidc_provider import Provider
+from tests.support.journey import config
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.mark.parametrize("width, height", [(1440, 900), (390, 844)])
 def test_sign_in_through_the_provider(browser, live_server, settings, width, height):
-    Role.objects.create(name="osmo-ml", external_roles=["ml-team"])
+    config("ROLE", {"name": "osmo-ml", "external_roles": ["ml-team"]})
     with Provider() as provider:
         settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID = provider.issuer, provider.client_id
         settings.OIDC_CLIENT_SECRET, settings.OIDC_PROVIDER_NAME = provider.client_secret, "Example SSO"

@@ -7,8 +7,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, ConfigRevision, Pod, Quota, Role, RoleAssignment
+from pools.models import Backend, ConfigKind, ConfigRevision, Pod, Quota
 from tests.support.browser import sign_in
+from tests.support.commands import run
 from tests.support.fleet import make_nodes, pool_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,6 +23,8 @@ def quotas(defaults, staff, django_user_model):
     }}, author=staff)
     writes.import_document(ConfigKind.ROLE, {"name": "osmo-training", "description": "", "actions": []},
                            author=staff)
+    # By hand, as the nodes and pods below: make_nodes' rows have no cluster behind them to sync from (allocation
+    # from the stand-in through the sync is tests/test_figures_journey.py's).
     Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
     # Every fourth node is not Ready: with the shared one, 40 GPUs usable in training.
     make_nodes(5, ["training"], prefix="dgx", start=1)
@@ -46,8 +49,8 @@ def quotas(defaults, staff, django_user_model):
                             for name, gpus in usage.items() for i in range(gpus))
     Pod.objects.create(backend=backend, uid="shared-0", namespace="proj-vision", name="notebook",
                        node_name="shared-0001", phase="Running", gpu=2)
-    alice = django_user_model.objects.create_user("alice", password="pw-alice-1")
-    RoleAssignment.objects.create(user=alice, role=Role.objects.get(name="osmo-training"), assigned_by="tests")
+    django_user_model.objects.create_user("alice", password="pw-alice-1")
+    run("user", "add-role", "alice", "osmo-training")
 
 
 def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_server, page, quotas, screenshot):

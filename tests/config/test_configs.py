@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from pools.config import history, writes
 from pools.engine import ConfigError
 from pools.models import Backend, ConfigKind, ConfigRevision, Platform, PodTemplate, Pool, ResourceValidation
+from tests.support.commands import run
 
 POOL, TEMPLATE, VALIDATION = ConfigKind.POOL, ConfigKind.POD_TEMPLATE, ConfigKind.RESOURCE_VALIDATION
 
@@ -87,14 +88,15 @@ def test_topology_keys_need_a_kai_backend(defaults):
     with pytest.raises(ConfigError) as caught:
         write_pool(topology_keys=keys)
     assert "KAI" in caught.value.message and caught.value.field == "training.topology_keys"
-    Backend.objects.create(name="kai-cluster", scheduler=Backend.Scheduler.KAI)
+    run("backend", "add", "kai-cluster", "--simulated", "--scheduler", "kai")
     assert write_pool(backend="kai-cluster", topology_keys=keys).created == ["training"]
 
 
 def test_a_backend_cannot_leave_kai_while_a_pool_uses_topology_keys(defaults):
     from django.core.exceptions import ValidationError
 
-    backend = Backend.objects.create(name="kai-cluster", scheduler=Backend.Scheduler.KAI)
+    run("backend", "add", "kai-cluster", "--simulated", "--scheduler", "kai")
+    backend = Backend.objects.get(name="kai-cluster")
     write_pool(backend="kai-cluster", topology_keys=[{"key": "rack", "label": "example.com/rack"}])
     backend.scheduler = Backend.Scheduler.DEFAULT
     with pytest.raises(ValidationError, match="training"):

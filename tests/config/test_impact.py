@@ -10,9 +10,10 @@ from rest_framework.test import APIClient
 
 from pools.config import writes
 from pools.inventory.impact import placement_impact
-from pools.models import ConfigKind, ConfigRevision, Node, PodTemplate, Pool, Role, RoleAssignment
+from pools.models import ConfigKind, ConfigRevision, Node, PodTemplate, Pool
 from tests.conftest import seed_json_blocks
 from tests.support import commands
+from tests.support.journey import config
 
 SEED_POOL = "shared_simulation_training_pool"
 
@@ -165,10 +166,10 @@ def test_the_api_answers_the_impact_and_a_dry_run_writes_nothing(demo_fleet, api
 
 
 def test_a_role_holder_s_answer_names_only_the_pools_they_may_see(demo_fleet, member):
-    role = Role.objects.create(name="osmo-inference", policies=[{"actions": [
+    config("ROLE", {"name": "osmo-inference", "policies": [{"actions": [
         {"base": "http", "path": "/api/configs/pool/*", "method": "*"},
-        {"base": "http", "path": "/api/pool/inference*", "method": "post"}]}])
-    RoleAssignment.objects.create(user=member, role=role)
+        {"base": "http", "path": "/api/pool/inference*", "method": "post"}]}]})
+    commands.run("user", "add-role", member.get_username(), "osmo-inference")
     client = APIClient()
     client.force_authenticate(member)
 

@@ -73,10 +73,8 @@ def test_it_refuses_the_malformed_seed_examples_with_line_and_column(tmp_path, d
 
 
 def test_every_well_formed_seed_example_imports_as_printed_and_round_trips(tmp_path, defaults):
-    from pools.models import Backend
-
     # Seed 000: topology keys are for pools on a KAI Scheduler backend.
-    Backend.objects.create(name="my-backend", scheduler=Backend.Scheduler.KAI)
+    commands.run("backend", "add", "my-backend", "--simulated", "--scheduler", "kai")
     update_from(tmp_path, "POD_TEMPLATE", A100_FIXED, "a100")
     imported = []
     for seed, index, text in all_blocks():
@@ -109,16 +107,12 @@ def test_the_topology_example_imports_only_on_a_kai_backend(tmp_path, defaults):
     text = next(t for s, i, t in all_blocks() if "topology_keys" in t)
     with pytest.raises(CommandError, match="KAI"):
         update_from(tmp_path, "POOL", text)
-    from pools.models import Backend
-
-    Backend.objects.create(name="my-backend", scheduler=Backend.Scheduler.KAI)
+    commands.run("backend", "add", "my-backend", "--simulated", "--scheduler", "kai")
     assert "created my-pool" in update_from(tmp_path, "POOL", text)
 
 
 def test_the_reference_defaults_import_through_the_cli_and_round_trip(tmp_path, db):
-    from pools.models import Backend
-
-    Backend.objects.create(name="default", kind=Backend.Kind.SIMULATED)
+    commands.run("backend", "add", "default", "--simulated")
     reference = reference_defaults()
     update_from(tmp_path, "POD_TEMPLATE", reference["pod_templates"])
     update_from(tmp_path, "RESOURCE_VALIDATION", reference["resource_validations"])

@@ -40,7 +40,7 @@ from django.utils import timezone
 from pools.access.tokens import create_token
 from pools.config import writes
 from pools.config.defaults import init_defaults
-from pools.models import Backend, ConfigKind, Role, RoleAssignment
+from pools.models import Backend, ConfigKind
 from tests.scheduling.conftest import A100, H100, L40S, add_nodes, project, seed_pool
 
 kubeconfig = sys.argv[1]
@@ -59,7 +59,7 @@ project("vision", pools={"training": {"deserved": 16, "limit": 16}}, users=["res
         default_pools=["training"])
 add_nodes("training", "h100", 2, gpus=8)
 researcher = get_user_model().objects.create_user("researcher", password="pw-res-123")
-RoleAssignment.objects.create(user=researcher, role=Role.objects.get(name="osmo-training"))
+call_command("user", "add-role", "researcher", "osmo-training")
 call_command("backend", "add", "prod", "--kubeconfig", kubeconfig)  # synced by `manage.py sync prod`
 _, secret = create_token(researcher, "faults", timezone.now() + timedelta(days=1))
 print(json.dumps({"token": secret}))

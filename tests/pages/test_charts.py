@@ -9,11 +9,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools.models import Backend, Pool, UsageSnapshot
+from pools.models import Pool, UsageSnapshot
 from pools.pages import charts, snapshots
 from pools.pages.snapshots import Point
 from tests.pages.conftest import body, fragment
 from tests.support.fleet import ALPHA
+from tests.support.journey import config
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +25,8 @@ TEN_MINUTES = dt.timedelta(minutes=10)
 
 
 def store(pool: Pool, *moments_and_used: tuple[dt.datetime, int], total: int = 8) -> None:
+    """Snapshots at past moments, by hand: the snapshot task records the present only (tests/pages/test_overview.py
+    runs it)."""
     UsageSnapshot.objects.bulk_create(UsageSnapshot(pool=pool, at=at, gpu_used=used, gpu_free=total - used,
                                                     gpu_total=total) for at, used in moments_and_used)
 
@@ -140,12 +143,12 @@ def charts_queries(client) -> tuple[int, int]:
 
 
 def test_the_charts_fragment_takes_as_many_queries_for_many_pools_as_for_few(staff_client, fleet):
-    backend = Backend.objects.get(name="default")
     now = timezone.now()
     store(fleet["alpha"], *((now - step * TEN_MINUTES, step % 8) for step in range(144)))
     few = charts_queries(staff_client)
 
-    pools = Pool.objects.bulk_create([Pool(name=f"extra-{index:02d}", backend=backend) for index in range(20)])
+    config("POOL", {"pools": {f"extra-{index:02d}": {"backend": "default"} for index in range(20)}})
+    pools = Pool.objects.filter(name__startswith="extra-")
     for pool in pools:
         store(pool, *((now - step * TEN_MINUTES, step % 8) for step in range(144)))
     many = charts_queries(staff_client)

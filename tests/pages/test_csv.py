@@ -9,7 +9,7 @@ import pytest
 from django.http import StreamingHttpResponse
 
 from pools.fleet import usage
-from pools.models import Node, TablePreference
+from pools.models import Node
 from pools.pages.csv import csv_value, neutralise
 from pools.pages.tables import NODES, POOLS, RowContext
 from tests.pages.conftest import body
@@ -38,8 +38,8 @@ def test_it_streams_utf8_csv_with_a_timestamped_filename(staff_client, fleet):
 def test_the_csv_rows_are_the_filtered_database_rows_in_the_order_and_columns_shown(staff_client, staff, fleet):
     make_nodes(40, [ALPHA])
     make_nodes(10, [BRAVO], prefix="other")
-    TablePreference.objects.create(user=staff, table="nodes",
-                                   columns=["gpu_free", "node", "status", "memory_total", "cpu_used", "last_seen"])
+    assert staff_client.post("/tables/nodes/columns/", {"columns": [  # the column chooser
+        "gpu_free", "node", "status", "memory_total", "cpu_used", "last_seen"]}).status_code == 302
     query = f"pool={ALPHA}&status=Ready&sort=-gpu_free&per_page=25"
 
     shown = body(staff_client.get(f"/nodes/?{query}"))

@@ -150,7 +150,8 @@ def test_a_refused_rollback_shows_why(staff_client, two_revisions):
     writes.import_document(ConfigKind.RESOURCE_VALIDATION, {"default_cpu": []}, author="tests")
     from pools.models import ResourceValidation
 
-    # The revision names a validation that no longer exists, so the import refuses it whole.
+    # The revision names a validation that no longer exists, so the import refuses it whole (by hand: the doors
+    # refuse to delete a validation a pool names).
     Pool.objects.filter(name=ALPHA).update(common_resource_validations=[])
     ResourceValidation.objects.filter(name="default_memory").delete()
 

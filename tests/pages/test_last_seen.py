@@ -15,6 +15,8 @@ from tests.support.fleet import ALPHA, make_nodes
 
 pytestmark = pytest.mark.django_db
 T = dt.datetime(2026, 3, 4, 12, 0, 0, tzinfo=dt.UTC)
+# The backends' last syncs and the nodes' backends are written by hand: each is a sync at a pinned past moment (T, or
+# hours before it), which no door dates back.
 
 
 def test_last_contact_is_the_later_of_the_last_change_and_the_backends_last_sync():

@@ -32,12 +32,16 @@ def broken_node(pools, name="broken"):
 
 
 def pod(node, name, *, pool="", gpu=0, cpu=500, memory=2**30, namespace="team", component=""):
+    """A pod row as the sync writes it, on make_nodes' rows (no cluster behind them); the stand-in's pods read by
+    the sync are the journeys' (tests/test_figures_journey.py)."""
     return Pod.objects.create(backend=node.backend, uid=str(uuid.uuid4()), namespace=namespace, name=name,
                               node_name=node.name, phase="Running", gpu=gpu, cpu=cpu, memory=memory, pool=pool,
                               component=component)
 
 
 def workload_of(pod_row, submitter, name="train"):
+    """The workload a pod row belongs to, with its Job's record, as submission and dispatch leave them: by hand,
+    since the pod is a row with no cluster to dispatch to."""
     workload = Workload.objects.create(
         name=name, project=Project.objects.get(name=Project.DEFAULT_NAME), submitter=submitter,
         submitter_name=submitter.get_username(), source="api", request={"name": name}, pools=[ALPHA], gpu=1,
@@ -148,6 +152,7 @@ def test_every_node_name_links_to_its_page(staff_client, client, alpha_member, f
 
 def test_a_name_on_two_backends_is_told_apart_by_backend(staff_client, fleet):
     make_nodes(1, [ALPHA], prefix="twin")
+    # By hand: a node last seen an hour ago on a second backend (a time no door dates back).
     other = Backend.objects.create(name="zeta", kind=Backend.objects.get(name="default").kind)
     Node.objects.create(backend=other, name="twin-0000", status="Unknown", reasons=["No Ready condition reported"],
                         last_seen=timezone.now() - dt.timedelta(hours=1))

@@ -47,6 +47,7 @@ def test_it_shows_relative_times_with_the_absolute_time_on_hover(staff_client, f
     # Seen now, not at conftest's import (NOW), which is minutes ago late in a full run.
     make_nodes(1, [ALPHA], prefix="fresh", last_seen=timezone.now())
     make_nodes(1, [ALPHA], prefix="never", last_seen=None)
+    # By hand: a backend never synced that has a node is a state only a sync cut short leaves.
     Node.objects.filter(name="never-0000").update(backend=Backend.objects.create(name="never-synced"))
 
     text = body(staff_client.get("/nodes/"))
@@ -86,6 +87,7 @@ def test_on_a_phone_a_row_shows_its_key_columns_and_opens_the_others_from_its_na
 def test_it_filters_by_pool_platform_status_gpu_type_and_text_from_the_url(staff_client, fleet):
     make_nodes(4, [ALPHA], prefix="alpha")
     make_nodes(4, [BRAVO], prefix="bravo")
+    # By hand: make_nodes' rows have no cluster behind them, which `label node` writes first.
     Node.objects.filter(name="bravo-0001").update(labels={"team": "vision"})
 
     def keys(query):
@@ -239,6 +241,7 @@ def test_free_text_finds_nodes_by_the_platforms_of_visible_pools_only(client, al
 
     make_nodes(2, [ALPHA], prefix="alpha")
     make_nodes(1, [ALPHA, BRAVO], prefix="shared")
+    # By hand: the sync derives platforms from a cluster's labels, and make_nodes' rows have no cluster.
     NodeMembership.objects.filter(node__name="alpha-0001").update(platforms=["cpu"])
     # In bravo the shared node is on "cpu"; the member may not see bravo, so that must not match.
     NodeMembership.objects.filter(node__name="shared-0000", pool__name=BRAVO).update(platforms=["cpu"])
@@ -248,6 +251,7 @@ def test_free_text_finds_nodes_by_the_platforms_of_visible_pools_only(client, al
 
 
 def test_every_write_keeps_the_shown_label_text_in_step_with_the_labels(fleet):
+    # The ORM's writes are what this test is about (every one keeps label_text), so they are made by hand.
     created = Node.objects.create(backend=Backend.objects.get(name="default"), name="n-create",
                                   labels={"b": "2", "a": "1"})
     bulk = make_nodes(1, [ALPHA], prefix="bulk", labels={"rack": "r9", "B": "x"})[0]

@@ -9,7 +9,8 @@ from django.utils import timezone
 from pools.fleet import snapshots
 from pools.models import Backend, Node, NodeMembership, Pool
 from tests.pages.conftest import body, fragment
-from tests.support.fleet import ALPHA, BRAVO, make_nodes
+from tests.support.fleet import ALPHA, BRAVO, make_nodes, pool_document
+from tests.support.journey import config
 
 pytestmark = pytest.mark.django_db
 
@@ -80,13 +81,13 @@ def test_the_fleet_cards_are_a_live_region_that_answers_the_new_figures(staff_cl
         return text
 
     assert "1 not ready" in cards() and 'hx-trigger="every 5s"' in cards()
-    Node.objects.filter(pk=nodes[1].pk).update(status="Not ready (Disk pressure)")
+    Node.objects.filter(pk=nodes[1].pk).update(status="Not ready (Disk pressure)")  # the sync's; no cluster here
     assert "2 not ready" in cards()
 
 
 def test_pool_status_shows_offline_and_maintenance(staff_client, fleet):
-    Backend.objects.update(last_sync_at=timezone.now() - dt.timedelta(days=1))
-    Pool.objects.filter(name=BRAVO).update(enable_maintenance=True)
+    Backend.objects.update(last_sync_at=timezone.now() - dt.timedelta(days=1))  # by hand: no door dates a sync back
+    config("POOL", {"pools": {BRAVO: pool_document(description="Secret", enable_maintenance=True)}})
 
     text = body(staff_client.get("/"))
 
@@ -100,6 +101,8 @@ def test_the_default_pool_is_online_while_every_backend_of_its_nodes_syncs(fleet
     def default_status():
         return next(row["status"] for row in pool_rows() if row["name"] == "default")
 
+    # By hand: a backend never synced, then silent for a day, then synced, each with a node of the default pool:
+    # states of time, which the doors cannot date back.
     other = Backend.objects.create(name="zeta", kind=Backend.objects.get(name="default").kind)
     assert default_status() == "ONLINE"  # no nodes: its own backend, synced
     make_nodes(2, ["default"], prefix="spare")
@@ -198,7 +201,7 @@ def test_describe_pool_lists_its_nodes_live_its_document_and_recent_revisions(st
 
 
 def test_describe_pool_still_opens_when_its_configuration_is_broken(staff_client, fleet):
-    Pool.objects.filter(name=ALPHA).update(common_pod_template=["gone"])
+    Pool.objects.filter(name=ALPHA).update(common_pod_template=["gone"])  # broken on purpose: the door refuses it
 
     response = staff_client.get(f"/pools/{ALPHA}/")
 
@@ -236,10 +239,7 @@ def test_old_snapshots_are_dropped(fleet, settings):
 
 
 def test_a_large_fleets_charts_follow_the_page(staff_client, fleet):
-    from pools.models import Backend
-
-    backend = Backend.objects.get(name="default")
-    Pool.objects.bulk_create([Pool(name=f"alpha-{index:02d}", backend=backend) for index in range(12)])
+    config("POOL", {"pools": {f"alpha-{index:02d}": {"backend": "default"} for index in range(12)}})
 
     page = body(staff_client.get("/?status=ONLINE"))
     charts = body(fragment(staff_client, "/?status=ONLINE", target="pool-charts"))

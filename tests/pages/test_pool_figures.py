@@ -23,6 +23,8 @@ def mixed(fleet):
     """alpha: 12 nodes, the odd ones H100 on platform h100, the even ones on cpu; some not ready, one cordoned."""
     nodes = make_nodes(12, [ALPHA])
     make_nodes(4, [BRAVO], prefix="other")
+    # By hand: make_nodes' rows have no cluster behind them, from whose labels the sync derives platforms and which
+    # `cordon` writes first.
     for node in nodes[::2]:
         NodeMembership.objects.filter(node=node).update(platforms=["cpu"])
     Node.objects.filter(name="node-0005").update(unschedulable=True, status="Cordoned")
@@ -103,9 +105,10 @@ def test_the_live_region_answers_the_new_figures_after_a_node_changes(staff_clie
         return re.search(r'data-col="gpu_free"><dt>[^<]*</dt><dd><a [^>]*>([\d,]+)</a>', text).group(1)
 
     before = int(free_ready())
-    Node.objects.filter(name="node-0001").update(status="Not ready (Disk pressure)")
+    Node.objects.filter(name="node-0001").update(status="Not ready (Disk pressure)")  # the sync's, by hand as above
 
     assert int(free_ready()) == before - Node.objects.get(name="node-0001").gpu_free < before
+    # By hand: the pool's configuration write would re-derive make_nodes' memberships from the platforms.
     Pool.objects.filter(name=ALPHA).update(enable_maintenance=True)
     text = body(fragment(staff_client, f"/pools/{ALPHA}/", "pool-live"))
     assert '<span class="status status-warn" id="pool-status" hx-swap-oob="true">MAINTENANCE</span>' in text

@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from pools.config import writes
-from pools.models import AuditEvent, ConfigKind, ConfigRevision, Pool, Project, Quota, TablePreference
+from pools.models import AuditEvent, ConfigKind, ConfigRevision, Pool, Project, Quota
 from pools.pages.csv import neutralise
 from pools.pages.tables import QUOTAS
 from pools.quotas.fairshare import Resource
@@ -70,7 +70,8 @@ def test_staff_see_each_department_then_its_projects_nested_under_it(staff_clien
 
 def test_the_cpu_and_memory_columns_are_behind_the_column_chooser(staff_client, staff, projects_and_quotas):
     assert 'data-col="cpu_deserved"' not in body(staff_client.get("/quotas/"))
-    TablePreference.objects.create(user=staff, table="quotas", columns=["unit", "memory_deserved", "cpu_fair_share"])
+    assert staff_client.post("/tables/quotas/columns/", {"columns": ["unit", "memory_deserved", "cpu_fair_share"]}
+                             ).status_code == 302  # the column chooser
 
     text = body(staff_client.get("/quotas/"))
 
@@ -147,6 +148,8 @@ def test_a_member_cannot_name_a_pool_they_may_not_use(member_client, projects_an
 def test_pools_come_a_page_at_a_time(staff_client, projects_and_quotas):
     first = body(staff_client.get("/quotas/?per_page=5"))
     names = sorted(Pool.objects.values_list("name", flat=True))
+    # By hand: a pool written through the configuration re-derives every node's memberships from the platforms,
+    # and this fleet's memberships are make_nodes' rows (tests/support/fleet.py), which it would rewrite.
     for index in range(6):
         Pool.objects.create(name=f"zz-{index}", backend=Pool.objects.get(name=ALPHA).backend)
 
@@ -374,6 +377,8 @@ def grow(pools: int, projects: int):
     pod in one, the alpha member belonging to every third."""
     backend = Pool.objects.get(name=ALPHA).backend
     names = [f"grow-{index:02d}" for index in range(pools)]
+    # By hand: a pool written through the configuration re-derives every node's memberships from the platforms,
+    # and this fleet's memberships are make_nodes' rows (tests/support/fleet.py), which it would rewrite.
     Pool.objects.bulk_create([Pool(name=name, backend=backend) for name in names])
     make_nodes(1, names, prefix=f"grow{pools}")
     writes.import_document(ConfigKind.DEPARTMENT, [{"name": "d1"}, {"name": "d2"}], author="tests")

@@ -88,7 +88,8 @@ def test_before_an_update_is_the_previous_revision(fleet):
 
 def test_deleting_by_rollback_reports_the_nodes_it_moves_before_and_after(staff_client, pasted):
     make_nodes(3, [NEW], prefix="pasted")
-    Node.objects.filter(name__startswith="pasted").update(labels={})  # no platform of any pool selects them
+    # No platform of any pool selects them (by hand: make_nodes' rows have no cluster for `label node` to write).
+    Node.objects.filter(name__startswith="pasted").update(labels={})
 
     asked = body(staff_client.get(f"/config/history/rollback/?type=pool&revision={pasted.number}&before=1"))
 

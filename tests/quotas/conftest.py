@@ -6,7 +6,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, Pod, Role, RoleAssignment
+from pools.models import Backend, ConfigKind, Pod
+from tests.support.commands import run
 from tests.support.fleet import make_nodes
 
 
@@ -33,7 +34,7 @@ def quota_world(defaults, member, settings):
         "inference": {"backend": "default", "platforms": {"h100": {}}}}}, author="tests")
     writes.import_document(ConfigKind.ROLE, {"name": "osmo-training", "actions": []}, author="tests")
     writes.import_document(ConfigKind.ROLE, {"name": "osmo-secret", "actions": []}, author="tests")
-    RoleAssignment.objects.create(user=member, role=Role.objects.get(name="osmo-training"), assigned_by="tests")
+    run("user", "add-role", member.get_username(), "osmo-training")
     writes.import_document(ConfigKind.DEPARTMENT, [
         {"name": "research", "resources": [{"node_pool": "training", "gpu": {"deserved": 12}}]},
         {"name": "product"}], author="tests")

@@ -9,6 +9,8 @@ from django.core.management import call_command
 from pools.config import writes
 from pools.engine import ConfigError
 from pools.models import ConfigKind, ConfigRevision, Department, Project, ProjectMember, Quota
+from tests.support.commands import run
+from tests.support.journey import config
 
 VISION = {"name": "vision", "department": "research", "description": "", "namespace": "proj-vision",
           "default_node_pools": ["training", "default"], "members": {"users": ["alice"], "roles": ["osmo-vision"]},
@@ -142,8 +144,6 @@ def test_a_project_document_round_trips_through_config_show_and_update(training_
 def test_a_member_sees_the_projects_they_belong_to_by_name_by_role_or_through_a_pool(training_and_research,
         django_user_model,
                                                                                       settings):
-    from pools.models import Role, RoleAssignment
-
     alice = django_user_model.objects.create_user("alice")
     bob = django_user_model.objects.create_user("bob")
     carol = django_user_model.objects.create_user("carol")
@@ -153,8 +153,8 @@ def test_a_member_sees_the_projects_they_belong_to_by_name_by_role_or_through_a_
     writes.import_document(ConfigKind.POOL, {"pools": {"vis-pool": {"backend": "default", "platforms": {"p": {}},
                                                                    "resources": {"gpu": {"guarantee": 1}}}}},
                            author="tests")
-    role = Role.objects.create(name="osmo-vision")
-    RoleAssignment.objects.create(user=bob, role=role)
+    config("ROLE", {"name": "osmo-vision"})
+    run("user", "add-role", "bob", "osmo-vision")
     settings.OSMO_DEFAULT_PROJECT_OPEN = True
     assert set(Project.objects.visible_to(alice).values_list("name", flat=True)) == {"vision", "default"}
     # osmo-vision grants the pools whose names begin with "vision": none here, but bob holds the member role.
@@ -165,5 +165,6 @@ def test_a_member_sees_the_projects_they_belong_to_by_name_by_role_or_through_a_
     assert not Project.objects.visible_to(carol).exists()
     assert set(Department.objects.visible_to(alice).values_list("name", flat=True)) == {"research"}
     # A pool role (osmo-vis grants pools beginning with "vis") makes its holder a member of the pool's project.
-    RoleAssignment.objects.create(user=carol, role=Role.objects.create(name="osmo-vis"))
+    config("ROLE", {"name": "osmo-vis"})
+    run("user", "add-role", "carol", "osmo-vis")
     assert set(Project.objects.visible_to(carol).values_list("name", flat=True)) == {"vis-pool"}

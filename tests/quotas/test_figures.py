@@ -20,6 +20,8 @@ def project(name, department, gpu=None, namespace=None):
 
 
 def pods(namespace, node, gpus, count=1, pool=""):
+    """Pod rows as the sync writes them, written directly (each figure's allocation in one line); allocation from
+    the stand-in's pods through the sync is tests/test_figures_journey.py's."""
     backend = Backend.objects.get(name="default")
     Pod.objects.bulk_create(Pod(backend=backend, uid=f"{namespace}-{node}-{pool}-{i}", namespace=namespace,
                                 name=f"p{i}", node_name=node, phase="Running", gpu=gpus, pool=pool)

@@ -44,10 +44,11 @@ def test_a_kueue_backend_without_pools_writes_nothing_and_says_why(empty_kueue, 
 
 
 def test_a_kueue_backend_whose_pools_went_elsewhere_deletes_what_it_wrote(world, standin, kube, tmp_path):
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KUEUE)
+    commands.run("backend", "add", "default", "--simulated", "--scheduler", "kueue")  # reconciled on the stand-in
     kueue = Backend.objects.get(name="default")
     first = run(kueue, kube)
     assert first.refused == [] and standin.objects(KUEUE_CLUSTER_QUEUE) and first.idle == ""
+    # By hand: a pool's configuration write re-derives the world's node rows (add_nodes', no cluster behind them).
     Pool.objects.filter(backend=kueue).update(backend=Backend.objects.create(name="plain"))
 
     emptied = run(kueue, kube)
@@ -60,8 +61,10 @@ def test_a_kueue_backend_whose_pools_went_elsewhere_deletes_what_it_wrote(world,
     assert [r for r in standin.requests if r.method in WRITES] == []
 
 
-def test_a_kai_backend_without_pools_says_why_it_writes_nothing(world, standin, kube):
-    backend = Backend.objects.create(name="kai-b", scheduler=Backend.Scheduler.KAI)
+def test_a_kai_backend_without_pools_says_why_it_writes_nothing(world, standin, kube, tmp_path):
+    commands.run("backend", "add", "kai-b", "--kubeconfig", standin.kubeconfig(tmp_path / "kubeconfig"),
+                 "--scheduler", "kai")
+    backend = Backend.objects.get(name="kai-b")
 
     result = run(backend, kube)
 

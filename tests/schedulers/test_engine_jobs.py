@@ -18,6 +18,7 @@ from scheduling.run import follow
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
+from tests.support.commands import run
 from tests.waiting import until
 
 PREFIX = "runwhere.ai/"
@@ -25,7 +26,7 @@ KEYS = [{"key": "zone", "label": "topology.kubernetes.io/zone"}, {"key": "rack",
 
 
 def on_engine(scheduler: str) -> Backend:
-    Backend.objects.filter(name="default").update(scheduler=scheduler)
+    run("backend", "add", "default", "--simulated", "--scheduler", scheduler)  # its engine's objects go to the stand-in
     return Backend.objects.get(name="default")
 
 
@@ -59,6 +60,8 @@ def kai_condition(reason: str, message: str, **queue) -> dict:
 def test_a_kai_workload_goes_to_kai_at_once_with_its_queue_priority_class_gang_and_topology(standin, kube,
                                                                                             researcher_api):
     on_engine(Backend.Scheduler.KAI)
+    # By hand: the configuration refuses topology keys whose labels none of the pool's nodes carries, and the world's
+    # nodes are add_nodes' rows without them.
     Pool.objects.filter(name="training").update(topology_keys=KEYS)
     workload = handed_over(researcher_api, kube, pools=["training"], replicas=4, resources={"gpu": 1},
                            topology=[{"key": "zone", "requirementType": "required"},

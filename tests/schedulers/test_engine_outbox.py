@@ -12,6 +12,7 @@ from pools.schedulers.kai import queue_name
 from pools.tasks import reconcile_engines
 from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import project
+from tests.support.commands import run
 from tests.waiting import until
 
 VISION = queue_name("training", "research", "vision")
@@ -21,8 +22,7 @@ VISION = queue_name("training", "research", "vision")
 def kai_on_standin(world, standin, tmp_path):
     """The world's default backend on KAI, its cluster the stand-in API server."""
     path = standin.kubeconfig(tmp_path / "kubeconfig")
-    Backend.objects.filter(name="default").update(kind=Backend.Kind.KUBERNETES, kubeconfig_path=str(path),
-                                                  scheduler=Backend.Scheduler.KAI)
+    run("backend", "add", "default", "--kubeconfig", str(path), "--scheduler", "kai")
     return Backend.objects.get(name="default")
 
 
@@ -57,7 +57,7 @@ def test_the_periodic_run_repairs_drift_and_keeps_an_error_on_the_backend(kai_on
     assert reconcile_engines()["default"]["created"] == 1
     assert gpu_quota(standin, VISION) == 4
     assert gpu_quota(standin, queue_name("training", "research")) != 1000
-    Backend.objects.filter(pk=kai_on_standin.pk).update(kubeconfig_path=str(tmp_path / "gone"))
+    run("backend", "add", "default", "--kubeconfig", str(tmp_path / "gone"))
     outcome = reconcile_engines()
     assert "does not exist" in outcome["default"]["error"]
     kai_on_standin.refresh_from_db()
@@ -69,7 +69,7 @@ def test_the_periodic_run_repairs_drift_and_keeps_an_error_on_the_backend(kai_on
 def test_a_backend_that_left_its_engine_loses_our_objects_and_then_is_left_alone(kai_on_standin, standin):
     reconcile_engines()
     assert standin.objects(KAI_QUEUE)
-    Backend.objects.filter(pk=kai_on_standin.pk).update(scheduler=Backend.Scheduler.DEFAULT)
+    run("backend", "add", "default", "--kubeconfig", kai_on_standin.kubeconfig_path, "--scheduler", "default")
     assert reconcile_engines()["default"]["deleted"] > 0
     assert standin.objects(KAI_QUEUE) == []
     assert reconcile_engines() == {}  # nothing of ours left there: not even listed

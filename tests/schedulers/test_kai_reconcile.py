@@ -61,6 +61,8 @@ def test_a_quota_change_updates_its_queue_and_a_removed_project_loses_its_queue_
 
 def test_topology_keys_create_and_re_create_the_pools_topology(standin, kube, kai):
     keys = [{"key": "zone", "label": "topology.kubernetes.io/zone"}, {"key": "rack", "label": "example.com/rack"}]
+    # By hand: the configuration refuses topology keys whose labels none of the pool's nodes carries, and the world's
+    # nodes are add_nodes' rows without them.
     Pool.objects.filter(name="training").update(topology_keys=keys)
     reconcile(kai, kube)
     (topology,) = stored(kube, KAI_TOPOLOGY).values()

@@ -11,6 +11,7 @@ from pools.schedulers.desired import _platforms
 from pools.schedulers.kueue import flavor_name
 from pools.schedulers.reconcile import reconcile, run
 from tests.scheduling.conftest import SHARED, project
+from tests.support import commands
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -34,7 +35,7 @@ def kueue(world):
     writes.import_document(ConfigKind.PROJECT, {"serving": {"name": "serving", "department": "product", "resources": [
         {"node_pool": "training", "gpu": {"deserved": 2, "limit": 4, "over_quota_weight": "None"},
          "cpu": {"deserved": "16"}, "memory": {"deserved": "64Gi", "limit": "128Gi"}}]}}, author="tests")
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KUEUE)
+    commands.run("backend", "add", "default", "--simulated", "--scheduler", "kueue")  # reconciled on the stand-in
     return Backend.objects.get(name="default")
 
 
@@ -149,7 +150,7 @@ def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_su
     assert queues["vision"]["spec"]["cohortName"] == "research" and "resourceGroups" in queues["vision"]["spec"]
     assert reconcile(kueue, kube).writes == 0
 
-    Backend.objects.filter(pk=kueue.pk).update(scheduler=Backend.Scheduler.DEFAULT)
+    commands.run("backend", "add", "default", "--simulated", "--scheduler", "default")
     switched = reconcile(Backend.objects.get(pk=kueue.pk), kube)
     assert not switched.created and not switched.updated
     assert not stored(standin, KUEUE_LOCAL_QUEUE) and not stored(standin, KUEUE_COHORT)
@@ -159,9 +160,9 @@ def test_someone_elses_cluster_queue_is_never_touched_and_a_409_and_a_410_are_su
 
 def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):
     reconcile(kueue, kube)
-    Pool.objects.filter(name="training").update(node_selector={"example.com/pool": "training"})
+    commands.configure("POOL", "training", node_selector={"example.com/pool": "training"})
     reconcile(kueue, kube)
-    Pool.objects.filter(name="training").update(node_selector={})
+    commands.configure("POOL", "training", node_selector={})
     Quota.objects.filter(department__name="product").delete()
     reconcile(kueue, kube)
     assert stored(standin, KUEUE_COHORT)["product"]["spec"] == {}
@@ -171,7 +172,7 @@ def test_a_field_that_goes_away_goes_from_the_cluster_too(standin, kube, kueue):
 
 
 def test_a_configuration_kueue_cannot_hold_is_kept_on_the_backend_as_its_error(standin, kube, kueue):
-    Pool.objects.filter(name="training").update(node_selector={f"example.com/k{i}": "v" for i in range(8)})
+    commands.configure("POOL", "training", node_selector={f"example.com/k{i}": "v" for i in range(8)})
     assert run(kueue, kube) is None
     error = Backend.objects.get(pk=kueue.pk).engine_error
     assert error.startswith("Kueue cannot hold this configuration: Platform h100 of pool training: ")

@@ -101,6 +101,8 @@ def test_a_refusal_keeps_its_since_while_the_object_stays_refused(standin, kube,
 def test_new_topology_keys_re_create_the_topology_and_the_same_run_deletes_a_removed_projects_queues(
         standin, kube, kai):
     zone, rack, host = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"
+    # By hand: the configuration refuses topology keys whose labels none of the pool's nodes carries, and the world's
+    # nodes are add_nodes' rows without them.
     Pool.objects.filter(name="training").update(topology_keys=[{"key": "zone", "label": zone},
                                                                {"key": "rack", "label": rack}])
     assert run(kai, kube).refused == []
@@ -127,6 +129,8 @@ def test_new_topology_keys_re_create_the_topology_and_the_same_run_deletes_a_rem
 
 
 def test_a_kind_the_cluster_does_not_serve_is_refused_and_every_other_kind_is_written(kai, tmp_path):
+    # By hand: the configuration refuses topology keys whose labels none of the pool's nodes carries, and the world's
+    # nodes are add_nodes' rows without them.
     Pool.objects.filter(name="training").update(topology_keys=[{"key": "zone", "label": "topology.kubernetes.io/zone"}])
     with KubeStandin(crds=["queues.scheduling.run.ai"]) as older_kai:  # a KAI without the Topology CRD
         client = KubeCluster.from_kubeconfig(older_kai.kubeconfig(tmp_path / "kubeconfig"))

@@ -5,6 +5,7 @@ import pytest
 from scheduling.models import Status, Workload, WorkloadEvent
 from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import SHARED, body
+from tests.support.commands import configure
 
 pytestmark = pytest.mark.django_db
 
@@ -120,9 +121,7 @@ def test_only_members_submit_to_a_project(world):
 
 
 def test_maintenance_refuses_everyone_but_staff(researcher_api, api):
-    from pools.models import Pool
-
-    Pool.objects.filter(name="training").update(enable_maintenance=True)
+    configure("POOL", "training", enable_maintenance=True)
     response = researcher_api.post("/api/workloads/", body(), format="json")
     assert response.status_code == 403
     assert response.json()["candidates"][0]["message"] == ("Pool training is in maintenance: only admins may submit "

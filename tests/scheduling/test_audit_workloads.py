@@ -4,8 +4,8 @@ dry run leaves none."""
 import pytest
 
 from pools.models import AuditEvent
-from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
+from scheduling.run.dispatch import dispatch
 from scheduling.run.stopping import stop
 from tests.scheduling.conftest import body
 
@@ -16,7 +16,7 @@ def audit_rows(action: str) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(kind="workload", action=action).order_by("id"))
 
 
-def test_submit_cancel_and_stop_leave_a_row_each_and_refusals_none(researcher_api):
+def test_submit_cancel_and_stop_leave_a_row_each_and_refusals_none(researcher_api, kube):
     assert researcher_api.post("/api/workloads/?dry_run=1", body(), format="json").status_code == 200
     assert researcher_api.post("/api/workloads/", body(resources={"gpu": 64}), format="json").status_code == 400
     assert not audit_rows("submit")
@@ -28,13 +28,13 @@ def test_submit_cancel_and_stop_leave_a_row_each_and_refusals_none(researcher_ap
     assert "train-resnet in project vision via api" in submitted.summary
 
     run_cycle()
-    Workload.objects.filter(pk=created["id"]).update(status=Status.SCHEDULING, job_name="wl-audit")
+    assert dispatch(created["id"], clusters=lambda backend: kube) == "created"  # its Job on the stand-in
     assert researcher_api.post(f"/api/workloads/{created['id']}/cancel/").status_code in (200, 202)
     [canceled] = audit_rows("cancel")
     assert canceled.actor == "researcher" and canceled.object == f"workload/{created['id']}"
     assert researcher_api.post(f"/api/workloads/{created['id']}/cancel/").status_code in (200, 202, 409)
     assert len(audit_rows("cancel")) == 1  # already stopping: nothing happened, nothing recorded
 
-    assert stop(created["id"]) == "stopped"
+    assert stop(created["id"], clusters=lambda backend: kube) == "stopped"
     [stopped] = audit_rows("stop")
     assert stopped.actor_kind == "system" and "CANCELED" in stopped.summary

@@ -31,7 +31,8 @@ def submit(api, **fields) -> Workload:
 
 def dispatched(workload: Workload, pods: dict[str, tuple[str, str]]) -> Workload:
     """The workload as dispatch and the sync leave it: its Job named, RUNNING, and the Job's pods (name -> (node,
-    phase)) as the sync stores them (pools.inventory.jobs.pod_run_facts of each pod object)."""
+    phase)) as the sync stores them (pools.inventory.jobs.pod_run_facts of each pod object). By hand: the corrections
+    read only these rows, and the world has no cluster; dispatch and the sync on the stand-in are the journeys'."""
     workload.refresh_from_db()
     job = f"wl-{workload.id.hex[:12]}-{workload.attempt}"
     Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING, job_name=job, namespace="proj-vision",
@@ -79,8 +80,7 @@ def test_each_door_records_its_own_source(world, researcher_api, tmp_path):
     assert Workload.objects.get(name="by-cli").source == Source.CLI
     job = tmp_path / "job.yaml"
     job.write_text(JOB)
-    from pools.models import Profile, Project
-    Profile.objects.create(user=world["researcher"], default_project=Project.objects.get(name="vision"))
+    assert researcher_api.patch("/api/profile/", {"default_project": "vision"}, format="json").status_code == 200
     run("create", "-f", str(job), "--as-user", "researcher")
     assert Workload.objects.get(name="qwen-sft").source == Source.GPUCTL
     assert submit_workflow(researcher_api, query="?priority=LOW").status_code == 200
@@ -198,7 +198,6 @@ def test_osmo_answers_say_a_workflow_is_stopping_while_its_cancel_deletes_its_jo
 
 
 def test_refusal_hints_name_the_syntax_of_the_door(world, researcher_api, tmp_path):
-    from pools.models import Profile, Project
 
     too_big = {"gpu": 4, "cpu": "1", "memory": "1Gi"}
     api = researcher_api.post("/api/workloads/", body(name="big", replicas=2, resources=too_big), format="json")
@@ -210,7 +209,7 @@ def test_refusal_hints_name_the_syntax_of_the_door(world, researcher_api, tmp_pa
     with pytest.raises(CommandError, match="with priority: low in the request file"):
         run("workload", "submit", "-f", str(request), "--as-user", "researcher")
 
-    Profile.objects.create(user=world["researcher"], default_project=Project.objects.get(name="vision"))
+    assert researcher_api.patch("/api/profile/", {"default_project": "vision"}, format="json").status_code == 200
     job = tmp_path / "job.yaml"
     job.write_text(JOB.replace("  gpu: 2\n", "  gpu: 8\n"))
     with pytest.raises(CommandError, match=r"with job\.priority: low in the job file"):

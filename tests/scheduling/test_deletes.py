@@ -12,7 +12,7 @@ from pools.models import ConfigKind, Department, Pool, Project
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from tests.scheduling.conftest import body, project, seed_pool
-from tests.support.commands import run
+from tests.support.commands import configure, run
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,8 @@ def submit(researcher_api, **fields) -> Workload:
 
 
 def finish(*workloads) -> None:
+    """The follower's end of each, by hand: they were never dispatched (the world has no cluster); a Job completed
+    on the stand-in and followed to COMPLETED is the journeys' (tests/support/journey.py)."""
     Workload.objects.filter(pk__in=[w.pk for w in workloads]).update(status=Status.COMPLETED,
                                                                      finished_at=timezone.now())
 
@@ -129,7 +131,8 @@ def test_a_pool_that_only_finished_workloads_name_is_deleted_by_the_api_and_they
     run_cycle()
     assert Workload.objects.get(pk=workload.pk).pool.name == "training"
     finish(workload)
-    Project.objects.filter(default_node_pools__contains=["training"]).update(default_node_pools=[])
+    for name in Project.objects.filter(default_node_pools__contains=["training"]).values_list("name", flat=True):
+        configure("PROJECT", name, default_node_pools=[])
 
     response = api.delete("/api/configs/pool/training/")
 
@@ -157,8 +160,9 @@ def test_a_pool_whose_own_project_runs_live_work_is_refused(researcher_api, api,
              "resources": {"gpu": {"guarantee": 2}}}
     writes.import_document(ConfigKind.POOL, {"pools": {"quota": quota}}, author="tests")
     assert Project.objects.get(name="quota").pool.name == "quota"
-    live = Workload.objects.create(name="own", project=Project.objects.get(name="quota"), request={},
-                                   pools=["training"], submitted_at=timezone.now())
+    created = api.post("/api/workloads/", body(name="own", project="quota", pools=["quota"]), format="json")
+    assert created.status_code == 201, created.json()  # staff submit to the pool's own project
+    live = Workload.objects.get(pk=created.json()["id"])
 
     response = api.delete("/api/configs/pool/quota/")
 

@@ -94,7 +94,7 @@ resources: {gpu: 1, cpu: 2, memory: 8Gi}
 def test_work_from_each_door_runs_on_the_simulated_cluster_and_completes(demo_site, tmp_path, client):
     from rest_framework.test import APIClient
 
-    from pools.models import Profile, Project
+    from pools.models import Project
 
     project = Project.objects.exclude(name=Project.DEFAULT_NAME).order_by("name").first()
     pool = project.default_node_pools[0] if project.default_node_pools else "default"
@@ -104,7 +104,7 @@ def test_work_from_each_door_runs_on_the_simulated_cluster_and_completes(demo_si
                                           "image": "nvcr.io/nvidia/pytorch:24.05-py3",
                                           "resources": {"gpu": 1, "cpu": "2", "memory": "8Gi"}}, format="json")
     assert answer.status_code == 201, answer.content
-    Profile.objects.update_or_create(user=demo_site, defaults={"default_project": project})
+    assert api.patch("/api/profile/", {"default_project": project.name}, format="json").status_code == 200
     answer = api.post(f"/api/pool/{pool}/workflow", {"file": OSMO_WORKFLOW}, format="json")
     assert answer.status_code == 200, answer.content
     job_file = tmp_path / "job.yaml"

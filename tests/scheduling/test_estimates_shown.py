@@ -23,8 +23,19 @@ BIG = {"gpu": 8, "cpu": "4", "memory": "16Gi"}
 def waiting(researcher_api):
     """Training's 16 GPUs held by two 8-GPU workloads of nlp running for an hour (exec timeouts 2 h and 3 h); `wait`
     (4 GPUs, candidates training then the seed pool, whose GPUs are all taken by work of others) waits in both."""
+    return wait_behind(researcher_api, timeouts=True)
+
+
+@pytest.fixture
+def waiting_untimed(researcher_api):
+    """As `waiting`, the two running workloads submitted with no exec timeout (training has no default one)."""
+    return wait_behind(researcher_api, timeouts=False)
+
+
+def wait_behind(researcher_api, *, timeouts: bool) -> dict:
     running = [post_workload(researcher_api, name=f"run-{i}", project="nlp", priority="low", pools=["training"],
-                             resources=BIG, exec_timeout=f"{i + 2}h") for i in range(2)]
+                             resources=BIG, **({"exec_timeout": f"{i + 2}h"} if timeouts else {}))
+               for i in range(2)]
     run_cycle()
     started = timezone.now().replace(microsecond=0) - timedelta(hours=1)
     # Running for an hour: no door makes an hour pass, so the follower's fields are written as it would have written
@@ -61,17 +72,18 @@ def test_a_viewer_sees_only_the_estimates_of_pools_they_may_see(waiting, world):
     assert SHARED not in body["estimate_basis"]
 
 
-def test_with_no_basis_the_answer_is_unknown(researcher_api, waiting):
-    Workload.objects.filter(status=Status.RUNNING).update(exec_timeout="")
+def test_with_no_basis_the_answer_is_unknown(researcher_api, waiting_untimed):
+    waiting = waiting_untimed
     body = researcher_api.get(f"/api/workloads/{waiting['id']}/").json()
     assert body["estimated_start"] is None
     assert body["estimate_basis"].startswith("unknown: it needs 4 GPUs in pool training (0 free now)")
 
 
-def test_recent_run_times_of_the_pool_are_a_basis(researcher_api, waiting):
-    Workload.objects.filter(status=Status.RUNNING).update(exec_timeout="")
+def test_recent_run_times_of_the_pool_are_a_basis(researcher_api, waiting_untimed):
+    waiting = waiting_untimed
     now = timezone.now()
     done = Workload.objects.filter(name="run-0").first()
+    # By hand: finished a day ago, which no door dates back (the run times from the doors: the journey's estimate).
     for i in range(4):  # four 8-GPU runs of 90 minutes finished in training
         done.pk, done.name, done.status = None, f"done-{i}", Status.COMPLETED
         done.started_at, done.finished_at = now - timedelta(days=1, minutes=90), now - timedelta(days=1)
@@ -82,10 +94,11 @@ def test_recent_run_times_of_the_pool_are_a_basis(researcher_api, waiting):
         "run time of the last 4 finished workloads of 5-8 GPUs in pool training)")  # both started together
 
 
-def test_with_no_foreseeable_end_the_pools_recent_waits_are_the_basis(researcher_api, waiting):
-    Workload.objects.filter(status=Status.RUNNING).update(exec_timeout="")
+def test_with_no_foreseeable_end_the_pools_recent_waits_are_the_basis(researcher_api, waiting_untimed):
+    waiting = waiting_untimed
     now = timezone.now()
     done = Workload.objects.filter(name="run-0").first()
+    # By hand: started three hours ago after a 20-minute wait, which no door dates back.
     for i in range(3):  # three workloads of 4 GPUs that waited 20 minutes before starting in training
         done.pk, done.name, done.status, done.gpu = None, f"waited-{i}", Status.COMPLETED, 4
         done.queued_at, done.started_at = now - timedelta(hours=3, minutes=20), now - timedelta(hours=3)

@@ -18,13 +18,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from pools.models import Backend
 from scheduling.models import Status, Workload
 from scheduling.run import sweeps
 from scheduling.run.cycle import run_cycle
 from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import body
 from tests.support.children import child_env
+from tests.support.commands import run
 from tests.support.ports import free_port
 from tests.waiting import until
 
@@ -38,7 +38,7 @@ def on_standin(standin, tmp_path: Path) -> str:
     """The pools' backend (`default`, simulated in `world`) becomes a Kubernetes backend on the stand-in, so that
     `cluster_for` (what a worker's dispatch uses) reaches it."""
     kubeconfig = standin.kubeconfig(tmp_path / "kubeconfig")
-    Backend.objects.filter(name="default").update(kind=Backend.Kind.KUBERNETES, kubeconfig_path=kubeconfig)
+    run("backend", "add", "default", "--kubeconfig", kubeconfig)
     return kubeconfig
 
 

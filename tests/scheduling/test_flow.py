@@ -12,6 +12,7 @@ from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.celery_app import broker_at, every_queue
 from tests.scheduling.conftest import SHARED, body, seed_pool
+from tests.support.commands import run
 from tests.waiting import until
 
 
@@ -63,9 +64,7 @@ def test_the_seed_role_is_what_lets_a_user_into_the_seed_pool(world):
     api.force_authenticate(world["other"])  # holds osmo-training, not osmo-shared
     response = api.post("/api/workloads/", body(project="nlp", pools=[SHARED], priority="low"), format="json")
     assert response.status_code == 403
-    from pools.models import Role, RoleAssignment
-
-    RoleAssignment.objects.create(user=world["other"], role=Role.objects.get(name="osmo-shared"))
+    run("user", "add-role", "other", "osmo-shared")
     api.force_authenticate(world["other"])
     assert api.post("/api/workloads/", body(project="nlp", pools=[SHARED], priority="low"),
                     format="json").status_code == 201

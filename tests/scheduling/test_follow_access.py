@@ -43,9 +43,9 @@ def test_a_follow_ends_soon_after_its_token_is_revoked_or_expires_or_its_user_is
     received, done = follow_with_a_token(researcher_api, kube, wired, settings)
     if change == "revoke":
         assert researcher_api.delete("/api/auth/access_token/laptop").status_code == 204
-    elif change == "expire":
+    elif change == "expire":  # by hand: no door makes time pass
         AccessToken.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
-    else:
+    else:  # as an administrator sets it in the admin
         world["researcher"].is_active = False
         world["researcher"].save()
     until(done.is_set, "the follow to end after the credential changed (its window is 300 s)", seconds=60)
@@ -67,7 +67,7 @@ def test_a_follow_ends_soon_after_its_reader_loses_the_role_that_let_it_read(
     assert followed.status_code == 200 and followed.streaming
     received, done = read_in_background(followed)
     until(lambda: b"".join(received).endswith(b"loss 2.31\n"), "the log so far")
-    admin.is_staff = admin.is_superuser = False
+    admin.is_staff = admin.is_superuser = False  # as an administrator sets it in the admin
     admin.save()
     until(done.is_set, "the follow to end after its reader lost the staff role (its window is 300 s)", seconds=60)
     assert b"".join(received) == b"epoch 1 loss 2.31\n" + logs.ACCESS_ENDED

@@ -41,6 +41,8 @@ def minutes(at: datetime, n: int, value: float, every: int = 60):
 
 def running(name: str, project: str, user, clock: Clock, *, replicas: int = 1, gpu: int = 8, ran_minutes: int = 120,
             namespace: str = "osmo-research") -> Workload:
+    """A workload running for `ran_minutes` before the injected clock's moment, with its Job's record: by hand,
+    since no door dates a run back (the sampling reads Prometheus, not the cluster)."""
     pool = Pool.objects.get(name="training")
     now = clock.now()
     workload = Workload.objects.create(
@@ -205,6 +207,7 @@ def test_stale_figures_leave_the_idle_list_and_say_not_measured(prometheus, worl
 def test_a_finished_workload_keeps_its_last_figures(prometheus, world, clock):
     train, _ = busy_and_idle(prometheus, world, clock)
     utilization.sample(clock.now())
+    # By hand, at the injected clock's moment: the follower writes its end at the time it runs.
     Workload.objects.filter(pk=train.pk).update(status=Status.COMPLETED, finished_at=clock.now())
     clock.advance(3600)
     train.refresh_from_db()

@@ -254,6 +254,8 @@ def test_a_long_running_kind_is_not_ended_by_its_pools_exec_timeout(standin, kub
     from pools.models import Pool
     from scheduling.run.sweeps import timeouts
 
+    # By hand: a pool's configuration write re-derives its nodes' rows (their status from the conditions they
+    # report), and the world's are add_nodes' rows without the Ready condition: none would be schedulable.
     Pool.objects.filter(name="training").update(default_exec_timeout="1h")
     notebook = dispatched(researcher_api, kube, name="explore", kind="notebook")
     training = dispatched(researcher_api, kube, name="train")

@@ -33,7 +33,7 @@ def test_an_idle_notebook_runs_gets_its_link_and_is_stopped_on_the_simulated_clu
     settings.OSMO_NOTEBOOK_IDLE_RULES = {"pool/training": {"under_percent": 5, "minutes": 10}}
     settings.OSMO_LINK_TEMPLATES = {"pool/training": {"host": "{name}-{id}.nb.example.org"}}
     alice = Workload._meta.get_field("submitter").related_model.objects.get(username="alice")
-    alice.email = "alice@example.org"
+    alice.email = "alice@example.org"  # as an administrator sets it in the admin
     alice.save()
     api = APIClient()
     api.force_authenticate(alice)

@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from pools.cluster.reflector import list_all
 from pools.fleet import managed_jobs
-from pools.models import Pool
 from scheduling.models import Status, Workload
 from scheduling.run import snapshot, sweeps
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from tests.scheduling.conftest import body
+from tests.support.commands import configure
 from tests.support.lifecycle import admit_and_dispatch, job_status, observe, pod
 
 pytestmark = pytest.mark.django_db
@@ -150,12 +150,12 @@ def test_maintenance_holds_new_admissions_and_timeouts_fire_by_the_timeout_read_
     running = observe(kube, running)
     waiting = Workload.objects.get(pk=researcher_api.post("/api/workloads/", body(name="next"),
                                                           format="json").json()["id"])
-    Pool.objects.filter(name="training").update(enable_maintenance=True)  # after the submission, which it refuses
+    configure("POOL", "training", enable_maintenance=True)  # after the submission, which it refuses
     run_cycle()
     waiting.refresh_from_db()
     assert waiting.status == Status.PENDING and waiting.reasons[0]["code"] == "MAINTENANCE"
     # The pool's default queue timeout is set after the submission: it applies when the sweep fires.
-    Pool.objects.filter(name="training").update(default_queue_timeout="30m")
+    configure("POOL", "training", default_queue_timeout="30m")
     now = timezone.now()
     sweeps.sweep(now + timedelta(minutes=20), act=True, clusters=lambda backend: kube)
     assert Workload.objects.get(pk=waiting.pk).status == Status.PENDING

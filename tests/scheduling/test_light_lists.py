@@ -25,6 +25,7 @@ def heavy_row(researcher_api):
     assert submit_workflow(researcher_api, query="?priority=LOW").status_code == 200
     response = researcher_api.post("/api/workloads/", body(name="heavy"), format="json")
     assert response.status_code == 201, response.json()
+    # By hand: fields far past what a door accepts, so that a list that read them would show it.
     Workload.objects.filter(name="heavy").update(request={"command": [BIG]}, variables={"FILLER": BIG},
                                                  templates={"training": {"platform": "h100", "pod_template": BIG}})
     return Workload.objects.get(name="heavy")

@@ -8,7 +8,7 @@ import pytest
 from pools.config import writes
 from pools.engine import ConfigError
 from pools.models import ConfigKind, Project
-from scheduling.models import Status, SubmissionCount, Workload
+from scheduling.models import SubmissionCount, Workload
 from scheduling.submit import limits
 from tests.scheduling.conftest import SHARED, body
 from tests.scheduling.test_osmo import submit_workflow
@@ -75,7 +75,8 @@ def test_live_workloads_per_user_are_limited_and_finished_ones_do_not_count(rese
     response = researcher_api.post("/api/workloads/", body(name="c"), format="json")
     assert response.status_code == 400 and response.json()["field"] == "submitter"
     assert "OSMO_MAX_LIVE_WORKLOADS_PER_USER" in response.json()["detail"]
-    Workload.objects.filter(name="a").update(status=Status.COMPLETED)
+    ended = Workload.objects.get(name="a").pk
+    assert researcher_api.post(f"/api/workloads/{ended}/cancel/").status_code == 200  # pending: ended at once
     assert researcher_api.post("/api/workloads/", body(name="c"), format="json").status_code == 201
 
 

@@ -13,9 +13,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.core import mail
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from pools.management.workers import worker_commands
-from pools.models import Project
 from scheduling.models import Notification, NotificationPreference, Status, Workload
 from scheduling.run import notify, stopping
 from scheduling.submit import submission
@@ -48,7 +48,12 @@ def receiver(settings):
 
 
 def choose(user, **fields) -> NotificationPreference:
-    return NotificationPreference.objects.update_or_create(user=user, defaults=fields)[0]
+    """`user`'s own choice, through PUT /api/profile/notifications/ as them."""
+    client = APIClient()
+    client.force_authenticate(user)
+    answer = client.put("/api/profile/notifications/", fields, format="json")
+    assert answer.status_code == 200, answer.json()
+    return NotificationPreference.objects.get(user=user)
 
 
 def run_to(standin, kube, api, end: str, name: str) -> Workload:
@@ -199,7 +204,7 @@ def test_a_webhook_host_that_resolves_to_a_private_address_is_refused_at_send_un
 @pytest.mark.django_db
 def test_mail_goes_through_djangos_mail_settings_once(world, researcher_api, standin, kube):
     researcher = world["researcher"]
-    researcher.email = "researcher@example.org"
+    researcher.email = "researcher@example.org"  # as an administrator sets it in the admin
     researcher.save()
     choose(researcher, transitions=["completed"], email=True)
     workload = run_to(standin, kube, researcher_api, "completed", "mailed")
@@ -215,14 +220,13 @@ def test_mail_goes_through_djangos_mail_settings_once(world, researcher_api, sta
 
 
 @pytest.mark.django_db
-def test_stuck_pending_is_told_once_per_attempt_after_the_chosen_minutes(world, researcher_api):
+def test_stuck_pending_is_told_once_per_attempt_after_the_chosen_minutes(world, researcher_api, api):
     researcher, other = world["researcher"], world["other"]
     choose(researcher, transitions=["pending", "failed"], pending_minutes=30, webhook_url="https://hooks.example.org/x")
     # `other` chose nothing: project nlp's default (staff's) applies to them; vision's would not apply to nlp work.
-    NotificationPreference.objects.create(project=Project.objects.get(name="nlp"), transitions=["pending"],
-                                          pending_minutes=90, webhook_url="https://hooks.example.org/nlp")
-    from rest_framework.test import APIClient
-
+    assert api.put("/api/notifications/projects/nlp/", {"transitions": ["pending"], "pending_minutes": 90,
+                                                       "webhook_url": "https://hooks.example.org/nlp"},
+                   format="json").status_code == 200
     other_api = APIClient()
     other_api.force_authenticate(other)
     mine = post_workload(researcher_api, name="waits")  # no admission cycle runs: both stay PENDING

@@ -145,10 +145,8 @@ resources:
 """
 
 
-def test_a_gpuctl_job_file_is_created_listed_and_deleted(world, tmp_path):
-    from pools.models import Profile, Project
-
-    Profile.objects.create(user=world["researcher"], default_project=Project.objects.get(name="vision"))
+def test_a_gpuctl_job_file_is_created_listed_and_deleted(world, researcher_api, tmp_path):
+    assert researcher_api.patch("/api/profile/", {"default_project": "vision"}, format="json").status_code == 200
     path = tmp_path / "job.yaml"
     path.write_text(JOB)
     created = run("create", "-f", str(path), "--as-user", "researcher")

@@ -11,6 +11,7 @@ from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from scheduling.specs.osmo_tokens import DATA_DIR
+from tests.support.commands import run
 from tests.support.lifecycle import job_status, observe, pod
 
 pytestmark = pytest.mark.django_db
@@ -183,9 +184,7 @@ def test_tasks_with_their_own_file_at_one_path_each_get_theirs(standin, kube, re
 @pytest.mark.parametrize("scheduler", ["kai", "kueue"])
 def test_a_group_of_differing_tasks_is_one_gang_on_the_engines_too(standin, kube, researcher_api, scheduler):
     from pools.cluster.kinds import KAI_PODGROUP
-    from pools.models import Backend
-
-    Backend.objects.filter(name="default").update(scheduler=scheduler)
+    run("backend", "add", "default", "--simulated", "--scheduler", scheduler)  # dispatched to the stand-in below
     standin.strict_namespaces = True
     workflow = submit(researcher_api, "group_communication.yaml")["name"]
     (workload,) = dispatched(kube, workflow)  # every object accepted by the stand-in with the engines' CRDs

@@ -143,7 +143,8 @@ def test_a_workloads_page_refreshes_its_status_reasons_and_events(researcher_cli
     page = researcher_client.get(f"/workloads/{waiting['id']}/").content.decode()
     assert 'id="workload-live"' in page and f'hx-get="/workloads/{waiting["id"]}/"' in page
 
-    Workload.objects.filter(pk=waiting["id"]).update(status=Status.FAILED_CANCELED, reasons=[])
+    pending = waiting["id"]  # canceled at once by the page's form
+    assert researcher_client.post(f"/workloads/{pending}/cancel/").status_code == 302
     fragment = researcher_client.get(f"/workloads/{waiting['id']}/", HTTP_HX_REQUEST="true",
                                      HTTP_HX_TARGET="workload-live")
     text = fragment.content.decode()

@@ -113,7 +113,7 @@ def test_a_gang_of_two_8_gpu_replicas_on_two_8_gpu_nodes_is_accepted_and_its_pod
 
 def lose(node: str, how: str) -> None:
     """What the sync writes when the API server no longer lists the node, or says it is cordoned or not Ready."""
-    rows = Node.objects.filter(name=node)
+    rows = Node.objects.filter(name=node)  # by hand: the world's nodes are add_nodes' rows, with no cluster behind
     if how == "deleted":
         rows.delete()
     elif how == "cordoned":

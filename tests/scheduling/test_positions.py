@@ -28,7 +28,7 @@ def submit(api, **fields) -> dict:
 @pytest.fixture
 def offline(world):
     """training's cluster silent: nothing is admitted, and every pending workload keeps a place in its queue."""
-    Backend.objects.filter(name="default").update(last_sync_at=None)
+    Backend.objects.filter(name="default").update(last_sync_at=None)  # by hand: no door un-syncs a backend
 
 
 def test_a_higher_priority_arrival_moves_the_queue_back_and_each_moved_workload_says_why(researcher_api, offline):

@@ -22,9 +22,10 @@ from django.utils import timezone
 
 from pools.access.tokens import create_token
 from pools.config import writes
-from pools.models import ConfigKind, Node, Project, Quota, Role, RoleAssignment
+from pools.models import ConfigKind, Node, Project, Quota
 from scheduling.models import RESERVING, AdmissionState, Status, Workload
 from tests.scheduling.conftest import SHARED, add_nodes
+from tests.support.commands import run
 from tests.waiting import until
 
 # Four rounds: the first on an empty cluster, three on one that half the work has left (completed, preempted,
@@ -51,7 +52,7 @@ def contest(world, django_user_model):
         "name": "ads", "department": "product", "members": {"users": ["marketer"]}, "default_node_pools": ["training"],
         "resources": [{"node_pool": "training", "gpu": {"deserved": 6, "limit": 10}}]}}, author="tests")
     marketer = django_user_model.objects.create_user("marketer")
-    RoleAssignment.objects.create(user=marketer, role=Role.objects.get(name="osmo-training"))
+    run("user", "add-role", "marketer", "osmo-training")
     expires = timezone.now() + timezone.timedelta(days=1)
     return {name: create_token(user, "race", expires)[1]
             for name, user in (("researcher", world["researcher"]), ("other", world["other"]),
@@ -144,6 +145,8 @@ def gone() -> None:
 
 
 def end_round(rng: random.Random) -> None:
+    # By hand: the follower's ends of a random half, rounds in milliseconds; the race is between the cycle and the
+    # writes, not the follower (whose ends through the stand-in are the journeys').
     now = timezone.now()
     admitted = list(Workload.objects.filter(status__in=[Status.ADMITTED, Status.SCHEDULING, Status.RUNNING])
                     .values_list("pk", flat=True))

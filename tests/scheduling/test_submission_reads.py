@@ -9,11 +9,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import Min, Q
 
 from pools.fleet.labels import gpu_type_key
-from pools.models import NodeMembership, Pool, Project, Quota, Role, RoleAssignment
+from pools.models import NodeMembership, Pool, Project, Quota
 from pools.models.visibility import Access
 from scheduling.models import ALIVE, Workload
 from scheduling.submit import reads
 from tests.scheduling.conftest import SHARED, add_nodes, body, project
+from tests.support.commands import run
 
 pytestmark = pytest.mark.django_db
 
@@ -24,10 +25,12 @@ NAMES = ["default", "vision", "nlp", "by-role", "own-pool", "ghost"]
 def people(world, django_user_model):
     project("by-role", roles=["osmo-shared"])
     project("own-pool")
+    # By hand: a pool's own project is made by the pool's configuration (tests/scheduling/test_deletes.py makes one),
+    # which would re-derive the world's add_nodes rows; here an existing project is made training's own.
     Project.objects.filter(name="own-pool").update(pool=Pool.objects.get(name="training"))
     outsider = django_user_model.objects.create_user("outsider")
     shared_only = django_user_model.objects.create_user("shared-only")
-    RoleAssignment.objects.create(user=shared_only, role=Role.objects.get(name="osmo-shared"))
+    run("user", "add-role", "shared-only", "osmo-shared")
     staff = django_user_model.objects.create_user("boss", is_staff=True)
     return {**world, "outsider": outsider, "shared-only": shared_only, "staff": staff, "anonymous": AnonymousUser()}
 
@@ -59,7 +62,8 @@ def test_the_live_counts_are_the_project_s_and_the_caller_s(people, researcher_a
         assert researcher_api.post("/api/workloads/", body(name=f"mine-{index}"), format="json").status_code == 201
     borrowed = body(name="nlp-1", project="nlp", priority="LOW")
     assert researcher_api.post("/api/workloads/", borrowed, format="json").status_code == 201
-    Workload.objects.filter(name="mine-0").update(status="COMPLETED")
+    ended = Workload.objects.get(name="mine-0").pk
+    assert researcher_api.post(f"/api/workloads/{ended}/cancel/").status_code == 200  # pending: ended at once
     found = reads.project(Access(people["researcher"]), "vision")
     assert (found.live_project, found.live_user) == (
         Workload.objects.filter(project__name="vision", status__in=ALIVE).count(),

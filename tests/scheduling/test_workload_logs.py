@@ -8,7 +8,7 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from pools.models import Backend, Project
+from pools.models import Project
 from scheduling.decisions import log_lines
 from scheduling.management.logs import print_log
 from scheduling.models import LogArchive, Status, Workload
@@ -27,8 +27,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def wired(world, standin, tmp_path):
     """The world's backend talks to the stand-in (the web's and the CLI's reads go through `shared_cluster_for`)."""
-    Backend.objects.filter(name="default").update(kind=Backend.Kind.KUBERNETES,
-                                                  kubeconfig_path=standin.kubeconfig(tmp_path / "web-kubeconfig"))
+    run("backend", "add", "default", "--kubeconfig", standin.kubeconfig(tmp_path / "web-kubeconfig"))
     return standin
 
 
@@ -186,6 +185,7 @@ def test_logs_are_refused_to_whoever_may_not_read_the_request_as_for_an_unknown_
     with pytest.raises(Exception, match="There is no workload"):
         run("workload", "logs", str(workload.pk), "--as-user", "other")
     # In project `default`, which every user belongs to: `other` sees the workload, not its request, nor its logs.
+    # By hand: no door moves a workload to another project.
     Workload.objects.filter(pk=workload.pk).update(project=Project.objects.get(name=Project.DEFAULT_NAME))
     refused = other.get(logs_url(workload))
     assert refused.status_code == 403 and b"secret" not in refused.content

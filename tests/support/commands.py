@@ -1,6 +1,7 @@
 """`manage.py` commands run in the test's own process, as the tests' one command runner."""
 
 import io
+import json
 import sys
 
 from django.core.management import call_command
@@ -17,3 +18,11 @@ def run(*args, stdin: str | None = None) -> str:
         if stdin is not None:
             sys.stdin = sys_stdin
     return out.getvalue()
+
+
+def configure(kind: str, name: str, **fields) -> str:
+    """One object's fields changed as an operator changes them: `config show KIND NAME`, then `config update KIND
+    NAME -f -` with `fields` changed; what the update printed."""
+    document = json.loads(run("config", "show", kind, name))
+    (document["pools"][name] if kind == "POOL" else document).update(fields)
+    return run("config", "update", kind, name, "-f", "-", stdin=json.dumps(document))

@@ -12,7 +12,8 @@ import pytest
 from django.utils import timezone
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool, Role, RoleAssignment
+from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool
+from tests.support.commands import run
 
 ALPHA, BRAVO = "alpha-pool", "bravo-secret"
 
@@ -65,6 +66,8 @@ def fleet(defaults, settings):
                                                         BRAVO: pool_document(description="Secret")}}, author="tests")
     writes.import_document(ConfigKind.ROLE, {"name": "osmo-alpha", "description": "Alpha team", "actions": []},
                             author="tests")
+    # By hand: the default backend's nodes here are make_nodes' rows, not a cluster's; no sync round can say it was
+    # synced now, which keeps its pools online.
     Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
     # The default pool is open to everyone unless closed; closed, "alpha only" means exactly that.
     settings.ACCESS_DEFAULT_POOL_OPEN = False
@@ -74,5 +77,5 @@ def fleet(defaults, settings):
 @pytest.fixture
 def alpha_member(fleet, django_user_model):
     user = django_user_model.objects.create_user("alice", password="pw-alice-1")
-    RoleAssignment.objects.create(user=user, role=Role.objects.get(name="osmo-alpha"), assigned_by="tests")
+    run("user", "add-role", "alice", "osmo-alpha")
     return user

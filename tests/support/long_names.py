@@ -26,6 +26,8 @@ def long_names(world):
     pool = {**seed_pool(), "name": POOL, "default_platform": PLATFORM, "common_pod_template": ["default_user"],
             "platforms": {PLATFORM: {"override_pod_template": ["h100"]}}}
     writes.import_document(ConfigKind.POOL, {"pools": {POOL: pool}}, author="tests")
+    # By hand: the configuration's door refuses topology keys while the backend is not KAI's, and the tests switch the
+    # scheduler (KAI or Kueue) only after, with the longest key names already stored.
     Pool.objects.filter(name=POOL).update(topology_keys=[{"key": "zone", "label": "topology.kubernetes.io/zone"}])
     writes.import_document(ConfigKind.DEPARTMENT, {DEPARTMENT: {"name": DEPARTMENT}}, author="tests")
     project(PROJECT, department=DEPARTMENT, pools={POOL: {"deserved": 4}}, users=["researcher"], default_pools=[POOL])

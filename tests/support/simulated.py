@@ -10,8 +10,9 @@ from pools.config import writes
 from pools.config.defaults import init_demo
 from pools.fleet import sync as fleet_sync
 from pools.fleet.sync import BackendSync
-from pools.models import Backend, ConfigKind, Role, RoleAssignment
+from pools.models import Backend, ConfigKind
 from scheduling.run import follow, sweeps
+from tests.support.commands import run
 
 SIMULATED_AT = 1_790_000_000.0  # 2026-09-21, any fixed moment
 # Our clock where it meets the simulated cluster's: times it writes (a pod Unschedulable since...) count as they would.
@@ -55,9 +56,9 @@ def simulated(django_user_model, tmp_path, monkeypatch, settings):
     simulated = SimulatedTime(tmp_path / "sim")
     simulated.sync()
     simulated.serve_reads(monkeypatch, settings)
-    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
+    django_user_model.objects.create_user("alice", password=PASSWORD)
     for pool in ("training", "dev"):
         writes.import_document(ConfigKind.ROLE, {"name": f"osmo-{pool}", "policies": [{"actions": [
             {"base": "http", "path": f"/api/pool/{pool}*", "method": "post"}]}]}, author="tests")
-        RoleAssignment.objects.create(user=alice, role=Role.objects.get(name=f"osmo-{pool}"))
+        run("user", "add-role", "alice", f"osmo-{pool}")
     return simulated

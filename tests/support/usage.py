@@ -33,7 +33,8 @@ def workload(name: str, project: str, user: str, priority: str = "normal", **fie
 
 
 def picture(backend: Backend, when: datetime, pods: list[Pod], now: datetime | None = None) -> None:
-    """The sync's picture at `when` (its Pod rows), observed at `now` (a little later)."""
+    """The sync's picture at `when` (its Pod rows), observed at `now` (a little later). By hand: a sync writes its
+    picture at the moment it runs, and these are dated T0 + minutes."""
     Pod.objects.filter(backend=backend).delete()
     Pod.objects.bulk_create(pods)
     Backend.objects.filter(pk=backend.pk).update(last_sync_at=when)
@@ -56,6 +57,8 @@ def known_history(world) -> dict:
     w1 = workload("w1", "vision", "researcher", status=Status.RUNNING)
     w2 = workload("w2", "nlp", "other", priority="low", status=Status.RUNNING)
     w3 = workload("w3", "vision", "researcher", status=Status.RUNNING)
+    # By hand, as every row below: the history is dated T0 (the past), which no door dates back; the usage journey
+    # (tests/usage/test_usage_journey.py) makes the same kinds of rows through the doors at the test's own time.
     WorkloadEvent.objects.create(workload=w3, at=T0, status=Status.PENDING)
     WorkloadEvent.objects.create(workload=w3, at=at(120), status=Status.ADMITTED)
     ManagedJob.objects.create(backend=backend, namespace="proj-vision", name="j1", workload=str(w1.pk), attempt=1,
@@ -71,13 +74,14 @@ def known_history(world) -> dict:
     ManagedJob.objects.filter(name="j1").update(namespace="proj-vision")
     picture(backend, at(0), [p1, p2, p3])
     picture(backend, at(60), [p1, p2, p3])
+    # The follower's answer to p3's preemption, at 60-90 min past T0.
     Workload.objects.filter(pk=w2.pk).update(status=Status.PENDING, attempt=2, attempts=[
         {"attempt": 1, "status": Status.FAILED_PREEMPTED}])
     picture(backend, at(90), [p1, p2])
     observe.observe(at(90) + timedelta(seconds=settings.OSMO_BACKEND_STALE_SECONDS + 60))  # the outage
     picture(backend, at(200), [p1, p2])
     picture(backend, at(230), [p1, p2])
-    Node.objects.filter(name=H100).update(status="Unknown")
+    Node.objects.filter(name=H100).update(status="Unknown")  # the sync's word for a node gone silent, at 260 min
     picture(backend, at(260), [p1, p2])
     rollup.run(now=at(265), since=T0)
     return {"researcher": world["researcher"], "other": world["other"]}

@@ -7,12 +7,15 @@ import pytest
 from django.utils import timezone
 
 from pools.config import writes
-from pools.models import Backend, ConfigKind, Role, RoleAssignment
+from pools.models import Backend, ConfigKind
 from tests.scheduling.conftest import A100, H100, L40S, SHARED, add_nodes, project, seed_pool, seed_role
+from tests.support.commands import run
 
 
 @pytest.fixture
 def world(defaults, django_user_model):
+    # By hand: the default backend has no cluster here (its nodes are add_nodes' rows), so no sync round can say it
+    # was synced now, which keeps its pools online.
     Backend.objects.filter(name="default").update(last_sync_at=timezone.now())
     writes.import_document(ConfigKind.POD_TEMPLATE, {**L40S, **A100, **H100}, author="tests")
     pool = seed_pool()
@@ -34,9 +37,8 @@ def world(defaults, django_user_model):
     add_nodes("default", "default", 1, gpus=0, product="", prefix="cpu")
     researcher = django_user_model.objects.create_user("researcher", password="pw-res-123")
     other = django_user_model.objects.create_user("other", password="pw-oth-123")
-    for role in ("osmo-shared", "osmo-training"):
-        RoleAssignment.objects.create(user=researcher, role=Role.objects.get(name=role))
-    RoleAssignment.objects.create(user=other, role=Role.objects.get(name="osmo-training"))
+    run("user", "add-role", "researcher", "osmo-shared", "osmo-training")
+    run("user", "add-role", "other", "osmo-training")
     return {"researcher": researcher, "other": other}
 
 
@@ -52,5 +54,5 @@ def researcher_api(world):
 @pytest.fixture
 def kai(world):
     """The world's default backend, scheduled by KAI."""
-    Backend.objects.filter(name="default").update(scheduler=Backend.Scheduler.KAI)
+    run("backend", "add", "default", "--simulated", "--scheduler", "kai")
     return Backend.objects.get(name="default")

@@ -10,6 +10,8 @@ from scheduling.tasks import usage_prune
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 27, tzinfo=UTC)
+# Usage rows are written by hand here: they end 89 to 800 days before NOW, and the observer and the rollup write
+# only what they see at the moment they run (the rows from the doors: tests/usage/test_usage_journey.py).
 
 
 def interval(days_ago: int, **fields) -> UsageInterval:
