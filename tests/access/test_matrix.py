@@ -670,6 +670,11 @@ MATRIX: dict[str, list[Probe]] = {
         Probe("detail", "get", "/api/workflow/secret-flow-1", only_for_project("secret-project"))],
     "osmo-workflow-cancel": [
         Probe("write", "post", "/api/workflow/secret-flow-1/cancel", only_for_project("secret-project"))],
+    # Port-forward: a teammate sees the workflow but not its tasks' addresses (403); staff are told the pending
+    # task has no pod to forward to (409); whoever does not see it, 404.
+    "osmo-workflow-portforward": [
+        Probe("detail", "post", "/api/workflow/team-flow-1/portforward/train?task_ports=8888",
+              {"anonymous": 401, "nobody": 404, "teammate": 403, "policy_user": 404, "staff": 409})],
 }
 
 
