@@ -27,7 +27,7 @@ from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, Department, Pool, Project, inserts, rows
 from pools.schedulers import kai, kueue
-from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.models import DataStore, Status, Workload, WorkloadEvent
 from scheduling.run import attempts, links, task_data, workload_objects
 from scheduling.specs.jobs import (
     MANAGED,
@@ -94,19 +94,21 @@ def _create_main(cluster: Cluster, main: workload_objects.Main, namespace: str,
 
 
 _LOCKED = (rows.Columns(Workload, "w"), rows.Columns(Pool, "p"), rows.Columns(Backend, "b"),
-           rows.Columns(Project, "r"), rows.Columns(Department, "d"))
+           rows.Columns(Project, "r"), rows.Columns(Department, "d"), rows.Columns(DataStore, "s"))
 
 
-def _locked(workload_id) -> Workload | None:
+def _locked(workload_id) -> tuple[Workload, DataStore | None] | None:
     """The ADMITTED row, locked (None when another worker holds it, or it is not ADMITTED, or has no pool), with its
-    pool, backend, project and department: SQL written out, its ORM form cost more CPU to compile than to run."""
+    pool, backend, project and department, and its pool's data store (None: it has none), which a workflow's task
+    reads (`task_data.pod_data`): SQL written out, its ORM form cost more CPU to compile than to run."""
     quote = connection.ops.quote_name
-    w, p, b, r, d = _LOCKED
-    sql = (f"SELECT {w.sql}, {p.sql}, {b.sql}, {r.sql}, {d.sql} FROM {quote(Workload._meta.db_table)} w "
+    w, p, b, r, d, s = _LOCKED
+    sql = (f"SELECT {w.sql}, {p.sql}, {b.sql}, {r.sql}, {d.sql}, {s.sql} FROM {quote(Workload._meta.db_table)} w "
            f"JOIN {quote(Pool._meta.db_table)} p ON p.id = w.pool_id "
            f"JOIN {quote(Backend._meta.db_table)} b ON b.id = p.backend_id "
            f"LEFT JOIN {quote(Project._meta.db_table)} r ON r.id = w.project_id "
            f"LEFT JOIN {quote(Department._meta.db_table)} d ON d.id = r.department_id "
+           f"LEFT JOIN {quote(DataStore._meta.db_table)} s ON s.pool_id = p.id "
            "WHERE w.id = %s AND w.status = %s")
     if connection.features.has_select_for_update_skip_locked:
         sql += " FOR UPDATE OF w SKIP LOCKED"
@@ -114,13 +116,13 @@ def _locked(workload_id) -> Workload | None:
     found = rows.read(sql, [pk, Status.ADMITTED], *_LOCKED)
     if not found:
         return None
-    workload, pool, backend, project, department = found[0]
+    workload, pool, backend, project, department, store = found[0]
     pool.backend = backend
     workload.pool = pool
     if workload.project_id is not None:
         project.department = department
         workload.project = project
-    return workload
+    return workload, (store if store.pk is not None else None)
 
 
 _SCHEDULING = ("status", "job_name", "namespace", "dispatched_at", "updated_at")
@@ -157,13 +159,14 @@ def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime
               retries: Retries | None) -> str | ClusterError:
     prefix = settings.OSMO_LABEL_PREFIX
     with transaction.atomic():
-        workload = _locked(workload_id)
-        if workload is None:
+        locked = _locked(workload_id)
+        if locked is None:
             return "skipped"
+        workload, store = locked
         attempt = attempt_of(workload)
         main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
         word, manifest = main.word, main.manifest
-        pod = task_data.prepare(workload, manifest)  # a task's data steps and credentials, in its pod template
+        pod = task_data.prepare(workload, manifest, store)  # a task's data steps and credentials, in its pod template
         name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
         cluster = clusters(backend)
         retries = retries or retries_for(cluster)
