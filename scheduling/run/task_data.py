@@ -38,7 +38,7 @@ def with_stores(verdicts: list, request: WorkloadRequest) -> list:
 UNREAD = object()  # `pod_data`'s store not read by the caller: read here
 
 
-def pod_data(workload: Workload, secret: str, store_row: "DataStore | None | object" = UNREAD) -> pure.PodData:
+def pod_data(workload: Workload, secret: str, store_row: "DataStore | object | None" = UNREAD) -> pure.PodData:
     """`store_row`: the pool's DataStore (or None) when the caller read it already (dispatch's locked read)."""
     request = workload.request or {}
     inputs = data.parse_inputs(request.get("inputs"))
@@ -69,7 +69,7 @@ def pod_data(workload: Workload, secret: str, store_row: "DataStore | None | obj
                      group=workload.group or workload.name, data_credentials=data_credentials)
 
 
-def prepare(workload: Workload, manifest: dict, store_row: "DataStore | None | object" = UNREAD) -> pure.PodData:
+def prepare(workload: Workload, manifest: dict, store_row: "DataStore | object | None" = UNREAD) -> pure.PodData:
     """Adds the task's data to the Job manifest (in place); the Secret it names is created by dispatch once the Job
     exists (`secret_body`). `store_row`: as `pod_data`'s."""
     pod = pod_data(workload, f"{manifest['metadata']['name']}-data", store_row)
