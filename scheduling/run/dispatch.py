@@ -15,10 +15,14 @@ A batch (the `dispatch_workloads` task's, scheduling.run.outbox.BATCH ids) is di
 (`dispatch_many`): its rows locked by one statement, the ones made SCHEDULING and their events written in one round
 trip, one commit (issue 43)."""
 
+import json
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -133,6 +137,17 @@ def _locked(workload_ids: list) -> dict[str, tuple[Workload, DataStore | None]]:
     return found
 
 
+@dataclass(frozen=True)
+class _Scheduled:
+    """A row made SCHEDULING by a dispatch, and its event's message and pool."""
+    pk: Any
+    name: str
+    namespace: str
+    at: datetime
+    message: str
+    pool: str
+
+
 _SCHEDULING = ("status", "job_name", "namespace", "dispatched_at", "updated_at")
 
 
@@ -145,6 +160,51 @@ def _scheduling(pk, name: str, namespace: str, now: datetime) -> tuple[str, list
     values = (Status.SCHEDULING, name, namespace, now, now)
     return sql, [*(f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)),
                  meta.pk.get_db_prep_value(pk, connection)]
+
+
+@cache
+def _written_sql(vendor: str) -> str:
+    """PostgreSQL: the rows made SCHEDULING and their events, one UPDATE and one INSERT for all of them, each row's
+    values in arrays (`unnest`). The text is the same whatever the number of rows, so psycopg converts it once per
+    process: a statement per row made a query text psycopg parsed again every time, 1 ms of CPU a workload."""
+    quote = connection.ops.quote_name
+    w, e = Workload._meta, WorkloadEvent._meta
+
+    def column(model, name: str) -> str:
+        return quote(model._meta.get_field(name).column)
+
+    def array(model, name: str) -> str:
+        return f"%s::{model._meta.get_field(name).db_type(connection)}[]"
+
+    status, job, namespace, dispatched, updated = (column(Workload, name) for name in _SCHEDULING)
+    return (f"UPDATE {quote(w.db_table)} AS w SET {status} = %s, {job} = v.job_name, {namespace} = v.namespace, "
+            f"{dispatched} = v.at, {updated} = v.at "
+            f"FROM unnest({array(Workload, 'id')}, {array(Workload, 'job_name')}, {array(Workload, 'namespace')}, "
+            f"{array(Workload, 'dispatched_at')}) AS v(id, job_name, namespace, at) "
+            f"WHERE w.{quote(w.pk.column)} = v.id; "
+            f"INSERT INTO {quote(e.db_table)} ({', '.join(column(WorkloadEvent, name) for name in _EVENT)}) "
+            "SELECT v.workload, v.at, %s, %s, v.message, v.pools "
+            f"FROM unnest({array(Workload, 'id')}, {array(WorkloadEvent, 'at')}, {array(WorkloadEvent, 'message')}, "
+            f"{array(WorkloadEvent, 'pools')}) AS v(workload, at, message, pools)")
+
+
+_EVENT = ("workload", "at", "status", "reason", "message", "pools")
+
+
+def _write(done: list[_Scheduled]) -> None:
+    """The rows made SCHEDULING and their DISPATCHED events, in one round trip."""
+    if connection.vendor == "postgresql":
+        pk = Workload._meta.pk
+        ids = [pk.get_db_prep_value(row.pk, connection) for row in done]
+        with connection.cursor() as cursor:
+            cursor.execute(_written_sql(connection.vendor), [
+                Status.SCHEDULING, ids, [row.name for row in done], [row.namespace for row in done],
+                [row.at for row in done], Status.SCHEDULING, "DISPATCHED", ids, [row.at for row in done],
+                [row.message for row in done], [json.dumps([row.pool]) for row in done]])
+        return
+    inserts.insert_rows(*(WorkloadEvent(workload_id=row.pk, at=row.at, status=Status.SCHEDULING, reason="DISPATCHED",
+                                        message=row.message, pools=[row.pool]) for row in done),
+                        then=[_scheduling(row.pk, row.name, row.namespace, row.at) for row in done])
 
 
 def retries_for(cluster: Cluster) -> Retries:
@@ -204,8 +264,8 @@ def dispatch_many(workload_ids, *, clusters: Callable[[Backend], Cluster] = shar
                     break
                 if clock() - began >= CHUNK_SECONDS:
                     break
-            if writes:  # the rows and their events in one round trip
-                inserts.insert_rows(*(event for event, _ in writes), then=[update for _, update in writes])
+            if writes:
+                _write(writes)
         if error is not None:
             raise error
     return outcomes
@@ -289,7 +349,5 @@ def _dispatch(workload: Workload, store: DataStore | None, clusters: Callable[[B
         message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
     if retries.retried:
         message += f" {retries.summary()}"
-    writes.append((WorkloadEvent(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",
-                                 message=message, pools=[attempt.pool]),
-                   _scheduling(workload.pk, name, namespace, now)))
+    writes.append(_Scheduled(workload.pk, name, namespace, now, message, attempt.pool))
     return outcome

@@ -150,8 +150,10 @@ def test_a_batch_is_one_locked_read_and_one_write_for_all_its_rows(standin, kube
     assert len(standin.jobs()) == 4
     for row in Workload.objects.filter(pk__in=ids):
         assert row.status == Status.SCHEDULING and row.job_name and row.dispatched_at is not None
-        assert list(row.events.filter(reason="DISPATCHED").values_list("message", flat=True)) == [
-            f"Job proj-vision/{row.job_name} created on backend {row.pool.backend.name}."]
+        assert list(row.events.filter(reason="DISPATCHED").values_list("message", "pools", "status")) == [
+            (f"Job proj-vision/{row.job_name} created on backend {row.pool.backend.name}.", [row.pool.name],
+             Status.SCHEDULING)]
+        assert row.events.get(reason="DISPATCHED").at == row.dispatched_at == row.updated_at
 
 
 def test_in_a_batch_each_workload_has_its_own_outcome(standin, kube, researcher_api):
