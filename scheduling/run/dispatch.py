@@ -127,7 +127,7 @@ def _locked(workload_ids: list) -> dict[str, tuple[Workload, DataStore | None]]:
     found = {}
     for workload, pool, backend, project, department, store in rows.read(
             sql, [*(pk.get_db_prep_value(pk.to_python(i), connection) for i in workload_ids), Status.ADMITTED],
-            *_LOCKED):
+            *_LOCKED, shared=True):  # the rows of one pool, one project: their instances built once
         pool.backend = backend
         workload.pool = pool
         if workload.project_id is not None:
