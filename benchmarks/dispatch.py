@@ -37,11 +37,12 @@ Measured (time.perf_counter, wall time):
      the API, so the same rendered pod template; pool training, platform h100, a placement), and one
      `dispatch_workload` message each, sent as the admission cycle sends them (`outbox.dispatch_on_commit` in
      one transaction). Timed from the first message sent until a poll (every 20 ms) finds every row
-     SCHEDULING: Jobs per second. Each dispatch locks its row, takes its process's client for the backend
-     (`shared_cluster_for`: one per backend and process, the first one connects), ensures the
-     namespace (a GET, once per client: the process remembers it), creates the Job (a POST), writes the row and an
-     event (one round trip). --warmup workloads are dispatched first, untimed, so that each worker has imported
-     the kubernetes client.
+     SCHEDULING: Jobs per second. The messages carry up to 25 ids each (scheduling.run.outbox.BATCH); each batch
+     is one transaction (`dispatch_many`): its rows locked by one statement, then for each workload its process's
+     client for the backend (`shared_cluster_for`: one per backend and process, the first one connects), the
+     namespace ensured (a GET, once per client: the process remembers it), the Job created (a POST); then the rows
+     and their events written in one round trip, one commit. --warmup workloads are dispatched first, untimed (the
+     workers import the kubernetes client before they fork, at `worker_init`).
      Baseline, same run, same stand-in: the same manifests (`job_manifest` of each row) created by one plain
      loop here calling `KubeCluster.create_job` on one client; those Jobs are deleted before the workers run.
      Printed: both rates and the ratio. For information: the same loop doing the cluster half of each dispatch

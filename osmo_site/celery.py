@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init
 
 from .logs import request_id
 
@@ -43,3 +43,11 @@ def _own_connection_pools(**_):
         pools = getattr(type(wrapper), "_connection_pools", None)
         if pools is not None:
             pools.pop(wrapper.alias, None)
+
+
+@worker_init.connect
+def _load_the_cluster_client(**_):
+    """The worker's main process loads the Kubernetes client (`pools.cluster.kube`: the kubernetes package, about a
+    second of CPU on a loaded machine) before it forks its pool, so each child has it from its start: a child's
+    first dispatch, stop or sync no longer waits for the import, nor does the first after a child is replaced."""
+    import pools.cluster.kube  # noqa: F401

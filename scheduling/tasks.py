@@ -14,7 +14,7 @@ from pools.cluster import ClusterError
 from pools.cluster.reflector import Backoff
 from scheduling.run import notify
 from scheduling.run.cycle import run_cycle
-from scheduling.run.dispatch import dispatch
+from scheduling.run.dispatch import dispatch, dispatch_many
 from scheduling.run.outbox import send
 from scheduling.run.stopping import stop
 from scheduling.run.sweeps import sweep
@@ -64,7 +64,14 @@ def _each(run, single, workload_ids: list[str]) -> dict:
 # A batch's time limits cover BATCH dispatches; past them the rows still ADMITTED are the sweep's to send again.
 @shared_task(time_limit=300, soft_time_limit=270, ignore_result=True, acks_late=True)
 def dispatch_workloads(workload_ids: list[str]) -> dict:
-    return _each(dispatch, dispatch_workload, workload_ids)
+    """The batch in few transactions (`dispatch_many`); one the cluster did not take is sent again alone."""
+    outcomes: dict[str, int] = {}
+    for workload_id, outcome in zip(workload_ids, dispatch_many(workload_ids), strict=True):
+        if isinstance(outcome, ClusterError):
+            send(dispatch_workload.name, workload_id, countdown=1)
+            outcome = "retrying"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
 
 
 @shared_task(time_limit=300, soft_time_limit=270, ignore_result=True, acks_late=True)

@@ -113,3 +113,18 @@ def test_a_real_worker_syncs_a_simulated_backend_through_redis(settings, tmp_pat
     real.refresh_from_db()
     assert sim.last_sync_at is not None and sim.sync_error == ""
     assert "not connected" in real.sync_error
+
+
+def test_a_worker_loads_the_cluster_client_before_it_forks_its_pool():
+    """Issue 43: a prefork child's first dispatch no longer imports the kubernetes package (about a second of CPU);
+    the worker's main process has it loaded when `worker_init` has run, before the pool starts."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys, django; django.setup(); from osmo_site.celery import app; "
+              "from celery.signals import worker_init; assert 'kubernetes' not in sys.modules; "
+              "worker_init.send(sender=None); assert 'pools.cluster.kube' in sys.modules; print('loaded')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "osmo_site.settings_test"})
+    assert done.stdout.strip() == "loaded", done.stderr[-2000:]

@@ -55,6 +55,11 @@ class Retries:
         self.unreachable_at: float | None = None
         self.retried: list[str] = []
 
+    def fresh(self) -> "Retries":
+        """Another call's tries, with the same clock, sleep and limits, and nothing retried yet."""
+        return Retries(clock=self.clock, sleep=self.sleep, rng=self.rng, tries=self.tries, base=self.base,
+                       cap=self.cap, budget=self.budget, unreachable_at=self.known_unreachable)
+
     def _since_unreachable(self) -> float | None:
         seen = [moment for moment in (self.unreachable_at, self.known_unreachable()) if moment is not None]
         return self.clock() - max(seen) if seen else None

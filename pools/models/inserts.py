@@ -1,24 +1,24 @@
-"""New rows of several tables written in one round trip: a submission's workload and its first event; a dispatch's
-row update and its event."""
+"""New rows of several tables written in one round trip: a submission's workload and its first event; the rows a
+batch of dispatches made SCHEDULING and their events."""
 
 from functools import cache
 
 from django.db import connection
 
 
-def insert_rows(*objects, then: tuple[str, list] | None = None) -> None:
+def insert_rows(*objects, then: tuple[str, list] | list[tuple[str, list]] | None = None) -> None:
     """INSERT each new model instance, in order, as `save(force_insert=True)` would (defaults, auto_now, the
     returned columns set on the instance; no signals, none being connected for these models), then run `then`
-    (SQL and its parameters, a statement returning no rows): in one round trip when the connection's cursors bind
-    parameters on the client (psycopg's default under Django), which lets one query hold several statements; else
-    one statement at a time."""
+    (SQL and its parameters, a statement returning no rows; or a list of them): in one round trip when the
+    connection's cursors bind parameters on the client (psycopg's default under Django), which lets one query hold
+    several statements; else one statement at a time."""
     statements = []
     for obj in objects:
         sql, fields, returning = _statement(type(obj), obj._is_pk_set(), connection.vendor)
         params = [field.get_db_prep_save(field.pre_save(obj, True), connection=connection) for field in fields]
         statements.append((obj, sql, params, returning))
-    if then is not None:
-        statements.append((None, *then, []))
+    for sql, params in [then] if isinstance(then, tuple) else then or ():
+        statements.append((None, sql, params, []))
     with connection.cursor() as cursor:
         if _several_statements(cursor):
             cursor.execute("; ".join(s for _, s, _, _ in statements), [p for _, _, ps, _ in statements for p in ps])

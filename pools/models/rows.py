@@ -14,6 +14,7 @@ class Columns:
         self.model, self.alias = model, alias
         self.fields = list(model._meta.concrete_fields)
         self.attnames = [field.attname for field in self.fields]
+        self.pk_index = self.fields.index(model._meta.pk)
 
     @property
     def sql(self) -> str:
@@ -48,16 +49,27 @@ def _converters(model, vendor: str) -> tuple[tuple, ...]:
     return tuple(found)
 
 
-def read(sql: str, params, *columns: Columns) -> list[tuple]:
-    """Runs `sql`, whose select list is the `columns`' in order, and gives each row as a tuple of instances."""
+def read(sql: str, params, *columns: Columns, shared: bool = False) -> list[tuple]:
+    """Runs `sql`, whose select list is the `columns`' in order, and gives each row as a tuple of instances.
+    `shared`: the rows of a joined table (every `columns` but the first) that several rows name are one instance,
+    built once (a batch of workloads of one pool: its pool, backend and project)."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found = []
+    built: dict[tuple, object] = {}
     for row in rows:
         start, objects = 0, []
-        for part in columns:
-            objects.append(part.build(row[start:start + len(part)]))
+        for index, part in enumerate(columns):
+            values = row[start:start + len(part)]
+            if shared and index:
+                key = (index, values[part.pk_index])  # pk None: an outer join's missing row, all None
+                obj = built.get(key)
+                if obj is None:
+                    obj = built[key] = part.build(values)
+                objects.append(obj)
+            else:
+                objects.append(part.build(values))
             start += len(part)
         found.append(tuple(objects))
     return found

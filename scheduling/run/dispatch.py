@@ -10,14 +10,22 @@ Job of that name that is not ours fails the workload (FAILED_BACKEND_ERROR, sayi
 Job the API server refuses for good (pools.cluster.retries: 400, 404, 422, a 403 that is not a restarted server's).
 A transient answer (no answer, 408, 429, 5xx, a 401/403 soon after the server was unreachable) is tried again with
 back-off, up to retries.TRIES tries in retries.BUDGET seconds; the workload's events say what was retried. When the
-tries run out the row stays ADMITTED, an event says so, and the error propagates for the caller to retry later."""
+tries run out the row stays ADMITTED, an event says so, and the error propagates for the caller to retry later.
+A batch (the `dispatch_workloads` task's, scheduling.run.outbox.BATCH ids) is dispatched in one transaction
+(`dispatch_many`): its rows locked by one statement, the ones made SCHEDULING and their events written in one round
+trip, one commit (issue 43)."""
 
+import json
+import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from pools.cluster import Cluster, ClusterError, Conflict, NotFound
@@ -27,7 +35,7 @@ from pools.engine import kube_names, parse_timeout
 from pools.fleet.sync import shared_cluster_for
 from pools.models import Backend, Department, Pool, Project, inserts, rows
 from pools.schedulers import kai, kueue
-from scheduling.models import Status, Workload, WorkloadEvent
+from scheduling.models import DataStore, Status, Workload, WorkloadEvent
 from scheduling.run import attempts, links, task_data, workload_objects
 from scheduling.specs.jobs import (
     MANAGED,
@@ -94,33 +102,50 @@ def _create_main(cluster: Cluster, main: workload_objects.Main, namespace: str,
 
 
 _LOCKED = (rows.Columns(Workload, "w"), rows.Columns(Pool, "p"), rows.Columns(Backend, "b"),
-           rows.Columns(Project, "r"), rows.Columns(Department, "d"))
+           rows.Columns(Project, "r"), rows.Columns(Department, "d"), rows.Columns(DataStore, "s"))
 
 
-def _locked(workload_id) -> Workload | None:
-    """The ADMITTED row, locked (None when another worker holds it, or it is not ADMITTED, or has no pool), with its
-    pool, backend, project and department: SQL written out, its ORM form cost more CPU to compile than to run."""
+def _locked(workload_ids: list) -> dict[str, tuple[Workload, DataStore | None]]:
+    """By id (str), the ADMITTED rows among `workload_ids`, locked (one another worker holds is left out, as is one
+    not ADMITTED or without a pool), each with its pool, backend, project and department, and its pool's data store
+    (None: it has none), which a workflow's task reads (`task_data.pod_data`): one statement for the lot, SQL
+    written out (its ORM form cost more CPU to compile than to run)."""
+    if not workload_ids:
+        return {}
     quote = connection.ops.quote_name
-    w, p, b, r, d = _LOCKED
-    sql = (f"SELECT {w.sql}, {p.sql}, {b.sql}, {r.sql}, {d.sql} FROM {quote(Workload._meta.db_table)} w "
+    w, p, b, r, d, s = _LOCKED
+    sql = (f"SELECT {w.sql}, {p.sql}, {b.sql}, {r.sql}, {d.sql}, {s.sql} FROM {quote(Workload._meta.db_table)} w "
            f"JOIN {quote(Pool._meta.db_table)} p ON p.id = w.pool_id "
            f"JOIN {quote(Backend._meta.db_table)} b ON b.id = p.backend_id "
            f"LEFT JOIN {quote(Project._meta.db_table)} r ON r.id = w.project_id "
            f"LEFT JOIN {quote(Department._meta.db_table)} d ON d.id = r.department_id "
-           "WHERE w.id = %s AND w.status = %s")
+           f"LEFT JOIN {quote(DataStore._meta.db_table)} s ON s.pool_id = p.id "
+           f"WHERE w.id IN ({', '.join(['%s'] * len(workload_ids))}) AND w.status = %s")
     if connection.features.has_select_for_update_skip_locked:
         sql += " FOR UPDATE OF w SKIP LOCKED"
-    pk = Workload._meta.pk.get_db_prep_value(Workload._meta.pk.to_python(workload_id), connection)
-    found = rows.read(sql, [pk, Status.ADMITTED], *_LOCKED)
-    if not found:
-        return None
-    workload, pool, backend, project, department = found[0]
-    pool.backend = backend
-    workload.pool = pool
-    if workload.project_id is not None:
-        project.department = department
-        workload.project = project
-    return workload
+    pk = Workload._meta.pk
+    found = {}
+    for workload, pool, backend, project, department, store in rows.read(
+            sql, [*(pk.get_db_prep_value(pk.to_python(i), connection) for i in workload_ids), Status.ADMITTED],
+            *_LOCKED, shared=True):  # the rows of one pool, one project: their instances built once
+        pool.backend = backend
+        workload.pool = pool
+        if workload.project_id is not None:
+            project.department = department
+            workload.project = project
+        found[str(workload.pk)] = (workload, store if store.pk is not None else None)
+    return found
+
+
+@dataclass(frozen=True)
+class _Scheduled:
+    """A row made SCHEDULING by a dispatch, and its event's message and pool."""
+    pk: Any
+    name: str
+    namespace: str
+    at: datetime
+    message: str
+    pool: str
 
 
 _SCHEDULING = ("status", "job_name", "namespace", "dispatched_at", "updated_at")
@@ -137,6 +162,51 @@ def _scheduling(pk, name: str, namespace: str, now: datetime) -> tuple[str, list
                  meta.pk.get_db_prep_value(pk, connection)]
 
 
+@cache
+def _written_sql(vendor: str) -> str:
+    """PostgreSQL: the rows made SCHEDULING and their events, one UPDATE and one INSERT for all of them, each row's
+    values in arrays (`unnest`). The text is the same whatever the number of rows, so psycopg converts it once per
+    process: a statement per row made a query text psycopg parsed again every time, 1 ms of CPU a workload."""
+    quote = connection.ops.quote_name
+    w, e = Workload._meta, WorkloadEvent._meta
+
+    def column(model, name: str) -> str:
+        return quote(model._meta.get_field(name).column)
+
+    def array(model, name: str) -> str:
+        return f"%s::{model._meta.get_field(name).db_type(connection)}[]"
+
+    status, job, namespace, dispatched, updated = (column(Workload, name) for name in _SCHEDULING)
+    return (f"UPDATE {quote(w.db_table)} AS w SET {status} = %s, {job} = v.job_name, {namespace} = v.namespace, "
+            f"{dispatched} = v.at, {updated} = v.at "
+            f"FROM unnest({array(Workload, 'id')}, {array(Workload, 'job_name')}, {array(Workload, 'namespace')}, "
+            f"{array(Workload, 'dispatched_at')}) AS v(id, job_name, namespace, at) "
+            f"WHERE w.{quote(w.pk.column)} = v.id; "
+            f"INSERT INTO {quote(e.db_table)} ({', '.join(column(WorkloadEvent, name) for name in _EVENT)}) "
+            "SELECT v.workload, v.at, %s, %s, v.message, v.pools "
+            f"FROM unnest({array(Workload, 'id')}, {array(WorkloadEvent, 'at')}, {array(WorkloadEvent, 'message')}, "
+            f"{array(WorkloadEvent, 'pools')}) AS v(workload, at, message, pools)")
+
+
+_EVENT = ("workload", "at", "status", "reason", "message", "pools")
+
+
+def _write(done: list[_Scheduled]) -> None:
+    """The rows made SCHEDULING and their DISPATCHED events, in one round trip."""
+    if connection.vendor == "postgresql":
+        pk = Workload._meta.pk
+        ids = [pk.get_db_prep_value(row.pk, connection) for row in done]
+        with connection.cursor() as cursor:
+            cursor.execute(_written_sql(connection.vendor), [
+                Status.SCHEDULING, ids, [row.name for row in done], [row.namespace for row in done],
+                [row.at for row in done], Status.SCHEDULING, "DISPATCHED", ids, [row.at for row in done],
+                [row.message for row in done], [json.dumps([row.pool]) for row in done]])
+        return
+    inserts.insert_rows(*(WorkloadEvent(workload_id=row.pk, at=row.at, status=Status.SCHEDULING, reason="DISPATCHED",
+                                        message=row.message, pools=[row.pool]) for row in done),
+                        then=[_scheduling(row.pk, row.name, row.namespace, row.at) for row in done])
+
+
 def retries_for(cluster: Cluster) -> Retries:
     """Tries with back-off, knowing when this process's client last found the server unreachable."""
     return Retries(unreachable_at=lambda: getattr(cluster, "unreachable_at", None))
@@ -147,93 +217,137 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
     """"created", "found" (an earlier try created it), "failed" (a Job of that name is not ours, or refused for
     good) or "skipped" (not ADMITTED, or another worker is dispatching it). Raises the ClusterError of a transient
     answer once the tries ran out. `retries`: its clock and sleep (the tests')."""
-    outcome = _dispatch(workload_id, clusters, now or timezone.now(), retries)
+    (outcome,) = dispatch_many([workload_id], clusters=clusters, now=now, retries=retries)
     if isinstance(outcome, ClusterError):
         raise outcome
     return outcome
 
 
-def _dispatch(workload_id, clusters: Callable[[Backend], Cluster], now: datetime,
-              retries: Retries | None) -> str | ClusterError:
+# How long one transaction of `dispatch_many` goes on dispatching before it commits what it did and locks the rest
+# again: the rows it holds wait that long at most for their status, and a worker killed meanwhile loses no more.
+CHUNK_SECONDS = 5.0
+
+
+def dispatch_many(workload_ids, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
+                  now: datetime | None = None, retries: Retries | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> list[str | ClusterError]:
+    """Dispatches each workload, in order, as `dispatch` does, and gives each one's outcome (the ClusterError of one
+    the cluster did not take: it stays ADMITTED, for the caller to send again). Several in one transaction (issue
+    43's rate): one statement locks them all, one round trip writes every row made SCHEDULING and its event, one
+    commit; past CHUNK_SECONDS the transaction commits what it did and the rest are locked again. Anything else a
+    dispatch raises is raised once what the ones before it did has committed; the ones after are left ADMITTED,
+    unlocked (the sweep's), as the rows after a task that failed midway were."""
+    ids = [str(Workload._meta.pk.to_python(workload_id)) for workload_id in workload_ids]
+    outcomes: list[str | ClusterError] = []
+    seen: set[str] = set()
+    while len(outcomes) < len(ids):
+        error = None
+        with transaction.atomic():
+            locked = _locked(list(dict.fromkeys(i for i in ids[len(outcomes):] if i not in seen)))
+            began, writes = clock(), []
+            while len(outcomes) < len(ids):
+                workload_id = ids[len(outcomes)]
+                found = None if workload_id in seen else locked.get(workload_id)
+                seen.add(workload_id)
+                if found is None:
+                    outcomes.append("skipped")
+                    continue
+                try:
+                    outcomes.append(_dispatch(*found, clusters, now or timezone.now(),
+                                              retries.fresh() if retries else None, writes))
+                except ClusterError as exc:  # raised before this one wrote anything: its row stays ADMITTED
+                    outcomes.append(exc)
+                except DatabaseError:
+                    raise  # the transaction is lost: none of this chunk's rows is written
+                except Exception as exc:
+                    error = exc
+                    break
+                if clock() - began >= CHUNK_SECONDS:
+                    break
+            if writes:
+                _write(writes)
+        if error is not None:
+            raise error
+    return outcomes
+
+
+def _dispatch(workload: Workload, store: DataStore | None, clusters: Callable[[Backend], Cluster], now: datetime,
+              retries: Retries | None, writes: list) -> str | ClusterError:
+    """One locked row's dispatch. A workload it fails, or an event of a transient answer, is written here; the
+    row made SCHEDULING and its event are appended to `writes` (the caller writes them all at once); nothing is
+    written before a ClusterError it raises."""
     prefix = settings.OSMO_LABEL_PREFIX
-    with transaction.atomic():
-        workload = _locked(workload_id)
-        if workload is None:
-            return "skipped"
-        attempt = attempt_of(workload)
-        main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
-        word, manifest = main.word, main.manifest
-        pod = task_data.prepare(workload, manifest)  # a task's data steps and credentials, in its pod template
-        name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
-        cluster = clusters(backend)
-        retries = retries or retries_for(cluster)
-        try:
-            job = _create_main(cluster, main, namespace, kube_names.labelled(
-                prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project}), retries)
-            outcome, message = "created", f"{word} {namespace}/{name} created on backend {backend.name}."
-        except Conflict:
-            existing = job = retries.call(lambda: workload_objects.read(cluster, main, namespace))
-            if not owned_by(existing, attempt.workload_id, prefix):
-                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
-                                f"A {word} {namespace}/{name} exists on backend {backend.name} and is not this "
-                                f"workload's (its {prefix}workload label is "
-                                f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
-                return "failed"
-            job = retries.call(lambda: workload_objects.roll(cluster, main, namespace))
-            outcome, message = "found", (f"{word} {namespace}/{name} found on backend {backend.name}, created by an "
-                                         "earlier try" + (" (rolled to the request)" if main.kind is not None
-                                                          and word == "Deployment" else "") + ".")
-        except ClusterError as exc:
-            if retries.transient(exc):  # the row stays ADMITTED, for another try later
-                WorkloadEvent.objects.create(
-                    workload=workload, at=now, status=Status.ADMITTED, reason="DISPATCH_RETRYING",
-                    message=f"Backend {backend.name} did not take the Job {namespace}/{name} yet: "
-                            f"{' '.join(filter(None, (retries.summary(), 'Last: ' + exc.message)))} It is tried "
-                            "again later.", pools=[attempt.pool])
-                return exc  # raised once this transaction has kept the event
-            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
-                            f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
-                            + (f" {retries.summary()}" if retries.retried else ""), now=now)
+    attempt = attempt_of(workload)
+    main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
+    word, manifest = main.word, main.manifest
+    pod = task_data.prepare(workload, manifest, store)  # a task's data steps and credentials, in its pod template
+    name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
+    cluster = clusters(backend)
+    retries = retries or retries_for(cluster)
+    try:
+        job = _create_main(cluster, main, namespace, kube_names.labelled(
+            prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project}), retries)
+        outcome, message = "created", f"{word} {namespace}/{name} created on backend {backend.name}."
+    except Conflict:
+        existing = job = retries.call(lambda: workload_objects.read(cluster, main, namespace))
+        if not owned_by(existing, attempt.workload_id, prefix):
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
+                            f"A {word} {namespace}/{name} exists on backend {backend.name} and is not this "
+                            f"workload's (its {prefix}workload label is "
+                            f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
             return "failed"
-        made, not_ours = workload_objects.companions(cluster, workload, attempt, job, retries,
-                                                     template=links.template_for)
-        if not_ours:  # the Service or Ingress name is somebody else's: take ours back, then fail
-            cluster.delete_object(main.kind, name, namespace=namespace)
-            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "OBJECT_NOT_OURS", not_ours, now=now)
+        job = retries.call(lambda: workload_objects.roll(cluster, main, namespace))
+        outcome, message = "found", (f"{word} {namespace}/{name} found on backend {backend.name}, created by an "
+                                     "earlier try" + (" (rolled to the request)" if main.kind is not None
+                                                      and word == "Deployment" else "") + ".")
+    except ClusterError as exc:
+        if retries.transient(exc):  # the row stays ADMITTED, for another try later
+            WorkloadEvent.objects.create(
+                workload=workload, at=now, status=Status.ADMITTED, reason="DISPATCH_RETRYING",
+                message=f"Backend {backend.name} did not take the Job {namespace}/{name} yet: "
+                        f"{' '.join(filter(None, (retries.summary(), 'Last: ' + exc.message)))} It is tried "
+                        "again later.", pools=[attempt.pool])
+            return exc  # raised once this transaction has kept the event
+        attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
+                        f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
+                        + (f" {retries.summary()}" if retries.retried else ""), now=now)
+        return "failed"
+    made, not_ours = workload_objects.companions(cluster, workload, attempt, job, retries,
+                                                 template=links.template_for)
+    if not_ours:  # the Service or Ingress name is somebody else's: take ours back, then fail
+        cluster.delete_object(main.kind, name, namespace=namespace)
+        attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "OBJECT_NOT_OURS", not_ours, now=now)
+        return "failed"
+    if made:
+        message += f" With {made}."
+    # A Job's own objects (a long-running kind's were its companions): cluster errors propagate, the next try
+    # finds them all.
+    owned = []
+    if main.kind is None and has_peers(attempt):
+        owned.append((SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS"))
+    if main.kind is None and attempt.files:
+        owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
+    secret = task_data.secret_body(workload, namespace, job, pod)
+    if secret is not None:  # before the pods need it: they wait for it, they never read another's
+        owned.append((SECRET, secret, "SECRET_NOT_OURS"))
+    if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
+        owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
+    for kind, body, code in owned:
+        not_ours = workload_objects.ensure(cluster, kind, body, attempt, prefix, retries)
+        if not_ours:  # our Job would join somebody else's gang or name: take it back, then fail
+            if main.kind is None:
+                cluster.delete_job(namespace, name)
+            else:
+                cluster.delete_object(main.kind, name, namespace=namespace)
+            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, code, not_ours, now=now)
             return "failed"
-        if made:
-            message += f" With {made}."
-        # A Job's own objects (a long-running kind's were its companions): cluster errors propagate, the next try
-        # finds them all.
-        owned = []
-        if main.kind is None and has_peers(attempt):
-            owned.append((SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS"))
-        if main.kind is None and attempt.files:
-            owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
-        secret = task_data.secret_body(workload, namespace, job, pod)
-        if secret is not None:  # before the pods need it: they wait for it, they never read another's
-            owned.append((SECRET, secret, "SECRET_NOT_OURS"))
-        if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
-            owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
-        for kind, body, code in owned:
-            not_ours = workload_objects.ensure(cluster, kind, body, attempt, prefix, retries)
-            if not_ours:  # our Job would join somebody else's gang or name: take it back, then fail
-                if main.kind is None:
-                    cluster.delete_job(namespace, name)
-                else:
-                    cluster.delete_object(main.kind, name, namespace=namespace)
-                attempts.finish(workload, Status.FAILED_BACKEND_ERROR, code, not_ours, now=now)
-                return "failed"
-        if owned and owned[0][0] is SERVICE:
-            message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
-        if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
-            message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
-        elif main.kind is None and attempt.engine is not None:
-            message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
-        if retries.retried:
-            message += f" {retries.summary()}"
-        # The row and its event in one round trip.
-        inserts.insert_rows(WorkloadEvent(workload=workload, at=now, status=Status.SCHEDULING, reason="DISPATCHED",
-                                          message=message, pools=[attempt.pool]),
-                            then=_scheduling(workload.pk, name, namespace, now))
+    if owned and owned[0][0] is SERVICE:
+        message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
+    if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
+        message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
+    elif main.kind is None and attempt.engine is not None:
+        message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
+    if retries.retried:
+        message += f" {retries.summary()}"
+    writes.append(_Scheduled(workload.pk, name, namespace, now, message, attempt.pool))
     return outcome

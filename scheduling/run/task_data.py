@@ -35,13 +35,21 @@ def with_stores(verdicts: list, request: WorkloadRequest) -> list:
                 "`manage.py storage set`)") for v in verdicts]
 
 
-def pod_data(workload: Workload, secret: str) -> pure.PodData:
+UNREAD = object()  # `pod_data`'s store not read by the caller: read here
+
+
+def pod_data(workload: Workload, secret: str, store_row: "DataStore | object | None" = UNREAD) -> pure.PodData:
+    """`store_row`: the pool's DataStore (or None) when the caller read it already (dispatch's locked read)."""
     request = workload.request or {}
     inputs = data.parse_inputs(request.get("inputs"))
     outputs = data.parse_outputs(request.get("outputs"))
     uses = data.parse_credentials(request.get("credentials"))
-    row = DataStore.objects.filter(pool_id=workload.pool_id).first() if workload.workflow or inputs or outputs \
-        else None
+    if not (workload.workflow or inputs or outputs):
+        row = None
+    elif store_row is UNREAD:
+        row = DataStore.objects.filter(pool_id=workload.pool_id).first()
+    else:
+        row = store_row
     store = pure.Store(row.endpoint, row.bucket, row.prefix, row.region) if row is not None else None
     buckets = {data.split_url(item.url)[0] for item in [*inputs, *outputs] if item.url}
     names = {use.name for use in uses}
@@ -61,10 +69,10 @@ def pod_data(workload: Workload, secret: str) -> pure.PodData:
                      group=workload.group or workload.name, data_credentials=data_credentials)
 
 
-def prepare(workload: Workload, manifest: dict) -> pure.PodData:
+def prepare(workload: Workload, manifest: dict, store_row: "DataStore | object | None" = UNREAD) -> pure.PodData:
     """Adds the task's data to the Job manifest (in place); the Secret it names is created by dispatch once the Job
-    exists (`secret_body`)."""
-    pod = pod_data(workload, f"{manifest['metadata']['name']}-data")
+    exists (`secret_body`). `store_row`: as `pod_data`'s."""
+    pod = pod_data(workload, f"{manifest['metadata']['name']}-data", store_row)
     pure.apply(manifest["spec"]["template"]["spec"], pod, settings.OSMO_DATA_COPY_IMAGE, USER_CONTAINER)
     return pod
 

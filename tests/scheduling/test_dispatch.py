@@ -10,7 +10,7 @@ from pools.cluster import ClusterError
 from pools.cluster.retries import TRIES, Retries
 from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
-from scheduling.run.dispatch import attempt_of, dispatch
+from scheduling.run.dispatch import attempt_of, dispatch, dispatch_many
 from scheduling.specs.jobs import job_manifest
 from tests.scheduling.conftest import body
 
@@ -127,3 +127,81 @@ def test_a_namespace_deleted_by_hand_since_is_made_again(standin, kube, research
     assert standin.namespace("proj-vision")["metadata"]["labels"] == {f"{PREFIX}managed-by": "osmo-pools",
                                                                       f"{PREFIX}project": "vision"}
     assert Workload.objects.get(pk=second).status == Status.SCHEDULING and len(standin.jobs()) == 2
+
+
+def admit(researcher_api, count: int) -> list[str]:
+    ids = [researcher_api.post("/api/workloads/", body(name=f"train-{i}"), format="json").json()["id"]
+           for i in range(count)]
+    run_cycle()
+    assert set(Workload.objects.filter(pk__in=ids).values_list("status", flat=True)) == {Status.ADMITTED}
+    return ids
+
+
+def test_a_batch_is_one_locked_read_and_one_write_for_all_its_rows(standin, kube, researcher_api):
+    """Issue 43's speed: the batch task's workloads are locked by one statement, and their rows and events written
+    in one round trip, in one transaction."""
+    ids = admit(researcher_api, 4)
+    assert dispatch(ids[0], clusters=lambda backend: kube) == "created"  # the namespace known to this client
+    with CaptureQueriesContext(connection) as queries:
+        assert dispatch_many([*ids, ids[1]], clusters=lambda backend: kube) == [
+            "skipped", "created", "created", "created", "skipped"]  # the first is done, the last twice named
+    statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == 2, statements
+    assert len(standin.jobs()) == 4
+    for row in Workload.objects.filter(pk__in=ids):
+        assert row.status == Status.SCHEDULING and row.job_name and row.dispatched_at is not None
+        assert list(row.events.filter(reason="DISPATCHED").values_list("message", "pools", "status")) == [
+            (f"Job proj-vision/{row.job_name} created on backend {row.pool.backend.name}.", [row.pool.name],
+             Status.SCHEDULING)]
+        assert row.events.get(reason="DISPATCHED").at == row.dispatched_at == row.updated_at
+
+
+def test_in_a_batch_each_workload_has_its_own_outcome(standin, kube, researcher_api):
+    taken, refused, transient, fine = admit(researcher_api, 4)
+    theirs = job_manifest(attempt_of(Workload.objects.select_related("pool__backend", "project").get(pk=taken)),
+                          prefix=PREFIX, ttl_seconds=60)
+    theirs["metadata"]["labels"] = {"app": "someone-else"}
+    kube.create_job("proj-vision", theirs)
+    jobs = "/apis/batch/v1"
+    # The creates in the batch's order: `refused` answered 422, `transient` 500 every try, `taken` 409 (and its GET
+    # says whose it is), `fine` gets through.
+    standin.fail_next(1, status=422, path_prefix=jobs, method="POST")
+    standin.fail_next(TRIES, status=500, path_prefix=jobs, method="POST")
+    outcomes = dispatch_many([refused, transient, taken, fine], clusters=lambda backend: kube,
+                             retries=Retries(sleep=lambda seconds: None))
+    assert outcomes[0] == "failed" and isinstance(outcomes[1], ClusterError) and outcomes[2:] == ["failed", "created"]
+    rows = {str(w.pk): w for w in Workload.objects.filter(pk__in=[taken, refused, transient, fine])}
+    assert [rows[i].status for i in (taken, refused, transient, fine)] == [
+        Status.FAILED_BACKEND_ERROR, Status.FAILED_BACKEND_ERROR, Status.ADMITTED, Status.SCHEDULING]
+    assert [rows[i].events.last().reason for i in (taken, refused, transient, fine)] == [
+        "JOB_NOT_OURS", "JOB_REFUSED", "DISPATCH_RETRYING", "DISPATCHED"]
+
+    assert "Retried" not in rows[fine].events.last().message  # the retries were `transient`'s own
+
+
+def test_what_a_batch_did_before_an_unexpected_error_is_kept_and_the_rest_left_admitted(standin, kube, researcher_api):
+    ids = admit(researcher_api, 3)
+    calls = []
+
+    def clusters(backend):
+        calls.append(backend)
+        if len(calls) == 2:
+            raise RuntimeError("a bug")
+        return kube
+
+    with pytest.raises(RuntimeError):
+        dispatch_many(ids, clusters=clusters)
+    statuses = dict(Workload.objects.filter(pk__in=ids).values_list("id", "status"))
+    assert [statuses[Workload._meta.pk.to_python(i)] for i in ids] == [Status.SCHEDULING, Status.ADMITTED,
+                                                                       Status.ADMITTED]
+    assert dispatch_many(ids[1:], clusters=lambda backend: kube) == ["created", "created"]
+
+
+def test_a_long_batch_commits_what_it_did_and_locks_the_rest_again(standin, kube, researcher_api):
+    ids = admit(researcher_api, 3)
+    ticks = iter(range(0, 1000, 3))  # each dispatch takes 3 "seconds" of this clock
+    with CaptureQueriesContext(connection) as queries:
+        assert dispatch_many(ids, clusters=lambda backend: kube, clock=lambda: next(ticks)) == ["created"] * 3
+    locks = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"] or "IN (" in q["sql"]]
+    assert len(locks) == 2  # past CHUNK_SECONDS (5) after the second: committed, the third locked again
+    assert set(Workload.objects.filter(pk__in=ids).values_list("status", flat=True)) == {Status.SCHEDULING}
