@@ -29,7 +29,7 @@ MODULES = {
                 "tests/access/test_enforcement.py tests/access/test_hardening.py tests/pages/test_history.py"),
     "visibility": ("pools/models/visibility.py", "tests/access/test_scoping.py tests/access/test_enforcement.py "
                    "tests/access/test_tokens.py tests/access/test_hardening.py"),
-    "quota_limits": ("pools/quotas/limits.py", "tests/quotas/test_documents.py"),
+    "quota_limits": ("pools/quotas/limits.py", "tests/scheduling/test_limits.py"),
     "budgets": ("pools/render_limits.py", "tests/scheduling/test_render_budgets.py"),
     "usage_buckets": ("scheduling/usage/buckets.py", "tests/usage/test_buckets.py",
                       {"covered", "hours_of", "capacity_seconds", "hour_floor", "by_hour", "at"}),
