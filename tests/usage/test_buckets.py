@@ -39,7 +39,9 @@ def test_a_span_ending_on_the_hour_has_no_piece_in_the_next_one_at_todays_epoch_
 
 
 def test_covered_merges_touching_intervals_and_drops_empty_ones():
-    assert buckets.covered([(5, 5), (0, 2), (2, 4), (7, 12), (-3, -1), (3, 3.5)], 0, 10) == [(0, 4), (7, 10)]
+    # (8, 9) falls inside the last interval, not the first, and (9.5, 12) touches it.
+    assert buckets.covered([(5, 5), (0, 2), (2, 4), (7, 9.5), (-3, -1), (3, 3.5), (8, 9), (9.5, 12)], 0, 10) == [
+        (0, 4), (7, 10)]
     assert buckets.covered([], 0, 10) == []
 
 
@@ -94,8 +96,8 @@ def test_no_deserved_quota_means_never_starved():
 def test_capacity_seconds_clip_to_the_hour():
     assert buckets.capacity_seconds([("a", -1800, 1800, 8), ("a", 1800, 7200, 4)], 0) == {"a": 8 * 1800 + 4 * 1800}
     # Capacity that ends at the hour's start or begins at its end is no capacity of that hour: no row for its pool.
-    assert buckets.capacity_seconds([("a", 0, HOUR, 8), ("b", HOUR, 2 * HOUR, 4), ("c", -HOUR, 0, 2)], 0) == {
-        "a": 8 * HOUR}
+    assert buckets.capacity_seconds([("a", 0, HOUR, 8), ("b", HOUR, 2 * HOUR, 4), ("c", -HOUR, 0, 2),
+                                     ("d", HOUR - 1, 2 * HOUR, 2)], 0) == {"a": 8 * HOUR, "d": 2}
 
 
 NOW = datetime(2026, 11, 27, 12, 30, tzinfo=UTC)
