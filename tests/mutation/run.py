@@ -28,7 +28,7 @@ MODULES = {
     "scoping": ("pools/access/scoping.py",
                 "tests/access/test_enforcement.py tests/access/test_hardening.py tests/pages/test_history.py"),
     "visibility": ("pools/models/visibility.py", "tests/access/test_scoping.py tests/access/test_enforcement.py "
-                   "tests/access/test_tokens.py tests/access/test_hardening.py"),
+                   "tests/access/test_tokens.py tests/access/test_hardening.py tests/access/test_onboarding.py"),
     "quota_limits": ("pools/quotas/limits.py", "tests/scheduling/test_limits.py"),
     "budgets": ("pools/render_limits.py", "tests/scheduling/test_render_budgets.py"),
     "usage_buckets": ("scheduling/usage/buckets.py", "tests/usage/test_buckets.py",
