@@ -28,8 +28,8 @@ MODULES = {
     "scoping": ("pools/access/scoping.py",
                 "tests/access/test_enforcement.py tests/access/test_hardening.py tests/pages/test_history.py"),
     "visibility": ("pools/models/visibility.py", "tests/access/test_scoping.py tests/access/test_enforcement.py "
-                   "tests/access/test_tokens.py tests/access/test_hardening.py"),
-    "quota_limits": ("pools/quotas/limits.py", "tests/quotas/test_documents.py"),
+                   "tests/access/test_tokens.py tests/access/test_hardening.py tests/access/test_onboarding.py"),
+    "quota_limits": ("pools/quotas/limits.py", "tests/scheduling/test_limits.py"),
     "budgets": ("pools/render_limits.py", "tests/scheduling/test_render_budgets.py"),
     "usage_buckets": ("scheduling/usage/buckets.py", "tests/usage/test_buckets.py",
                       {"covered", "hours_of", "capacity_seconds", "hour_floor", "by_hour", "at"}),
@@ -93,8 +93,9 @@ def summary(name: str) -> str:
     rows = sqlite3.connect(db).execute(
         "SELECT s.operator_name, s.start_pos_row, s.definition_name, r.worker_outcome, r.test_outcome"
         " FROM mutation_specs s LEFT JOIN work_results r ON r.job_id = s.job_id").fetchall()
-    ran = [row for row in rows if row[3] == "normal"]
-    survivors = [row for row in ran if row[4] == "survived"]
+    # cosmic-ray keeps its outcomes as enum names: NORMAL, SURVIVED.
+    ran = [row for row in rows if (row[3] or "").lower() == "normal"]
+    survivors = [row for row in ran if (row[4] or "").lower() == "survived"]
     lines = [f"{name} ({MODULES[name][0]}): {len(ran)} mutants run, {len(ran) - len(survivors)} killed, "
              f"{len(survivors)} survived, {sum(row[3] is None for row in rows)} pending"]
     lines += [f"    line {line} in {where}: {operator}" for operator, line, where, _, _ in sorted(

@@ -165,12 +165,23 @@ def test_only_staff_write_a_projects_limits(researcher_api, world):
 
 @pytest.mark.parametrize("limits_value, field", [
     ({"replicaz": 3}, "vision.limits.replicaz"), ({"replicas": -1}, "vision.limits.replicas"),
-    ({"replicas": "many"}, "vision.limits.replicas"), ([1], "vision.limits")])
+    ({"replicas": "many"}, "vision.limits.replicas"), ([1], "vision.limits"),
+    ({"replicas": 2 ** 31}, "vision.limits.replicas"), ({"replicas": True}, "vision.limits.replicas"),
+    ({"replicas": 4.0}, "vision.limits.replicas")])
 def test_a_projects_limits_are_checked_when_written(world, limits_value, field):
     document = writes.export(ConfigKind.PROJECT, "vision")
     with pytest.raises(ConfigError) as refused_write:
         writes.import_document(ConfigKind.PROJECT, {"vision": {**document, "limits": limits_value}}, author="t")
     assert refused_write.value.field == field
+
+
+@pytest.mark.parametrize("limits_value, kept", [
+    (None, {}), ({}, {}), ({"replicas": 0}, {"replicas": 0}), ({"replicas": 2 ** 31 - 1}, {"replicas": 2 ** 31 - 1}),
+    ({"replicas": 4, "env_entries": 3}, {"env_entries": 3, "replicas": 4})])
+def test_a_projects_limits_are_kept_from_0_to_the_largest_32_bit_number(world, limits_value, kept):
+    document = writes.export(ConfigKind.PROJECT, "vision")
+    writes.import_document(ConfigKind.PROJECT, {"vision": {**document, "limits": limits_value}}, author="t")
+    assert Project.objects.get(name="vision").limits == kept
 
 
 def test_every_setting_of_the_limits_is_documented():

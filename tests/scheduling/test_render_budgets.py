@@ -4,11 +4,14 @@ line, and YAML aliases cannot expand a small file into a huge row. Memory is mea
 a clock the test steps (pools.engine.sandbox.clock), never the wall clock."""
 
 import itertools
+import re
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
-from pools.engine import sandbox
+from pools import render_limits
+from pools.engine import jsonread, sandbox
 from scheduling.models import Workload
 from tests.scheduling.test_osmo import WORKFLOW, submit_workflow
 
@@ -32,6 +35,9 @@ def workflow_with(command: str) -> str:
 
 
 def submit_measured(api, text: str):
+    # The first request of a process imports the API's modules (about 30 MB): a refused submission first, so the
+    # peak measured is the render's, whichever test runs first.
+    assert submit_workflow(api, workflow_with("{{ 1/0 }}"), variables=()).status_code == 400
     tracemalloc.start()
     try:
         response = submit_workflow(api, text, variables=())
@@ -98,10 +104,15 @@ def test_a_syntax_error_names_its_line(researcher_api):
     assert_refused(submit_workflow(researcher_api, workflow_with("{{ oops( }}"), variables=()), 8)
 
 
+def aliased(references: int) -> str:
+    """A short file whose one 100 KB string is referenced `references` times."""
+    return (f"default-values:\n  filler: &filler {'a' * 100_000}\n"
+            + workflow_with("x").replace('["x"]', "[" + ", ".join(["*filler"] * references) + "]"))
+
+
 def test_aliases_that_would_expand_a_small_file_into_a_huge_row_are_refused(researcher_api):
     # The finding: a 105 KB file, one 100 KB string referenced 1,000 times, stored as two 100 MB JSON values.
-    text = (f"default-values:\n  filler: &filler {'a' * 100_000}\n"
-            + workflow_with("x").replace('["x"]', "[" + ", ".join(["*filler"] * 1000) + "]"))
+    text = aliased(1000)
     assert len(text) < 110_000
     response, peak = submit_measured(researcher_api, text)
     assert response.status_code == 400, response.content[:300]
@@ -116,6 +127,16 @@ def test_the_limits_are_settings(researcher_api, settings):
     response = submit_workflow(researcher_api, query="?priority=LOW")
     assert response.status_code == 400 and response.json()["limit"] == "OSMO_RENDER_MAX_OUTPUT"
     assert "OSMO_RENDER_MAX_OUTPUT = 100 " in response.json()["detail"]
+
+
+def test_without_its_setting_the_yaml_limit_is_the_documented_default(researcher_api, settings, monkeypatch):
+    documented = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "settings.md").read_text()
+    default = int(re.search(r"^\| `OSMO_YAML_MAX_EXPANDED` \| (\d+) \|", documented, re.MULTILINE)[1])
+    monkeypatch.setattr(jsonread, "MAX_EXPANDED", jsonread.MAX_EXPANDED)  # put back after the test
+    del settings.OSMO_YAML_MAX_EXPANDED  # a settings module that does not name it, read at start-up:
+    render_limits.apply()
+    response = submit_workflow(researcher_api, aliased(1000), variables=())
+    assert response.status_code == 400 and f"OSMO_YAML_MAX_EXPANDED = {default:,} " in response.json()["detail"]
 
 
 def test_an_ordinary_workflow_still_renders(researcher_api):

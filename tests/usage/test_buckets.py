@@ -20,6 +20,31 @@ def test_a_span_is_split_at_hour_boundaries():
         3 * HOUR: [(3 * HOUR, 3 * HOUR + 900)]}
 
 
+def test_a_span_is_clipped_to_the_hours_asked_for_and_keeps_its_last_half_second():
+    hours = buckets.by_hour([Span(KEY_A, -1800, 5 * HOUR, gpu=1), Span(KEY_B, HOUR, 2 * HOUR + 0.5, gpu=1)],
+                            0, 2 * HOUR)
+    assert {hour: [(piece.key, piece.start, piece.end) for piece in pieces] for hour, pieces in hours.items()} == {
+        0: [(KEY_A, 0, HOUR)], HOUR: [(KEY_A, HOUR, 2 * HOUR), (KEY_B, HOUR, 2 * HOUR)],
+        2 * HOUR: [(KEY_A, 2 * HOUR, 3 * HOUR), (KEY_B, 2 * HOUR, 2 * HOUR + 0.5)]}
+
+
+def test_a_span_ending_on_the_hour_has_no_piece_in_the_next_one_at_todays_epoch_seconds():
+    # Near 1.8e9 a float's step is about 2.4e-7 s: `end - 1e-9` is `end` itself, so hours_of names the hour that
+    # starts at `end`, and only the empty-piece check keeps a zero-length span out of it.
+    hour = 498_611 * HOUR  # 2026-11-18 11:00 UTC
+    assert float(hour) - 1e-9 == float(hour)
+    hours = buckets.by_hour([Span(KEY_A, float(hour - 1800), float(hour), gpu=1)], hour - HOUR, hour + HOUR)
+    assert {start: [(piece.start, piece.end) for piece in pieces] for start, pieces in hours.items()} == {
+        hour - HOUR: [(hour - 1800, hour)]}
+
+
+def test_covered_merges_touching_intervals_and_drops_empty_ones():
+    # (8, 9) falls inside the last interval, not the first, and (9.5, 12) touches it.
+    assert buckets.covered([(5, 5), (0, 2), (2, 4), (7, 9.5), (-3, -1), (3, 3.5), (8, 9), (9.5, 12)], 0, 10) == [
+        (0, 4), (7, 10)]
+    assert buckets.covered([], 0, 10) == []
+
+
 def test_gpu_cpu_and_memory_seconds_add_up_per_key():
     figures = buckets.hour_figures([Span(KEY_A, 0, 1800, gpu=2, cpu=1000, memory=10),
                                     Span(KEY_A, 1800, 3600, gpu=1), Span(KEY_B, 0, 3600, gpu=1)], {})
@@ -70,6 +95,9 @@ def test_no_deserved_quota_means_never_starved():
 
 def test_capacity_seconds_clip_to_the_hour():
     assert buckets.capacity_seconds([("a", -1800, 1800, 8), ("a", 1800, 7200, 4)], 0) == {"a": 8 * 1800 + 4 * 1800}
+    # Capacity that ends at the hour's start or begins at its end is no capacity of that hour: no row for its pool.
+    assert buckets.capacity_seconds([("a", 0, HOUR, 8), ("b", HOUR, 2 * HOUR, 4), ("c", -HOUR, 0, 2),
+                                     ("d", HOUR - 1, 2 * HOUR, 2)], 0) == {"a": 8 * HOUR, "d": 2}
 
 
 NOW = datetime(2026, 11, 27, 12, 30, tzinfo=UTC)
