@@ -292,8 +292,9 @@ class WorkflowEventsView(APIView):
         return _text([line for _, line in sorted(events, key=lambda item: item[0])])
 
 
-def _group_of(rows: list[Workload], tasks: dict[str, list[str]], task: str) -> Workload | None:
-    """The group a task name (or a group name) is in; None for no name; a 400 naming `task_name` for another."""
+def _group_of(rows: list[Workload], tasks: dict[str, list[str]], task: str,
+              field: str = "task_name") -> Workload | None:
+    """The group a task name (or a group name) is in; None for no name; a 400 naming `field` for another."""
     if not task:
         return None
     groups = {(w.group or w.name): w for w in rows}
@@ -303,8 +304,8 @@ def _group_of(rows: list[Workload], tasks: dict[str, list[str]], task: str) -> W
         if task in names and group in groups:
             return groups[group]
     known = sorted({*groups, *(n for names in tasks.values() for n in names)})
-    raise ConfigError(f"task_name: {task!r} is not a task of this workflow; its tasks: {', '.join(known)}",
-                      field="task_name")
+    raise ConfigError(f"{field}: {task!r} is not a task of this workflow; its tasks: {', '.join(known)}",
+                      field=field)
 
 
 class WorkflowSpecView(APIView):
@@ -356,10 +357,7 @@ class CancelWorkflowView(APIView):
 def _task_place(rows: list[Workload], task: str) -> tuple[Workload, int]:
     """The group and replica index of task `task` (a 400 naming `task` for a name the workflow does not have)."""
     names = task_names(_record(rows))
-    try:
-        workload = _group_of(rows, names, task)
-    except ConfigError as exc:
-        raise ConfigError(exc.message.replace("task_name:", "task:", 1), field="task") from None
+    workload = _group_of(rows, names, task, field="task")
     group = workload.group or workload.name
     listed = names.get(group, [])
     return workload, listed.index(task) if task in listed and len(listed) == workload.replicas else 0
