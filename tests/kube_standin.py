@@ -906,6 +906,14 @@ class _Server(ThreadingHTTPServer):
             self.state.server_errors.append(traceback.format_exc())
 
 
+class _Headers(dict):
+    """A request's headers by lower-cased name (the last of a repeated one), read as `email.message.Message`'s
+    `get`: the only use the handler makes of them."""
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return super().get(name.lower(), default)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -924,6 +932,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def parse_request(self) -> bool:
+        """The request line and headers, as BaseHTTPRequestHandler reads them (HTTP/1.x, keep-alive unless the
+        client says close, a 431 past 100 headers or a 64 KiB line) but into `_Headers` rather than through
+        `email`'s parser, which was a third of the stand-in's time per request."""
+        self.command, self.request_version, self.close_connection = None, self.default_request_version, True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split()
+        if len(words) != 3 or not words[2].startswith("HTTP/1.") or not words[1].startswith("/"):
+            self.send_error(400, f"Bad request {self.requestline!r}")
+            return False
+        self.command, self.path, self.request_version = words
+        headers = _Headers()
+        while (line := self.rfile.readline(65537)) not in (b"\r\n", b"\n", b""):
+            name, colon, value = line.decode("iso-8859-1").partition(":")
+            if len(line) > 65536 or len(headers) >= 100 or not colon:
+                self.send_error(431 if colon else 400, "Request header fields too large or malformed")
+                return False
+            headers[name.strip().lower()] = value.strip()
+        self.headers = headers
+        connection = headers.get("connection", "").lower()
+        self.close_connection = connection == "close" or (
+            self.request_version == "HTTP/1.0" and connection != "keep-alive")
+        if headers.get("expect", "").lower() == "100-continue" and self.request_version != "HTTP/1.0":
+            return self.handle_expect_100()
+        return True
 
     def _drop(self) -> None:
         self.close_connection = True
@@ -1045,8 +1079,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Audit-Id", str(uuid.uuid4()))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(payload)
+        self._headers_buffer.extend((b"\r\n", payload))  # end_headers, with the body: one write, one packet
+        self.flush_headers()
 
     def _send_status(self, code: int, message: str, reason: str | None = None, details: dict | None = None) -> None:
         self._send_json(code, _dumps(status_body(code, message, reason, details)))
