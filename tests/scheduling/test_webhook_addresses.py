@@ -111,7 +111,7 @@ class Recorder:
         self.server = ThreadingHTTPServer((host, 0), Handler)  # our own socket, bound at once: no port race
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def close(self):
         self.server.shutdown()
