@@ -385,6 +385,10 @@ OSMO_LINK_TEMPLATES = _json_setting("OSMO_LINK_TEMPLATES")
 # (docs/admin/idle-notebooks.md); a project's rule wins over its pool's.
 OSMO_NOTEBOOK_IDLE_RULES = _json_setting("OSMO_NOTEBOOK_IDLE_RULES")
 OSMO_DISPATCH_RETRY_SECONDS = env_int("OSMO_DISPATCH_RETRY_SECONDS", 30)
+# How many dispatches of a batch a worker has in flight on the cluster at once (threads per worker process, the
+# rows still read and written by the task's own thread, in order): an API server answers each create in a few
+# milliseconds, so one at a time leaves a worker waiting most of its time. 1: one after the other.
+OSMO_DISPATCH_THREADS = max(1, env_int("OSMO_DISPATCH_THREADS", 4))
 OSMO_LIFECYCLE_INTERVAL = env_int("OSMO_LIFECYCLE_INTERVAL", 10)
 OSMO_MAX_RETRIES = env_int("OSMO_MAX_RETRIES", 3)
 OSMO_IMAGE_PULL_TIMEOUT = env_int("OSMO_IMAGE_PULL_TIMEOUT", 300)

@@ -16,9 +16,12 @@ A batch (the `dispatch_workloads` task's, scheduling.run.outbox.BATCH ids) is di
 trip, one commit (issue 43)."""
 
 import json
+import logging
+import os
 import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -81,6 +84,8 @@ def attempt_of(workload: Workload) -> Attempt:
                    tasks=tuple((workload.request or {}).get("tasks") or ()),
                    files=tuple((workload.request or {}).get("files") or ()))
 
+
+logger = logging.getLogger(__name__)
 
 # Per client (dispatch's are one per backend and process, `shared_cluster_for`), the namespaces it found or made:
 # a dispatch into one of them skips the GET of `ensure_namespace`. One deleted by hand since is made again when the
@@ -222,47 +227,86 @@ def dispatch(workload_id, *, clusters: Callable[[Backend], Cluster] = shared_clu
         raise outcome
     return outcome
 
-
 # How long one transaction of `dispatch_many` goes on dispatching before it commits what it did and locks the rest
 # again: the rows it holds wait that long at most for their status, and a worker killed meanwhile loses no more.
 CHUNK_SECONDS = 5.0
 
 
+@dataclass
+class _Planned:
+    """One locked row's dispatch as the database gave it: what to create, where, with which client."""
+    workload: Workload
+    attempt: Attempt
+    main: workload_objects.Main
+    pod: Any
+    cluster: Cluster
+    retries: Retries
+    now: datetime
+
+
+@dataclass
+class _Done:
+    """What the cluster half of a dispatch found: "created" or "found" (then `message` is the event's), "failed"
+    (`code` and `message` say why), or `error`, a transient answer whose tries ran out (the row stays ADMITTED)."""
+    outcome: str
+    message: str = ""
+    code: str = ""
+    error: ClusterError | None = None
+
+
 def dispatch_many(workload_ids, *, clusters: Callable[[Backend], Cluster] = shared_cluster_for,
                   now: datetime | None = None, retries: Retries | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> list[str | ClusterError]:
+                  clock: Callable[[], float] = time.monotonic,
+                  threads: int | None = None) -> list[str | ClusterError]:
     """Dispatches each workload, in order, as `dispatch` does, and gives each one's outcome (the ClusterError of one
     the cluster did not take: it stays ADMITTED, for the caller to send again). Several in one transaction (issue
     43's rate): one statement locks them all, one round trip writes every row made SCHEDULING and its event, one
-    commit; past CHUNK_SECONDS the transaction commits what it did and the rest are locked again. Anything else a
+    commit; past CHUNK_SECONDS the transaction commits what it did and the rest are locked again. The cluster half
+    of up to `threads` dispatches (OSMO_DISPATCH_THREADS) is in flight at once, in threads that never touch the
+    database: this thread reads the rows, plans each dispatch and writes every outcome, in order. Anything else a
     dispatch raises is raised once what the ones before it did has committed; the ones after are left ADMITTED,
-    unlocked (the sweep's), as the rows after a task that failed midway were."""
+    unlocked (the sweep's; what their cluster half created is found by the next try, as after a killed worker)."""
     ids = [str(Workload._meta.pk.to_python(workload_id)) for workload_id in workload_ids]
+    width = max(1, min(len(ids), threads if threads is not None else settings.OSMO_DISPATCH_THREADS))
     outcomes: list[str | ClusterError] = []
     seen: set[str] = set()
     while len(outcomes) < len(ids):
         error = None
         with transaction.atomic():
             locked = _locked(list(dict.fromkeys(i for i in ids[len(outcomes):] if i not in seen)))
-            began, writes = clock(), []
+            began, writes, expired = clock(), [], False
+            flight: list[tuple[_Planned | str | ClusterError, Future | None]] = []  # in order, planned or decided
+            queued = len(outcomes)  # ids[:queued] are in flight or done
             while len(outcomes) < len(ids):
-                workload_id = ids[len(outcomes)]
-                found = None if workload_id in seen else locked.get(workload_id)
-                seen.add(workload_id)
-                if found is None:
-                    outcomes.append("skipped")
-                    continue
+                while not expired and error is None and queued < len(ids) and len(flight) < width:
+                    workload_id = ids[queued]
+                    found = None if workload_id in seen else locked.get(workload_id)
+                    seen.add(workload_id)
+                    try:
+                        planned = "skipped" if found is None else _plan(
+                            *found, clusters, now or timezone.now(), retries.fresh() if retries else None)
+                    except ClusterError as exc:  # no client for its backend: the row stays ADMITTED
+                        planned = exc
+                    except Exception as exc:
+                        error = exc
+                        break
+                    queued += 1
+                    flight.append((planned, _start(planned, width) if isinstance(planned, _Planned) else None))
+                if not flight:
+                    break
+                planned, future = flight.pop(0)
                 try:
-                    outcomes.append(_dispatch(*found, clusters, now or timezone.now(),
-                                              retries.fresh() if retries else None, writes))
+                    outcomes.append(planned if future is None else _record(planned, future.result(), writes))
                 except ClusterError as exc:  # raised before this one wrote anything: its row stays ADMITTED
                     outcomes.append(exc)
-                except DatabaseError:
-                    raise  # the transaction is lost: none of this chunk's rows is written
-                except Exception as exc:
+                except Exception as exc:  # the transaction too, if the database failed: nothing of it is written
                     error = exc
+                    _settle(flight)
+                    if isinstance(exc, DatabaseError):
+                        raise
                     break
-                if clock() - began >= CHUNK_SECONDS:
+                expired = expired or clock() - began >= CHUNK_SECONDS
+                if expired and not flight:
                     break
             if writes:
                 _write(writes)
@@ -271,55 +315,101 @@ def dispatch_many(workload_ids, *, clusters: Callable[[Backend], Cluster] = shar
     return outcomes
 
 
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # by process (a forked child makes its own) and width
+
+
+def _start(planned: _Planned, width: int) -> Future:
+    """The cluster half of a planned dispatch: in this thread when one wide, else in the process's pool."""
+    if width == 1:
+        future: Future = Future()
+        try:
+            future.set_result(_act(planned))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+    pool = _POOLS.get((os.getpid(), width))
+    if pool is None:
+        pool = _POOLS[os.getpid(), width] = ThreadPoolExecutor(width, thread_name_prefix="dispatch")
+    return pool.submit(_in_thread, planned)
+
+
+def _in_thread(planned: _Planned) -> _Done:
+    """`_act` in a pool thread, which must not use the database: its connection would be outside the transaction
+    that holds the row (a dispatch that did is a bug, raised as one)."""
+    try:
+        return _act(planned)
+    finally:
+        if connection.connection is not None:
+            connection.close()
+            raise RuntimeError("the cluster half of a dispatch used the database; that belongs in _plan or _record")
+
+
+def _settle(flight: list) -> None:
+    """Waits for the dispatches still in flight; their rows stay ADMITTED (the next try finds what they created)."""
+    for planned, future in flight:
+        if future is not None and (exc := future.exception()) is not None:
+            logger.warning("dispatch of %s not written after an earlier error: %s", planned.workload.pk, exc)
+    flight.clear()
+
+
 def _dispatch(workload: Workload, store: DataStore | None, clusters: Callable[[Backend], Cluster], now: datetime,
               retries: Retries | None, writes: list) -> str | ClusterError:
-    """One locked row's dispatch. A workload it fails, or an event of a transient answer, is written here; the
-    row made SCHEDULING and its event are appended to `writes` (the caller writes them all at once); nothing is
-    written before a ClusterError it raises."""
-    prefix = settings.OSMO_LABEL_PREFIX
+    """One locked row's dispatch, start to end in this thread (`dispatch_many`'s, one thread wide)."""
+    try:
+        planned = _plan(workload, store, clusters, now, retries)
+    except ClusterError as exc:
+        return exc
+    return _record(planned, _act(planned), writes)
+
+
+def _plan(workload: Workload, store: DataStore | None, clusters: Callable[[Backend], Cluster], now: datetime,
+          retries: Retries | None) -> _Planned:
+    """What a locked row's dispatch creates and with which client (connecting records a failed backend)."""
     attempt = attempt_of(workload)
     main = workload_objects.main_of(workload, attempt)  # a Job, or a long-running kind's Deployment (issue 43)
+    pod = task_data.prepare(workload, main.manifest, store)  # a task's data steps and credentials, in its pod
+    cluster = clusters(workload.pool.backend)
+    return _Planned(workload, attempt, main, pod, cluster, retries or retries_for(cluster), now)
+
+
+def _act(planned: _Planned) -> _Done:
+    """The cluster half of a dispatch: the main object and those it owns, no database. A Conflict whose object is
+    ours is "found"; one that is not ours, or an answer refused for good, is "failed"; a transient answer whose
+    tries ran out is `error`."""
+    workload, attempt, main, cluster, retries = (planned.workload, planned.attempt, planned.main, planned.cluster,
+                                                 planned.retries)
+    prefix = settings.OSMO_LABEL_PREFIX
     word, manifest = main.word, main.manifest
-    pod = task_data.prepare(workload, manifest, store)  # a task's data steps and credentials, in its pod template
     name, namespace, backend = manifest["metadata"]["name"], attempt.namespace, workload.pool.backend
-    cluster = clusters(backend)
-    retries = retries or retries_for(cluster)
     try:
         job = _create_main(cluster, main, namespace, kube_names.labelled(
             prefix, {MANAGED: MANAGED_VALUE, "project": attempt.project}), retries)
-        outcome, message = "created", f"{word} {namespace}/{name} created on backend {backend.name}."
+        done = _Done("created", f"{word} {namespace}/{name} created on backend {backend.name}.")
     except Conflict:
         existing = job = retries.call(lambda: workload_objects.read(cluster, main, namespace))
         if not owned_by(existing, attempt.workload_id, prefix):
-            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_NOT_OURS",
-                            f"A {word} {namespace}/{name} exists on backend {backend.name} and is not this "
-                            f"workload's (its {prefix}workload label is "
-                            f"{(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r}).", now=now)
-            return "failed"
+            return _Done("failed", code="JOB_NOT_OURS", message=(
+                f"A {word} {namespace}/{name} exists on backend {backend.name} and is not this workload's (its "
+                f"{prefix}workload label is {(existing['metadata'].get('labels') or {}).get(prefix + 'workload')!r})."))
         job = retries.call(lambda: workload_objects.roll(cluster, main, namespace))
-        outcome, message = "found", (f"{word} {namespace}/{name} found on backend {backend.name}, created by an "
-                                     "earlier try" + (" (rolled to the request)" if main.kind is not None
-                                                      and word == "Deployment" else "") + ".")
+        done = _Done("found", (f"{word} {namespace}/{name} found on backend {backend.name}, created by an earlier "
+                               "try" + (" (rolled to the request)" if main.kind is not None and word == "Deployment"
+                                        else "") + "."))
     except ClusterError as exc:
         if retries.transient(exc):  # the row stays ADMITTED, for another try later
-            WorkloadEvent.objects.create(
-                workload=workload, at=now, status=Status.ADMITTED, reason="DISPATCH_RETRYING",
-                message=f"Backend {backend.name} did not take the Job {namespace}/{name} yet: "
-                        f"{' '.join(filter(None, (retries.summary(), 'Last: ' + exc.message)))} It is tried "
-                        "again later.", pools=[attempt.pool])
-            return exc  # raised once this transaction has kept the event
-        attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "JOB_REFUSED",
-                        f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
-                        + (f" {retries.summary()}" if retries.retried else ""), now=now)
-        return "failed"
+            return _Done("retrying", error=exc, message=(
+                f"Backend {backend.name} did not take the Job {namespace}/{name} yet: "
+                f"{' '.join(filter(None, (retries.summary(), 'Last: ' + exc.message)))} It is tried again later."))
+        return _Done("failed", code="JOB_REFUSED", message=(
+            f"Backend {backend.name} refused the Job {namespace}/{name}: {exc.message}"
+            + (f" {retries.summary()}" if retries.retried else "")))
     made, not_ours = workload_objects.companions(cluster, workload, attempt, job, retries,
                                                  template=links.template_for)
     if not_ours:  # the Service or Ingress name is somebody else's: take ours back, then fail
         cluster.delete_object(main.kind, name, namespace=namespace)
-        attempts.finish(workload, Status.FAILED_BACKEND_ERROR, "OBJECT_NOT_OURS", not_ours, now=now)
-        return "failed"
+        return _Done("failed", code="OBJECT_NOT_OURS", message=not_ours)
     if made:
-        message += f" With {made}."
+        done.message += f" With {made}."
     # A Job's own objects (a long-running kind's were its companions): cluster errors propagate, the next try
     # finds them all.
     owned = []
@@ -327,7 +417,7 @@ def _dispatch(workload: Workload, store: DataStore | None, clusters: Callable[[B
         owned.append((SERVICE, service_manifest(attempt, job, prefix=prefix), "SERVICE_NOT_OURS"))
     if main.kind is None and attempt.files:
         owned.append((CONFIG_MAP, files_manifest(attempt, job, prefix=prefix), "CONFIGMAP_NOT_OURS"))
-    secret = task_data.secret_body(workload, namespace, job, pod)
+    secret = task_data.secret_body(workload, namespace, job, planned.pod)
     if secret is not None:  # before the pods need it: they wait for it, they never read another's
         owned.append((SECRET, secret, "SECRET_NOT_OURS"))
     if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
@@ -339,15 +429,29 @@ def _dispatch(workload: Workload, store: DataStore | None, clusters: Callable[[B
                 cluster.delete_job(namespace, name)
             else:
                 cluster.delete_object(main.kind, name, namespace=namespace)
-            attempts.finish(workload, Status.FAILED_BACKEND_ERROR, code, not_ours, now=now)
-            return "failed"
+            return _Done("failed", code=code, message=not_ours)
     if owned and owned[0][0] is SERVICE:
-        message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
+        done.message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
     if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
-        message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
+        done.message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
     elif main.kind is None and attempt.engine is not None:
-        message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
+        done.message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
     if retries.retried:
-        message += f" {retries.summary()}"
-    writes.append(_Scheduled(workload.pk, name, namespace, now, message, attempt.pool))
-    return outcome
+        done.message += f" {retries.summary()}"
+    return done
+
+
+def _record(planned: _Planned, done: _Done, writes: list) -> str | ClusterError:
+    """Writes what `_act` found: a failed workload or the event of a transient answer here; a row made SCHEDULING
+    and its event appended to `writes` (the caller writes them all at once)."""
+    workload, attempt = planned.workload, planned.attempt
+    if done.outcome == "failed":
+        attempts.finish(workload, Status.FAILED_BACKEND_ERROR, done.code, done.message, now=planned.now)
+        return "failed"
+    if done.outcome == "retrying":
+        WorkloadEvent.objects.create(workload=workload, at=planned.now, status=Status.ADMITTED,
+                                     reason="DISPATCH_RETRYING", message=done.message, pools=[attempt.pool])
+        return done.error  # raised once this transaction has kept the event
+    name = planned.main.manifest["metadata"]["name"]
+    writes.append(_Scheduled(workload.pk, name, attempt.namespace, planned.now, done.message, attempt.pool))
+    return done.outcome

@@ -2,6 +2,8 @@
 Job per attempt, a Job an earlier try created is accepted, a Job of that name that is not ours fails the
 workload, a server error leaves the row ADMITTED for a later try."""
 
+import threading
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -13,6 +15,7 @@ from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import attempt_of, dispatch, dispatch_many
 from scheduling.specs.jobs import job_manifest
 from tests.scheduling.conftest import body
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
 PREFIX = "runwhere.ai/"
@@ -168,7 +171,7 @@ def test_in_a_batch_each_workload_has_its_own_outcome(standin, kube, researcher_
     standin.fail_next(1, status=422, path_prefix=jobs, method="POST")
     standin.fail_next(TRIES, status=500, path_prefix=jobs, method="POST")
     outcomes = dispatch_many([refused, transient, taken, fine], clusters=lambda backend: kube,
-                             retries=Retries(sleep=lambda seconds: None))
+                             retries=Retries(sleep=lambda seconds: None), threads=1)  # the faults in this order
     assert outcomes[0] == "failed" and isinstance(outcomes[1], ClusterError) and outcomes[2:] == ["failed", "created"]
     rows = {str(w.pk): w for w in Workload.objects.filter(pk__in=[taken, refused, transient, fine])}
     assert [rows[i].status for i in (taken, refused, transient, fine)] == [
@@ -197,11 +200,49 @@ def test_what_a_batch_did_before_an_unexpected_error_is_kept_and_the_rest_left_a
     assert dispatch_many(ids[1:], clusters=lambda backend: kube) == ["created", "created"]
 
 
-def test_a_long_batch_commits_what_it_did_and_locks_the_rest_again(standin, kube, researcher_api):
-    ids = admit(researcher_api, 3)
-    ticks = iter(range(0, 1000, 3))  # each dispatch takes 3 "seconds" of this clock
+@pytest.mark.parametrize(("threads", "count"), [(1, 3), (2, 4)])
+def test_a_long_batch_commits_what_it_did_and_locks_the_rest_again(standin, kube, researcher_api, threads, count):
+    """The clock is read once as the chunk begins and once per dispatch written (3 "seconds" each). One wide: past
+    CHUNK_SECONDS (5) after the second, committed, the third locked again. Two wide: the third was in flight when
+    the second was written past the limit, so it is written in the first chunk; the fourth is locked
+    again."""
+    ids = admit(researcher_api, count)
+    ticks = iter(range(0, 1000, 3))
     with CaptureQueriesContext(connection) as queries:
-        assert dispatch_many(ids, clusters=lambda backend: kube, clock=lambda: next(ticks)) == ["created"] * 3
+        assert dispatch_many(ids, clusters=lambda backend: kube, clock=lambda: next(ticks),
+                             threads=threads) == ["created"] * count
     locks = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"] or "IN (" in q["sql"]]
-    assert len(locks) == 2  # past CHUNK_SECONDS (5) after the second: committed, the third locked again
+    assert len(locks) == 2
     assert set(Workload.objects.filter(pk__in=ids).values_list("status", flat=True)) == {Status.SCHEDULING}
+
+
+def test_a_batch_has_several_creates_in_flight_and_writes_each_outcome_as_its_own(standin, kube, researcher_api):
+    """Three wide: three Job creates wait at the API server at the same time (held there until all three have come),
+    and each workload gets its own outcome whatever order the answers come in: the one whose Job name is somebody
+    else's fails, the others are SCHEDULING with their own Job, written by this thread after the cluster half."""
+    first, taken, *rest = admit(researcher_api, 4)
+    theirs = job_manifest(attempt_of(Workload.objects.select_related("pool__backend", "project").get(pk=taken)),
+                          prefix=PREFIX, ttl_seconds=60)
+    theirs["metadata"]["labels"] = {"app": "someone-else"}
+    kube.create_job("proj-vision", theirs)
+    standin.hold_next(3, path_prefix="/apis/batch/v1/namespaces/", method="POST")
+    together = []
+
+    def release():
+        until(lambda: standin.held == 3, "three creates held at the API server at once")
+        together.append(standin.held)
+        standin.release_holds()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    outcomes = dispatch_many([first, taken, *rest], clusters=lambda backend: kube, threads=3)
+    releaser.join()
+    assert together == [3]
+    assert outcomes == ["created", "failed", "created", "created"]
+    rows = {str(w.pk): w for w in Workload.objects.filter(pk__in=[first, taken, *rest])}
+    assert rows[taken].status == Status.FAILED_BACKEND_ERROR and rows[taken].events.last().reason == "JOB_NOT_OURS"
+    for workload_id in (first, *rest):
+        row = rows[workload_id]
+        assert row.status == Status.SCHEDULING and row.events.last().reason == "DISPATCHED"
+        job = standin.job(row.job_name, namespace="proj-vision")
+        assert job["metadata"]["labels"][f"{PREFIX}workload"] == workload_id
