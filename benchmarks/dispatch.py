@@ -40,7 +40,8 @@ Measured (time.perf_counter, wall time):
      SCHEDULING: Jobs per second. The messages carry up to 25 ids each (scheduling.run.outbox.BATCH); each batch
      is one transaction (`dispatch_many`): its rows locked by one statement, then for each workload its process's
      client for the backend (`shared_cluster_for`: one per backend and process, the first one connects), the
-     namespace ensured (a GET, once per client: the process remembers it), the Job created (a POST); then the rows
+     namespace ensured (a GET, once per client: the process remembers it), the Job created (a POST), up to
+     OSMO_DISPATCH_THREADS (default 4) workloads' creates in flight at once; then the rows
      and their events written in one round trip, one commit. --warmup workloads are dispatched first, untimed (the
      workers import the kubernetes client before they fork, at `worker_init`).
      Baseline, same run, same stand-in: the same manifests (`job_manifest` of each row) created by one plain

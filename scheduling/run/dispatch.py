@@ -13,7 +13,7 @@ back-off, up to retries.TRIES tries in retries.BUDGET seconds; the workload's ev
 tries run out the row stays ADMITTED, an event says so, and the error propagates for the caller to retry later.
 A batch (the `dispatch_workloads` task's, scheduling.run.outbox.BATCH ids) is dispatched in one transaction
 (`dispatch_many`): its rows locked by one statement, the ones made SCHEDULING and their events written in one round
-trip, one commit (issue 43)."""
+trip, one commit (issue 43); the cluster halves of up to OSMO_DISPATCH_THREADS of them are in flight at once."""
 
 import json
 import logging
