@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.servers.basehttp import ThreadedWSGIServer
 
 from tests.support.clock import EPOCH, T0, Clock
 
@@ -16,6 +17,11 @@ SEED_EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "seed_examples"
 # tests/real/ runs against a real control plane (`make test-real`, outside CI): collected only when REAL_KUBECONFIG
 # names one, so that the suite neither skips it nor fails for want of a cluster.
 collect_ignore = [] if os.environ.get("REAL_KUBECONFIG") else ["real"]
+
+# pytest-django's live server (one per test process) listens with socketserver's backlog of 5: the race test's 24
+# clients connecting at once overflowed it, and on a loaded machine a connection was reset before Django saw it.
+# A backlog of 128 (Linux's default somaxconn), as a production server has.
+ThreadedWSGIServer.request_queue_size = 128
 
 
 def pytest_collection_modifyitems(config, items):
