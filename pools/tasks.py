@@ -40,7 +40,7 @@ def sync_at_beat_start(**_kwargs) -> None:
         return
     try:
         sync_backends.delay()
-    except Exception as exc:  # noqa: BLE001 - beat starts anyway; its schedule sends the next round
+    except Exception as exc:  # beat starts anyway; its schedule sends the next round
         logger.error("The sync round at beat's start was not sent: %r", exc)
 
 
