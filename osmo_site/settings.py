@@ -285,6 +285,9 @@ for _name in OSMO_WORKER_QUEUES:
 # Cluster sync: beat starts a sync per backend every OSMO_SYNC_INTERVAL seconds; each watches for a little
 # less than that, so the watch is continuous while at most one sync runs per backend (a lease).
 OSMO_SYNC_INTERVAL = env_int("OSMO_SYNC_INTERVAL", 30)
+# Beat also starts a sync round of each backend at its own start (pools.tasks.sync_at_beat_start), so that after a
+# deploy or `make demo` the clusters are followed at once instead of one OSMO_SYNC_INTERVAL later.
+OSMO_SYNC_AT_START = env_bool("OSMO_SYNC_AT_START", True)
 # The watches miss changes if the cluster's resourceVersions went backwards unnoticed: list in full this often anyway.
 OSMO_RELIST_SECONDS = env_int("OSMO_RELIST_SECONDS", 600)
 # A backend without a good sync for this long shows its nodes Unknown and its pools OFFLINE.

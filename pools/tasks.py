@@ -1,9 +1,10 @@
 """Celery tasks: beat starts `sync_backends`, which queues one `sync_backend` per connected backend."""
 
+import logging
 import multiprocessing
 
 from celery import shared_task
-from celery.signals import worker_init, worker_shutting_down
+from celery.signals import beat_init, worker_init, worker_shutting_down
 from django.conf import settings
 from django.db import OperationalError
 
@@ -13,6 +14,8 @@ from pools.fleet import node_history, snapshots
 from pools.fleet.sync import BackendSync, SyncBusy, cluster_for, mark_stale_backends, share_stopping, stop_rounds
 from pools.models import Backend
 from pools.models.dbwrites import is_locked
+
+logger = logging.getLogger(__name__)
 
 
 @worker_init.connect
@@ -26,6 +29,19 @@ def end_sync_rounds(**_kwargs) -> None:
     """A warm shutdown waits for the tasks running: a sync round ends within a second (ASKED_SECONDS) and releases
     its lease, in this process (solo, threads) and in the prefork children, which see the shared flag set."""
     stop_rounds()
+
+
+@beat_init.connect
+def sync_at_beat_start(**_kwargs) -> None:
+    """Beat's first sync round at its start (OSMO_SYNC_AT_START), not one OSMO_SYNC_INTERVAL later: after a deploy,
+    a restart or `make demo`, each backend is watched again at once. A round still running from before finds the
+    lease taken and returns; a broker that cannot take the message is said, as beat says its own sends that fail."""
+    if not settings.OSMO_SYNC_AT_START:
+        return
+    try:
+        sync_backends.delay()
+    except Exception as exc:  # beat starts anyway; its schedule sends the next round
+        logger.error("The sync round at beat's start was not sent: %r", exc)
 
 
 @shared_task(time_limit=60, soft_time_limit=50)

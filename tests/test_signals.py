@@ -184,12 +184,12 @@ def served_pids(output: str) -> list[int]:
 
 def make_demo(tmp_path, port: int, **env: str) -> Command:
     """`make demo` as the README runs it, less the install step (`-o install`: this interpreter's environment is
-    the one installed), on a free port. Beat's first sync round comes one OSMO_SYNC_INTERVAL after the start and
-    lasts that less 5 s: 12 s instead of the default 30 brings the round the test stops in 18 s sooner, and it still
-    lasts 7 s, ample to signal the demo in the middle of it. `env` overrides."""
+    the one installed), on a free port. Beat starts its first sync round as it starts (OSMO_SYNC_AT_START), not one
+    OSMO_SYNC_INTERVAL later, and the round lasts that interval less 5 s (25 s by default): the test stops the demo
+    in the middle of it as soon as the worker holds the lease. `env` overrides."""
     venv = Path(sys.executable).parent.parent
     return Command(tmp_path, argv=["make", "-o", "install", "demo", f"VENV={venv}", f"PORT={port}"],
-                   **{"OSMO_DEMO_TRICKLE": "0", "OSMO_SYNC_INTERVAL": "12", **env})
+                   **{"OSMO_DEMO_TRICKLE": "0", **env})
 
 
 @pytest.mark.parametrize("how", ["kill make", "close the terminal"])
@@ -202,7 +202,8 @@ def test_make_demo_stopped_leaves_no_process_and_no_lease(tmp_path, how):
               seconds=600, detail=lambda: demo.output()[-3000:])
         assert demo.process.poll() is None, demo.output()[-3000:]
         pids = served_pids(demo.output())
-        # Stopped in the middle of a sync round of the worker's (beat starts one per backend every 30 s).
+        # Stopped in the middle of a sync round of the worker's (beat starts one per backend as it starts, then
+        # every 30 s).
         worker = pids[1]
         # 300 s, not the usual 120, against hanging only: on a loaded machine (two suites beside the demo's five
         # processes) CI once saw no round within 120 s, and the lines of the sync worker then say why.

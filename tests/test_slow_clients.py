@@ -6,6 +6,7 @@ thread at once: ten such clients made /healthz time out)."""
 
 import contextlib
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -91,7 +92,9 @@ def test_slow_clients_hold_no_thread_and_are_disconnected_after_the_header_timeo
         done = subprocess.run([sys.executable, "manage.py", *argv], cwd=ROOT, capture_output=True, text=True,
                               env={**env, "DJANGO_SUPERUSER_PASSWORD": "pw-admin-123"})
         assert done.returncode == 0, done.stderr
-    served = Served(tmp_path, ["--no-worker", "--no-beat"], WEB_THREADS="2", WEB_HEADER_TIMEOUT="20",
+    # The header timeout at its default (10 s): the cut-off is what the test waits for last. The body timeout stays
+    # longer, so that every slow connection is still open while the requests below are answered (checked).
+    served = Served(tmp_path, ["--no-worker", "--no-beat"], WEB_THREADS="2", WEB_HEADER_TIMEOUT="10",
                     WEB_BODY_TIMEOUT="20")
     attack = None
     try:
@@ -102,6 +105,9 @@ def test_slow_clients_hold_no_thread_and_are_disconnected_after_the_header_timeo
             assert fetch(f"{served.url}/healthz")[0] == 200
             status, _, body = fetch(f"{served.url}/", Cookie=f"sessionid={session}")
             assert status == 200 and b"admin" in body
+        # Answered while all ten slow clients were still connected, none cut off yet (a closed connection would be
+        # readable, with the end of its stream): the slow clients held no thread, rather than being gone already.
+        assert not attack.closed and not select.select([sock for sock, _ in attack.sockets], [], [], 0)[0]
         # A head still coming WEB_HEADER_TIMEOUT seconds after its connection began is cut off (the client's next
         # line fails, or its read sees the end).
         sock, _ = attack.sockets[0]
