@@ -201,27 +201,36 @@ def stress() -> dict:
 
 # ---- a lock held by another connection -----------------------------------------------------------------
 
-def hold_write_lock(seconds: float) -> threading.Event:
-    """Another connection takes SQLite's write lock and keeps it for `seconds`; the event is set once held."""
-    held = threading.Event()
-    held.released = threading.Event()
+class WriteLock:
+    """Another connection's transaction holding SQLite's write lock from `take()` until `release()` (which returns
+    once it has committed): held until what the test waits for has happened, not for a guessed number of seconds."""
 
-    def hold() -> None:
-        other = sqlite3.connect(database_file(), isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        held.set()
-        time.sleep(seconds)
-        other.execute("COMMIT")
-        other.close()
-        held.released.set()
+    def __init__(self):
+        self.held, self._release, self.released = threading.Event(), threading.Event(), threading.Event()
 
-    threading.Thread(target=hold, daemon=True).start()
-    held.wait(120)
-    return held
+    def take(self) -> "WriteLock":
+        def hold() -> None:
+            other = sqlite3.connect(database_file(), isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")
+            self.held.set()
+            self._release.wait(120)  # a ceiling against a hang only
+            other.execute("COMMIT")
+            other.close()
+            self.released.set()
+
+        threading.Thread(target=hold, daemon=True).start()
+        self.held.wait(120)
+        return self
+
+    def release(self) -> None:
+        self._release.set()
+        self.released.wait(120)
 
 
 def sync_writes() -> dict:
-    """Run with OSMO_SQLITE_BUSY_TIMEOUT_MS=100, so that a held lock is met quickly."""
+    """Run with OSMO_SQLITE_BUSY_TIMEOUT_MS=100, so that a held lock is met quickly. A lock that a write must
+    outlast by trying again is released at the write's first "trying again" (its retry then finds the database
+    free); the one that must outlast every try is released once the task has returned."""
     import logging
 
     from pools.cluster import WatchEvent
@@ -230,10 +239,15 @@ def sync_writes() -> dict:
     from pools.tasks import sync_backend
 
     warnings: list[str] = []
+    release_at_retry: list[WriteLock] = []
 
     class Catch(logging.Handler):
         def emit(self, record):
-            warnings.append(record.getMessage())
+            message = record.getMessage()
+            warnings.append(message)
+            if "database is locked; trying again" in message:  # logged just before the pause between tries
+                while release_at_retry:
+                    release_at_retry.pop().release()
 
     logging.getLogger("pools").addHandler(Catch(level=logging.WARNING))
     backend = Backend.objects.get(name="default")
@@ -244,7 +258,7 @@ def sync_writes() -> dict:
         """The lease is taken; then another writer holds the database while this sync lists."""
 
         def full_sync(self):
-            hold_write_lock(1.0)
+            release_at_retry.append(WriteLock().take())
             super().full_sync()
 
     try:
@@ -257,7 +271,7 @@ def sync_writes() -> dict:
     node = cluster.list_nodes(limit=1).items[0]
     node["metadata"]["labels"]["runwhere.ai/retried"] = "yes"
     sync = BackendSync(backend, cluster)
-    hold_write_lock(1.0)
+    release_at_retry.append(WriteLock().take())
     try:
         sync.apply([WatchEvent("MODIFIED", node)], [])
         stored = Node.objects.get(backend=backend, name=node["metadata"]["name"]).labels
@@ -265,14 +279,17 @@ def sync_writes() -> dict:
                            sync.stats.nodes_written, "batches": sync.stats.batches, "events": sync.stats.events}
     except Exception as exc:
         result["batch"] = {"ok": False, "error": _error(exc)}
+    result["released_at_retry"] = not release_at_retry  # both locks were met, and outlasted by a later try
 
-    # A lock that outlasts every try: the Celery task reports a failed round instead of raising.
-    held = hold_write_lock(4.0)
+    # A lock that outlasts every try (held until the task has returned): the Celery task reports a failed round
+    # instead of raising.
+    lock = WriteLock().take()
     try:
         result["task"] = sync_backend(backend.pk, seconds=0)
     except Exception as exc:
         result["task"] = {"outcome": "raised", "error": _error(exc)}
-    held.released.wait(120)
+    finally:
+        lock.release()
     result["warnings"] = warnings
     return result
 
@@ -320,10 +337,12 @@ def api_not_recorded() -> dict:
     client = Client()
     client.force_login(get_user_model().objects.get(username=ADMIN))
     name = Node.objects.order_by("name").values_list("name", flat=True)[0]
-    held = hold_write_lock(5.0)
-    answer = client.post(f"/api/nodes/{name}/labels", {"labels": {"runwhere.ai/api": "unrecorded"}},
-                         content_type="application/json")
-    held.released.wait(120)
+    lock = WriteLock().take()  # held until the answer, so longer than every try
+    try:
+        answer = client.post(f"/api/nodes/{name}/labels", {"labels": {"runwhere.ai/api": "unrecorded"}},
+                             content_type="application/json")
+    finally:
+        lock.release()
     return {"node": name, "status": answer.status_code, "body": answer.json()}
 
 

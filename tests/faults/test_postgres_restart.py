@@ -119,40 +119,71 @@ class PrivatePostgres:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# How long a process's connection pool waits for a connection before its caller gets the error (the setting's
+# default is 10 s). The processes meet the outage when a write gives up waiting: the sync's failed batch and then
+# its lease release each waited the whole 10 s, 20 s of the test spent waiting for an error whose arrival is what is
+# awaited. Two seconds still exceeds, by far, what opening a connection to a server that is up takes.
+POOL_TIMEOUT_SECONDS = "2"
+
+
 def env_for(url: str, data_dir: Path) -> dict[str, str]:
     return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "osmo_site.settings", "DEBUG": "1",
             "OSMO_ENV_FILE": "", "OSMO_DATA_DIR": str(data_dir), "OSMO_ADMISSION_ON_COMMIT": "0",
-            "CELERY_BROKER_URL": "filesystem://", "SECRET_KEY": "faults-only", "PYTHONPATH": str(settings.BASE_DIR)}
+            "CELERY_BROKER_URL": "filesystem://", "SECRET_KEY": "faults-only", "PYTHONPATH": str(settings.BASE_DIR),
+            "OSMO_DB_POOL_TIMEOUT": POOL_TIMEOUT_SECONDS}
+
+
+class Template:
+    """The module's private server and, in it, `osmo_template`: migrated, with the world SETUP builds, its backends
+    connected through `kubeconfig` (a path each test writes its own stand-in's address to before its processes
+    start) and a token for the researcher, which every copy of the template shares."""
+
+    def __init__(self, server: PrivatePostgres):
+        self.server = server
+        self.kubeconfig = server.dir / "kubeconfig"
+        self.token = ""
+
+    def build(self) -> None:
+        from tests.kube_standin import KubeStandin
+
+        self.server.execute("CREATE DATABASE osmo_template")
+        env = env_for(self.server.url("osmo_template"), self.server.dir / "site")
+        migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=settings.BASE_DIR,
+                                 env=env, capture_output=True, text=True, timeout=300)
+        assert migrate.returncode == 0, migrate.stderr[-3000:]
+        # `backend add prod` reads the cluster's identity: a stand-in answers it while the world is built (the
+        # tests' own stand-ins answer at the same kubeconfig path afterwards).
+        with KubeStandin() as standin:
+            kubeconfig = standin.kubeconfig(self.kubeconfig)
+            done = subprocess.run([sys.executable, "-c", SETUP, kubeconfig], cwd=settings.BASE_DIR, env=env,
+                                  capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        self.token = json.loads(done.stdout.strip().splitlines()[-1])["token"]
 
 
 @pytest.fixture(scope="module")
 def postgres():
-    """One private server for the module, with a migrated template that each test copies."""
+    """One private server for the module, with a migrated template, world included, that each test copies: each
+    test has a database of its own, built once (the world took a process of its own per test, 3 to 5 s)."""
     server = PrivatePostgres()
     try:
         server.init()
         server.start()
-        server.execute("CREATE DATABASE osmo_template")
-        migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=settings.BASE_DIR,
-                                 env=env_for(server.url("osmo_template"), server.dir / "site"),
-                                 capture_output=True, text=True, timeout=300)
-        assert migrate.returncode == 0, migrate.stderr[-3000:]
+        server.template = Template(server)
+        server.template.build()
         yield server
     finally:
         server.cleanup()
 
 
 class Site:
-    """This test's database (a copy of the template), the world in it, and the processes of the site."""
+    """This test's database (a copy of the template, the world in it), and the processes of the site."""
 
-    def __init__(self, server: PrivatePostgres, name: str, directory: Path, kubeconfig: str):
+    def __init__(self, server: PrivatePostgres, name: str, directory: Path):
         self.server, self.name, self.directory = server, name, directory
         server.execute(f"CREATE DATABASE {name} TEMPLATE osmo_template")
         self.env = env_for(server.url(name), directory)
-        done = subprocess.run([sys.executable, "-c", SETUP, kubeconfig], cwd=settings.BASE_DIR, env=self.env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        self.token = json.loads(done.stdout.strip().splitlines()[-1])["token"]
+        self.token = server.template.token
         self.port = free_port()
         self.processes: dict[str, subprocess.Popen] = {}
 
@@ -213,10 +244,11 @@ class Site:
 
 
 @pytest.fixture
-def site(request, postgres, standin, tmp_path):
+def site(request, postgres, standin):
     name = f"osmo_{request.node.name[5:40]}".replace("-", "_")
     directory = Path(tempfile.mkdtemp(prefix="osmo-faults-site-"))
-    site = Site(postgres, name, directory, standin.kubeconfig(tmp_path / "kubeconfig"))
+    standin.kubeconfig(postgres.template.kubeconfig)  # where the template's backends look for their cluster
+    site = Site(postgres, name, directory)
     try:
         yield site
     finally:

@@ -283,8 +283,10 @@ def test_a_broker_outage_during_dispatch_loses_no_workload_and_the_sweep_gives_e
                     caller_errors.append(f"sweep: {type(exc).__name__}: {exc}")
                 return False
 
+            # Polled every half second (was 3 s): the worker dispatches a sweep's messages within moments, and a
+            # sweep that finds rows still ADMITTED sends them again, which exactly one Job each must survive too.
             until(swept_and_dispatched, "the sweep and the worker to dispatch every admitted workload",
-                  seconds=180, every=3)
+                  seconds=180, every=0.5)
     finally:
         worker.stop()
         broker.stop()
