@@ -175,7 +175,7 @@ def copy_values(model, fields: Sequence[str], rows: Iterable[Sequence[Any]], bat
     count = 0
     if not postgres:
         # What bulk_create sends, less its per-row and per-value work (a model instance, pre_save, the compiler's
-        # placeholders): the demo's week of usage history took 4 of its 9 s of CPU in bulk_create on SQLite.
+        # placeholders), which was most of the time of the demo's week of usage history on SQLite.
         sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * (len(given) + len(rest)))})"
         rows = iter(rows)
         with connection.cursor() as cursor:
