@@ -13,7 +13,7 @@ class SchedulingConfig(AppConfig):
         from pools.config.kinds import deletion_check
         from pools.fleet.managed_jobs import managed_jobs_changed
         from pools.models import Pool, Project
-        from pools.pages.node_page import workload_links
+        from pools.pages.hooks import workload_links
         from pools.quotas.demand import provide
         from scheduling.pages.node_links import visible_workload_links
         from scheduling.run.demand import pending_demand

@@ -10,13 +10,14 @@ from rest_framework.views import APIView
 
 from pools.access import assignments, login_tokens, tokens
 from pools.access import serializers as bodies
+from pools.access.assignments import describe_user
 from pools.access.documents import check_access_name
 from pools.access.roles import GENERATORS, generated_role
 from pools.access.scoping import Rule
 from pools.config import writes
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
-from pools.models import AccessToken, ConfigKind, Pool, Profile, Project, Role, RoleAssignment
+from pools.models import AccessToken, ConfigKind, Pool, Profile, Project, Role
 from pools.models.quotas import default_project_name
 from pools.models.visibility import access_for
 
@@ -62,18 +63,6 @@ def _guard_staff(request, user, what: str) -> None:
     whatever the role's policies allow, only staff act on staff users, their roles and their tokens."""
     if _is_staff_account(user) and not access_for(request).is_staff:
         raise Problem(f"Only staff may {what} a staff user", "id", status=403)
-
-
-def describe_user(user) -> dict:
-    held = RoleAssignment.objects.filter(user=user).select_related("role").order_by("role__name")
-    return {
-        "id": user.get_username(),
-        "is_staff": user.is_staff,
-        "is_active": user.is_active,
-        "date_joined": user.date_joined.isoformat(),
-        "roles": [{"name": a.role.name, "source": a.source, "assigned_by": a.assigned_by,
-                   "assigned_at": a.assigned_at.isoformat()} for a in held],
-    }
 
 
 USER_LIST_MAX = 1000

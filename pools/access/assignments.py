@@ -55,3 +55,16 @@ def replace(user, roles: Iterable[Role], by: str) -> tuple[list[str], list[str]]
         RoleAssignment.objects.filter(user=user, role_id__in=gone).delete()
         revoked(user, [current[pk] for pk in gone])
     return sorted(role.name for _, role in added), sorted(current[pk] for pk in gone)
+
+
+def describe_user(user) -> dict:
+    """A user and the roles they hold, as the user API answers (`/api/auth/user/...`) and `manage.py user` prints."""
+    held = RoleAssignment.objects.filter(user=user).select_related("role").order_by("role__name")
+    return {
+        "id": user.get_username(),
+        "is_staff": user.is_staff,
+        "is_active": user.is_active,
+        "date_joined": user.date_joined.isoformat(),
+        "roles": [{"name": a.role.name, "source": a.source, "assigned_by": a.assigned_by,
+                   "assigned_at": a.assigned_at.isoformat()} for a in held],
+    }

@@ -21,7 +21,11 @@ class CliCommand(BaseCommand):
     """The base of the inventory and workload commands: they skip Django's system checks, as its own `shell` and
     `dbshell` do. The checks import the whole URL configuration (every view, DRF, drf_spectacular, OIDC) and the
     template tag libraries, about a quarter of a second per command that never serves a page; `./manage.py check`,
-    `migrate` and the long-running commands (serve, demo, sync) still run them."""
+    `migrate` and the long-running commands (serve, demo, a watching sync) still run them.
+
+    For the same reason a command imports the API's serializers (DRF's fields, drf_spectacular, the viewsets of the
+    API module: about a third of a command's start-up) inside the branch that prints JSON in the API's shapes, not at
+    the top of its module: a table or CSV is made from the same rows without them."""
 
     requires_system_checks = []
 

@@ -5,7 +5,6 @@ names of those pools and their platforms (`RowContext`)."""
 
 from django.conf import settings
 from django.contrib import messages
-from django.dispatch import Signal
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -23,16 +22,13 @@ from pools.models import Node, SyncLog
 from pools.models.dbwrites import NotRecorded
 
 from .formatting import cores, moment, number, size
+from .hooks import workload_links
 from .tables import NODES, _taint, status_css
 from .views import row_context
 
 FIGURES = ("gpu_total", "gpu_used", "gpu_free", "gpu_unhealthy", "cpu_used", "cpu_total", "memory_used",
            "memory_total", "storage")
 RECENT_SYNC_LOGS = 5
-
-workload_links = Signal()
-"""Sent with `request` and `ids` (the workload ids of the pods shown); a receiver answers {id: url} for the
-workloads the viewer may open. The scheduling app answers (pools may not import it)."""
 
 
 def node_url(name: str, backend: str = "") -> str:

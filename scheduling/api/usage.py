@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.access.scoping import Rule
-from scheduling.usage import reports, source
+from scheduling.usage import reports
 from scheduling.usage.params import GROUPS, PERIOD_CHOICES, ParamError, parse
 
 PARAMETERS = [
@@ -66,22 +66,6 @@ UsageReportSerializer = type("UsageReportSerializer", (serializers.Serializer,),
 })
 
 
-def body(result: reports.Report) -> dict:
-    params = result.params
-    return {
-        "group_by": params.group_by,
-        "from": reports.moment_text(params.start),
-        "to": reports.moment_text(params.end),
-        "pool": params.pool or None,
-        "project": params.project or None,
-        "capacity_hours": result.capacity_hours,
-        "gpu_util_percent": result.totals["gpu_util_percent"],
-        "gpu_util_source": source.kind(),
-        "rows": [reports.public(row) for row in sorted(result.rows, key=lambda row: (-row["gpu_hours"], row["group"]))],
-        "totals": reports.public(result.totals),
-    }
-
-
 class UsageView(APIView):
     read_access = Rule.SIGNED_IN
 
@@ -91,4 +75,4 @@ class UsageView(APIView):
             params = parse(request.query_params, timezone.now(), max_days=settings.OSMO_USAGE_MAX_DAYS)
         except ParamError as exc:
             return Response({"detail": str(exc), "field": exc.field}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(body(reports.report(params, reports.scope_for(request))))
+        return Response(reports.body(reports.report(params, reports.scope_for(request))))

@@ -7,16 +7,19 @@ nothing that prints a row (admin, audit, pages, API) reads `sealed`."""
 import base64
 import json
 
-from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.db import models
 
 from pools.models import Pool
 
 
-def _fernet() -> Fernet:
+def _fernet():
+    # cryptography is imported here, by the few processes that seal or open a payload, not by every one that
+    # loads the models (each `manage.py` command).
+    from cryptography.fernet import Fernet
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                info=b"osmo-pools credentials").derive(settings.SECRET_KEY.encode())
     return Fernet(base64.urlsafe_b64encode(key))
@@ -28,6 +31,8 @@ def seal(payload: dict[str, str]) -> str:
 
 def unseal(token: str) -> dict[str, str]:
     """The payload; {} when it cannot be opened (SECRET_KEY changed: the user sets it again)."""
+    from cryptography.fernet import InvalidToken
+
     try:
         return json.loads(_fernet().decrypt(token.encode()))
     except (InvalidToken, ValueError):

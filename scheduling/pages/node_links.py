@@ -1,4 +1,4 @@
-"""The node page's links to workloads (`pools.pages.node_page.workload_links`): pools knows a pod's workload
+"""The node page's links to workloads (`pools.pages.hooks.workload_links`): pools knows a pod's workload
 only by its Job's label, so it asks here which of them the viewer may open."""
 
 import uuid

@@ -21,6 +21,7 @@ from django.db.models.functions import Cast, Concat, TruncDay, TruncHour
 from pools.models import Pool, Project
 from pools.models.visibility import access_for
 from scheduling.models import Grain, PoolHour, ProjectPoolHour, UsageHour
+from scheduling.usage import source
 from scheduling.usage.params import Params
 
 GROUP_FIELDS = {"department": "department", "project": "project", "user": "user", "pool": "pool",
@@ -278,3 +279,21 @@ def public(row: dict) -> dict:
 
 def moment_text(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def body(result: Report) -> dict:
+    """The report as the usage API answers it (`GET /api/usage/`) and `manage.py usage report --format json`
+    prints it: rows by GPU hours, most first."""
+    params = result.params
+    return {
+        "group_by": params.group_by,
+        "from": moment_text(params.start),
+        "to": moment_text(params.end),
+        "pool": params.pool or None,
+        "project": params.project or None,
+        "capacity_hours": result.capacity_hours,
+        "gpu_util_percent": result.totals["gpu_util_percent"],
+        "gpu_util_source": source.kind(),
+        "rows": [public(row) for row in sorted(result.rows, key=lambda row: (-row["gpu_hours"], row["group"]))],
+        "totals": public(result.totals),
+    }

@@ -6,12 +6,9 @@ import time
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from pools.api.audit import AuditEventSerializer
 from pools.management.cli import CliCommand, clear_errors
 from pools.models import AuditEvent
 from pools.models.audit import ACTIONS, KINDS, prune, verify
-from pools.pages import csv
-from pools.pages.tables import AUDIT, RowContext
 
 
 class Command(CliCommand):
@@ -44,9 +41,15 @@ class Command(CliCommand):
         rows = rows.order_by("-id")
         if options["limit"]:
             rows = rows[:options["limit"]]
+        # The API's serializer (DRF) and the page's table are loaded only for the format that needs them (cli.py).
         if options["format"] == "json":
+            from pools.api.audit import AuditEventSerializer
+
             self.stdout.write(json.dumps(AuditEventSerializer(rows, many=True).data, indent=2, ensure_ascii=False))
         elif options["format"] == "csv":
+            from pools.pages import csv
+            from pools.pages.tables import AUDIT, RowContext
+
             columns = list(AUDIT.columns)
             fields = AUDIT.fields(columns, export=True)
             for chunk in csv.lines(columns, rows.values(*fields), RowContext(staff=True)):

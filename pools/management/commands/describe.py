@@ -1,7 +1,6 @@
 """`./manage.py describe pool NAME` (gpuctl's `describe pool`) and `describe node NAME` (what `kubectl
 describe node` tells, in this control plane's terms: the node page's facts as text)."""
 
-from pools.api.inventory import NodeDetailSerializer, PoolDetailSerializer
 from pools.config.history import ConfigNotFound
 from pools.engine import ConfigError
 from pools.fleet import usage
@@ -40,6 +39,8 @@ class Command(CliCommand):
         pool = Pool.objects.filter(name=name).first()
         if pool is None:
             raise ConfigNotFound(f"There is no pool named {name!r}")
+        from pools.api.inventory import PoolDetailSerializer  # DRF: loaded only when needed (see cli.py)
+
         detail = PoolDetailSerializer(usage.pool_detail(pool)).data
         if format == "json":
             print_json(self.stdout, detail)
@@ -77,6 +78,8 @@ class Command(CliCommand):
         node = found[0]
         detail = usage.node_detail(node)
         if format == "json":
+            from pools.api.inventory import NodeDetailSerializer  # DRF: loaded only for the JSON (see cli.py)
+
             print_json(self.stdout, NodeDetailSerializer(detail).data)
             return
         out = self.stdout

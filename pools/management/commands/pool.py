@@ -1,6 +1,5 @@
 """`./manage.py pool list` (gpuctl's `get pools` columns)."""
 
-from pools.api.inventory import PoolRowSerializer
 from pools.fleet import usage
 from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 
@@ -13,9 +12,11 @@ class Command(CliCommand):
 
     @clear_errors
     def handle(self, *args, verb, format, **options):
-        rows = PoolRowSerializer(usage.pool_rows(), many=True).data
+        rows = usage.pool_rows()
         if format == "json":
-            print_json(self.stdout, rows)
+            from pools.api.inventory import PoolRowSerializer  # DRF: loaded only for the JSON (see cli.py)
+
+            print_json(self.stdout, PoolRowSerializer(rows, many=True).data)
             return
         print_table(self.stdout, ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "FREE NOT READY",
                                   "NODE COUNT"],

@@ -1,7 +1,6 @@
 """`./manage.py resource list [--pool P] [--platform X] [--status S]` (OSMO's `resource list` columns, then
 each node's status and every reason it is not Ready)."""
 
-from pools.api.inventory import NodeRowSerializer
 from pools.fleet import usage
 from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 
@@ -32,6 +31,8 @@ class Command(CliCommand):
         nodes = usage.filter_nodes(usage.Node.objects.all(), pool=pool, platform=platform, status=status)
         rows = list(usage.node_rows(nodes))
         if format == "json":
+            from pools.api.inventory import NodeRowSerializer  # DRF: loaded only for the JSON (see cli.py)
+
             print_json(self.stdout, NodeRowSerializer(rows, many=True).data)
             return
         table = [[r["node"], ",".join(r["pools"]), ",".join(r["platforms"]) or "-", r["resource_type"],

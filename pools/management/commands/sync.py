@@ -34,6 +34,14 @@ class Command(BaseCommand):
                             help=f"--once beside a running sync: seconds to wait for its full list "
                                  f"(default {WAIT_SECONDS:g})")
 
+    def execute(self, *args, **options):
+        # `--once` is a one-shot command like the inventory commands (pools.management.cli.CliCommand) and skips the
+        # system checks, which import the whole URL configuration (a third of its CPU); the watching sync, which
+        # runs for days, still runs them at its start.
+        if options.get("once"):
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
+
     @clear_errors
     def handle(self, *args, name, once, wait, **options):
         if not 0 <= wait <= 86_400:  # NaN fails this too

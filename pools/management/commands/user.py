@@ -7,7 +7,6 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from pools.access import assignments
-from pools.access.api import describe_user
 from pools.management.cli import CliCommand, add_format, clear_errors, print_json, print_table
 from pools.models import Role
 
@@ -67,7 +66,7 @@ class Command(CliCommand):
         if options["role"]:
             _roles([options["role"]])
             users = users.filter(role_assignments__role__name=options["role"])
-        rows = [describe_user(user) for user in users.distinct()]
+        rows = [assignments.describe_user(user) for user in users.distinct()]
         if options["format"] == "json":
             print_json(self.stdout, rows)
             return

@@ -20,7 +20,6 @@ from pools.management.cli import CliCommand, add_format, clear_errors, print_jso
 from pools.models.visibility import Access
 from pools.pages import csv
 from pools.pages.tables import RowContext
-from scheduling.api import usage as api
 from scheduling.listing import bodies
 from scheduling.management.cli import find_user, operator_access
 from scheduling.models import Workload
@@ -88,7 +87,7 @@ class Command(CliCommand):
         columns = table.default_columns
         rows = sorted(result.rows, key=lambda row: (-row["gpu_hours"], row["group"]))
         if options["format"] == "json":
-            self.stdout.write(json.dumps(api.body(result), default=float, indent=2))
+            self.stdout.write(json.dumps(reports.body(result), default=float, indent=2))
         elif options["format"] == "csv":
             for chunk in csv.lines(columns, [*rows, result.totals], RowContext(None, True)):
                 self.stdout.write(chunk, ending="")
