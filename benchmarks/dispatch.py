@@ -5,13 +5,15 @@ Usage, from the project root (about 2 minutes on 2 cores with the defaults):
 
     .venv/bin/python benchmarks/dispatch.py [--workloads 1000] [--workers 2] [--pool prefork] [--submissions 60]
         [--gap 1.1] [--changes 40] [--nodes 32] [--warmup 10] [--redis-url URL] [--keep]
-        [--kind training|notebook|inference|compute] [--throughput-only]
+        [--kind training|notebook|inference|compute] [--throughput-only] [--api-latency-ms MS]
 
 `--kind` (issue 43) dispatches workloads of that kind in 1: a notebook writes a StatefulSet, a headless Service
 and an Ingress (a link template for the pool is set, OSMO_LINK_TEMPLATES, here and in the workers), an inference
 a Deployment, a Service and an Ingress, a compute a Deployment; the baseline loop creates the same objects (the
 Service and Ingress owned by the object created before them, as dispatch makes them). `--throughput-only` runs 1
-alone.
+alone. `--api-latency-ms` makes the stand-in answer every write that late (sleeping, the GIL free), as a real API
+server's writes wait for etcd: the baseline loop and the workers wait alike, and OSMO_DISPATCH_THREADS (the creates a
+worker has in flight) shows what it is for.
 
 Database: PostgreSQL, a scratch database `osmo_bench_dispatch` on the server of DATABASE_URL if set (else
 postgres://postgres@127.0.0.1:5432), dropped and recreated at start and dropped at the end (--keep leaves it).
@@ -717,6 +719,8 @@ def main() -> None:
     parser.add_argument("--kind", choices=("training", "notebook", "inference", "compute"), default="training",
                         help="the kind of the workloads of 1 (issue 43)")
     parser.add_argument("--throughput-only", action="store_true", help="run 1 alone")
+    parser.add_argument("--api-latency-ms", type=float, default=0.0,
+                        help="the stand-in answers each write this late, as a real API server waits for etcd")
     args = parser.parse_args()
     if args.kind in ("notebook", "inference"):  # their link: an Ingress per workload, here and in the workers
         CHILD_ENV["OSMO_LINK_TEMPLATES"] = json.dumps({f"pool/{POOL}": {
@@ -752,6 +756,7 @@ def main() -> None:
         from tests.kube_standin import KubeStandin
 
         standin = KubeStandin()
+        standin.write_latency = args.api_latency_ms / 1000
         cleanup.callback(standin.close)
         kubeconfig = standin.kubeconfig(scratch / "kubeconfig")
         kube = KubeCluster.from_kubeconfig(kubeconfig)

@@ -229,6 +229,9 @@ class KubeStandin:
         self._stall_release = threading.Event()
         self._hold_release = threading.Event()
         self.held = 0  # requests waiting for release_holds()
+        # Seconds each write (POST, PUT, PATCH, DELETE) waits before it is answered, as a real API server's writes
+        # wait for etcd (benchmarks/dispatch.py --api-latency-ms); the GIL is free meanwhile. 0 in the tests.
+        self.write_latency = 0.0
         self._open_watches = 0
         self._watches_opened: dict[str, int] = {}  # collection name -> watch streams opened so far
         self._logs: dict[tuple[str, str], dict[str, kube_logs.ContainerLog]] = {}  # (namespace, pod) -> container
@@ -1009,6 +1012,8 @@ class _Handler(BaseHTTPRequestHandler):
                 message = fault.message or f"injected fault: HTTP {fault.status}"
                 self._send_status(fault.status, message)
                 return
+            if state.write_latency and method != "GET":
+                time.sleep(state.write_latency)
             self._route(method, path, query, body, request.watch, fault)
             if state._closing:  # went down while answering: the connection ends with this answer
                 self._drop()
