@@ -14,7 +14,7 @@ from scheduling.models import Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
-from tests.support.browser import sign_in
+from tests.support.browser import htmx_settled, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,7 +38,7 @@ def shot(page, name: str) -> None:
 def visit(page, url: str, *, status: int = 200, signed_in: bool = True) -> None:
     response = page.goto(url)
     assert response.status == status, url
-    page.wait_for_load_state("networkidle")
+    htmx_settled(page)
     width = page.viewport_size["width"]
     shot(page, re.sub(r"[^a-z0-9]+", "-", url.split("//", 1)[1].split("/", 1)[1].lower()).strip("-") or "overview")
     scroll_width = page.evaluate("document.documentElement.scrollWidth")

@@ -41,7 +41,7 @@ def read_the_log_panel(page, simulated, workload) -> None:
     expect(panel.locator("#log-text")).to_contain_text("starting on")
     download = panel.locator("#log-download")
     expect(download).to_have_attribute("href", re.compile(rf"/api/workloads/{workload.pk}/logs/?\?.*download=1"))
-    expect(panel.locator("#log-poller")).to_have_attribute("hx-trigger", re.compile(r"^every \d+s$"))
+    expect(panel.locator("#log-poller")).to_have_attribute("hx-trigger", re.compile(r"^every \d+m?s$"))
     simulated.at += 30  # the container writes on: six more lines
     newest = last_log_line(simulated, workload)
     assert newest.startswith("step"), newest
