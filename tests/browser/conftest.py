@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import HANG_MS
+
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
-HANG_MS = 60_000
 # The pages' live regions poll and the new-workload form waits before its dry run (osmo_site/settings.py: 5 s, 2 s
 # and 300 ms on a site). A test that waits for a change to show waits for the next poll, and each change of a form
 # field waits out the delay: shorter here, the page shows the same thing sooner. test_csp.py's poll-pause test

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
-from tests.support.browser import htmx_settled
+from tests.support.browser import HANG_MS, htmx_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +28,7 @@ def phone(browser, live_server, world, staff):
         run_cycle()
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "ops")
     page.fill("input[name=password]", "pw-ops-123")

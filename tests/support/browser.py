@@ -3,6 +3,8 @@
 from urllib.parse import quote
 
 USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
+# The ceiling of every wait on a page: it only turns a hang into a failure, so no load on a busy machine reaches it.
+HANG_MS = 60_000
 
 
 def sign_in(page, live_server, path: str = "/", *, username: str = USERNAME, password: str = PASSWORD,
