@@ -88,6 +88,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "pools.pages.polls.live_polls",
             ],
         },
     },
@@ -300,6 +301,16 @@ OSMO_USAGE_SNAPSHOT_INTERVAL = env_int("OSMO_USAGE_SNAPSHOT_INTERVAL", 600)
 OSMO_USAGE_SNAPSHOT_KEEP_DAYS = env_int("OSMO_USAGE_SNAPSHOT_KEEP_DAYS", 7)
 # A node's events (appeared, status, cordon, pools, left: its page and `describe node`) are kept this long.
 OSMO_NODE_EVENTS_KEEP_DAYS = env_int("OSMO_NODE_EVENTS_KEEP_DAYS", 7)
+# How often the pages' live regions ask the server again (htmx "every ..." triggers, pools.pages.polls), in ms: the
+# tables, cards and figures, a workload's status; a followed log; a log panel still waiting for its pod. And how long
+# the new-workload form waits after a change before its dry run (several changes in a row make one). Not read from
+# the environment: the browser tests shorten them (tests/browser/conftest.py) so that a change is on screen sooner;
+# the page shows the same thing either way.
+LIVE_POLL_MS = 5000
+LOG_POLL_MS = 2000
+LOG_WAIT_MS = 5000
+DRY_RUN_DELAY_MS = 300
+
 CELERY_BEAT_SCHEDULE = {
     "sync-backends": {
         "task": "pools.tasks.sync_backends",

@@ -1,12 +1,13 @@
 """The log panel of a workload's page (issue 26): `/workloads/<id>/logs/` answers the panel's fragment (where each
 replica of each attempt ran, and one replica's log: tail, attempt and replica pickers, a download link), and, for a
 followed log, `?since=TOKEN` answers only the new lines, appended to the shown log, with the poller that asks
-again (htmx polling every LOG_POLL_SECONDS: no script of ours, so it works under the Content-Security-Policy).
+again (htmx polling every settings.LOG_POLL_MS: no script of ours, so it works under the Content-Security-Policy).
 Who may read: as the API (`scheduling.api.logs.readable`): 404 for a workload one may not see, 403 for one whose
 request one may not read. Every line is escaped by the template."""
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import render
@@ -15,13 +16,12 @@ from django.urls import reverse
 from pools.access.scoping import access_required
 from pools.engine import ConfigError
 from pools.models.visibility import access_for
+from pools.pages.polls import htmx_interval
 from scheduling.listing import bodies
 from scheduling.listing.log_params import REFUSED, log_params
 from scheduling.models import ALIVE, Workload
 from scheduling.run import logs
 
-LOG_POLL_SECONDS = 2
-LOG_WAIT_SECONDS = 5  # a panel with no log yet asks again this often while the workload lives
 DEFAULT_TAIL = 200
 
 
@@ -52,7 +52,7 @@ def workload_logs(request, pk):
                "attempts": range(1, workload.attempt + 1), "replicas": range(workload.replicas),
                "download": reverse("api-workload-logs", args=[workload.pk]) + "?" + urlencode(
                    {**picked, "download": 1}),
-               "poll_seconds": LOG_POLL_SECONDS}
+               "poll_every": htmx_interval(settings.LOG_POLL_MS)}
     try:
         source = logs.choose(workload, attempt=attempt, replica=params.replica, container=params.container)
         found = logs.read(source, tail=tail, since=params.since)
@@ -85,10 +85,10 @@ def _wait(request, base: str, picked: dict, tail, follow: bool) -> dict:
     waits for that view with the reader's choices (follow included)."""
     query = {**picked, "tail": tail if tail is not None else ""}
     if _template(request).endswith("_log_panel.html"):
-        return {"wait": f"{base}?{urlencode(query)}", "wait_seconds": LOG_WAIT_SECONDS,
+        return {"wait": f"{base}?{urlencode(query)}", "wait_every": htmx_interval(settings.LOG_WAIT_MS),
                 "wait_target": "#log-panel-body", "wait_swap": "outerHTML"}
     query.update({"part": "view", **({"follow": 1} if follow else {})})
-    return {"wait": f"{base}?{urlencode(query)}", "wait_seconds": LOG_WAIT_SECONDS,
+    return {"wait": f"{base}?{urlencode(query)}", "wait_every": htmx_interval(settings.LOG_WAIT_MS),
             "wait_target": "#log-view", "wait_swap": "innerHTML"}
 
 

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import HANG_MS
+
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
-HANG_MS = 60_000
+# The pages' live regions poll and the new-workload form waits before its dry run (osmo_site/settings.py: 5 s, 2 s
+# and 300 ms on a site). A test that waits for a change to show waits for the next poll, and each change of a form
+# field waits out the delay: shorter here, the page shows the same thing sooner. test_csp.py's poll-pause test
+# moves Playwright's clock by the site's own period instead.
+POLL_MS = 500
+DRY_RUN_DELAY_MS = 20
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
@@ -34,6 +41,12 @@ def browser():
         browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(autouse=True)
+def short_polls(settings):
+    settings.LIVE_POLL_MS = settings.LOG_POLL_MS = settings.LOG_WAIT_MS = POLL_MS
+    settings.DRY_RUN_DELAY_MS = DRY_RUN_DELAY_MS
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from pools.models.audit import record
-from tests.support.browser import sign_in
+from tests.support.browser import HANG_MS, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ def test_staff_read_and_filter_the_audit_log(browser, live_server, staff, member
     record("config", "POOL/training", "update", "revision 7 (description: \"a\" → \"b\")", actor=staff)
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(HANG_MS)
     try:
         sign_in(page, live_server, "/audit/")
         rows = page.locator("[data-testid=audit-table] tbody tr")
@@ -44,7 +44,7 @@ def test_a_member_reads_only_their_own_actions(browser, live_server, staff, memb
     record("token", "token/researcher/laptop", "create", actor=member)
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(HANG_MS)
     try:
         sign_in(page, live_server, "/audit/", username="researcher", password="pw-res-123")
         rows = page.locator("[data-testid=audit-table] tbody tr")

@@ -12,7 +12,7 @@ from scheduling.models import Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
-from tests.support.browser import sign_in
+from tests.support.browser import htmx_answered, htmx_settled, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,7 +45,7 @@ def test_every_page_passes_the_content_security_policy(live_server, page, world,
         response = page.goto(f"{live_server.url}{path}")
         assert response.status == 200, path
         assert response.headers["content-security-policy"] == settings.OSMO_CSP
-        page.wait_for_load_state("networkidle")  # htmx's `load` requests, swapped in
+        htmx_settled(page)  # htmx's `load` requests, swapped in
         assert page.evaluate("window.__violations") == [], path
         assert console == [], path
 
@@ -65,7 +65,7 @@ def test_every_page_passes_the_content_security_policy(live_server, page, world,
     page.goto(f"{live_server.url}/nodes/")
     page.locator("input[type=search]").first.fill("h100")
     expect(page.locator("[data-testid=nodes-table] tbody tr")).to_have_count(2)
-    page.wait_for_load_state("networkidle")
+    htmx_settled(page)
     assert page.evaluate("window.__violations") == [] and console == []
 
     # The watch itself: a style attribute written into the page is refused and reported.
@@ -83,9 +83,10 @@ HIDE = "Object.defineProperty(document, 'visibilityState', {configurable: true, 
 SHOW = "Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'})"
 
 
-def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_server, page, world, staff):
+def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_server, page, world, staff, settings):
     """What htmx's trigger filters did before the policy refused their eval: the page's clock is Playwright's,
-    moved by hand."""
+    moved by hand, over the site's own 5 s period (conftest.py's short_polls undone: the clock costs no time)."""
+    settings.LIVE_POLL_MS = 5_000
     page.clock.install()
     page.add_init_script(RECORD_REQUESTS)
     page.goto(f"{live_server.url}/accounts/login/?next=/nodes/")
@@ -97,7 +98,7 @@ def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_
     def polls(after_ms: int) -> list[str]:
         page.evaluate("window.__requests = []")
         page.clock.run_for(after_ms)
-        page.wait_for_load_state("networkidle")
+        htmx_answered(page)
         return page.evaluate("window.__requests")
 
     assert polls(5_100) == ["nodes-table"]
@@ -107,7 +108,7 @@ def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_
     assert polls(5_100) == ["nodes-table"]
 
     page.goto(f"{live_server.url}/quotas/")
-    page.wait_for_load_state("networkidle")
+    htmx_answered(page)
     listing = page.locator("[data-testid=quotas-table]").get_attribute("id")
     page.locator(".quota-cell input:not([type=hidden])").first.focus()
     assert polls(10_100) == []  # a refresh would replace the cell being typed in
@@ -122,10 +123,11 @@ def test_polls_pause_while_the_tab_is_hidden_or_a_quota_cell_has_the_focus(live_
 
 
 def test_a_live_region_swapped_after_a_style_was_set_through_the_cssom_breaks_no_policy(live_server, page, world,
-                                                                                       staff):
+                                                                                       staff, settings):
     """A style set through the CSSOM (a screenshot hiding the caret, an extension, a reader's own tool) is allowed;
     htmx settling a swapped region copied it back as a `style` attribute, which the policy refuses. CI saw that when
     a workload page's poll came between a screenshot and the next click."""
+    settings.LIVE_POLL_MS = 5_000  # the site's own: a poll of ours between the style and the swap below would drop it
     submit(world["researcher"], body(name="csp-settle", resources={"gpu": 2, "cpu": "2", "memory": "8Gi"}))
     workload = Workload.objects.get(name="csp-settle")
     page.add_init_script(RECORD_VIOLATIONS)

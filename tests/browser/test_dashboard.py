@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from pools.fleet.usage import last_contact
 from pools.models import ConfigKind, ConfigRevision, Node, NodeMembership, Pool, TablePreference
-from tests.support.browser import PASSWORD, USERNAME, sign_in
+from tests.support.browser import HANG_MS, PASSWORD, USERNAME, sign_in
 from tests.support.fleet_with_history import POOLS
 from tests.waiting import until
 
@@ -305,7 +305,7 @@ def test_without_javascript_the_nodes_filters_sorting_and_pages_work_through_lin
     context = browser.new_context(java_script_enabled=False, viewport={"width": 1440, "height": 900})
     try:
         page = context.new_page()
-        page.set_default_timeout(10_000)
+        page.set_default_timeout(HANG_MS)
         sign_in(page, live_server, "/nodes/")
         assert shown_keys(page) == names(Node.objects.order_by("name"))
 

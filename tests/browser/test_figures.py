@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from pools.models import Node, NodeMembership
-from tests.support.browser import sign_in
+from tests.support.browser import HANG_MS, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHOTS = Path("/tmp/shots-figures")
@@ -35,7 +35,7 @@ def test_finding_the_free_h100s_in_training_from_the_pool_page(live_server, brow
     width, height = SIZES[size]
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     try:
         sign_in(page, live_server, "/")
         page.click("#pools-table tr[data-key=training] [data-col=name] a")

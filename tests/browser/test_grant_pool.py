@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from pools.config import writes
 from pools.models import Backend, ConfigKind
 from tests.browser.test_csp import RECORD_VIOLATIONS
-from tests.support.browser import sign_in
+from tests.support.browser import HANG_MS, sign_in
 from tests.support.fleet import make_nodes, pool_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +40,7 @@ def test_staff_grant_a_user_one_pool_and_the_user_sees_that_pool_only(browser, l
     width, height = SIZES[size]
     staff_context = browser.new_context(viewport={"width": width, "height": height})
     page = staff_context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     page.add_init_script(RECORD_VIOLATIONS)  # the admin's pages, under the Content-Security-Policy too
     sign_in(page, live_server, f"/admin/auth/user/{pools.pk}/change/", admin=True)
 
@@ -63,7 +63,7 @@ def test_staff_grant_a_user_one_pool_and_the_user_sees_that_pool_only(browser, l
 
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     sign_in(page, live_server, "/nodes/", username="alice", password="pw-alice-1")
     expect(page.get_by_text("dgx-0001").first).to_be_visible()
     body = page.content()

@@ -14,7 +14,7 @@ from scheduling.models import Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
-from tests.support.browser import sign_in
+from tests.support.browser import HANG_MS, htmx_settled, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,7 +38,7 @@ def shot(page, name: str) -> None:
 def visit(page, url: str, *, status: int = 200, signed_in: bool = True) -> None:
     response = page.goto(url)
     assert response.status == status, url
-    page.wait_for_load_state("networkidle")
+    htmx_settled(page)
     width = page.viewport_size["width"]
     shot(page, re.sub(r"[^a-z0-9]+", "-", url.split("//", 1)[1].split("/", 1)[1].lower()).strip("-") or "overview")
     scroll_width = page.evaluate("document.documentElement.scrollWidth")
@@ -56,7 +56,7 @@ def visit(page, url: str, *, status: int = 200, signed_in: bool = True) -> None:
 def test_the_fleet_pages_fit_the_screen_and_keep_sign_out_in_reach(live_server, browser, fleet_with_history, size):
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     try:
         visit(page, f"{live_server.url}/accounts/login/", signed_in=False)
         visit(page, f"{live_server.url}/no-such-page/", status=404, signed_in=False)
@@ -119,7 +119,7 @@ def test_the_quota_project_and_workload_pages_fit_the_screen(live_server, browse
     workload = Workload.objects.get(name="layout-check")
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     try:
         sign_in(page, live_server)
         for path in ("/quotas/", "/projects/", "/projects/vision/", "/workloads/", f"/workloads/{workload.pk}/",

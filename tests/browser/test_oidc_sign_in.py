@@ -4,6 +4,7 @@ widths: the sign-in page's button, the provider's redirect back, the page asked 
 import pytest
 
 from tests.oidc_provider import Provider
+from tests.support.browser import HANG_MS
 from tests.support.journey import config
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +19,7 @@ def test_sign_in_through_the_provider(browser, live_server, settings, width, hei
         provider.user.update(preferred_username="grace", groups=["ml-team"])
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(HANG_MS)
         try:
             page.goto(f"{live_server.url}/accounts/login/?next=/profile/permissions/")
             button = page.locator("#oidc-sign-in")

@@ -18,7 +18,7 @@ from pools.quotas.writes import ensure_defaults
 from scheduling.models import LogArchive, Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.run.logs import replicas
-from tests.support.browser import csp_refusals, fits_the_width, sign_in
+from tests.support.browser import csp_refusals, fits_the_width, htmx_settled, sign_in
 from tests.support.simulated import SIMULATED_NOW
 from tests.waiting import until
 
@@ -82,8 +82,10 @@ def follow_replica(page, simulated, workload, replica: int) -> None:
     expect(panel.locator("#log-meta")).to_contain_text("Live log")
     pod, _ = replica_pod_and_last_line(simulated, workload, replica)
     expect(panel.locator("#log-text")).to_contain_text(f"(pod {pod})")
-    expect(panel.locator("#log-poller")).to_have_attribute("hx-trigger", re.compile(r"^every \d+s$"))
-    simulated.at += 30  # the container writes on: six more lines
+    expect(panel.locator("#log-poller")).to_have_attribute("hx-trigger", re.compile(r"^every \d+m?s$"))
+    # The container writes on: two more lines. (Not more: a simulated run lasts 60 to 600 s, drawn from its Job's
+    # uid, so the steps to RUNNING and the moves here stay under the shortest run.)
+    simulated.at += 10
     _, newest = replica_pod_and_last_line(simulated, workload, replica)
     assert newest.startswith("step"), newest
     expect(panel.locator("#log-text")).to_contain_text(newest)
@@ -158,8 +160,14 @@ def test_staff_onboard_a_researcher_who_runs_follows_cancels_and_reads_every_rep
     screenshot(page, f"onboarded-running-{'phone' if width < 600 else 'laptop'}", full_page=True)
 
     # Cancel it (it runs: the confirmation box first); the stop keeps both replicas' logs before the delete.
+    # Polls pause while the focus is in the cancel form (static/osmo/pages.js), but a poll already on its way still
+    # replaces the form, and what was typed or ticked in it: the focus first, then that poll's answer in.
+    page.focus("#cancel-message")
+    htmx_settled(page)
     page.locator("#cancel-confirm").check()
-    page.click("#cancel-button")
+    # The form's POST answered (its redirect back to the page loaded) before the workers run.
+    with page.expect_navigation():
+        page.click("#cancel-button")
     work(simulated, workload, Status.FAILED_CANCELED, f"{name} to be canceled")
     assert sorted(LogArchive.objects.filter(workload=workload).values_list("replica", "state")) == [
         (0, "KEPT"), (1, "KEPT")]

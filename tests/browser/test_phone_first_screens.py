@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
+from tests.support.browser import HANG_MS, htmx_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +28,7 @@ def phone(browser, live_server, world, staff):
         run_cycle()
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "ops")
     page.fill("input[name=password]", "pw-ops-123")
@@ -49,7 +50,7 @@ def on_first_screen(locator) -> dict:
 
 def open_page(page, url: str, name: str) -> None:
     page.goto(url)
-    page.wait_for_load_state("networkidle")
+    htmx_settled(page)
     shots = os.environ.get("LAYOUT_SHOTS")
     if shots:
         Path(shots).mkdir(parents=True, exist_ok=True)

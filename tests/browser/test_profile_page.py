@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from pools.models import AccessToken
 from scheduling.models import NotificationPreference
-from tests.support.browser import sign_in
+from tests.support.browser import HANG_MS, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ def test_a_researcher_makes_a_token_and_chooses_notifications_on_the_profile_pag
         live_server, browser, world, screenshot, size):
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(HANG_MS)
     try:
         sign_in(page, live_server, "/profile/", username="researcher", password="pw-res-123")
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

@@ -9,7 +9,7 @@ from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.submit.submission import submit
 from tests.scheduling.conftest import body
-from tests.support.browser import sign_in
+from tests.support.browser import htmx_settled, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,6 +39,10 @@ def test_a_researcher_sees_why_work_waits_and_cancels_it(live_server, page, queu
     page.click("text=sweep")
     expect(page.locator("#workload-reasons")).to_contain_text("LIMIT")
     screenshot(page, "workload", full_page=True)
+    # Polls pause while the focus is in the cancel form (static/osmo/pages.js), but a poll already on its way still
+    # replaces the form, and what was typed or ticked in it: the focus first, then that poll's answer in.
+    page.focus("#cancel-message")
+    htmx_settled(page)
     page.fill("#cancel-message", "not needed")
     page.click("#cancel-button")
     expect(page.locator("#workload-status")).to_have_text("FAILED_CANCELED")

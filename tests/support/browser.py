@@ -3,6 +3,8 @@
 from urllib.parse import quote
 
 USERNAME, PASSWORD = "ops", "pw-ops-123"  # the `staff` fixture of tests/conftest.py
+# The ceiling of every wait on a page: it only turns a hang into a failure, so no load on a busy machine reaches it.
+HANG_MS = 60_000
 
 
 def sign_in(page, live_server, path: str = "/", *, username: str = USERNAME, password: str = PASSWORD,
@@ -31,3 +33,26 @@ def fits_the_width(page, width: int) -> None:
         .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-scroll, pre'))
         .map(e => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`).slice(0, 15)""")
     assert page.evaluate("document.documentElement.scrollWidth") <= width, wide
+
+
+# htmx marks an element that has a request in flight (htmx-request), a target being swapped (htmx-swapping) and the
+# swapped elements until they have settled (htmx-settling); each step adds the next mark before it takes its own
+# away, and a swapped `load` region starts its request while it is swapped in.
+HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling"
+
+
+def htmx_settled(page) -> None:
+    """Waits until the page has loaded and htmx has nothing in flight, being swapped or settling: the `load`
+    regions' requests (started as htmx processes the page, before the load event) have been answered and swapped
+    in. What networkidle (500 ms without a request) waited for, without waiting out the half second, and reached
+    between two polls of a live page as well. Then one turn of the page's event loop, so that the events queued by
+    the last swap (a policy violation's report among them) have been dispatched."""
+    page.wait_for_function(f"() => document.readyState === 'complete' && !document.querySelector({HTMX_BUSY!r})")
+    page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
+
+
+def htmx_answered(page) -> None:
+    """Waits until no htmx request is in flight (its answer in), for a page whose timers are Playwright's clock,
+    where settling (a timer) waits for the clock to move. (A function, not an expression: the policy refuses the
+    eval an expression would need.)"""
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
