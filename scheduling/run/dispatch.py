@@ -263,7 +263,9 @@ def dispatch_many(workload_ids, *, clusters: Callable[[Backend], Cluster] = shar
     43's rate): one statement locks them all, one round trip writes every row made SCHEDULING and its event, one
     commit; past CHUNK_SECONDS the transaction commits what it did and the rest are locked again. The cluster half
     of up to `threads` dispatches (OSMO_DISPATCH_THREADS) is in flight at once, in threads that never touch the
-    database: this thread reads the rows, plans each dispatch and writes every outcome, in order. Anything else a
+    database, when their client says it gains by it (`concurrent_writes`: the API server's; the simulated cluster,
+    one process's files, runs them one after the other, in order, so a seeded demo stays the same): this thread
+    reads the rows, plans each dispatch and writes every outcome, in order. Anything else a
     dispatch raises is raised once what the ones before it did has committed; the ones after are left ADMITTED,
     unlocked (the sweep's; what their cluster half created is found by the next try, as after a killed worker)."""
     ids = [str(Workload._meta.pk.to_python(workload_id)) for workload_id in workload_ids]
@@ -319,8 +321,9 @@ _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # by process (a forked c
 
 
 def _start(planned: _Planned, width: int) -> Future:
-    """The cluster half of a planned dispatch: in this thread when one wide, else in the process's pool."""
-    if width == 1:
+    """The cluster half of a planned dispatch: in this thread when one wide or its client gains nothing by more,
+    else in the process's pool."""
+    if width == 1 or not getattr(planned.cluster, "concurrent_writes", False):
         future: Future = Future()
         try:
             future.set_result(_act(planned))
