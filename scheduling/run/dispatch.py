@@ -355,16 +355,6 @@ def _settle(flight: list) -> None:
     flight.clear()
 
 
-def _dispatch(workload: Workload, store: DataStore | None, clusters: Callable[[Backend], Cluster], now: datetime,
-              retries: Retries | None, writes: list) -> str | ClusterError:
-    """One locked row's dispatch, start to end in this thread (`dispatch_many`'s, one thread wide)."""
-    try:
-        planned = _plan(workload, store, clusters, now, retries)
-    except ClusterError as exc:
-        return exc
-    return _record(planned, _act(planned), writes)
-
-
 def _plan(workload: Workload, store: DataStore | None, clusters: Callable[[Backend], Cluster], now: datetime,
           retries: Retries | None) -> _Planned:
     """What a locked row's dispatch creates and with which client (connecting records a failed backend)."""
