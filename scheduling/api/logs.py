@@ -20,7 +20,7 @@ from pools.engine import ConfigError
 from pools.models import AccessToken
 from pools.models.visibility import access_cache, access_for
 from scheduling.api import schema
-from scheduling.api.osmo import task_names
+from scheduling.api.osmo import place_of, task_choices, task_names
 from scheduling.listing import bodies
 from scheduling.listing.log_params import REFUSED, LogParams, log_params
 from scheduling.models import Workflow, Workload
@@ -195,15 +195,13 @@ def workflow_log(request, name: str):
     if not rows:
         raise NotFound(f"Workflow {name} does not exist or is not yours to see.")
     task = query.get("task", "")
-    groups = {(w.group or w.name): w for w in rows}
     tasks = task_names(Workflow.objects.filter(submitter_id=rows[0].submitter_id, name=name).first())
-    if not task and len(groups) == 1:
-        task = next(iter(groups))
-    for group, names in tasks.items():
-        if task not in groups and task in names and group in groups:
-            query["replica"] = str(names.index(task))
-            task = group
-    if task not in groups:
-        every = sorted({*groups, *(n for names in tasks.values() for n in names)})
-        raise ConfigError(f"task: one of {', '.join(every)}", field="task")
-    return log_response(readable(request, groups[task]), log_params(query), request)
+    if not task and len({w.group or w.name for w in rows}) == 1:
+        task = rows[0].group or rows[0].name
+    found = place_of(rows, tasks, task)
+    if found is None:
+        raise ConfigError(f"task: one of {task_choices(rows, tasks)}", field="task")
+    workload, replica = found
+    if replica is not None:
+        query["replica"] = str(replica)
+    return log_response(readable(request, workload), log_params(query), request)

@@ -226,11 +226,42 @@ def task_names(record: WorkflowRecord | None) -> dict[str, list[str]]:
         return {}
 
 
+def own_tasks(workload: Workload, names: list[str]) -> list[str]:
+    """The tasks a row runs, by replica: its request's (a group's, or one member's of a group of differing shapes),
+    else the file's names of its group (`names`), else named by the group."""
+    own = (workload.request or {}).get("tasks") or []
+    if len(own) == workload.replicas:
+        return list(own)
+    if len(names) == workload.replicas:
+        return names
+    return [workload.group or workload.name if workload.replicas == 1 else f"{workload.group or workload.name}-{i}"
+            for i in range(workload.replicas)]
+
+
+def _member(workload: Workload) -> int:
+    return int((workload.request or {}).get("member") or 0)
+
+
+def place_of(rows: list[Workload], tasks: dict[str, list[str]], task: str) -> tuple[Workload, int | None] | None:
+    """The row running `task` and its replica; for a group's name, the group's (its lead member's) row and None."""
+    groups: dict[str, Workload] = {}
+    for workload in sorted(rows, key=_member):
+        groups.setdefault(workload.group or workload.name, workload)
+    for workload in rows:
+        own = own_tasks(workload, tasks.get(workload.group or workload.name, []))
+        if task in own and task not in groups:
+            return workload, own.index(task)
+    return (groups[task], None) if task in groups else None
+
+
+def task_choices(rows: list[Workload], tasks: dict[str, list[str]]) -> str:
+    return ", ".join(sorted({*(w.group or w.name for w in rows), *(n for names in tasks.values() for n in names)}))
+
+
 def _tasks(workload: Workload, shown: dict, names: list[str]) -> list[dict]:
-    """OSMO's tasks of one group: one per replica, with the group's status and times (a gang runs as one)."""
-    names = names if len(names) == workload.replicas else [
-        workload.group or workload.name if workload.replicas == 1 else f"{workload.group or workload.name}-{i}"
-        for i in range(workload.replicas)]
+    """OSMO's tasks of one group (or one member of it): one per replica, with its status and times (a gang runs as
+    one)."""
+    names = own_tasks(workload, names)
     nodes = {pod["replica"]: pod.get("node") for pod in shown["replica_pods"] if pod.get("attempt") == workload.attempt}
     return [{"name": name, "retry_id": max(workload.attempt - 1, 0), "status": shown["status"],
              "start_time": osmo_time(shown["started_at"]), "end_time": osmo_time(shown["finished_at"]),
@@ -247,17 +278,21 @@ class WorkflowView(APIView):
         body = _summary(request, name, rows)
         access = access_for(request)
         names = task_names(_record(rows))
-        body["groups"] = []
-        for workload in rows:
+        groups: dict[str, dict] = {}  # a group of differing shapes: its members in one, the lead's first
+        for workload in sorted(rows, key=_member):
             shown = bodies.detail(workload, access, events=())
             group = workload.group or workload.name
-            body["groups"].append({"name": group, "workload": shown["id"],
-                                   "status": shown["status"], "stopping": shown["stopping"],
-                                   "replicas": shown["replicas"],
-                                   "start_time": osmo_time(shown["started_at"]),
-                                   "end_time": osmo_time(shown["finished_at"]),
-                                   "pool": shown["pool"], "reasons": shown["reasons"],
-                                   "tasks": _tasks(workload, shown, names.get(group, []))})
+            tasks = _tasks(workload, shown, names.get(group, []))
+            if group in groups:
+                groups[group]["replicas"] += shown["replicas"]
+                groups[group]["tasks"] += tasks
+                continue
+            groups[group] = {"name": group, "workload": shown["id"], "status": shown["status"],
+                             "stopping": shown["stopping"], "replicas": shown["replicas"],
+                             "start_time": osmo_time(shown["started_at"]), "end_time": osmo_time(shown["finished_at"]),
+                             "pool": shown["pool"], "reasons": shown["reasons"], "tasks": tasks}
+        order = {w.group or w.name: i for i, w in reversed(list(enumerate(rows)))}
+        body["groups"] = sorted(groups.values(), key=lambda g: order[g["name"]])
         return Response(body)
 
 
@@ -284,7 +319,8 @@ class WorkflowEventsView(APIView):
         chosen = _group_of(rows, task_names(_record(rows)), request.query_params.get("task_name", ""))
         access = access_for(request)
         events = []
-        for workload in rows if chosen is None else [chosen]:
+        for workload in rows if chosen is None else [w for w in rows if (w.group == chosen.group and chosen.group)
+                                                    or w.pk == chosen.pk]:
             group = workload.group or workload.name
             for event in bodies.detail(workload, access)["events"]:
                 events.append((event["at"], f"{osmo_time(event['at'])} [{group}] {event['status']} "
@@ -294,18 +330,14 @@ class WorkflowEventsView(APIView):
 
 def _group_of(rows: list[Workload], tasks: dict[str, list[str]], task: str,
               field: str = "task_name") -> Workload | None:
-    """The group a task name (or a group name) is in; None for no name; a 400 naming `field` for another."""
+    """The row a task name (or a group name) is in; None for no name; a 400 naming `field` for another."""
     if not task:
         return None
-    groups = {(w.group or w.name): w for w in rows}
-    if task in groups:
-        return groups[task]
-    for group, names in tasks.items():
-        if task in names and group in groups:
-            return groups[group]
-    known = sorted({*groups, *(n for names in tasks.values() for n in names)})
-    raise ConfigError(f"{field}: {task!r} is not a task of this workflow; its tasks: {', '.join(known)}",
-                      field=field)
+    found = place_of(rows, tasks, task)
+    if found is None:
+        raise ConfigError(f"{field}: {task!r} is not a task of this workflow; its tasks: {task_choices(rows, tasks)}",
+                          field=field)
+    return found[0]
 
 
 class WorkflowSpecView(APIView):
@@ -355,12 +387,13 @@ class CancelWorkflowView(APIView):
 
 
 def _task_place(rows: list[Workload], task: str) -> tuple[Workload, int]:
-    """The group and replica index of task `task` (a 400 naming `task` for a name the workflow does not have)."""
+    """The row and replica index of task `task` (a 400 naming `task` for a name the workflow does not have)."""
     names = task_names(_record(rows))
-    workload = _group_of(rows, names, task, field="task")
-    group = workload.group or workload.name
-    listed = names.get(group, [])
-    return workload, listed.index(task) if task in listed and len(listed) == workload.replicas else 0
+    found = place_of(rows, names, task)
+    if found is None:
+        raise ConfigError(f"task: {task!r} is not a task of this workflow; its tasks: {task_choices(rows, names)}",
+                          field="task")
+    return found[0], found[1] or 0
 
 
 def _ports(text: str) -> list[int]:

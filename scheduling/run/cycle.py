@@ -15,7 +15,7 @@ from pools.models.bulk import copy_values, gc_paused, update_rows_json
 from scheduling.decisions import admission as pure
 from scheduling.decisions.positions import moves_back
 from scheduling.models import AdmissionState, Status, Workload, WorkloadEvent
-from scheduling.run import dependencies, snapshot
+from scheduling.run import dependencies, gangs, snapshot
 from scheduling.run.outbox import dispatch_on_commit, stop_on_commit
 
 EVENT_FIELDS = ["workload_id", "at", "status", "reason", "message", "pools"]  # the events, as tuples
@@ -55,6 +55,7 @@ def run_cycle(now=None, *, details: bool = False) -> CycleResult:
         state = _lock()
         now = now or timezone.now()
         dependencies.release(now)  # groups whose upstream completed join this cycle's queue
+        gangs.settle(now)  # a group's members follow the one that ended or starts again
         loaded = snapshot.load(now)
         queue, stored = snapshot.pending(loaded)
         snapshot.add_fair_shares(loaded, queue)

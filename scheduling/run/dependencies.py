@@ -5,6 +5,7 @@ end asks for a cycle (`scheduling.run.attempts.finish`), so its downstream moves
 call. Two queries when nothing waits: the WAITING rows (none) and nothing else."""
 
 from django.db import connection
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from scheduling.decisions import dependencies as pure
@@ -27,9 +28,10 @@ def release(now=None) -> dict[str, int]:
             break
         keys = {(w.workflow, w.submitter_id) for w in waiting}
         statuses: dict[tuple, dict[str, str]] = {}
-        for workflow, submitter, group, status in Workload.objects.filter(
-                workflow__in={k[0] for k in keys}).values_list("workflow", "submitter_id", "group", "status"):
-            if (workflow, submitter) in keys:
+        for workflow, submitter, group, status, member in Workload.objects.filter(
+                workflow__in={k[0] for k in keys}).annotate(member=KeyTextTransform("member", "request")).values_list(
+                "workflow", "submitter_id", "group", "status", "member"):
+            if (workflow, submitter) in keys and member in (None, "0"):  # a gang's status is its lead member's
                 statuses.setdefault((workflow, submitter), {})[group] = status
         moved = 0
         for workload in waiting:

@@ -45,8 +45,11 @@ from scheduling.specs.jobs import (
     MANAGED_VALUE,
     Attempt,
     Engine,
+    Gang,
     files_manifest,
     has_peers,
+    host_of,
+    job_name,
     owned_by,
     podgroup_manifest,
     service_manifest,
@@ -73,6 +76,24 @@ def engine_of(workload: Workload) -> Engine | None:
     return None
 
 
+def gang_of(workload: Workload) -> Gang | None:
+    """A member's gang (`WorkloadRequest.gang`): the Jobs of its members' current attempts, whose tasks' hosts the
+    pods are given. One query, for the members of a group of differing shapes only."""
+    names = (workload.request or {}).get("gang") or []
+    if len(names) < 2:
+        return None
+    member = (workload.request or {}).get("member", 0)
+    jobs: dict[int, str] = {}
+    for pk, attempt, request in Workload.objects.filter(
+            workflow=workload.workflow, group=workload.group, submitter_id=workload.submitter_id,
+            project_id=workload.project_id).values_list("id", "attempt", "request"):
+        if (request or {}).get("gang") == names:
+            jobs[int((request or {}).get("member", 0))] = job_name(str(pk), attempt)
+    hosts = tuple((task, host_of(jobs[index], replica)) for index, tasks in enumerate(names) if index in jobs
+                  for replica, task in enumerate(tasks))
+    return Gang(jobs.get(0, ""), sum(len(tasks) for tasks in names), hosts, member == 0)
+
+
 def attempt_of(workload: Workload) -> Attempt:
     template = (workload.templates.get(workload.pool.name) or {}).get("pod_template") or {}
     engine = engine_of(workload)
@@ -82,7 +103,7 @@ def attempt_of(workload: Workload) -> Attempt:
                    nodes=tuple(sorted(workload.placement or {})) if engine is None else (),
                    backend=workload.pool.backend.name, workflow=workload.workflow,
                    tasks=tuple((workload.request or {}).get("tasks") or ()),
-                   files=tuple((workload.request or {}).get("files") or ()))
+                   files=tuple((workload.request or {}).get("files") or ()), gang=gang_of(workload))
 
 
 logger = logging.getLogger(__name__)
@@ -413,7 +434,8 @@ def _act(planned: _Planned) -> _Done:
     secret = task_data.secret_body(workload, namespace, job, planned.pod)
     if secret is not None:  # before the pods need it: they wait for it, they never read another's
         owned.append((SECRET, secret, "SECRET_NOT_OURS"))
-    if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
+    if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai" and \
+            (attempt.gang is None or attempt.gang.lead):  # a gang's other members join the lead's PodGroup
         owned.append((KAI_PODGROUP, podgroup_manifest(attempt, job, prefix=prefix), "PODGROUP_NOT_OURS"))
     for kind, body, code in owned:
         not_ours = workload_objects.ensure(cluster, kind, body, attempt, prefix, retries)
@@ -426,7 +448,8 @@ def _act(planned: _Planned) -> _Done:
     if owned and owned[0][0] is SERVICE:
         done.message += f" Its pods reach each other as {name}-<index>.{name} (headless Service {name})."
     if main.kind is None and attempt.engine is not None and attempt.engine.kind == "kai":
-        done.message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {name}."
+        group = attempt.gang.lead_job if attempt.gang else name
+        done.message += f" Queued by KAI Scheduler in queue {attempt.engine.queue} as PodGroup {group}."
     elif main.kind is None and attempt.engine is not None:
         done.message += f" Queued by Kueue in LocalQueue {namespace}/{attempt.engine.queue} (suspended until admitted)."
     if retries.retried:

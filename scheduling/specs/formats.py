@@ -230,25 +230,29 @@ def workflow_requests(text: str, *, pool: str, priority: str = "NORMAL", set_var
         groups.append((where, {"name": f"{task.get('name')}-group", "tasks": [task], "_single": True}))
     if not groups:
         raise ConfigError("workflow: no tasks or groups to run", field="workflow.tasks")
-    requests = []
+    members = []
     for where, group in groups:
-        requests.append(GroupRequest(str(group.get("name")), _group_request(
-            name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings, dry_run)))
-    tasks = {g.group: list(g.request.tasks) for g in requests}  # by replica: the lead first
-    names = [g.group for g in requests]
+        members.append([GroupRequest(str(group.get("name")), request) for request in _group_requests(
+            name, group, where, resources, timeout, pool, chosen.value, variables, project, ceilings, dry_run)])
+    # by replica, the lead first (the members' tasks in member order)
+    tasks = {parts[0].group: [task for part in parts for task in part.request.tasks] for parts in members}
+    names = [parts[0].group for parts in members]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise ConfigError(f"workflow: two groups are named {duplicate}", field="workflow.groups")
     if dry_run and "localpath:" in rendered:
         warnings.append("files given by localpath are read as empty here: OSMO's CLI sends their contents when it "
                         "submits.")
-    return Workflow(name, _with_dependencies(requests, groups, tasks), warnings, rendered, tasks)
-def _with_dependencies(requests: list[GroupRequest], groups: list[tuple[str, dict]], tasks: dict[str, list[str]]
-                       ) -> list[GroupRequest]:
+    return Workflow(name, _with_dependencies(members, groups, tasks), warnings, rendered, tasks)
+
+
+def _with_dependencies(members: list[list[GroupRequest]], groups: list[tuple[str, dict]],
+                       tasks: dict[str, list[str]]) -> list[GroupRequest]:
     """Each group's task inputs with the group of the task they name (an unknown task, one of the same group or a
     cycle refused, naming the place: `scheduling.specs.data.dependencies`)."""
     deps = []
-    for (where, group), request in zip(groups, requests, strict=True):
+    for (where, group), parts in zip(groups, members, strict=True):
+        request = parts[0]  # the members of a group share their inputs
         single = where.startswith("workflow.tasks[")
         for i, task in enumerate(group.get("tasks") or []):
             deps.append(data.TaskDeps(where if single else f"{where}.tasks[{i}]", str(task.get("name")),
@@ -256,7 +260,7 @@ def _with_dependencies(requests: list[GroupRequest], groups: list[tuple[str, dic
     data.dependencies(deps)
     group_of = {task: group for group, names in tasks.items() for task in names}
     return [GroupRequest(g.group, g.request.model_copy(update={"inputs": data.with_groups(g.request.inputs, group_of)}))
-            if any(i.task for i in g.request.inputs) else g for g in requests]
+            if any(i.task for i in g.request.inputs) else g for parts in members for g in parts]
 
 
 def _task_mapping(task: Any, where: str) -> dict:
@@ -269,9 +273,11 @@ def _task_mapping(task: Any, where: str) -> dict:
     return _mapping(task, where, _TASK_KEYS)
 
 
-def _group_request(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str, priority: str,
-                   variables: Mapping[str, Any], project: str | None = None,
-                   ceilings: Ceilings = Ceilings(), dry_run: bool = False) -> WorkloadRequest:
+def _group_requests(workflow: str, group: dict, where: str, resources: dict, timeout: dict, pool: str,
+                    priority: str, variables: Mapping[str, Any], project: str | None = None,
+                    ceilings: Ceilings = Ceilings(), dry_run: bool = False) -> list[WorkloadRequest]:
+    """The group's request: one, or one per pod shape when its tasks differ in image, resource and the like
+    (`osmo_groups.members`), each naming the whole `gang`, so that admission starts them together."""
     single = group.pop("_single", False)
     if not group.get("name"):
         raise ConfigError(f"{where}.name: field is required", field=f"{where}.name")
@@ -296,14 +302,27 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
                 raise ConfigError(f"{task_where(i)}.{key}: differs from task {tasks[0]['name']}'s; the tasks of a "
                                   f"group share their pods' data steps and credentials, so they must share {key} (put "
                                   "a task with other data in its own group)", field=f"{task_where(i)}.{key}")
-    planned = osmo_groups.plan(tasks, task_where, group, where, dry_run=dry_run)
-    size = sum(len(item["contents"].encode()) for item in planned.files)
+    if sum(1 for task in tasks if task.get("lead")) > 1:
+        raise ConfigError(f"{where}.tasks: more than one lead task", field=f"{where}.tasks")
+    parts = osmo_groups.members(tasks)
+    gang = [[names[i] for i in part] for part in parts] if len(parts) > 1 else []
+    planned = [osmo_groups.plan([tasks[i] for i in part], (lambda j, part=part: task_where(part[j])), group, where,
+                                dry_run=dry_run, lead=index == 0) for index, part in enumerate(parts)]
+    size = sum(len(item["contents"].encode()) for plan in planned for item in plan.files)
     if size > ceilings.file_bytes:
         raise CeilingExceeded(f"{where}.tasks: the files of this group take {size:,} bytes, over the limit of "
                               f"{ceilings.file_bytes:,} (OSMO_MAX_GROUP_FILE_BYTES)", f"{where}.tasks",
                               "OSMO_MAX_GROUP_FILE_BYTES")
+    return [_member_request(workflow, group, where, (lambda j, part=part, plan=plan: task_where(part[plan.order[j]])),
+                            plan, resources, timeout, pool, priority, variables, project, gang, index)
+            for index, (part, plan) in enumerate(zip(parts, planned, strict=True))]
+
+
+def _member_request(workflow: str, group: dict, where: str, task_where, planned: osmo_groups.Group, resources: dict,
+                    timeout: dict, pool: str, priority: str, variables: Mapping[str, Any], project: str | None,
+                    gang: list[list[str]], member: int) -> WorkloadRequest:
+    """The request of the tasks of one pod shape (`planned`; `task_where(i)`: its i-th task's place in the file)."""
     first = planned.tasks[0]
-    task_where = (lambda i: where) if single else (lambda i: f"{where}.tasks[{planned.order[i]}]")
     resource_name = first.get("resource", "default")
     if resource_name not in resources:
         raise ConfigError(f"{task_where(0)}.resource: {resource_name!r} is not one of workflow.resources "
@@ -329,7 +348,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         "credentials": data.parse_credentials(first.get("credentials"), f"{task_where(0)}.credentials"),
         "name": group["name"], "workflow": workflow, "group": group["name"], "pools": [pool], "project": project,
         "platform": spec.get("platform"), "image": first["image"],
-        "command": planned.command, "args": planned.args, "env": planned.env, "replicas": len(tasks),
+        "command": planned.command, "args": planned.args, "env": planned.env, "replicas": len(planned.tasks),
         "files": planned.files,
         "env_from_secret": {str(k): str(v) for k, v in from_secret.items()},
         "resources": {key: spec[key] for key in ("gpu", "cpu", "memory", "storage") if spec.get(key) is not None},
@@ -339,7 +358,7 @@ def _group_request(workflow: str, group: dict, where: str, resources: dict, time
         "host_network": bool(first.get("hostNetwork", False)),
         "mounts": _strings(first.get("volumeMounts"), f"{task_where(0)}.volumeMounts"),
         "variables": {str(k): str(v) for k, v in variables.items()},
-        "tasks": [str(t["name"]) for t in planned.tasks],
+        "tasks": [str(t["name"]) for t in planned.tasks], "gang": gang, "member": member,
     }
     prefix = task_where(0)
     try:

@@ -58,6 +58,17 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True)
+class Gang:
+    """The members of an OSMO group whose tasks differ in pod shape, one workload and one Job each, started as one
+    gang (docs/architecture/decisions.md, "A group of differing shapes")."""
+
+    lead_job: str  # the Job of the lead's member: its PodGroup is the gang's (KAI), its replica 0 the master
+    size: int  # the pods of every member
+    hosts: tuple[tuple[str, str], ...]  # each task of the group -> its stable host, whichever member runs it
+    lead: bool  # whether this member holds the lead, whose end is the group's
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     workload_id: str
     attempt: int
@@ -75,6 +86,7 @@ class Attempt:
     workflow: str = ""  # the OSMO workflow ID: fills `{{workflow_id}}`
     tasks: tuple[str, ...] = ()  # an OSMO group's task names by completion index: fill `{{host:TASK}}`
     files: tuple[dict[str, str], ...] = ()  # {path, contents} written into every replica (a ConfigMap)
+    gang: Gang | None = None  # one member of a group of differing shapes
 
 
 def job_name(workload_id: str, attempt: int) -> str:
@@ -89,13 +101,15 @@ def host_of(name: str, index: int) -> str:
 
 def has_peers(attempt: Attempt) -> bool:
     """Replicas that must find each other: a headless Service, stable hostnames and the launchers' env."""
-    return attempt.replicas > 1
+    return attempt.replicas > 1 or attempt.gang is not None
 
 
 def _filled(value: Any, attempt: Attempt, name: str) -> Any:
     """`value` with OSMO's tokens left for the Job (`scheduling.specs.osmo_tokens`) filled: the workflow ID and the
     tasks' hosts."""
     values = {osmo_tokens.host_token(task): host_of(name, index) for index, task in enumerate(attempt.tasks)}
+    if attempt.gang is not None:
+        values.update({osmo_tokens.host_token(task): host for task, host in attempt.gang.hosts})
     if attempt.workflow:
         values[osmo_tokens.WORKFLOW_ID] = attempt.workflow
     return osmo_tokens.fill(value, values) if values else value
@@ -124,12 +138,17 @@ def _osmo_volumes(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
 
 def _rendezvous(spec: dict[str, Any], attempt: Attempt, name: str) -> None:
     """Each container of a gang's pods gets the environment of the common launchers (docs/researcher/
-    distributed.md): the master is replica 0, a replica's rank its completion index. Names the user set stay."""
+    distributed.md): the master is replica 0, a replica's rank its completion index. Names the user set stay.
+    In a gang of several members the master is the lead member's replica 0 and the size the gang's; a rank is an
+    index only in the lead's member (the kubelet adds nothing to an index), so the others get none."""
     index = {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
-    master, port, size = host_of(name, 0), str(RENDEZVOUS_PORT), str(attempt.replicas)
+    gang = attempt.gang
+    master = host_of(gang.lead_job, 0) if gang else host_of(name, 0)
+    port, size = str(RENDEZVOUS_PORT), str(gang.size if gang else attempt.replicas)
+    ranks = {"RANK": index, "NODE_RANK": index, "PET_NODE_RANK": index} if gang is None or gang.lead else {}
     wanted = {"MASTER_ADDR": {"value": master}, "MASTER_PORT": {"value": port}, "WORLD_SIZE": {"value": size},
-              "RANK": index, "NODE_RANK": index, "PET_NNODES": {"value": size}, "PET_NODE_RANK": index,
-              "PET_MASTER_ADDR": {"value": master}, "PET_MASTER_PORT": {"value": port}}
+              "PET_NNODES": {"value": size}, "PET_MASTER_ADDR": {"value": master}, "PET_MASTER_PORT": {"value": port},
+              **ranks}
     for container in spec.get("containers") or []:
         env = list(container.get("env") or [])
         given = {item.get("name") for item in env}
@@ -214,7 +233,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
     metadata["labels"] = {**(metadata.get("labels") or {}), **ours}
     if engine is not None and engine.kind == "kai":
         spec["schedulerName"] = KAI_SCHEDULER
-        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations, KAI_POD_GROUP: name,
+        group = attempt.gang.lead_job if attempt.gang else name  # a gang's members are one PodGroup
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations, KAI_POD_GROUP: group,
                                    KAI_SKIP_GROUPER: "true"}
     elif names:  # the pods' too: the sync reads a pod's pool from them
         metadata["annotations"] = {**(metadata.get("annotations") or {}), **names}
@@ -222,7 +242,8 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
         "parallelism": attempt.replicas, "completions": attempt.replicas, "completionMode": "Indexed",
         "backoffLimit": 0, "ttlSecondsAfterFinished": ttl_seconds, "template": template,
     }
-    if len(attempt.tasks) > 1:  # an OSMO group: its lead (replica 0) decides its end; the others are then stopped
+    if len(attempt.tasks) > 1 and (attempt.gang is None or attempt.gang.lead):
+        # an OSMO group: its lead (replica 0) decides its end; the others are then stopped
         job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     if engine is not None and engine.kind == "kueue":
         job_spec["suspend"] = True
@@ -236,10 +257,10 @@ def job_manifest(attempt: Attempt, *, prefix: str, ttl_seconds: int,
 
 def podgroup_manifest(attempt: Attempt, job: dict[str, Any], *, prefix: str) -> dict[str, Any]:
     """KAI's PodGroup of a Job (KAI backends): the gang of all replicas, in the Job's queue, owned by the Job so
-    that deleting the Job deletes it."""
+    that deleting the Job deletes it. A gang of several members has one, the lead member's, of all their pods."""
     engine = attempt.engine
     assert engine is not None and engine.kind == "kai"
-    spec: dict[str, Any] = {"minMember": attempt.replicas, "queue": engine.queue,
+    spec: dict[str, Any] = {"minMember": attempt.gang.size if attempt.gang else attempt.replicas, "queue": engine.queue,
                             "preemptibility": "preemptible" if engine.preemptible else "non-preemptible"}
     if engine.priority_class:
         spec["priorityClassName"] = engine.priority_class

@@ -120,7 +120,7 @@ def _copies(files: list[dict[str, str]], index: int) -> str:
 
 
 def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str, str]], common: dict[str, str],
-              ignore_nonlead: bool, files: list[dict[str, str]]) -> str:
+              ignore_nonlead: bool, files: list[dict[str, str]], lead: bool = True) -> str:
     """The `sh -c` script choosing the task by completion index. Arguments are single-quoted (no shell expansion);
     `$(VAR)` in them is still the kubelet's, as it is in a container's own args."""
     lines = ['case "$JOB_COMPLETION_INDEX" in']
@@ -129,7 +129,7 @@ def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str,
                           if common.get(name) != value)
         run = " ".join(shlex.quote(part) for part in command) or "true"
         exports += _copies(files, index)
-        if index == 0 or not ignore_nonlead:
+        if (index == 0 and lead) or not ignore_nonlead:
             body = f"{exports}exec {run}"
         else:  # a task that is not the lead: its end does not decide the group's
             said = shlex.quote(f"task {task['name']} ended with")
@@ -139,21 +139,27 @@ def _launcher(tasks: list[dict], commands: list[list[str]], envs: list[dict[str,
     return "\n".join(lines)
 
 
-def plan(tasks: list[dict], where, group: dict, group_where: str, *, dry_run: bool = False) -> Group:
-    """The group's tasks as one container (`where(i)`: task i's place in the file, as written)."""
+def members(tasks: list[dict]) -> list[list[int]]:
+    """The group's tasks by pod shape (what `SHARED` names), as indexes: the lead's shape first, the others in the
+    order they first appear. One shape: one Job; more: one workload per shape, admitted as one gang."""
+    leads = [i for i, task in enumerate(tasks) if task.get("lead")]
+    first = leads[0] if leads else 0
+    shapes: dict[str, list[int]] = {}
+    for i in [first, *(i for i in range(len(tasks)) if i != first)]:
+        shapes.setdefault(repr([tasks[i].get(key) for key in SHARED]), []).append(i)
+    return list(shapes.values())
+
+
+def plan(tasks: list[dict], where, group: dict, group_where: str, *, dry_run: bool = False,
+         lead: bool = True) -> Group:
+    """The group's tasks as one container (`where(i)`: task i's place in the file, as written). `lead`: whether
+    these tasks hold the group's lead; those of another member of a gang (`members`) end successfully whatever
+    their command returned, unless the group says `ignoreNonleadStatus: false`."""
     leads = [i for i, task in enumerate(tasks) if task.get("lead")]
     if len(leads) > 1:
         raise ConfigError(f"{group_where}.tasks: more than one lead task", field=f"{group_where}.tasks")
     first = leads[0] if leads else 0
     order = [first, *(i for i in range(len(tasks)) if i != first)]
-    for i in order[1:]:
-        for key in SHARED:
-            if tasks[i].get(key) != tasks[first].get(key):
-                raise ConfigError(
-                    f"{where(i)}.{key}: differs from task {tasks[first]['name']}'s; a group runs as one Job whose "
-                    "pods share one shape, so its tasks may differ in command, args, environment and files but must "
-                    f"share {', '.join(SHARED)} (put a task with other needs in a group of its own)",
-                    field=f"{where(i)}.{key}")
     ordered = [tasks[i] for i in order]
     commands = [_strings(tasks[i].get("command"), f"{where(i)}.command")
                 + _strings(tasks[i].get("args"), f"{where(i)}.args") for i in order]
@@ -177,10 +183,11 @@ def plan(tasks: list[dict], where, group: dict, group_where: str, *, dry_run: bo
                           field=f"{group_where}.ignoreNonleadStatus")
     alike = all(command == commands[0] for command in commands) and all(env == envs[0] for env in envs) \
         and not any("task" in item for item in files)
-    if len(tasks) == 1 or (alike and group.get("ignoreNonleadStatus") is not True):
+    if (lead and (len(tasks) == 1 or (alike and group.get("ignoreNonleadStatus") is not True))) \
+            or (not lead and not ignore and alike):
         task = tasks[first]  # identical replicas run as written, and any one's failure fails the gang
         return Group(ordered, order, _strings(task.get("command"), f"{where(0)}.command"),
                      _strings(task.get("args"), f"{where(0)}.args"), envs[0], files)
     common = {k: v for k, v in envs[0].items() if all(env.get(k) == v for env in envs[1:])}
-    script = _launcher(ordered, commands, envs, common, ignore, files)
+    script = _launcher(ordered, commands, envs, common, ignore, files, lead)
     return Group(ordered, order, [SHELL, "-c", script], [], common, files)

@@ -206,6 +206,11 @@ class WorkloadRequest(BaseModel):
     # Files written into the replicas: [{"path": absolute path, "contents": text}] in every one, and with "task":
     # an index, copied by an OSMO group's launcher into that replica only (`scheduling.specs.osmo_groups`).
     files: list[dict[StrictStr, StrictStr]] = Field(default_factory=list)
+    # An OSMO group whose tasks differ in pod shape (image, resource, ...) runs as one workload per shape, its
+    # "members", admitted together (docs/architecture/decisions.md, "A group of differing shapes"): `gang` names
+    # the tasks of every member in member order (the lead's member first), `member` is this one's place in it.
+    gang: list[list[StrictStr]] = Field(default_factory=list)
+    member: StrictInt = 0
 
     @field_validator("name")
     @classmethod
@@ -354,6 +359,12 @@ class WorkloadRequest(BaseModel):
                 raise ConfigError(f"tasks[{index}]: {name_problem(task)}", field=f"tasks[{index}]")
             if task in self.tasks[:index]:
                 raise ConfigError(f"tasks[{index}]: two tasks are named {task}", field=f"tasks[{index}]")
+        if self.gang or self.member:
+            if not 0 <= self.member < len(self.gang) or self.gang[self.member] != self.tasks:
+                raise ConfigError("gang: this member's tasks must be gang[member]", field="gang")
+            names = [task for tasks in self.gang for task in tasks]
+            if len(set(names)) != len(names) or any(not tasks for tasks in self.gang):
+                raise ConfigError("gang: each member names its own tasks, at least one", field="gang")
         return self
 
     @model_validator(mode="after")

@@ -12,7 +12,7 @@ from pools.config.writes import pools_with_documents, templates_and_validations
 from pools.engine import EngineError, NodeResources, evaluate_rules, parse_quantity, parse_timeout, render
 from pools.engine.pod_rules import pod_errors
 from pools.fleet.labels import gpu_type_key
-from pools.models import Pool, Project, Quota
+from pools.models import Backend, Pool, Project, Quota
 from pools.models.visibility import Access
 from scheduling.decisions import admission as pure
 from scheduling.specs import podenv
@@ -110,6 +110,7 @@ def run(context: Context, request: WorkloadRequest, pool_name: str) -> Verdict:
     verdict = Verdict(pool_name)
     try:
         pool = _access(context, pool_name)
+        _gang_engine(pool, request)
         document = context.documents[pool_name]
         platform = _platform_name(pool, document, request)
         verdict.platform = platform
@@ -141,6 +142,17 @@ def _access(context: Context, pool_name: str) -> Pool:
         raise Refusal("access", "MAINTENANCE", f"Pool {pool_name} is in maintenance: only admins may submit to it "
                                                "until it ends.")
     return pool
+
+
+def _gang_engine(pool: Pool, request: WorkloadRequest) -> None:
+    """Kueue gangs the pods of one Job (its batch/Job integration); the members of a group of differing shapes are
+    several Jobs, which it would start apart (docs/architecture/decisions.md, "A group of differing shapes")."""
+    if request.gang and pool.backend.scheduler == Backend.Scheduler.KUEUE:
+        raise Refusal("engine", "GANG_ENGINE", (
+            f"Pool {pool.name}'s backend queues with Kueue, which starts the pods of one Job together, not of "
+            f"several: the tasks of group {request.group} differ in image or resource, so they run as "
+            f"{len(request.gang)} Jobs and could start apart. Give its tasks one image and resource, or submit it "
+            "to a pool whose backend uses the default scheduler or KAI."))
 
 
 # ---- 2. resource check -------------------------------------------------------------------------------

@@ -140,6 +140,11 @@ def submit(actor, data: Any, *, source: str = Source.API, dry_run: bool = False,
     Raises ConfigError (a 400 naming the field) or SubmissionRefused."""
     access = access_for(actor)
     request = data if isinstance(data, WorkloadRequest) else WorkloadRequest.parse(data, field)
+    if request.gang:  # one member alone would wait for the others forever
+        where = f"{field}.gang" if field else "gang"
+        raise ConfigError(f"{where}: the members of a task group are made by the OSMO door from a workflow file "
+                          "whose tasks differ in image or resource; submit the file (POST /api/pool/{pool}/workflow)",
+                          field=where)
     for index, item in enumerate(request.inputs):
         if item.task and not item.group:  # the group is resolved from an OSMO workflow file's tasks
             where = f"{field}.inputs[{index}].task" if field else f"inputs[{index}].task"

@@ -61,7 +61,6 @@ def test_it_turns_each_group_into_one_gang_and_each_top_level_task_into_its_own_
     (("    environment: {MODE: fast}", "    enviroment: {MODE: fast}"), "workflow.tasks[0].enviroment"),
     (("  timeout:", "  retries: 3\n  timeout:"), "workflow.retries"),
     (("platform: h100,", "platform: h100, nodesExcluded: [n1],"), "workflow.resources.gang.nodesExcluded"),
-    (("resource: gang}\n", "resource: default}\n"), "workflow.groups[0].tasks[1].resource"),
     (("resource: gang", "resource: nope"), "workflow.groups[0].tasks[0].resource"),
 ])
 def test_it_refuses_what_it_does_not_run_naming_the_place(change, field):

@@ -46,9 +46,6 @@ def test_the_lead_is_replica_zero_and_each_task_keeps_its_own_command_and_enviro
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [
-    (("      image: ubuntu:24.04\n      command: [bash, -c, \"echo b\"]",
-      "      image: busybox\n      command: [bash, -c, \"echo b\"]"), "workflow.groups[0].tasks[0].image",
-     "put a task with other needs in a group of its own"),
     (("environment: {MODE: \"b's\"}", "environment: {NVIDIA_VISIBLE_DEVICES: all}"),
      "workflow.groups[0].tasks[1].environment.NVIDIA_VISIBLE_DEVICES", "through the quota"),
     (("      - path: /opt/b.sh", "      - path: /osmo/run.sh"), "workflow.groups[0].tasks[1].files[0].path",
@@ -85,3 +82,65 @@ def test_identical_tasks_run_as_written_unless_non_lead_failures_are_to_be_ignor
 def test_task_names_are_names_and_unique_in_their_group(name, words):
     error = refusal(GROUP.replace("    - name: b\n", f"    - name: '{name}'\n"))
     assert error.field == "workflow.groups[0].tasks[1].name" and words in error.message
+
+
+SHAPES = """
+workflow:
+  name: shapes
+  resources:
+    big: {gpu: 2, cpu: 4, memory: 8Gi, platform: h100}
+    small: {cpu: 1, memory: 1Gi, platform: cpu}
+  groups:
+  - name: g
+    tasks:
+    - name: ctrl
+      image: python:3.11-slim
+      resource: small
+      command: [sh, -c, "echo {{host:sim}}"]
+    - name: sim
+      lead: true
+      image: isaac:2
+      resource: big
+      command: [sh, -c, "echo sim"]
+    - name: view
+      image: python:3.11-slim
+      resource: small
+      command: [sh, -c, "echo view"]
+"""
+
+
+def test_tasks_of_differing_shapes_are_one_member_each_shape_the_leads_first():
+    workflow = workflow_requests(SHAPES, pool="p")
+    lead, other = (g.request for g in workflow.groups)
+    assert [g.group for g in workflow.groups] == ["g", "g"]
+    assert workflow.tasks == {"g": ["sim", "ctrl", "view"]}  # the group's tasks, the lead's member first
+    assert lead.gang == other.gang == [["sim"], ["ctrl", "view"]]
+    assert (lead.member, lead.tasks, lead.image, lead.platform, lead.resources.gpu) == (0, ["sim"], "isaac:2", "h100", 2)
+    assert (other.member, other.tasks, other.image, other.platform, other.replicas) == \
+        (1, ["ctrl", "view"], "python:3.11-slim", "cpu", 2)
+    assert lead.command == ["sh", "-c", "echo sim"]  # the lead alone runs as written
+    # Neither task of the other member is the lead: with ignoreNonleadStatus (OSMO's default) their ends do not
+    # decide the group's, index 0 included.
+    script = other.command[2]
+    assert "0) sh -c 'echo {{host:sim}}'; echo 'task ctrl ended with' $? '; the lead decides the group'; exit 0" \
+        in script
+    strict = workflow_requests(SHAPES.replace("  - name: g\n", "  - name: g\n    ignoreNonleadStatus: false\n"),
+                               pool="p").groups[1].request
+    assert "0) exec sh -c 'echo {{host:sim}}' ;;" in strict.command[2]
+
+
+@pytest.mark.django_db
+def test_the_api_door_refuses_a_member_sent_alone(researcher_api):
+    answer = researcher_api.post("/api/workloads/", {
+        "name": "alone", "project": "vision", "image": "ubuntu:24.04", "pools": ["training"], "replicas": 1,
+        "tasks": ["a"], "gang": [["a"], ["b"]], "member": 0}, format="json")
+    assert answer.status_code == 400 and answer.json()["field"] == "gang"
+
+
+def test_a_member_must_name_its_own_tasks_in_the_gang():
+    from scheduling.specs.requests import WorkloadRequest
+
+    for gang, member in ([["a"], ["b"]], 1), ([["a"], ["a"]], 0), ([["a"], []], 0):
+        with pytest.raises(ConfigError) as caught:
+            WorkloadRequest.parse({"name": "x", "image": "i", "tasks": ["a"], "gang": gang, "member": member})
+        assert caught.value.field == "gang"
