@@ -638,7 +638,8 @@ def _place_gang(pool: Pool, members: list[Workload], platforms: list[str], idle:
     admissions: list[tuple[str, Admission]] = []
     reason = None
     for member, platform in zip(members, platforms, strict=True):
-        reason = _quota_reason(pool, platform, member, idle[pool.name])
+        # The idle GPUs a refusal offers to borrow are the pool's before the gang: its own charges are undone.
+        reason = _quota_reason(pool, platform, member, idle_before[pool.name])
         if reason is not None:
             reason = replace(reason, details={**reason.details, "gang": member.gang, "member": member.id})
             break
