@@ -10,6 +10,14 @@ Amounts are (GPU, CPU, memory) triples: GPUs in hundredths (as the quotas count 
 millicores, memory in bytes. A quota's deserved of None for a resource means "not set": CPU and memory
 quotas are enforced only where set; GPUs are always (no row deserves 0). A reason's `details` keep these units
 inside; `Reason.as_dict`, the only way out, shows them in the API's (GPUs, CPU cores, memory bytes).
+
+A gang of several workloads (an OSMO task group whose tasks differ: `Workload.gang`, one workload per part) is one
+decision, taken at the place of its first member in the order: all members are admitted to one pool or none is.
+In each candidate pool the members are checked and placed one after another, each tentatively charged to the
+snapshot as a single admission is; when one does not fit, every charge of the members placed before it is undone,
+so a later workload of the same cycle sees the snapshot as it was. A gang short of a member in the queue waits
+whole. A gang is not a reclaimer yet: it never preempts borrowed work to make room (`_try_reclaim` is for single
+workloads only).
 """
 
 from __future__ import annotations
@@ -158,6 +166,8 @@ class Workload:
     submitted: float
     candidates: list[tuple[str, str]]  # (pool, platform), tried in order
     gpu_type: str = ""  # only nodes answering to this GPU type (`gpu_names`); "" any
+    gang: str = ""  # the gang's key ("workflow/group") when this is one member of a gang of several; "" none
+    gang_size: int = 1  # the members the gang has (in the queue or not)
 
     @property
     def total(self) -> Amounts:
@@ -495,7 +505,15 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
     queue = _ordered(snapshot, workloads, decision)
     decision.order = [w.id for w in queue]
     idle: dict[str, int] = {}
+    gangs: dict[str, list[Workload]] | None = None  # gang key -> its members in the queue, in order; built once
     for workload in queue:
+        if workload.gang and workload.gang_size > 1:
+            if gangs is None:
+                gangs = _gangs(queue)
+            members = gangs[workload.gang]
+            if members[0] is workload:  # the others were decided with it
+                _decide_gang(snapshot, members, workload.gang_size, idle, by_key, pools_of, decision)
+            continue
         reasons: list[Reason] = []
         short: list[int] = []  # indexes of reasons where only capacity was missing
         for pool_name, platform in workload.candidates:
@@ -539,6 +557,143 @@ def decide(snapshot: Snapshot, workloads: Iterable[Workload]) -> Decision:
         decision.reasons[workload.id] = reasons
     _positions(decision, queue)
     return decision
+
+
+# ---- gangs of several workloads ----------------------------------------------------------------------
+
+def _gangs(queue: list[Workload]) -> dict[str, list[Workload]]:
+    gangs: dict[str, list[Workload]] = {}
+    for workload in queue:
+        if workload.gang and workload.gang_size > 1:
+            gangs.setdefault(workload.gang, []).append(workload)
+    return gangs
+
+
+def _group(gang: str) -> str:
+    """The group a gang key ("workflow/group") names, as the messages say it."""
+    return gang.rpartition("/")[2] or gang
+
+
+def _decide_gang(snapshot: Snapshot, members: list[Workload], size: int, idle: dict[str, int],
+                 by_key: dict[str, Node], pools_of: dict[str, set[str]], decision: Decision) -> None:
+    """Admit every member of a gang to one pool, or none: the pools in the first member's order, each member on
+    its own platform there; the charges of a pool where one member does not fit are undone."""
+    first = members[0]
+    gang = first.gang
+    group = _group(gang)
+    reasons: list[Reason] = []
+    if len(members) < size:
+        details = {"gang": gang, "present": len(members), "size": size}
+        message = (f"Waiting for the rest of group {group}: {len(members)} of its {size} parts "
+                   f"{'is' if len(members) == 1 else 'are'} in the queue; the group starts whole or not at all.")
+        reasons = [Reason(pool_name, Code.GANG, message, dict(details))
+                   for pool_name in dict.fromkeys(pool_name for pool_name, _ in first.candidates)]
+        for member in members:
+            decision.reasons[member.id] = list(reasons)
+        return
+    platforms_of = []  # per member: pool -> its platform there (its first candidate in that pool)
+    for member in members:
+        platforms: dict[str, str] = {}
+        for pool_name, platform in member.candidates:
+            platforms.setdefault(pool_name, platform)
+        platforms_of.append(platforms)
+    for pool_name in dict.fromkeys(pool_name for pool_name, _ in first.candidates):
+        pool = snapshot.pools.get(pool_name)
+        if pool is None:
+            continue
+        missing = next((member for member, platforms in zip(members, platforms_of, strict=True)
+                        if pool_name not in platforms), None)
+        if missing is not None:
+            reasons.append(Reason(pool_name, Code.GANG,
+                                  f"Group {group}: one of its parts cannot run in pool {pool_name} (no platform "
+                                  "there); the group starts whole or not at all.",
+                                  {"gang": gang, "member": missing.id}))
+            continue
+        if pool.status == Code.ENGINE:
+            # The engine owns quota and placement there: hand every member over, as a single workload is.
+            for member, platforms in zip(members, platforms_of, strict=True):
+                decision.admitted[member.id] = Admission(pool_name, platforms[pool_name], {}, pool.engine)
+            return
+        if pool.status != "ONLINE":
+            reasons.append(_status_reason(pool))
+            continue
+        reason = _place_gang(pool, members, [platforms[pool_name] for platforms in platforms_of], idle, by_key,
+                             pools_of, decision)
+        if reason is None:
+            return
+        reasons.append(reason)
+    for member in members:
+        decision.reasons[member.id] = list(reasons)
+
+
+def _place_gang(pool: Pool, members: list[Workload], platforms: list[str], idle: dict[str, int],
+                by_key: dict[str, Node], pools_of: dict[str, set[str]], decision: Decision) -> Reason | None:
+    """Every member placed in `pool` and admitted (None), or the reason why not with the snapshot left as it was:
+    each member is checked against what those before it tentatively took, as single admissions are."""
+    if pool.name not in idle:
+        idle[pool.name] = _idle_gpus(pool)
+    idle_before = dict(idle)
+    nodes_before: list[tuple[Node, Amounts]] = []
+    quotas_before: dict[tuple[int, str], tuple[bool, Amounts, Amounts]] = {}  # (0 project | 1 department, name)
+    admissions: list[tuple[str, Admission]] = []
+    reason = None
+    for member, platform in zip(members, platforms, strict=True):
+        # The idle GPUs a refusal offers to borrow are the pool's before the gang: its own charges are undone.
+        reason = _quota_reason(pool, platform, member, idle_before[pool.name])
+        if reason is not None:
+            reason = replace(reason, details={**reason.details, "gang": member.gang, "member": member.id})
+            break
+        placement = _place(nodes_for(pool, platform, member), member.per_replica, member.replicas, pool.spread)
+        placed = sum(placement.values())
+        if placed < member.replicas:
+            reason = _gang_capacity_reason(pool, platform, member, placed)
+            break
+        for key, n in placement.items():
+            node = by_key[key]
+            nodes_before.append((node, node.free))
+            node.free = sub(node.free, times(member.per_replica, n))
+        for index, units, name in ((0, pool.projects, member.project), (1, pool.departments, member.department)):
+            if (index, name) not in quotas_before:
+                quota = units.get(name)
+                quotas_before[(index, name)] = ((False, ZERO, ZERO) if quota is None
+                                                else (True, quota.used, quota.used_guaranteed))
+        _charge(pool, member)
+        for key, n in placement.items():
+            for name in pools_of[key]:
+                if name in idle:
+                    idle[name] -= member.per_replica[0] * n
+        admissions.append((member.id, Admission(pool.name, platform,
+                                                {by_key[k].name: n for k, n in placement.items()})))
+    if reason is None:
+        decision.admitted.update(admissions)
+        return None
+    for node, free in reversed(nodes_before):
+        node.free = free
+    for (index, name), (existed, used, used_guaranteed) in quotas_before.items():
+        units = pool.projects if index == 0 else pool.departments
+        if existed:
+            units[name].used, units[name].used_guaranteed = used, used_guaranteed
+        else:
+            units.pop(name, None)
+    idle.clear()
+    idle.update(idle_before)
+    return reason
+
+
+def _gang_capacity_reason(pool: Pool, platform: str, member: Workload, placed: int) -> Reason:
+    """A member of a gang that does not fit beside the members placed before it: GANG, naming the group."""
+    alone = _capacity_reason(pool, platform, member, placed)
+    if not alone.details.get("nodes"):
+        return replace(alone, details={**alone.details, "gang": member.gang, "member": member.id})
+    per = member.per_replica
+    gpus = _what(pool, platform, 0)
+    ask = " and ".join(f"{show(i, per[i])} {gpus if i == 0 else NAMES[i]}" for i in range(3) if per[i] > 0) or "room"
+    most = alone.details["most_free"]
+    return Reason(pool.name, Code.GANG,
+                  f"Group {_group(member.gang)}: its part of {member.replicas} replica(s) on platform "
+                  f"{pool.name}/{platform} does not fit beside the others ({ask} each; {placed} placed; most free: "
+                  f"{show(0, most['gpu'])} {gpus} on {most['node']}); the group starts whole or not at all.",
+                  {**alone.details, "gang": member.gang, "member": member.id})
 
 
 def _try_reclaim(snapshot: Snapshot, workload: Workload, reasons: list[Reason], short: list[int],

@@ -3,6 +3,7 @@ schedulable nodes of each platform with their free capacity after the reservatio
 workloads, the workloads holding capacity, and the pending queue. A fixed number of queries, whatever
 the counts."""
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
@@ -272,20 +273,35 @@ def pending(loaded: Loaded) -> tuple[list[pure.Workload], dict[str, dict]]:
         # Only each template's platform travels and is decoded, not the whole pod templates.
         rows = rows.annotate(platforms=RawSQL(_PLATFORMS, (), output_field=JSONField()))
         platforms = "platforms"
-    rows = rows.annotate(gpu_type=KeyTextTransform("gpu_type", "request"))
+    # The request's "gang" (the task names of each member, when a group is stored as several workloads) travels as
+    # JSON text, None for the rest.
+    rows = rows.annotate(gpu_type=KeyTextTransform("gpu_type", "request"), gang=KeyTextTransform("gang", "request"))
     for (pk, name, project_id, priority, replicas, gpu, cpu, memory, submitted_at, pools, templates, reasons,
-         positions, gpu_type) in rows.values_list(
+         positions, gpu_type, gang, workflow, group) in rows.values_list(
             "id", "name", "project_id", "priority", "replicas", "gpu", "cpu", "memory", "submitted_at", "pools",
-            platforms, "reasons", "positions", "gpu_type").iterator(chunk_size=5000):
+            platforms, "reasons", "positions", "gpu_type", "gang", "workflow", "group").iterator(chunk_size=5000):
         key = str(pk)
         templates = templates or {}
         states = loaded.snapshot.pools
         candidates = [(pool, templates[pool]["platform"]) for pool in pools if pool in templates and pool in states]
+        gang_key, gang_size = _gang(gang, workflow, group) if gang else ("", 1)
         result.append(pure.Workload(
             key, names[project_id], departments[project_id], (gpu * 100, cpu, memory), replicas, priority == "low",
-            rank.get(priority, 1), submitted_at.timestamp(), candidates, gpu_type or ""))
+            rank.get(priority, 1), submitted_at.timestamp(), candidates, gpu_type or "", gang_key, gang_size))
         stored[key] = {"name": name, "reasons": reasons, "positions": positions}
     return result, stored
+
+
+def _gang(text: str, workflow: str, group: str) -> tuple[str, int]:
+    """The gang key ("workflow/group") and member count of a request's "gang" (JSON text of a list of member task
+    lists); ("", 1) for none, or for a gang of one member (an ordinary workload)."""
+    try:
+        members = json.loads(text)
+    except ValueError:
+        return "", 1
+    if not isinstance(members, list) or len(members) < 2:
+        return "", 1
+    return f"{workflow}/{group}", len(members)
 
 
 # pool -> {"platform": its template's platform}, from a workload's templates (pool -> template).

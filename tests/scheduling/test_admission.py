@@ -245,3 +245,135 @@ def test_a_cycle_never_admits_beyond_a_quota_a_limit_or_a_node(requests, node_gp
         assert guaranteed.get(project, 0) <= deserved * 100
         assert total.get(project, 0) <= limit * 100
     assert sum(guaranteed.values()) <= deserved * 2 * 100
+
+
+# ---- a gang of several workloads (an OSMO group whose tasks differ: issue 41) -------------------------------------
+
+def two_platforms(h100=None, a100=None, projects=None, name="training", status="ONLINE", engine=""):
+    h100 = h100 if h100 is not None else [node("h1", 8), node("h2", 8)]
+    a100 = a100 if a100 is not None else [node("a1", 8)]
+    return Pool(name, status, False, {"h100": "H100", "a100": "A100"}, {"h100": h100, "a100": a100},
+                projects or {}, {}, engine)
+
+
+def member(wid, platform="h100", gpus=4, replicas=1, size=2, submitted=0.0, gang="wf/workers", pools=("training",),
+           project="vision", low=False):
+    return Workload(wid, project, "research", (gpus * 100, 1000, GIB), replicas, low, 0 if low else 1, submitted,
+                    [(p, platform) for p in pools], gang=gang, gang_size=size)
+
+
+def state(snapshot):
+    """What admission may change in a snapshot: node free capacity and quota usage, by pool."""
+    return {name: ({(platform, n.key): n.free for platform, nodes in p.platforms.items() for n in nodes},
+                   {k: (q.used, q.used_guaranteed) for k, q in p.projects.items()},
+                   {k: (q.used, q.used_guaranteed) for k, q in p.departments.items()})
+            for name, p in snapshot.pools.items()}
+
+
+def test_a_gang_s_members_on_different_platforms_are_admitted_together_each_with_its_own_placement():
+    snapshot = Snapshot({"training": two_platforms(projects={"vision": quota(deserved=32)})})
+    decision = decide(snapshot, [member("lead", "h100", gpus=4, replicas=3), member("work", "a100", gpus=8)])
+    lead, work = decision.admitted["lead"], decision.admitted["work"]
+    assert (lead.pool, lead.platform, sum(lead.placement.values())) == ("training", "h100", 3)
+    assert set(lead.placement) <= {"h1", "h2"}
+    assert (work.platform, work.placement) == ("a100", {"a1": 1})
+    assert snapshot.pools["training"].projects["vision"].used[0] == 2000
+    assert sum(n.free[0] for n in snapshot.pools["training"].platforms["h100"]) == 400
+    assert decision.reasons == {}
+
+
+def test_a_gang_whose_second_member_does_not_fit_beside_the_first_takes_nothing_and_leaves_the_snapshot_as_it_was():
+    # Alone, each member fits on n1; together they do not.
+    def fresh():
+        return Snapshot({"training": two_platforms(h100=[node("n1", 8)], a100=[],
+                                                   projects={"vision": quota(deserved=16),
+                                                             "speech": quota(deserved=0)})})
+    gang = [member("lead", gpus=6), member("work", gpus=4, submitted=1)]
+    snapshot = fresh()
+    before = state(snapshot)
+    # Borrowing, so after the gang: its reason counts the idle GPUs as they are once the gang is undone.
+    decision = decide(snapshot, [*gang, workload("other", project="speech", gpus=1, submitted=2)])
+    assert decision.admitted == {}
+    assert state(snapshot) == before
+    assert "borrow 8 idle GPUs" in decision.reasons["other"][0].message
+    for wid in ("lead", "work"):
+        [reason] = decision.reasons[wid]
+        assert reason.code == Code.GANG
+        assert reason.message.startswith("Group workers: its part of 1 replica(s) on platform training/h100 does not "
+                                         "fit beside the others")
+        assert reason.message.endswith("the group starts whole or not at all.")
+        assert reason.details["gang"] == "wf/workers" and reason.details["member"] == "work"
+    # A workload after the gang in the same cycle gets the node and the quota the gang let go.
+    snapshot = fresh()
+    decision = decide(snapshot, [*gang, workload("later", gpus=8, submitted=2)])
+    assert list(decision.admitted) == ["later"]
+    assert decision.admitted["later"].placement == {"n1": 1}
+    assert snapshot.pools["training"].projects["vision"].used[0] == 800
+    assert decision.positions["lead"] == {"training": 1} and decision.positions["work"] == {"training": 2}
+
+
+def test_a_gang_tries_its_next_pool_once_one_refuses_a_member_and_is_charged_only_there():
+    snapshot = Snapshot({"small": two_platforms(h100=[node("s1", 8)], a100=[node("s2", 2)], name="small",
+                                                projects={"vision": quota(deserved=32)}),
+                         "big": two_platforms(name="big", projects={"vision": quota(deserved=32)})})
+    pools = ("small", "big")
+    decision = decide(snapshot, [member("lead", "h100", gpus=8, pools=pools),
+                                 member("work", "a100", gpus=4, pools=pools)])
+    assert {wid: (a.pool, a.platform) for wid, a in decision.admitted.items()} == {"lead": ("big", "h100"),
+                                                                                   "work": ("big", "a100")}
+    small = snapshot.pools["small"]
+    assert small.platforms["h100"][0].free[0] == 800 and small.projects["vision"].used[0] == 0
+    assert "research" not in small.departments
+
+
+def test_a_gang_short_of_a_member_in_the_queue_admits_none():
+    snapshot = Snapshot({"training": two_platforms(projects={"vision": quota(deserved=32)})})
+    decision = decide(snapshot, [member("lead", size=3), member("work", "a100", size=3)])
+    assert decision.admitted == {}
+    for wid in ("lead", "work"):
+        [reason] = decision.reasons[wid]
+        assert reason.code == Code.GANG
+        assert reason.message == ("Waiting for the rest of group workers: 2 of its 3 parts are in the queue; the "
+                                  "group starts whole or not at all.")
+        assert reason.details == {"gang": "wf/workers", "present": 2, "size": 3}
+    [reason] = decide(snapshot, [member("lead", size=3)]).reasons["lead"]
+    assert reason.message.startswith("Waiting for the rest of group workers: 1 of its 3 parts is in the queue")
+    assert snapshot.pools["training"].projects["vision"].used[0] == 0
+
+
+def test_a_gang_whose_members_together_exceed_the_project_s_guarantee_is_refused_for_quota():
+    snapshot = Snapshot({"training": two_platforms(projects={"vision": quota(deserved=8)})})
+    decision = decide(snapshot, [member("lead", gpus=4), member("work", "a100", gpus=6, submitted=1),
+                                 workload("later", gpus=8, submitted=2)])
+    assert list(decision.admitted) == ["later"]  # the lead's 4 GPUs were given back
+    for wid in ("lead", "work"):
+        [reason] = decision.reasons[wid]
+        assert reason.code == Code.QUOTA
+        assert reason.message.startswith("Project vision has 4 of 8 guaranteed A100 GPUs in use in pool training "
+                                         "and asks for 6 more")
+    assert snapshot.pools["training"].projects["vision"].used[0] == 800
+
+
+def test_a_gang_in_an_engine_s_pool_is_handed_over_whole():
+    snapshot = Snapshot({"kai": two_platforms(name="kai", status=Code.ENGINE.value, engine="KAI Scheduler")})
+    decision = decide(snapshot, [member("lead", gpus=64, pools=("kai",)), member("work", "a100", pools=("kai",))])
+    assert {wid: (a.platform, a.placement, a.engine) for wid, a in decision.admitted.items()} == {
+        "lead": ("h100", {}, "KAI Scheduler"), "work": ("a100", {}, "KAI Scheduler")}
+
+
+def test_a_gang_is_decided_at_its_first_member_s_place_in_the_order():
+    snapshot = Snapshot({"training": two_platforms(h100=[node("n1", 8)], a100=[],
+                                                   projects={"vision": quota(deserved=32)})})
+    decision = decide(snapshot, [member("lead", gpus=4), workload("single", gpus=4, submitted=1),
+                                 member("work", gpus=4, submitted=2)])
+    assert sorted(decision.admitted) == ["lead", "work"]
+    assert decision.reasons["single"][0].code == Code.CAPACITY
+    assert decision.positions["single"] == {"training": 1}
+
+
+def test_a_member_without_the_pool_makes_that_pool_unusable_for_the_gang():
+    snapshot = Snapshot({"a": two_platforms(name="a", projects={"vision": quota(deserved=32)}),
+                         "b": two_platforms(name="b", projects={"vision": quota(deserved=32)})})
+    decision = decide(snapshot, [member("lead", pools=("a", "b")), member("work", pools=("b",))])
+    assert {a.pool for a in decision.admitted.values()} == {"b"}
+    assert len(decision.admitted) == 2
