@@ -39,7 +39,7 @@ def add_nodes(pool: str, platform: str, count: int, *, gpus: int = 8, product: s
     tests need hundreds of fleets; nodes read from the stand-in through the sync are the journeys' (tests/support/
     journey.py)."""
     backend = Backend.objects.get(name="default")
-    prefix = prefix or f"{pool[:8]}-{platform}"
+    prefix = prefix or f"{pool[:8]}-{platform}".replace("_", "-")  # a node name is a DNS subdomain
     nodes = Node.objects.bulk_create(Node(
         backend=backend, name=f"{prefix}-{i:03d}", gpu_product=product, gpu_total=gpus, gpu_allocatable=gpus,
         gpu_free=gpus, cpu_allocatable=cpu, memory_allocatable=memory, storage_allocatable=2000 * GIB,

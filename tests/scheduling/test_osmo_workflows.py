@@ -11,6 +11,7 @@ from scheduling.models import Status, Workload
 from scheduling.run.cycle import run_cycle
 from scheduling.run.dispatch import dispatch
 from scheduling.specs.osmo_tokens import DATA_DIR
+from tests.scheduling.conftest import SHARED
 from tests.support.commands import run
 from tests.support.lifecycle import job_status, observe, pod
 
@@ -215,3 +216,107 @@ def test_the_workflow_query_names_each_replica_by_its_task_the_lead_first(resear
     name = researcher_api.post("/api/pool/training/workflow", {"file": text}, format="json").json()["name"]
     (group,) = researcher_api.get(f"/api/workflow/{name}").json()["groups"]
     assert [task["name"] for task in group["tasks"]] == ["helper-b", "coordinator", "helper-a"]
+
+
+def members(workflow: str) -> list[Workload]:
+    return sorted(groups(workflow), key=lambda w: w.request["member"])
+
+
+def test_a_group_of_two_platforms_and_images_is_one_gang_of_two_jobs_ended_by_its_lead(standin, kube,
+                                                                                        researcher_api):
+    from scheduling.run.stopping import stop
+
+    standin.strict_namespaces = True
+    # The A100 node is taken: the lead's member (two 1-GPU tasks) cannot start, so the robot's part, which would
+    # fit on an L40S node, does not start alone either.
+    blocker = researcher_api.post("/api/workloads/", {
+        "name": "blocker", "project": "vision", "image": "ubuntu:24.04", "priority": "low", "pools": [SHARED],
+        "platform": "a100_platform", "resources": {"gpu": 8, "cpu": "1", "memory": "1Gi"}}, format="json").json()
+    run_cycle()
+    assert Workload.objects.get(pk=blocker["id"]).status == Status.ADMITTED
+    response = researcher_api.post(f"/api/pool/{SHARED}/workflow?project=vision",
+                                   {"file": (FILES / "robot_in_the_loop.yaml").read_text()}, format="json")
+    assert response.status_code == 200, response.json()
+    workflow = response.json()["name"]
+    run_cycle()
+    lead, robot = members(workflow)
+    assert (lead.request["tasks"], lead.gpu, lead.replicas) == (["model-training", "physics-sim"], 1, 2)
+    assert (robot.request["tasks"], robot.gpu, robot.replicas) == (["robot-ctrl"], 0, 1)
+    for row in (lead, robot):
+        assert row.status == Status.PENDING and not row.placement, row.reasons
+    assert robot.reasons[0]["code"] == "GANG" and "starts whole or not at all" in robot.reasons[0]["message"]
+    assert standin.jobs() == []
+
+    assert researcher_api.post(f"/api/workloads/{blocker['id']}/cancel/").json()["canceled"]
+    run_cycle()  # one cycle: one decision for both
+    lead, robot = members(workflow)
+    assert (lead.status, robot.status) == (Status.ADMITTED, Status.ADMITTED), (lead.reasons, robot.reasons)
+    assert (lead.platform, robot.platform) == ("a100_platform", "l40s_platform")
+    for row in (lead, robot):
+        assert dispatch(row.pk, clusters=lambda backend: kube) == "created"
+    lead, robot = members(workflow)
+    lead_job = standin.job(lead.job_name, namespace=lead.namespace)
+    robot_job = standin.job(robot.job_name, namespace=robot.namespace)
+    assert user_container(lead_job)["image"] == "nvcr.io/nvidia/pytorch:24.01-py3"
+    assert user_container(robot_job)["image"] == "python:3.11-slim"
+    assert lead_job["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100"}
+    assert robot_job["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
+    # The lead's Job decides the group's end; the robot's part ends well whatever its command returns.
+    assert lead_job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert "successPolicy" not in robot_job["spec"]
+    assert "exit 0" in user_container(robot_job)["command"][2]
+    # Every task reaches every other by its host, whichever Job runs it.
+    a, b = lead.job_name, robot.job_name
+    services = {s["metadata"]["name"] for s in standin.core_objects("services", namespace=lead.namespace)}
+    assert services == {a, b}
+    files = {c["metadata"]["name"]: c["data"] for c in standin.core_objects("configmaps", namespace=lead.namespace)}
+    train, sim = files[a]["file-0"], files[a]["file-1"]
+    assert f"http://{a}-1.{a}:8080/ready" in train and f"http://{b}-0.{b}:9090/ready" in train
+    assert "python3 -m http.server 8080" in sim
+    assert f"http://{a}-0.{a}:8000/" in files[b]["file-0"]
+    env = {item["name"]: item.get("value") for item in user_container(robot_job)["env"]}
+    assert env["MASTER_ADDR"] == f"{a}-0.{a}" and env["WORLD_SIZE"] == "3" and "RANK" not in env
+
+    # The lead completes: the robot's part is stopped and ends COMPLETED with it; the workflow completes.
+    for index in range(2):
+        pod(standin, lead, index, "Succeeded", node="shared-s-a100-platform-000", exit_code=0)
+    pod(standin, robot, 0, "Running", node="shared-s-l40s-platform-000")
+    job_status(standin, lead, "Complete", "CompletionsReached")
+    assert observe(kube, lead).status == Status.COMPLETED
+    run_cycle()
+    robot = Workload.objects.get(pk=robot.pk)
+    assert robot.stop_status == Status.COMPLETED and robot.stop_reason == "LEAD_COMPLETED"
+    assert stop(robot.pk, clusters=lambda backend: kube) == "stopped"
+    assert Workload.objects.get(pk=robot.pk).status == Status.COMPLETED
+    assert [j["metadata"]["name"] for j in standin.jobs()] == [a]
+    answer = researcher_api.get(f"/api/workflow/{workflow}").json()
+    assert answer["status"] == "COMPLETED"
+    (group,) = answer["groups"]
+    assert [t["name"] for t in group["tasks"]] == ["model-training", "physics-sim", "robot-ctrl"]
+    logs = researcher_api.get(f"/api/workflow/{workflow}/logs?task=robot-ctrl")  # the robot's member's pod
+    assert f"Pod {b}-0-abcde was gone before its log could be kept" in logs.json()["detail"]
+
+
+@pytest.mark.parametrize("scheduler", ["kai", "kueue"])
+def test_a_group_of_two_shapes_on_the_engines(standin, kube, researcher_api, scheduler):
+    from pools.cluster.kinds import KAI_PODGROUP
+    run("backend", "add", "default", "--simulated", "--scheduler", scheduler)
+    standin.strict_namespaces = True
+    text = (FILES / "robot_in_the_loop.yaml").read_text()
+    response = researcher_api.post(f"/api/pool/{SHARED}/workflow?project=vision", {"file": text}, format="json")
+    if scheduler == "kueue":  # Kueue starts one Job's pods together, not several Jobs'
+        assert response.status_code == 400, response.json()
+        assert "Kueue" in response.json()["detail"] and standin.jobs() == []
+        return
+    assert response.status_code == 200, response.json()
+    run_cycle()
+    lead, robot = members(response.json()["name"])
+    for row in (lead, robot):  # handed to KAI together, every object accepted with KAI's CRDs
+        assert row.status == Status.ADMITTED
+        assert dispatch(row.pk, clusters=lambda backend: kube) == "created"
+    lead, robot = members(response.json()["name"])
+    (group,) = standin.objects(KAI_PODGROUP)  # one PodGroup of all three pods: KAI binds them all or none
+    assert group["metadata"]["name"] == lead.job_name and group["spec"]["minMember"] == 3
+    for row in (lead, robot):
+        job = standin.job(row.job_name, namespace=row.namespace)
+        assert job["spec"]["template"]["metadata"]["annotations"]["pod-group-name"] == lead.job_name

@@ -14,7 +14,7 @@ from scheduling.usage import observe, rollup
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 H100 = "training-h100-000"
-L40S = "shared_s-l40s_platform-000"
+L40S = "shared-s-l40s-platform-000"
 
 
 def at(minutes: float) -> datetime:
