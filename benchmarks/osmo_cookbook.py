@@ -17,10 +17,12 @@ variables the cookbook's READMEs tell their users to give (by default `storage_u
 manifest) are counted apart. Database: a scratch PostgreSQL database as benchmarks/submit.py makes it (dropped at
 the end unless --keep).
 
-Two counts: the site as it comes, then as the cookbook's READMEs tell an OSMO user to prepare it: the pool given a
+Three counts: the site as it comes; then as the cookbook's READMEs tell an OSMO user to prepare it: the pool given a
 data store (`manage.py storage set`) and the researcher holding every credential the files name (`osmo credential
 set NAME --payload KEY=...` as the READMEs write it, else one key; here `POST /api/credentials/NAME` with placeholder
-values).
+values); then with pool training also serving the platforms the files name (`ovx-a40`, `agx-orin-jp6`, ...: the
+files say "Update platform if necessary"; an admin adds them to the pool's configuration, and each gets 2 nodes of 8
+GPUs, as benchmarks/submit.py's nodes are rows).
 """
 
 import argparse
@@ -62,6 +64,26 @@ def dry_runs(client, files: list[Path], args) -> dict[str, str]:
         if response.status_code != 200:
             refused[str(path.relative_to(args.cookbook))] = f"{response.status_code}: {reason(response.json())}"
     return refused
+
+
+def add_platforms(names: list[str]) -> None:
+    """Pool training with these platforms too (no pod template of their own: any node of theirs), 2 nodes each."""
+    from django.utils import timezone
+
+    from pools.config import writes
+    from pools.models import Backend, ConfigKind, Node, NodeMembership, Pool
+
+    document = writes.export(ConfigKind.POOL)
+    document["pools"]["training"]["platforms"].update({name: {} for name in names})
+    writes.import_document(ConfigKind.POOL, document, author="bench")
+    backend, pool = Backend.objects.get(name="default"), Pool.objects.get(name="training")
+    for name in names:
+        created = Node.objects.bulk_create(Node(
+            backend=backend, name=f"{name.lower().replace('_', '-')}-{i}", gpu_total=8, gpu_allocatable=8, gpu_free=8,
+            cpu_allocatable=190_000, memory_allocatable=2000 * 1024 ** 3, storage_allocatable=2000 * 1024 ** 3,
+            status="Ready", pool_names=["training"], platform_names=[f"training/{name}"], last_seen=timezone.now())
+            for i in range(2))
+        NodeMembership.objects.bulk_create(NodeMembership(node=node, pool=pool, platforms=[name]) for node in created)
 
 
 def main() -> None:
@@ -114,6 +136,14 @@ def main() -> None:
                         content_type="application/json")
         refused = dry_runs(client, files, args)
         print(f"accepted once the pool has a data store and the researcher the credentials {', '.join(payloads)}: "
+              f"{len(files) - len(refused)} of {len(files)}")
+        for name, why in refused.items():
+            print(f"  refused {name}\n    {why}")
+        platforms = sorted({name for path in files for name in re.findall(
+            r"^\s+platform:\s*([A-Za-z0-9_.-]+)\s*$", path.read_text(encoding="utf-8"), re.M)} - {"h100"})
+        add_platforms(platforms)
+        refused = dry_runs(client, files, args)
+        print(f"accepted once pool training also serves the platforms {', '.join(platforms)}: "
               f"{len(files) - len(refused)} of {len(files)}")
         for name, why in refused.items():
             print(f"  refused {name}\n    {why}")
