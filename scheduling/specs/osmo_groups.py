@@ -1,10 +1,11 @@
 """An OSMO task group of differing tasks as one gang (pure: no Django; issue 41, point 2; docs/architecture/
-decisions.md, "A group of differing tasks").
+decisions.md, "A group of differing tasks" and "A group of differing shapes").
 
-A group runs as one indexed Job: one admission decision, one KAI PodGroup or one Kueue workload, its pods placed
-together or not at all. The pods of one Job share one template, so the tasks of a group share what a pod's shape
-is made of (image, resource, privileged, host network, mounts, secrets, exit actions) and may differ in what the
-container runs: command, args, environment and files.
+Tasks that share a pod's shape (`SHARED`: image, resource, privileged, host network, mounts, secrets, exit actions)
+run as one indexed Job: one admission decision, one KAI PodGroup or one Kueue workload, its pods placed together or
+not at all; they may differ in what the container runs: command, args, environment and files. A group whose tasks
+differ in shape is split by `members` into one such Job per shape, admitted as one gang; `plan` is then called per
+member, `lead` telling whether it holds the group's lead.
 
 - The lead task is replica 0 (`MASTER_ADDR`, and `{{host:TASK}}` follows the new order); the Job succeeds when it
   does (`successPolicy`: the others are then stopped), so the lead decides the group's end.

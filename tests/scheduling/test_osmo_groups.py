@@ -115,7 +115,8 @@ def test_tasks_of_differing_shapes_are_one_member_each_shape_the_leads_first():
     assert [g.group for g in workflow.groups] == ["g", "g"]
     assert workflow.tasks == {"g": ["sim", "ctrl", "view"]}  # the group's tasks, the lead's member first
     assert lead.gang == other.gang == [["sim"], ["ctrl", "view"]]
-    assert (lead.member, lead.tasks, lead.image, lead.platform, lead.resources.gpu) == (0, ["sim"], "isaac:2", "h100", 2)
+    assert (lead.member, lead.tasks, lead.image, lead.platform, lead.resources.gpu) == \
+        (0, ["sim"], "isaac:2", "h100", 2)
     assert (other.member, other.tasks, other.image, other.platform, other.replicas) == \
         (1, ["ctrl", "view"], "python:3.11-slim", "cpu", 2)
     assert lead.command == ["sh", "-c", "echo sim"]  # the lead alone runs as written

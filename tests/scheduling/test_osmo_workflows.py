@@ -320,3 +320,33 @@ def test_a_group_of_two_shapes_on_the_engines(standin, kube, researcher_api, sch
     for row in (lead, robot):
         job = standin.job(row.job_name, namespace=row.namespace)
         assert job["spec"]["template"]["metadata"]["annotations"]["pod-group-name"] == lead.job_name
+
+
+def test_when_the_lead_fails_the_other_member_ends_failed_and_a_cancel_reaches_every_member(standin, kube,
+                                                                                           researcher_api):
+    from scheduling.run.stopping import stop
+
+    text = (FILES / "robot_in_the_loop.yaml").read_text()
+    first = researcher_api.post(f"/api/pool/{SHARED}/workflow?project=vision", {"file": text},
+                                format="json").json()["name"]
+    run_cycle()
+    for row in members(first):
+        assert dispatch(row.pk, clusters=lambda backend: kube) == "created"
+    lead, robot = members(first)
+    pod(standin, lead, 0, "Failed", node="shared-s-a100-platform-000", exit_code=3)
+    job_status(standin, lead, "Failed", "BackoffLimitExceeded")
+    assert observe(kube, lead).status == Status.FAILED
+    run_cycle()
+    robot = Workload.objects.get(pk=robot.pk)
+    assert (robot.stop_status, robot.stop_reason) == (Status.FAILED, "GANG_ENDED")
+    assert "Tasks model-training, physics-sim of group robot-hil ended as FAILED" in robot.stop_message
+    assert stop(robot.pk, clusters=lambda backend: kube) == "stopped"
+    assert researcher_api.get(f"/api/workflow/{first}").json()["status"] == "FAILED"
+
+    # A cancel of one member (the API's, on the robot's row) ends its gang: the lead, still queued, with it.
+    second = researcher_api.post(f"/api/pool/{SHARED}/workflow?project=vision", {"file": text},
+                                 format="json").json()["name"]
+    lead, robot = members(second)
+    assert researcher_api.post(f"/api/workloads/{robot.pk}/cancel/").json()["canceled"]
+    run_cycle()
+    assert Workload.objects.get(pk=lead.pk).status == Status.FAILED_CANCELED
