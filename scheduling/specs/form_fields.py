@@ -16,7 +16,7 @@ COVERED = {"name", "kind", "port", "project", "pools", "platform", "image", "com
 # Fields whose defaults say nothing (a stored request has them all): not a reason to leave the boxes.
 EMPTY = {"workflow": "", "group": "", "env_from_secret": {}, "exit_actions": {}, "topology": [], "variables": {},
          "privileged": False, "host_network": False, "mounts": [], "gpu_type": "", "inputs": [], "outputs": [],
-         "credentials": [], "tasks": [], "files": []}
+         "credentials": [], "tasks": [], "files": [], "gang": [], "member": 0}
 RESOURCES = ("gpu", "cpu", "memory", "storage")
 UNITS = (("Ti", 1024 ** 4), ("Gi", 1024 ** 3), ("Mi", 1024 ** 2), ("Ki", 1024))
 
