@@ -337,3 +337,77 @@ def test_the_default_fleet_runs_kai_jobs_too_and_plain_jobs_unchanged(tmp_path, 
     assert all(p["spec"].get("nodeName") for p in pods_of(cluster, "gang"))
     cluster.create_job("team", job_body("plain"))
     assert pods_of(cluster, "plain")[0]["spec"].get("nodeName")
+
+
+# ---- a gang of several Jobs (issue 41) ------------------------------------------------------------------------
+
+CPU_NODES = {"node.kubernetes.io/instance-type": "r760-cpu"}
+
+
+def member_job(name: str, group: str, replicas: int, gpus: int, *, image: str, selector: dict | None = None) -> dict:
+    """A Job of an OSMO task group whose tasks differ: its pods name the lead's PodGroup, not one of their own."""
+    body = kai_job(name, replicas, gpus)
+    template = body["spec"]["template"]
+    template["metadata"]["annotations"]["pod-group-name"] = group
+    template["spec"]["containers"][0]["image"] = image
+    if selector is not None:
+        template["spec"]["nodeSelector"] = selector
+    return body
+
+
+def test_jobs_naming_one_podgroup_are_placed_together_each_pod_where_its_own_spec_admits(cluster, queues):
+    queues()
+    labels = {name: node["metadata"]["labels"] for name, node in nodes_of(cluster).items()}
+    lead = cluster.create_job(NS, kai_job("mixed", replicas=2, gpus=8))
+    cluster.create_job(NS, member_job("mixed-eval", "mixed", 2, 2, image="nvcr.io/nvidia/tritonserver:24.12-py3"))
+    cluster.create_job(NS, member_job("mixed-data", "mixed", 1, 0, image="python:3.12", selector=CPU_NODES))
+    assert not any(p["spec"].get("nodeName") for job in ("mixed", "mixed-eval", "mixed-data")
+                   for p in pods_of(cluster, job))  # no PodGroup yet, and none of their own
+    cluster.create_object(KAI_PODGROUP, podgroup("mixed", 5, required=ZONE, owner=lead), namespace=NS)
+    pods = {job: pods_of(cluster, job) for job in ("mixed", "mixed-eval", "mixed-data")}
+    assert {job: len(found) for job, found in pods.items()} == {"mixed": 2, "mixed-eval": 2, "mixed-data": 1}
+    nodes = {job: [p["spec"].get("nodeName") for p in found] for job, found in pods.items()}
+    assert all(node for found in nodes.values() for node in found)
+    assert all(node.startswith("dgx-h100-") for node in nodes["mixed"] + nodes["mixed-eval"])
+    assert nodes["mixed-data"][0].startswith("cpu-")
+    assert {labels[node][ZONE] for found in nodes.values() for node in found} == {"sjc-dc1-a"}  # the whole gang
+    assert len({p["metadata"]["resourceVersion"] for found in pods.values() for p in found}) == 1  # one pass
+    assert condition(cluster, "mixed") is None
+    assert [g["metadata"]["name"] for g in cluster.list_objects(KAI_PODGROUP, namespace=NS).items] == ["mixed"]
+    assert status_of(cluster, "lab.research.vision")["allocated"]["gpu"] == 2 * 8 + 2 * 2
+
+
+def test_a_multi_job_gang_that_fits_only_in_part_places_none_of_its_jobs(cluster, queues):
+    queues()
+    fill(cluster, 10)  # 2 nodes (16 GPUs) left: room for the lead's pods, not for the others' too
+    lead = cluster.create_job(NS, kai_job("mixed", replicas=2, gpus=8))
+    cluster.create_job(NS, member_job("mixed-eval", "mixed", 2, 4, image="nvcr.io/nvidia/tritonserver:24.12-py3"))
+    cluster.create_object(KAI_PODGROUP, podgroup("mixed", 4, owner=lead), namespace=NS)
+    assert not any(p["spec"].get("nodeName") for job in ("mixed", "mixed-eval") for p in pods_of(cluster, job))
+    (group,) = cluster.list_objects(KAI_PODGROUP, namespace=NS).items
+    (waiting,) = group["status"]["schedulingConditions"]
+    assert (waiting["type"], waiting["reason"]) == ("UnschedulableOnNodePool", "Unschedulable")
+    assert waiting["message"].startswith("Resources were found for 2 pods while 4 are required for gang scheduling.")
+    details = waiting["reasons"][0]["details"]["queueDetails"]
+    assert details["podGroupRequestedResources"]["gpu"] == 2 * 8 + 2 * 4
+    assert status_of(cluster, "lab.research.vision")["requested"]["gpu"] == 24
+    assert status_of(cluster, "lab.research.vision")["allocated"]["gpu"] == 0
+
+
+def test_a_gang_waits_for_its_last_job_then_places_every_job_in_one_pass(cluster, queues, clock):
+    queues()
+    lead = cluster.create_job(NS, kai_job("mixed", replicas=2, gpus=8))
+    cluster.create_object(KAI_PODGROUP, podgroup("mixed", 5, owner=lead), namespace=NS)
+    waiting = condition(cluster, "mixed")
+    assert waiting["reason"] == "Unschedulable"
+    assert waiting["message"].startswith("Job is not ready for scheduling. Waiting for 5 pods, currently 2 exist")
+    assert "fewer pods than its minMember" in waiting["message"]
+    clock.advance(15)
+    assert not any(p["spec"].get("nodeName") for p in pods_of(cluster, "mixed"))
+    assert condition(cluster, "mixed")["transitionID"] == waiting["transitionID"]  # still the same wait
+    cluster.create_job(NS, member_job("mixed-eval", "mixed", 3, 1, image="nvcr.io/nvidia/tritonserver:24.12-py3"))
+    pods = pods_of(cluster, "mixed") + pods_of(cluster, "mixed-eval")
+    assert len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods)
+    assert len({p["metadata"]["resourceVersion"] for p in pods}) == 1  # bound together, in the same pass
+    assert condition(cluster, "mixed") is None
+    assert status_of(cluster, "lab.research.vision")["allocated"]["gpu"] == 2 * 8 + 3

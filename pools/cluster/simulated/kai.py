@@ -2,14 +2,25 @@
 kai-scheduler`, through their PodGroups, and writes back what KAI writes (docs/admin/engines.md; KAI's
 behaviour as KAI Scheduler's own documentation describes it).
 
-A Job of kai-scheduler is created with every pod unbound (jobs.py); a scheduling pass then places it whole or
-not at all. A pass runs when such a Job is created and at most once a tick while one waits or one of those placed
-has just ended (SimulatedCluster._current). Its rules, in this order, for each waiting group (higher priority
-class first, then older first; a group that cannot go does not hold back those behind it):
+A Job of kai-scheduler is created with every pod unbound (jobs.py); a scheduling pass then places its group whole
+or not at all. A group is a PodGroup (`scheduling.run.ai/v2alpha2`) with the waiting Jobs whose pod template names
+it in its `pod-group-name` annotation (else by the Job's name), in the Job's namespace: as KAI groups pods by that
+annotation whatever owns them, several Jobs may make one gang (issue 41: an OSMO task group whose tasks differ in
+image or resources runs as one Job per member, each `kai.scheduler/skip-podgrouper: "true"`, and only the lead
+Job's PodGroup exists). The group's pods are all its Jobs' pods, each Job's with its own pod spec (node selector,
+affinity, tolerations, GPUs); its request is the sum over its Jobs of pods x the Job's pod request. A pass runs
+when such a Job is created and at most once a tick while one waits or one of those placed has just ended
+(SimulatedCluster._current). Its rules, in this order, for each waiting group (higher priority class first, then
+older first, by its oldest Job; a group that cannot go does not hold back those behind it):
 
-- The PodGroup (`scheduling.run.ai/v2alpha2`, named by the pod template's `pod-group-name` annotation, else the
-  Job's name, in the Job's namespace) must exist; until it does the Job waits and nothing is written.
-- Its `spec.queue` (else the Job's `kai.scheduler/queue` label) must name an existing Queue: `QueueDoesNotExist`.
+- The PodGroup must exist; until it does the group waits and nothing is written.
+- It must have `minMember` pods: those of its waiting Jobs plus those of its Jobs placed before and still running.
+  With fewer (a member Job not created yet, or deleted), it waits as `Unschedulable` with KAI's words ("Job is not
+  ready for scheduling. Waiting for 5 pods, currently 2 exist, 0 are gated ..."), and is placed in the pass that
+  finds them all.
+- Its `spec.queue` (else the lead Job's `kai.scheduler/queue` label; the lead is the Job named as the PodGroup,
+  else the oldest) must name an existing Queue: `QueueDoesNotExist`. The priority class likewise: the PodGroup's,
+  else the lead Job's pod template's.
 - Non-preemptible groups (`spec.preemptibility: non-preemptible`, or without one a priority class of value 100
   or more: `build` 100, `inference` 125; `train` 50 and `build-preemptible` 75 are preemptible; an unknown class
   counts as 50) must stay within `quota`, for the leaf and each of its parents: the GPUs of non-preemptible groups
@@ -17,14 +28,15 @@ class first, then older first; a group that cannot go does not hold back those b
   `NonPreemptibleOverQuota`.
 - Every group must stay within `limit`, leaf and parents: the GPUs of all groups running in the queue plus the
   request must not exceed `spec.resources.gpu.limit` unless it is -1 (an absent limit is 0, as in KAI): `OverLimit`.
-- All `minMember` pods (the Job's pods; the PodGroup asking for more than the Job has is unschedulable) must fit at
-  once on nodes that the pod template's nodeSelector, affinity and tolerations admit, Ready, with free GPUs (the
-  same placement as other Jobs: the fullest node that fits first). With `topologyConstraint.requiredTopologyLevel`
-  (a node label key) all pods go to nodes sharing one value of it; with `preferredTopologyLevel` one value is
-  tried first, then any node. Else: `Unschedulable`, with kube's kind of message ("0/14 nodes are available: 12
-  Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector.").
-Only GPUs are checked against quotas and limits; CPU and memory are counted in the figures. There is no
-preemption nor reclaim, and a Topology object is not required to exist.
+- All the group's pods, of all its Jobs, must fit at once, each on a node that its own Job's pod template
+  (nodeSelector, affinity, tolerations) admits, Ready, with free GPUs (the same placement as other Jobs: the
+  fullest node that fits first; the Jobs asking most GPUs a pod are placed first). With
+  `topologyConstraint.requiredTopologyLevel` (a node label key) all pods of the group go to nodes sharing one
+  value of it; with `preferredTopologyLevel` one value is tried first, then any node. Else none is placed:
+  `Unschedulable`, with kube's kind of message ("0/14 nodes are available: 12 Insufficient nvidia.com/gpu, 2
+  node(s) didn't match Pod's node affinity/selector.", for the pods of the Job that found no room).
+Only GPUs are checked against quotas and limits (the group's total); CPU and memory are counted in the figures.
+There is no preemption nor reclaim, and a Topology object is not required to exist.
 
 What it writes, as new versions of the objects (so lists and watches see them like any other change):
 - a group that waits: its PodGroup's `status.schedulingConditions` = `[{"type": "UnschedulableOnNodePool",
@@ -35,7 +47,8 @@ What it writes, as new versions of the objects (so lists and watches see them li
   that refused it (the leaf for QueueDoesNotExist, with only its name, and for Unschedulable). Resources are
   `{"gpu": GPUs, "cpu": millicores, "memory": MB}`, KAI's Queue units; transitionID counts from "0" and moves,
   with lastTransitionTime, only when the reason or message changes;
-- a group placed: its PodGroup's `status.schedulingConditions` removed;
+- a group placed: the pods of every one of its Jobs bound in that pass, and its PodGroup's
+  `status.schedulingConditions` removed (the conditions of a group are always on its one PodGroup);
 - every Queue: `status.allocated`, `status.allocatedNonPreemptible` and `status.requested` (allocated plus what
   waiting groups ask), each `{"gpu", "cpu", "memory"}` in the same units, a parent counting its children.
 """
@@ -100,14 +113,37 @@ def pod_request(pod_spec: dict) -> tuple[float, float, float]:
 
 @dataclass
 class _Group:
-    record: dict
+    records: list[dict]  # its waiting Jobs (one, or the members of a multi-Job gang), in creation order
     namespace: str
     name: str  # the PodGroup's
     queue: str
     value: int  # the priority class's
     preemptible: bool
-    request: tuple[float, float, float]  # the whole gang's
+    request: tuple[float, float, float]  # the whole gang's, over all its Jobs
     podgroup: dict | None
+    lead: bool  # whether `queue`, `value` and `preemptible` come from the Job named as the PodGroup
+    created_rv: int  # its oldest Job's
+    pods: int  # of all its waiting Jobs
+    running: int = 0  # pods of Jobs of the same PodGroup placed before and still running
+
+    def join(self, other: "_Group") -> None:
+        """Adds another Job naming the same PodGroup (a member of a multi-Job gang)."""
+        self.records.extend(other.records)
+        self.request = tuple(a + b for a, b in zip(self.request, other.request, strict=True))
+        self.pods += other.pods
+        if other.lead and not self.lead:  # without a PodGroup spec, the lead Job's labels and class count
+            self.queue, self.value, self.preemptible, self.lead = (other.queue, other.value, other.preemptible,
+                                                                   True)
+
+
+@dataclass
+class _Member:
+    """One Job of a group being placed: its pods' spec, GPUs and the nodes that admit them."""
+    index: int  # in the group's records
+    record: dict
+    pod_spec: dict
+    gpus: int
+    eligible: list[str]
 
 
 class KaiScheduler:
@@ -137,7 +173,8 @@ class KaiScheduler:
         podgroups = self._custom.live(state, rv, KAI_PODGROUP)
         allocated: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         guaranteed: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-        waiting: list[_Group] = []
+        waiting: dict[tuple[str, str], _Group] = {}
+        running: dict[tuple[str, str], int] = defaultdict(int)
         for record in state["jobs"]:
             kai = record.get("kai")
             if kai is None or kai["settled"]:
@@ -147,36 +184,43 @@ class KaiScheduler:
                 if gone or not record["pods"]:
                     kai["settled"] = changed = True
                     continue
-                waiting.append(self._group(record, podgroups))
+                group = self._group(record, podgroups)
+                key = (group.namespace, group.name)
+                if key in waiting:  # another Job of the same PodGroup: one gang (issue 41)
+                    waiting[key].join(group)
+                else:
+                    waiting[key] = group
                 continue
             if gone or tick >= record["start_tick"] + 1 + record["run_ticks"]:
                 kai["settled"] = changed = True
                 continue
             group = self._group(record, podgroups)
+            running[(group.namespace, group.name)] += len(record["pods"])
             self._add(queues, kai.get("queue") or group.queue, group.request, allocated,
                       None if group.preemptible else guaranteed)
         requested: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         for name, values in allocated.items():
             requested[name] = list(values)
-        for group in waiting:
+        for group in waiting.values():
+            group.running = running.get((group.namespace, group.name), 0)
             if group.podgroup is not None:
                 self._add(queues, group.queue, group.request, requested, None)
-        waiting.sort(key=lambda g: (-g.value, g.record["created_rv"], g.namespace, g.name))
-        free = self._jobs.free_slots(view, state, tick, rv) if waiting else {}
-        for group in waiting:
+        order = sorted(waiting.values(), key=lambda g: (-g.value, g.created_rv, g.namespace, g.name))
+        free = self._jobs.free_slots(view, state, tick, rv) if order else {}
+        for group in order:
             if group.podgroup is None:
                 continue  # KAI waits for the PodGroup: nothing to explain yet
-            refusal = self._admit(group, queues, allocated, guaranteed, requested)
+            refusal = self._ready(group) or self._admit(group, queues, allocated, guaranteed, requested)
             if refusal is None:
-                pods, message = self._place(group, view, free)
-                if pods is None:
+                placed, message = self._place(group, view, free)
+                if placed is None:
                     refusal = (UNSCHEDULABLE, message, group.queue)
                 else:
-                    record = group.record
-                    record["pods"] = [{**pod, "name": old["name"]} for pod, old in zip(pods, record["pods"],
-                                                                                         strict=True)]
-                    record["start_tick"] = tick
-                    record["kai"].update(placed_rv=rv, queue=group.queue)
+                    for record, pods in zip(group.records, placed, strict=True):  # every Job's pods bound at once
+                        record["pods"] = [{**pod, "name": old["name"]} for pod, old in zip(pods, record["pods"],
+                                                                                             strict=True)]
+                        record["start_tick"] = tick
+                        record["kai"].update(placed_rv=rv, queue=group.queue)
                     self._add(queues, group.queue, group.request, allocated,
                               None if group.preemptible else guaranteed)
                     changed = True
@@ -211,7 +255,8 @@ class KaiScheduler:
                                                            and value < NON_PREEMPTIBLE_FROM)
         count = len(record["pods"])
         request = tuple(amount * count for amount in pod_request(pod_spec))
-        return _Group(record, record["namespace"], name, queue, value, preemptible, request, podgroup)
+        return _Group([record], record["namespace"], name, queue, value, preemptible, request, podgroup,
+                      lead=record["name"] == name, created_rv=record["created_rv"], pods=count)
 
     @staticmethod
     def _chain(queues: dict[str, dict], leaf: str) -> list[str]:
@@ -262,58 +307,85 @@ class KaiScheduler:
                     f"{_number(gpus)} GPUs"), name
         return None
 
-    def _place(self, group: _Group, view: View, free: dict[str, list[tuple[int, int]]]):
-        """(pods, "") with every pod placed and `free` updated, or (None, why) leaving `free` as it was."""
-        record = group.record
-        pod_spec = record["job"]["spec"]["template"]["spec"]
-        count, gpus, uid = len(record["pods"]), record["pods"][0]["gpus"], record["uid"]
-        wanted = int(((group.podgroup or {}).get("spec") or {}).get("minMember") or count)
-        if wanted > count:
-            return None, (f"PodGroup {group.namespace}/{group.name} needs {wanted} pods (minMember), but its Job "
-                          f"makes {count}")
-        eligible = self._jobs.eligible_nodes(view, pod_spec)
+    @staticmethod
+    def _ready(group: _Group) -> tuple[str, str, str] | None:
+        """KAI considers a PodGroup only once it has minMember pods (of all its Jobs, those running included)."""
+        wanted = int(((group.podgroup or {}).get("spec") or {}).get("minMember") or 0)
+        existing = group.pods + group.running
+        if wanted > existing:
+            return UNSCHEDULABLE, (f"Job is not ready for scheduling. Waiting for {wanted} pods, currently "
+                                   f"{existing} exist, 0 are gated (PodGroup {group.namespace}/{group.name} has "
+                                   "fewer pods than its minMember)"), group.queue
+        return None
 
-        def attempt(nodes: list[str]):
+    def _place(self, group: _Group, view: View, free: dict[str, list[tuple[int, int]]]):
+        """(pods of each of the group's Jobs, "") with every pod placed and `free` updated, or (None, why) leaving
+        `free` as it was. Each Job's pods go to nodes its own pod spec admits; those asking most GPUs go first."""
+        members = []
+        for index, record in enumerate(group.records):
+            pod_spec = record["job"]["spec"]["template"]["spec"]
+            members.append(_Member(index, record, pod_spec, record["pods"][0]["gpus"],
+                                   self._jobs.eligible_nodes(view, pod_spec)))
+        if len(members) > 1:
+            members.sort(key=lambda member: -member.gpus)  # stable: then in creation order
+        count = group.pods
+
+        def attempt(nodes_of):  # nodes_of(member): the nodes its pods may go to in this attempt
             trial = dict(free)  # place_pod replaces a node's list, never changes it
-            pods = []
-            for number in range(count):
-                node, slots, taken = self._jobs.place_pod(trial, nodes, gpus, uid, number)
-                if node is None:
-                    return None, pods, trial
-                pods.append({"node": node, "slots": slots, "taken": taken, "gpus": gpus})
-            return pods, pods, trial
+            placed: list[list[dict]] = [[] for _ in group.records]
+            done = 0
+            for member in members:
+                nodes, uid = nodes_of(member), member.record["uid"]
+                for number in range(len(member.record["pods"])):
+                    node, slots, taken = self._jobs.place_pod(trial, nodes, member.gpus, uid, number)
+                    if node is None:
+                        return None, done, trial, member
+                    placed[member.index].append({"node": node, "slots": slots, "taken": taken,
+                                                 "gpus": member.gpus})
+                    done += 1
+            return placed, done, trial, None
 
         constraint = ((group.podgroup or {}).get("spec") or {}).get("topologyConstraint") or {}
         required, preferred = constraint.get("requiredTopologyLevel"), constraint.get("preferredTopologyLevel")
         level = required or preferred
         best: tuple[int, str] = (-1, "")
-        if level:
-            domains: dict[str, list[str]] = defaultdict(list)
-            for name in eligible:
-                value = view.node_objs[name]["metadata"]["labels"].get(level)
-                if value is not None:
-                    domains[value].append(name)
+        if level:  # the whole group within one value of the level
+            within: list[dict[str, list[str]]] = [defaultdict(list) for _ in group.records]  # each Job's nodes
+            for member in members:  # of each value
+                mine = within[member.index]
+                for name in member.eligible:
+                    value = view.node_objs[name]["metadata"]["labels"].get(level)
+                    if value is not None:
+                        mine[value].append(name)
+            if len(members) == 1:
+                domains = within[0]
+            else:  # every node of a value admitting one Job's pods or another's
+                domains = {}
+                for mine in within:
+                    for value, names in mine.items():
+                        known = domains.setdefault(value, [])
+                        known.extend(name for name in names if name not in known)
 
             def room(value: str) -> int:
                 return sum(size for name in domains[value] for _, size in free.get(name, []))
 
             for value in sorted(domains, key=lambda value: (room(value), value)):  # the fullest that fits first
-                pods, partial, trial = attempt(domains[value])
-                if pods is not None:
+                placed, done, trial, _ = attempt(lambda member, value=value: within[member.index].get(value, []))
+                if placed is not None:
                     free.update(trial)
-                    return pods, ""
-                best = max(best, (len(partial), value))
+                    return placed, ""
+                best = max(best, (done, value))
         if not required:
-            pods, partial, trial = attempt(eligible)
-            if pods is not None:
+            placed, done, trial, failed = attempt(lambda member: member.eligible)
+            if placed is not None:
                 free.update(trial)
-                return pods, ""
-            why = self._nodes_message(view, trial, pod_spec, gpus)
-            if partial:
-                why = (f"Resources were found for {len(partial)} pods while {count} are required for gang "
+                return placed, ""
+            why = self._nodes_message(view, trial, failed.pod_spec, failed.gpus)
+            if done:
+                why = (f"Resources were found for {done} pods while {count} are required for gang "
                        f"scheduling. {why}")
             return None, why
-        why = self._nodes_message(view, free, pod_spec, gpus)
+        why = self._nodes_message(view, free, members[0].pod_spec, members[0].gpus)
         if best[0] < 0:
             return None, f"No node admitting the pods has label {required}. {why}"
         return None, (f"No {required} domain has room for all {count} pods of the gang (the roomiest, "
