@@ -79,10 +79,6 @@ def test_a_fragment_answered_with_an_error_says_so_in_place_and_the_page_stays(l
     (a page older than the server, a hand-edited form) answers 400; one line before the cell says so, the page
     stays, and the next good answer for that cell takes the line away."""
     settings.DEBUG = debug
-    # The site's own 5 s poll, not short_polls': a poll of the table that lands while a cell's save is on the way
-    # replaces the cell, and htmx drops the save's answer: a race of the page itself, left for a fix of the page
-    # (500 ms polls made it frequent). This test waits for no poll.
-    settings.LIVE_POLL_MS = 5_000
     sign_in(page, live_server, "/quotas/")
     cell = page.locator("form.quota-cell").first
     box = cell.locator("input[name=value]")

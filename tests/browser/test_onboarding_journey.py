@@ -160,8 +160,8 @@ def test_staff_onboard_a_researcher_who_runs_follows_cancels_and_reads_every_rep
     screenshot(page, f"onboarded-running-{'phone' if width < 600 else 'laptop'}", full_page=True)
 
     # Cancel it (it runs: the confirmation box first); the stop keeps both replicas' logs before the delete.
-    # Polls pause while the focus is in the cancel form (static/osmo/pages.js), but a poll already on its way still
-    # replaces the form, and what was typed or ticked in it: the focus first, then that poll's answer in.
+    # Polls pause while the focus is in the cancel form (static/osmo/pages.js); a poll already on its way is not
+    # swapped in either while the focus or a tick is there (test_poll_races.py).
     page.focus("#cancel-message")
     htmx_settled(page)
     page.locator("#cancel-confirm").check()

@@ -53,12 +53,9 @@ def quotas(defaults, staff, django_user_model):
     run("user", "add-role", "alice", "osmo-training")
 
 
-def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_server, page, quotas, screenshot,
-                                                                       settings):
-    # The site's own 5 s poll, not short_polls': a poll of the table that lands while a cell's save is on the way
-    # replaces the cell, and htmx drops the save's answer: a race of the page itself, left for a fix of the page
-    # (500 ms polls made it frequent). This test waits for no poll.
-    settings.LIVE_POLL_MS = 5_000
+def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_server, page, quotas, screenshot):
+    # short_polls' 500 ms polls land around the saves: none replaces a cell whose save is on the way, nor a refusal
+    # (test_poll_races.py makes those moments happen).
     sign_in(page, live_server, "/quotas/")
     training = page.locator("[data-testid=quota-pool][data-pool=training]")
     expect(training.locator("tr[data-testid=row]")).to_have_count(7)
@@ -82,8 +79,8 @@ def test_staff_change_a_figure_in_place_and_a_refusal_stays_in_its_cell(live_ser
     assert Quota.objects.get(project__name="nlp", pool__name="training").gpu_deserved == 6
     assert ConfigRevision.objects.count() == revisions + 1
     expect(page.locator("#qe-project-nlp-training-gpu-deserved-error")).to_have_count(0)
-    # The save refreshes the tables (quotas-changed); a cell changed before that lands is replaced while its own
-    # answer is on the way, and htmx drops the answer. (networkidle, once reached at load, waits for nothing.)
+    # The save refreshes the tables (quotas-changed), or a poll does. (networkidle, once reached at load, waits for
+    # nothing.)
     expect(page.locator("body[data-refreshed=yes]")).to_have_count(1)
 
     page.select_option("#qe-project-ads-training-gpu-over_quota_weight", "Low")

@@ -39,8 +39,8 @@ def test_a_researcher_sees_why_work_waits_and_cancels_it(live_server, page, queu
     page.click("text=sweep")
     expect(page.locator("#workload-reasons")).to_contain_text("LIMIT")
     screenshot(page, "workload", full_page=True)
-    # Polls pause while the focus is in the cancel form (static/osmo/pages.js), but a poll already on its way still
-    # replaces the form, and what was typed or ticked in it: the focus first, then that poll's answer in.
+    # Polls pause while the focus is in the cancel form (static/osmo/pages.js); a poll already on its way is not
+    # swapped in either while it is there (test_poll_races.py).
     page.focus("#cancel-message")
     htmx_settled(page)
     page.fill("#cancel-message", "not needed")
