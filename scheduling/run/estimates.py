@@ -45,8 +45,29 @@ def forecasts(workloads: Iterable[Workload], now: datetime | None = None) -> dic
     return {**_forecasts(workloads, now), **upstream}
 
 
+def _gang_needs(pending: list[Workload]) -> dict[str, int]:
+    """The GPUs a member of a group of differing shapes waits for, by id: its gang's, as admission starts the
+    members together (docs/architecture/decisions.md, "A group of differing shapes"). One query, only when a pending
+    workload belongs to a workflow; a group with one pending row is no gang."""
+    keys = {(w.workflow, w.group, w.submitter_id) for w in pending if w.workflow}
+    if not keys:
+        return {}
+    totals: dict[tuple, list[int]] = {}
+    for workflow, group, submitter, gpu, replicas in Workload.objects.filter(
+            status=Status.PENDING, workflow__in={key[0] for key in keys}).values_list(
+            "workflow", "group", "submitter_id", "gpu", "replicas"):
+        if (workflow, group, submitter) in keys:
+            found = totals.setdefault((workflow, group, submitter), [0, 0])
+            found[0] += gpu * replicas
+            found[1] += 1
+    return {str(w.id): totals[key][0] for w in pending
+            if (key := (w.workflow, w.group, w.submitter_id)) in totals and totals[key][1] > 1}
+
+
 def _forecasts(workloads: list[Workload], now: datetime) -> dict[str, pure.Forecast]:
-    wanted = [_wanted(w, now) for w in workloads if w.status == Status.PENDING]
+    pending = [w for w in workloads if w.status == Status.PENDING]
+    needs = _gang_needs(pending)
+    wanted = [_wanted(w, now, needs.get(str(w.id))) for w in pending]
     names = {pool for want in wanted for pool in want.pools if pool in want.positions}
     if not names:
         return pure.estimate({}, wanted, now.timestamp()) if wanted else {}
@@ -93,12 +114,13 @@ def _status(pool: Pool, now: datetime) -> str:
     return "ONLINE" if backend_online(pool.backend, now) else "OFFLINE"
 
 
-def _wanted(workload: Workload, now: datetime) -> pure.Wanted:
+def _wanted(workload: Workload, now: datetime, gpus: int | None = None) -> pure.Wanted:
     reasons = {r.get("pool"): (r.get("code", ""), r.get("details") or {}) for r in workload.reasons or []
                if isinstance(r, dict)}
     positions = {pool: n for pool, n in (workload.positions or {}).items() if isinstance(n, int)}
     since = workload.queued_at or workload.submitted_at
-    return pure.Wanted(str(workload.id), workload.gpu * workload.replicas, tuple(workload.pools or ()), positions,
+    gpus = workload.gpu * workload.replicas if gpus is None else gpus
+    return pure.Wanted(str(workload.id), gpus, tuple(workload.pools or ()), positions,
                        reasons, waited=max(0.0, (now - since).total_seconds()) if since else 0.0)
 
 

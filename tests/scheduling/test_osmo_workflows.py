@@ -246,6 +246,9 @@ def test_a_group_of_two_platforms_and_images_is_one_gang_of_two_jobs_ended_by_it
         assert row.status == Status.PENDING and not row.placement, row.reasons
     assert robot.reasons[0]["code"] == "GANG" and "starts whole or not at all" in robot.reasons[0]["message"]
     assert standin.jobs() == []
+    # The robot's part asks no GPU, yet it waits for the gang's two: its estimate is the gang's.
+    shown = [researcher_api.get(f"/api/workloads/{row.pk}/").json() for row in (lead, robot)]
+    assert shown[0]["estimate_basis"] == shown[1]["estimate_basis"]
 
     assert researcher_api.post(f"/api/workloads/{blocker['id']}/cancel/").json()["canceled"]
     run_cycle()  # one cycle: one decision for both
