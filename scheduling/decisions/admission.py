@@ -16,8 +16,8 @@ decision, taken at the place of its first member in the order: all members are a
 In each candidate pool the members are checked and placed one after another, each tentatively charged to the
 snapshot as a single admission is; when one does not fit, every charge of the members placed before it is undone,
 so a later workload of the same cycle sees the snapshot as it was. A gang short of a member in the queue waits
-whole. A gang is not a reclaimer yet: it never preempts borrowed work to make room (`_try_reclaim` is for single
-workloads only).
+whole. A gang within its guarantee that is short of capacity reclaims as a single workload does, the victims
+chosen so that every member fits at once.
 """
 
 from __future__ import annotations
@@ -407,10 +407,12 @@ def _idle_gpus(pool: Pool) -> int:
 
 # ---- reclaim -----------------------------------------------------------------------------------------
 
-def _reclaim(snapshot: Snapshot, pool: Pool, platform: str, workload: Workload) -> list[Holder] | None:
-    """The fewest preemptible holders of projects above their fair share in `pool` whose capacity lets
-    `workload` fit, those already PREEMPTING counted first; None when even all of them would not do."""
-    nodes = nodes_for(pool, platform, workload)
+def _reclaim(snapshot: Snapshot, pool: Pool, parts: list[tuple[str, Workload]]) -> list[Holder] | None:
+    """The fewest preemptible holders of projects above their fair share in `pool` whose capacity lets every
+    part fit (a workload on its platform; a gang's members, one after another), those already PREEMPTING counted
+    first; None when even all of them would not do."""
+    on = [nodes_for(pool, platform, workload) for platform, workload in parts]
+    nodes = list({node.key: node for found in on for node in found}.values())
     keys = {node.key for node in nodes}
     candidates = [h for h in snapshot.holders
                   if h.pool == pool.name and h.preemptible and any(k in keys for k in h.placement)]
@@ -421,8 +423,15 @@ def _reclaim(snapshot: Snapshot, pool: Pool, platform: str, workload: Workload) 
             freed[key] = add(freed.get(key, ZERO), times(holder.per_replica, n * sign))
 
     def fits_now() -> bool:
-        room = [Node(n.key, n.name, add(n.free, freed.get(n.key, ZERO)), n.gpu_names) for n in nodes]
-        return sum(_place(room, workload.per_replica, workload.replicas, pool.spread).values()) == workload.replicas
+        room = {n.key: add(n.free, freed.get(n.key, ZERO)) for n in nodes}
+        for (_platform, workload), found in zip(parts, on, strict=True):
+            placement = _place([Node(n.key, n.name, room[n.key], n.gpu_names) for n in found], workload.per_replica,
+                               workload.replicas, pool.spread)
+            if sum(placement.values()) != workload.replicas:
+                return False
+            for key, n in placement.items():
+                room[key] = sub(room[key], times(workload.per_replica, n))
+        return True
 
     for holder in candidates:
         if holder.preempting:
@@ -582,6 +591,7 @@ def _decide_gang(snapshot: Snapshot, members: list[Workload], size: int, idle: d
     gang = first.gang
     group = _group(gang)
     reasons: list[Reason] = []
+    short: list[int] = []  # indexes of reasons where only capacity was missing
     if len(members) < size:
         details = {"gang": gang, "present": len(members), "size": size}
         message = (f"Waiting for the rest of group {group}: {len(members)} of its {size} parts "
@@ -617,56 +627,67 @@ def _decide_gang(snapshot: Snapshot, members: list[Workload], size: int, idle: d
         if pool.status != "ONLINE":
             reasons.append(_status_reason(pool))
             continue
-        reason = _place_gang(pool, members, [platforms[pool_name] for platforms in platforms_of], idle, by_key,
-                             pools_of, decision)
+        reason, capacity = _place_gang(pool, members, [platforms[pool_name] for platforms in platforms_of], idle,
+                                       by_key, pools_of, decision)
         if reason is None:
             return
+        if capacity:
+            short.append(len(reasons))
         reasons.append(reason)
+    if short and not any(member.preemptible for member in members):
+        _try_reclaim(snapshot, first, reasons, short, decision, who=f"group {group}",
+                     parts_in=lambda name: [(platforms[name], member)
+                                            for member, platforms in zip(members, platforms_of, strict=True)])
     for member in members:
         decision.reasons[member.id] = list(reasons)
 
 
 def _place_gang(pool: Pool, members: list[Workload], platforms: list[str], idle: dict[str, int],
-                by_key: dict[str, Node], pools_of: dict[str, set[str]], decision: Decision) -> Reason | None:
-    """Every member placed in `pool` and admitted (None), or the reason why not with the snapshot left as it was:
-    each member is checked against what those before it tentatively took, as single admissions are."""
+                by_key: dict[str, Node], pools_of: dict[str, set[str]], decision: Decision
+                ) -> tuple[Reason | None, bool]:
+    """Every member placed in `pool` and admitted (None, False), or the reason why not with the snapshot left as
+    it was, and whether only capacity was missing (every member within its quotas: reclaim may make room). Each
+    member is checked against what those before it tentatively took, as single admissions are."""
     if pool.name not in idle:
         idle[pool.name] = _idle_gpus(pool)
     idle_before = dict(idle)
     nodes_before: list[tuple[Node, Amounts]] = []
     quotas_before: dict[tuple[int, str], tuple[bool, Amounts, Amounts]] = {}  # (0 project | 1 department, name)
     admissions: list[tuple[str, Admission]] = []
-    reason = None
+    quota_reason = capacity_reason = None
     for member, platform in zip(members, platforms, strict=True):
         # The idle GPUs a refusal offers to borrow are the pool's before the gang: its own charges are undone.
-        reason = _quota_reason(pool, platform, member, idle_before[pool.name])
-        if reason is not None:
-            reason = replace(reason, details={**reason.details, "gang": member.gang, "member": member.id})
+        quota_reason = _quota_reason(pool, platform, member, idle_before[pool.name])
+        if quota_reason is not None:
+            quota_reason = replace(quota_reason, details={**quota_reason.details, "gang": member.gang,
+                                                          "member": member.id})
             break
-        placement = _place(nodes_for(pool, platform, member), member.per_replica, member.replicas, pool.spread)
-        placed = sum(placement.values())
-        if placed < member.replicas:
-            reason = _gang_capacity_reason(pool, platform, member, placed)
-            break
-        for key, n in placement.items():
-            node = by_key[key]
-            nodes_before.append((node, node.free))
-            node.free = sub(node.free, times(member.per_replica, n))
         for index, units, name in ((0, pool.projects, member.project), (1, pool.departments, member.department)):
             if (index, name) not in quotas_before:
                 quota = units.get(name)
                 quotas_before[(index, name)] = ((False, ZERO, ZERO) if quota is None
                                                 else (True, quota.used, quota.used_guaranteed))
         _charge(pool, member)
+        if capacity_reason is not None:  # the rest still checked against their quotas: reclaim needs them within
+            continue
+        placement = _place(nodes_for(pool, platform, member), member.per_replica, member.replicas, pool.spread)
+        placed = sum(placement.values())
+        if placed < member.replicas:
+            capacity_reason = _gang_capacity_reason(pool, platform, member, placed)
+            continue
+        for key, n in placement.items():
+            node = by_key[key]
+            nodes_before.append((node, node.free))
+            node.free = sub(node.free, times(member.per_replica, n))
         for key, n in placement.items():
             for name in pools_of[key]:
                 if name in idle:
                     idle[name] -= member.per_replica[0] * n
         admissions.append((member.id, Admission(pool.name, platform,
                                                 {by_key[k].name: n for k, n in placement.items()})))
-    if reason is None:
+    if quota_reason is None and capacity_reason is None:
         decision.admitted.update(admissions)
-        return None
+        return None, False
     for node, free in reversed(nodes_before):
         node.free = free
     for (index, name), (existed, used, used_guaranteed) in quotas_before.items():
@@ -677,7 +698,7 @@ def _place_gang(pool: Pool, members: list[Workload], platforms: list[str], idle:
             units.pop(name, None)
     idle.clear()
     idle.update(idle_before)
-    return reason
+    return quota_reason or capacity_reason, quota_reason is None
 
 
 def _gang_capacity_reason(pool: Pool, platform: str, member: Workload, placed: int) -> Reason:
@@ -697,20 +718,22 @@ def _gang_capacity_reason(pool: Pool, platform: str, member: Workload, placed: i
 
 
 def _try_reclaim(snapshot: Snapshot, workload: Workload, reasons: list[Reason], short: list[int],
-                 decision: Decision) -> None:
+                 decision: Decision, parts_in=None, who: str = "") -> None:
     """Within its guarantee but short of capacity in some pools: reclaim in the first of them where
-    preempting borrowed work would make room."""
+    preempting borrowed work would make room. `parts_in(pool)`: a gang's members on their platforms there (else the
+    workload on the reason's platform); `who`: what the preempted are told reclaims (else the workload)."""
     for index in short:
         pool = snapshot.pools[reasons[index].pool]
         platform = reasons[index].details.get("platform", "")
-        victims = _reclaim(snapshot, pool, platform, workload)
+        parts = parts_in(pool.name) if parts_in else [(platform, workload)]
+        victims = _reclaim(snapshot, pool, parts)
         if victims is None:
             continue
         for victim in victims:
             victim.preempting = True
             decision.preempt[victim.id] = (
                 f"Preempted in pool {pool.name}: project {workload.project} reclaims capacity it is guaranteed "
-                f"for workload {workload.id}.")
+                f"for {who or f'workload {workload.id}'}.")
         waiting = [h.id for h in snapshot.holders if h.preempting and h.pool == pool.name]
         gpus = sum(v.per_replica[0] * sum(v.placement.values()) for v in victims)
         reasons[index] = Reason(
@@ -718,7 +741,7 @@ def _try_reclaim(snapshot: Snapshot, workload: Workload, reasons: list[Reason], 
             f"Reclaiming borrowed capacity in pool {pool.name} from {len(waiting)} low-priority workload(s) of "
             "projects above their fair share" + (f" ({show(0, gpus)} GPUs newly preempted)" if victims else "")
             + "; admitted once it is free.",
-            {"platform": platform, "preempting": waiting})
+            {"platform": parts[0][0], "preempting": waiting})
         return
 
 

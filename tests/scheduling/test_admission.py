@@ -377,3 +377,28 @@ def test_a_member_without_the_pool_makes_that_pool_unusable_for_the_gang():
     decision = decide(snapshot, [member("lead", pools=("a", "b")), member("work", pools=("b",))])
     assert {a.pool for a in decision.admitted.values()} == {"b"}
     assert len(decision.admitted) == 2
+
+
+def test_a_gang_within_its_guarantee_reclaims_room_for_every_member_at_once():
+    # Both platforms are full of nlp's borrowed work; vision's gang (4 GPUs on h100, 8 on a100) is within its
+    # guarantee: the victims chosen make room for both members, on their own platforms, in one decision.
+    h100, a100 = [node("h1", 8)], [node("a1", 8)]
+    for n in (*h100, *a100):
+        n.free = (0, 64_000, 512 * GIB)
+    holders = [Holder("h-small", "nlp", "research", "training", (400, 0, 0), {"b/h1": 1}, True, 1.0),
+               Holder("h-big", "nlp", "research", "training", (400, 0, 0), {"b/h1": 1}, True, 2.0),
+               Holder("a-all", "nlp", "research", "training", (800, 0, 0), {"b/a1": 1}, True, 3.0)]
+    snapshot = Snapshot({"training": two_platforms(h100=h100, a100=a100, projects={
+        "vision": quota(deserved=16), "nlp": quota(deserved=0, used=16, guaranteed=0, fair=0)})}, holders)
+    gang = [member("lead", "h100", gpus=4), member("work", "a100", gpus=8, submitted=1)]
+    decision = decide(snapshot, gang)
+    assert decision.admitted == {}
+    assert sorted(decision.preempt) == ["a-all", "h-big"]  # one on each platform: the newest on h100 suffices
+    assert "for group workers" in decision.preempt["a-all"]
+    for wid in ("lead", "work"):
+        assert decision.reasons[wid][0].code == Code.RECLAIMING
+    # Low priority gangs never reclaim.
+    low = [member("lead", "h100", gpus=4, low=True), member("work", "a100", gpus=8, low=True)]
+    for holder in holders:
+        holder.preempting = False
+    assert decide(snapshot, low).preempt == {}
