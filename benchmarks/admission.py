@@ -89,7 +89,14 @@ def setup_django() -> None:
     django.setup()
     from django.core.management import call_command
 
+    from osmo_site.celery import app
     from pools.config.defaults import init_defaults
+
+    # The site's own broker settings name no folders for the filesystem transport (the demo's broker is SQLite):
+    # the scratch directory's, producer and reader alike.
+    broker_folder().mkdir(parents=True, exist_ok=True)
+    app.conf.broker_transport_options = {"data_folder_in": str(broker_folder()),
+                                         "data_folder_out": str(broker_folder())}
 
     call_command("migrate", verbosity=0)
     init_defaults(author="bench")
