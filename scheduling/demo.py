@@ -177,10 +177,11 @@ def stage_reclaim(people: dict[str, list], result: Round) -> None:
     """Once per demo database: borrowers for every free GPU of the scene's pool, then, once they are all placed,
     the claimant, on the platform of the first borrower."""
     borrowers = Workload.objects.filter(name__startswith="borrow-")
-    # A borrower queued again because its placement broke (the simulation's own work took its planned GPUs) may
-    # find no room again: it must not hold the scene back for ever.
+    # A borrower that no cycle has looked at yet holds the claim back, so that the borrowers are placed first; one
+    # a cycle left waiting (the simulation's own work took the GPUs it was submitted for) or queued again (its
+    # placement broke) may find no room for long: it must not hold the scene back for ever.
     if Workload.objects.filter(name__startswith="claim-").exists() or borrowers.filter(
-            status=Status.PENDING, attempt=1).exists():
+            status=Status.PENDING, attempt=1, reasons__0__code="SUBMITTED").exists():
         return  # done, or the next cycle places the borrowers first
     loaded = snapshot.load()
     departments = dict(Project.objects.values_list("name", "department__name"))
@@ -207,9 +208,10 @@ def stage_reclaim(people: dict[str, list], result: Round) -> None:
                                         "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}})
                 count += 1
         return
-    # A gang of one-GPU replicas, as many as its quota has room for: more than the GPUs the simulated fleet's own
-    # churn frees between two rounds, so the claim needs the borrowers' GPUs back.
-    replicas = max(1, min(count, _room(pool, scene.claimant, departments) if pool else 1))
+    # A gang of one-GPU replicas, half of what its quota has room for: more than the GPUs the simulated fleet's own
+    # churn frees between two rounds, so the claim needs the borrowers' GPUs back; half, so that the claimant's own
+    # work submitted meanwhile does not take it above its guarantee (where it would wait, and reclaim nothing).
+    replicas = max(1, min(count, (_room(pool, scene.claimant, departments) if pool else 2) // 2))
     _submit(people[scene.claimant][0], result, {"name": "claim-00", "project": scene.claimant, "pools": [scene.pool],
                             "platform": first.templates[scene.pool]["platform"], "priority": "normal",
                             "replicas": replicas, "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}})
