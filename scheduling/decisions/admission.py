@@ -373,12 +373,17 @@ def nodes_for(pool: Pool, platform: str, workload: Workload) -> list[Node]:
     return [node for node in nodes if wanted in node.gpu_names] if wanted else nodes
 
 
+def _asked(pool: Pool, platform: str, per: Amounts, free: str = "") -> str:
+    """What a replica asks for, in words: "2 free H100 GPUs and 4 CPU" (`free` before the GPUs)."""
+    return " and ".join(f"{show(i, per[i])} {free if i == 0 else ''}{_what(pool, platform, 0) if i == 0 else NAMES[i]}"
+                        for i in range(3) if per[i] > 0) or "room"
+
+
 def _capacity_reason(pool: Pool, platform: str, workload: Workload, placed: int) -> Reason:
     nodes = nodes_for(pool, platform, workload)
     per = workload.per_replica
     gpus = _what(pool, platform, 0)
-    ask = " and ".join(f"{show(i, per[i])} {'free ' if i == 0 else ''}{gpus if i == 0 else NAMES[i]}"
-                       for i in range(3) if per[i] > 0) or "room"
+    ask = _asked(pool, platform, per, "free ")
     if not nodes:
         kind = f" of GPU type {workload.gpu_type}" if workload.gpu_type else ""
         return Reason(pool.name, Code.CAPACITY,
@@ -706,9 +711,8 @@ def _gang_capacity_reason(pool: Pool, platform: str, member: Workload, placed: i
     alone = _capacity_reason(pool, platform, member, placed)
     if not alone.details.get("nodes"):
         return replace(alone, details={**alone.details, "gang": member.gang, "member": member.id})
-    per = member.per_replica
     gpus = _what(pool, platform, 0)
-    ask = " and ".join(f"{show(i, per[i])} {gpus if i == 0 else NAMES[i]}" for i in range(3) if per[i] > 0) or "room"
+    ask = _asked(pool, platform, member.per_replica)
     most = alone.details["most_free"]
     return Reason(pool.name, Code.GANG,
                   f"Group {_group(member.gang)}: its part of {member.replicas} replica(s) on platform "

@@ -305,6 +305,10 @@ def _group_requests(workflow: str, group: dict, where: str, resources: dict, tim
     if sum(1 for task in tasks if task.get("lead")) > 1:
         raise ConfigError(f"{where}.tasks: more than one lead task", field=f"{where}.tasks")
     parts = osmo_groups.members(tasks)
+    if len(parts) > osmo_groups.MAX_SHAPES:
+        raise ConfigError(f"{where}.tasks: its tasks have {len(parts)} different pod shapes (image, resource and the "
+                          f"like); a group runs at most {osmo_groups.MAX_SHAPES}, one Job each: give tasks one image "
+                          "and resource, or put them in groups of their own", field=f"{where}.tasks")
     gang = [[names[i] for i in part] for part in parts] if len(parts) > 1 else []
     planned = [osmo_groups.plan([tasks[i] for i in part], (lambda j, part=part: task_where(part[j])), group, where,
                                 dry_run=dry_run, lead=index == 0) for index, part in enumerate(parts)]

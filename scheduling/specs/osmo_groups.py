@@ -33,6 +33,7 @@ from scheduling.specs import podenv
 # What each pod of one Job shares: tasks of one group must agree on them.
 SHARED = ("image", "resource", "privileged", "hostNetwork", "volumeMounts", "env_from_secret", "exitActions")
 FILE_KEYS = {"path", "contents", "localpath", "base64"}
+MAX_SHAPES = 16  # members of one group: each is a workload naming every task of the group (so n shapes cost n^2)
 SHELL = "/bin/sh"
 FILES_DIR = "/osmo/files"  # the ConfigMap of a group's files, whole, where the launcher copies a task's own from
 

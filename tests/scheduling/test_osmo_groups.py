@@ -145,3 +145,12 @@ def test_a_member_must_name_its_own_tasks_in_the_gang():
         with pytest.raises(ConfigError) as caught:
             WorkloadRequest.parse({"name": "x", "image": "i", "tasks": ["a"], "gang": gang, "member": member})
         assert caught.value.field == "gang"
+
+
+def test_a_group_of_more_shapes_than_jobs_it_may_run_is_refused_before_it_is_planned():
+    tasks = "\n".join(f"    - {{name: t{i}, image: img{i}, command: [sh]}}" for i in range(17))
+    error = refusal(f"workflow:\n  name: many\n  groups:\n  - name: g\n    tasks:\n{tasks}\n")
+    assert error.field == "workflow.groups[0].tasks" and "17 different pod shapes" in error.message
+    sixteen = tasks.rsplit("\n", 1)[0]
+    assert len(workflow_requests(f"workflow:\n  name: many\n  groups:\n  - name: g\n    tasks:\n{sixteen}\n",
+                                 pool="p").groups) == 16
